@@ -1,0 +1,24 @@
+"""OpenInfer: an ahead-of-time toolchain from a graph DSL and a `.oinf` model to C / GLSL source.
+
+The public names below are stable (DESIGN.md §8); everything else is internal.
+"""
+
+__version__ = "0.1.0"
+
+from .errors import (  # noqa: E402
+    BindError,
+    BuildError,
+    DeviceError,
+    DslError,
+    ExecutionError,
+    OinfError,
+    OpenInferError,
+    SimulationError,
+    SynthesisError,
+)
+
+__all__ = [
+    "__version__",
+    "OpenInferError", "OinfError", "DslError", "BindError", "ExecutionError", "SynthesisError",
+    "DeviceError", "BuildError", "SimulationError",
+]

@@ -1,0 +1,68 @@
+"""The `openinfer` command line: argument parsing and error printing only.
+
+Each command family lives with its stage (`openinfer/<stage>/commands.py`) and exposes
+`register(subparsers)`, which adds its sub-commands and binds each to a handler taking the parsed
+arguments and returning an exit code. Errors derived from `OpenInferError` are printed as they
+are (they are written for users) and exit with status 1; usage errors exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .errors import OpenInferError
+
+#: Modules that contribute sub-commands, in the order `--help` lists them.
+COMMAND_MODULES = (
+    "openinfer.oinf.commands",
+)
+
+DESCRIPTION = """\
+OpenInfer: write inference logic in a small graph DSL, keep weights in one .oinf package, and
+synthesize plain C (AVX2/AVX-512) or GLSL + Vulkan source for a device described in JSON.
+
+Typical flow:
+  openinfer oinf inspect model.oinf           look inside a model package
+  openinfer check graph.oig --model m.oinf    parse, bind and validate a graph
+  openinfer run graph.oig --model m.oinf      run it with the NumPy reference
+  openinfer gen graph.oig --model m.oinf --arch devices/x86_64-avx2.json -o out/
+  openinfer sim graph.oig --model m.oinf --arch devices/x86_64-avx2.json
+
+Run `openinfer COMMAND --help` for the options of each command."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="openinfer", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"openinfer {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        # `openinfer` or `openinfer oinf` alone: show the help of that level
+        (getattr(args, "help_parser", None) or parser).print_help()
+        return 2
+    try:
+        return int(handler(args) or 0)
+    except OpenInferError as exc:
+        print(f"openinfer: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("openinfer: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
