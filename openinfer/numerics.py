@@ -21,12 +21,33 @@ from .dtypes import DTypeInfo, Kind
 F8_NAN = 0x7D
 
 
+def _f32_for_narrowing(x) -> np.ndarray:
+    """`x` as float32, ready to be rounded once more to bf16 or f8 without double-rounding error.
+
+    f16/f32 (and small integers) convert exactly. Wider inputs (f64, big integers) are rounded to
+    f32 *to odd*: truncate, then set the lowest bit if anything was dropped. An f32 so rounded
+    carries more than the 2 extra bits that make the second, narrower rounding exact; a plain
+    f64 -> f32 -> bf16 chain would turn e.g. 1 + 2^-8 + 2^-30 into 1.0 instead of 1 + 2^-7.
+    """
+    a = np.asarray(x)
+    if a.dtype.kind == "f" and a.dtype.itemsize <= 4 or a.dtype.kind in "bu" and a.dtype.itemsize <= 2 \
+            or a.dtype.kind == "i" and a.dtype.itemsize <= 2:
+        return a.astype(np.float32)
+    d = a.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = d.astype(np.float32)
+        wide = f.astype(np.float64)
+        f = np.where(np.abs(wide) > np.abs(d), np.nextafter(f, np.float32(0)), f)   # truncate
+        inexact = (f.astype(np.float64) != d) & ~np.isnan(d)
+    return (f.view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)
+
+
 def bf16_bits(x) -> np.ndarray:
-    """f32 values -> bf16 bit patterns (uint16), round to nearest even."""
-    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    """Values (any real dtype) -> bf16 bit patterns (uint16), round to nearest even."""
+    v = _f32_for_narrowing(x)
+    b = v.view(np.uint32).astype(np.uint64)
     rounded = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-    nan = np.isnan(np.asarray(x, dtype=np.float32))
-    return np.where(nan, ((b >> 16) | 0x0040).astype(np.uint16), rounded)
+    return np.where(np.isnan(v), ((b >> 16) | 0x0040).astype(np.uint16), rounded)
 
 
 def bf16_decode(bits) -> np.ndarray:
@@ -34,8 +55,8 @@ def bf16_decode(bits) -> np.ndarray:
 
 
 def f8_bits(x) -> np.ndarray:
-    """f32 values -> E5M2 bit patterns (uint8), round to nearest even with correct carry."""
-    v = np.asarray(x, dtype=np.float32)
+    """Values (any real dtype) -> E5M2 bit patterns (uint8), round to nearest even with correct carry."""
+    v = _f32_for_narrowing(x)
     b = v.view(np.uint32).astype(np.int64)
     sign = ((b >> 31) & 1).astype(np.uint8) << 7
     mag = b & 0x7FFFFFFF
@@ -66,11 +87,11 @@ def round_float(x, dtype: DTypeInfo) -> np.ndarray:
     if name == "f32":
         return np.asarray(x, dtype=np.float32)
     if name == "f16":
-        return np.asarray(x, dtype=np.float32).astype(np.float16)
+        return np.asarray(x).astype(np.float16)  # NumPy rounds f64 -> f16 directly (no double rounding)
     if name == "bf16":
-        return bf16_decode(bf16_bits(np.asarray(x, dtype=np.float32)))
+        return bf16_decode(bf16_bits(x))
     if name == "f8":
-        return f8_decode(f8_bits(np.asarray(x, dtype=np.float32)))
+        return f8_decode(f8_bits(x))
     raise TypeError(f"{name} is not a float type")
 
 

@@ -1,0 +1,122 @@
+/*
+ * oi_hal.h — the thin hardware abstraction layer under every program OpenInfer generates.
+ *
+ * Generated code calls the HAL; the HAL never knows about models. It provides what every
+ * generated program needs and nothing more: status codes with messages, aligned allocation,
+ * a bounds-checked reader of `.oinf` model packages (mmap or caller memory), a monotonic timer,
+ * and a small thread pool (yield/await consumers, parallel kernels).
+ *
+ * Versioning: OI_HAL_ABI_VERSION changes whenever a struct layout or a function signature in
+ * this header changes; generated code checks it at compile time, so a program generated for one
+ * HAL never links against another silently.
+ */
+#ifndef OI_HAL_H
+#define OI_HAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OI_HAL_ABI_VERSION 1
+
+/* ------------------------------------------------------------------------------------------
+ * Status codes. Every fallible call returns one; nothing in the HAL or in generated code aborts.
+ * Values are stable (they cross the C ABI into Python and user programs).
+ * ---------------------------------------------------------------------------------------- */
+typedef enum oi_status {
+    OI_OK = 0,
+    OI_ERR_INVALID_ARGUMENT = 1,  /* NULL pointer, unknown variable id, wrong byte count        */
+    OI_ERR_OUT_OF_MEMORY = 2,     /* an allocation failed                                        */
+    OI_ERR_IO = 3,                /* the model file could not be opened / mapped                 */
+    OI_ERR_MODEL_FORMAT = 4,      /* the .oinf is malformed (bad magic, offsets past the end...) */
+    OI_ERR_MODEL_MISMATCH = 5,    /* a tensor the program needs is missing or has another type   */
+    OI_ERR_INPUT_NOT_SET = 6,     /* step() before every dynamic input was set since last step   */
+    OI_ERR_TABLE_FULL = 7,        /* a persistent table index reached its @fixed size            */
+    OI_ERR_INDEX_OUT_OF_RANGE = 8,/* a cache index / slice / gather index outside its bounds     */
+    OI_ERR_DEVICE = 9,            /* the compute device failed (Vulkan targets)                  */
+    OI_ERR_THREAD = 10,           /* the thread pool could not start or run a task               */
+    OI_ERR_ABI = 11               /* library and caller disagree on the ABI version              */
+} oi_status;
+
+/* A static, human-readable description of a status code. */
+const char *oi_status_str(oi_status status);
+
+/* ------------------------------------------------------------------------------------------
+ * Memory. All buffers the generated code allocates are OI_ALIGN-aligned so vector kernels can
+ * use aligned loads on arena buffers (offsets in the memory plan are multiples of it too).
+ * ---------------------------------------------------------------------------------------- */
+#define OI_ALIGN 64
+
+void *oi_aligned_alloc(size_t bytes);   /* zero-filled; NULL on failure or bytes == 0 */
+void oi_aligned_free(void *ptr);
+
+/* ------------------------------------------------------------------------------------------
+ * The .oinf reader. Opening maps the file (or wraps caller memory) and validates the header and
+ * all tables against the file size; every offset is bounds-checked, so a corrupted or hostile
+ * file yields OI_ERR_MODEL_FORMAT, never an out-of-bounds read. Tensor data is used in place.
+ * ---------------------------------------------------------------------------------------- */
+typedef struct oi_oinf_tensor {
+    const char *name;           /* points into the file image; not NUL-terminated: see name_len */
+    uint32_t name_len;
+    uint32_t dtype;             /* .oinf ValueType code (digest §1.4)                            */
+    uint32_t ndim;
+    uint64_t dims[8];           /* ndim <= 8 is enforced at open                                  */
+    const void *data;           /* NULL when the tensor has no data                               */
+    uint64_t nbytes;            /* payload bytes (packed types: ceil(numel*bits/8))              */
+} oi_oinf_tensor;
+
+typedef struct oi_oinf {
+    const uint8_t *base;        /* the file image                                                 */
+    uint64_t size;
+    uint32_t version;           /* 1 or 2                                                         */
+    uint32_t n_tensors;
+    oi_oinf_tensor *tensors;    /* n_tensors entries, in file order                               */
+    int mapped;                 /* 1 when base is our mmap (unmapped on close)                    */
+} oi_oinf;
+
+oi_status oi_oinf_open(const char *path, oi_oinf *out);
+oi_status oi_oinf_open_memory(const void *image, uint64_t size, oi_oinf *out);
+void oi_oinf_close(oi_oinf *file);
+
+/* Finds tensor `name` and checks it has data, dtype `dtype` and exactly `nbytes` payload bytes
+ * (OI_ERR_MODEL_MISMATCH otherwise; the message names the tensor through *why when non-NULL). */
+oi_status oi_oinf_require(const oi_oinf *file, const char *name, uint32_t dtype, uint64_t nbytes,
+                          const void **data, const char **why);
+
+/* ------------------------------------------------------------------------------------------
+ * Time and tracing.
+ * ---------------------------------------------------------------------------------------- */
+uint64_t oi_now_ns(void);
+
+/* Called by generated code after each executed node when a hook is installed: `node_index` is
+ * the graph node's index, `block` its block name; the hook may read variables through the
+ * model's get() before returning. Used to bisect divergence against the reference. */
+typedef void (*oi_trace_hook)(void *user, int32_t node_index, const char *block, uint64_t duration_ns);
+
+/* ------------------------------------------------------------------------------------------
+ * Thread pool: a fixed set of workers running submitted tasks. The size comes from the device
+ * descriptor at generation time and OI_NUM_THREADS at run time (see oi_default_threads).
+ * ---------------------------------------------------------------------------------------- */
+typedef struct oi_pool oi_pool;
+typedef void (*oi_task_fn)(void *arg);
+
+/* Threads to use: OI_NUM_THREADS when set to a positive integer, else `fallback`. */
+int oi_default_threads(int fallback);
+
+oi_status oi_pool_create(int threads, oi_pool **out);   /* threads <= 1: tasks run inline */
+void oi_pool_destroy(oi_pool *pool);
+int oi_pool_threads(const oi_pool *pool);
+/* Queue one task; oi_pool_wait() blocks until every queued task has finished. */
+oi_status oi_pool_submit(oi_pool *pool, oi_task_fn fn, void *arg);
+void oi_pool_wait(oi_pool *pool);
+/* Runs fn(ctx, i) for i in [0, n) split over the pool (the caller's thread takes a share). */
+typedef void (*oi_range_fn)(void *ctx, int64_t begin, int64_t end);
+void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OI_HAL_H */

@@ -1,0 +1,453 @@
+/*
+ * oi_hal.c — status strings, aligned memory, the bounds-checked .oinf reader, timer, thread pool.
+ * See oi_hal.h for the contract of each function.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "oi_hal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *oi_status_str(oi_status status) {
+    switch (status) {
+    case OI_OK: return "ok";
+    case OI_ERR_INVALID_ARGUMENT: return "invalid argument (NULL pointer, unknown variable id or wrong byte count)";
+    case OI_ERR_OUT_OF_MEMORY: return "out of memory";
+    case OI_ERR_IO: return "cannot open or map the model file";
+    case OI_ERR_MODEL_FORMAT: return "the model file is not a valid .oinf package";
+    case OI_ERR_MODEL_MISMATCH: return "the model lacks a tensor the program needs, or has it with another type or size";
+    case OI_ERR_INPUT_NOT_SET: return "a dynamic input was not set before this step";
+    case OI_ERR_TABLE_FULL: return "a persistent table index exceeds its fixed size";
+    case OI_ERR_INDEX_OUT_OF_RANGE: return "an index or slice is out of range";
+    case OI_ERR_DEVICE: return "the compute device reported an error";
+    case OI_ERR_THREAD: return "the thread pool failed";
+    case OI_ERR_ABI: return "library and caller ABI versions differ";
+    }
+    return "unknown status";
+}
+
+/* ------------------------------------------------------------------------------------------ memory */
+
+void *oi_aligned_alloc(size_t bytes) {
+    void *p = NULL;
+    if (bytes == 0) return NULL;
+    if (posix_memalign(&p, OI_ALIGN, bytes) != 0) return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+void oi_aligned_free(void *ptr) { free(ptr); }
+
+/* ------------------------------------------------------------------------------------------ .oinf */
+
+/* Layout constants of digest §1: the 69-byte packed header, padded so tables start at 72. */
+#define OINF_HEADER_BYTES 69u
+#define OINF_MAX_DIMS 8u
+
+typedef struct reader {
+    const uint8_t *base;
+    uint64_t size;
+    uint64_t pos;
+    uint64_t limit;     /* end of the table being read */
+} reader;
+
+static int rd_u32(reader *r, uint32_t *v) {
+    if (r->pos > r->limit || r->limit - r->pos < 4) return 0;
+    memcpy(v, r->base + r->pos, 4); /* tensor-table fields are not naturally aligned (§1.1) */
+    r->pos += 4;
+    return 1;
+}
+
+static int rd_u64(reader *r, uint64_t *v) {
+    if (r->pos > r->limit || r->limit - r->pos < 8) return 0;
+    memcpy(v, r->base + r->pos, 8);
+    r->pos += 8;
+    return 1;
+}
+
+/* A string: u32 length, bytes, zero padding so 4+len is a multiple of 8 (relative to its start). */
+static int rd_string(reader *r, const char **s, uint32_t *len) {
+    uint32_t n;
+    if (!rd_u32(r, &n) || n == 0) return 0;
+    uint64_t padded = ((uint64_t)n + 4u + 7u) / 8u * 8u - 4u;
+    if (r->limit - r->pos < padded) return 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        uint8_t c = r->base[r->pos + i];
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                 c == '_' || c == '-';
+        if (!ok) return 0;
+    }
+    *s = (const char *)(r->base + r->pos);
+    *len = n;
+    r->pos += padded;
+    return 1;
+}
+
+/* Bits per element of a tensor dtype code, 0 for codes that are not tensor types. */
+static uint32_t dtype_bits(uint32_t code) {
+    switch (code) {
+    case 1: case 5: case 12: case 17: return 8;          /* i8 u8 bool f8 */
+    case 2: case 6: case 9: case 16: return 16;          /* i16 u16 f16 bf16 */
+    case 3: case 7: case 10: return 32;                  /* i32 u32 f32 */
+    case 4: case 8: case 11: return 64;                  /* i64 u64 f64 */
+    case 18: case 21: return 4;                          /* i4 u4 */
+    case 19: case 22: case 24: return 2;                 /* i2 u2 t2 */
+    case 20: case 23: case 25: return 1;                 /* i1 u1 t1 */
+    default: return 0;
+    }
+}
+
+static oi_status parse(oi_oinf *f) {
+    const uint8_t *b = f->base;
+    uint64_t size = f->size;
+    if (size < 72 || memcmp(b, "OINF\0", 5) != 0) return OI_ERR_MODEL_FORMAT;
+    uint32_t version, n_sizevars, n_metadata, n_tensors;
+    uint64_t off_sizevars, off_metadata, off_tensors, off_data, file_size;
+    memcpy(&version, b + 5, 4);
+    memcpy(&n_sizevars, b + 13, 4);
+    memcpy(&n_metadata, b + 17, 4);
+    memcpy(&n_tensors, b + 21, 4);
+    memcpy(&off_sizevars, b + 29, 8);
+    memcpy(&off_metadata, b + 37, 8);
+    memcpy(&off_tensors, b + 45, 8);
+    memcpy(&off_data, b + 53, 8);
+    memcpy(&file_size, b + 61, 8);
+    if (version != 1 && version != 2) return OI_ERR_MODEL_FORMAT;
+    if (file_size != size) return OI_ERR_MODEL_FORMAT;
+    if (off_sizevars < OINF_HEADER_BYTES || off_sizevars > off_metadata || off_metadata > off_tensors ||
+        off_tensors > off_data || off_data > size)
+        return OI_ERR_MODEL_FORMAT;
+    if ((off_sizevars | off_metadata | off_tensors | off_data) % 8u) return OI_ERR_MODEL_FORMAT;
+    (void)n_sizevars;
+    (void)n_metadata;
+
+    /* Each tensor entry takes at least 24 (v1) / 40 (v2) bytes after its 8-byte name: bound the
+     * count by the table's size before allocating anything. */
+    uint64_t min_entry = version == 1 ? 8u + 28u : 8u + 44u;
+    if ((uint64_t)n_tensors > (off_data - off_tensors) / min_entry) return OI_ERR_MODEL_FORMAT;
+    f->version = version;
+    f->n_tensors = n_tensors;
+    f->tensors = n_tensors ? calloc(n_tensors, sizeof(oi_oinf_tensor)) : NULL;
+    if (n_tensors && !f->tensors) return OI_ERR_OUT_OF_MEMORY;
+
+    reader r = {b, size, off_tensors, off_data};
+    for (uint32_t i = 0; i < n_tensors; ++i) {
+        oi_oinf_tensor *t = &f->tensors[i];
+        uint32_t flags;
+        uint64_t off, qn, qo;
+        if (!rd_string(&r, &t->name, &t->name_len)) return OI_ERR_MODEL_FORMAT;
+        if (!rd_u32(&r, &t->dtype) || !rd_u32(&r, &t->ndim) || !rd_u32(&r, &flags)) return OI_ERR_MODEL_FORMAT;
+        uint32_t bits = dtype_bits(t->dtype);
+        if (bits == 0 || t->ndim > OINF_MAX_DIMS) return OI_ERR_MODEL_FORMAT;
+        if (flags & ~(version == 1 ? 1u : 3u)) return OI_ERR_MODEL_FORMAT;
+        uint64_t numel = 1;
+        for (uint32_t d = 0; d < t->ndim; ++d) {
+            if (!rd_u64(&r, &t->dims[d])) return OI_ERR_MODEL_FORMAT;
+            if (t->dims[d] != 0 && numel > UINT64_MAX / 8u / t->dims[d]) return OI_ERR_MODEL_FORMAT;
+            numel *= t->dims[d];
+        }
+        if (!rd_u64(&r, &t->nbytes) || !rd_u64(&r, &off)) return OI_ERR_MODEL_FORMAT;
+        if (version == 2 && (!rd_u64(&r, &qn) || !rd_u64(&r, &qo))) return OI_ERR_MODEL_FORMAT;
+        if (flags & 1u) {
+            uint64_t expect = (numel * bits + 7u) / 8u;
+            if (t->nbytes != expect || off < off_data || off % 8u || off > size || size - off < t->nbytes)
+                return OI_ERR_MODEL_FORMAT;
+            t->data = b + off;
+        } else {
+            if (t->nbytes != 0 || off != 0) return OI_ERR_MODEL_FORMAT;
+            t->data = NULL;
+        }
+    }
+    return OI_OK;
+}
+
+oi_status oi_oinf_open_memory(const void *image, uint64_t size, oi_oinf *out) {
+    if (!image || !out) return OI_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    out->base = image;
+    out->size = size;
+    oi_status st = parse(out);
+    if (st != OI_OK) oi_oinf_close(out);
+    return st;
+}
+
+oi_status oi_oinf_open(const char *path, oi_oinf *out) {
+    if (!path || !out) return OI_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return OI_ERR_IO;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return OI_ERR_IO;
+    }
+    if (st.st_size < 72) {
+        close(fd);
+        return OI_ERR_MODEL_FORMAT;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return OI_ERR_IO;
+    out->base = p;
+    out->size = (uint64_t)st.st_size;
+    out->mapped = 1;
+    oi_status s = parse(out);
+    if (s != OI_OK) oi_oinf_close(out);
+    return s;
+}
+
+void oi_oinf_close(oi_oinf *f) {
+    if (!f) return;
+    free(f->tensors);
+    if (f->mapped && f->base) munmap((void *)f->base, (size_t)f->size);
+    memset(f, 0, sizeof *f);
+}
+
+oi_status oi_oinf_require(const oi_oinf *f, const char *name, uint32_t dtype, uint64_t nbytes, const void **data,
+                          const char **why) {
+    size_t n = strlen(name);
+    for (uint32_t i = 0; i < f->n_tensors; ++i) {
+        const oi_oinf_tensor *t = &f->tensors[i];
+        if (t->name_len != n || memcmp(t->name, name, n) != 0) continue;
+        if (t->dtype != dtype || t->nbytes != nbytes || !t->data) {
+            if (why) *why = name;
+            return OI_ERR_MODEL_MISMATCH;
+        }
+        *data = t->data;
+        return OI_OK;
+    }
+    if (why) *why = name;
+    return OI_ERR_MODEL_MISMATCH;
+}
+
+/* ------------------------------------------------------------------------------------------ time */
+
+uint64_t oi_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------------------------ threads */
+
+typedef struct task {
+    oi_task_fn fn;
+    void *arg;
+    struct task *next;
+} task;
+
+struct oi_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t work;      /* signalled when a task is queued or on shutdown */
+    pthread_cond_t idle;      /* signalled when the last pending task finishes  */
+    task *head, *tail;
+    int64_t pending;          /* queued + running tasks */
+    int stop;
+    int n_threads;
+    pthread_t *threads;
+};
+
+int oi_default_threads(int fallback) {
+    const char *env = getenv("OI_NUM_THREADS");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v > 0 && v <= 1024) return (int)v;
+    }
+    return fallback > 0 ? fallback : 1;
+}
+
+static void *worker(void *p) {
+    oi_pool *pool = p;
+    pthread_mutex_lock(&pool->mu);
+    for (;;) {
+        while (!pool->head && !pool->stop) pthread_cond_wait(&pool->work, &pool->mu);
+        if (!pool->head && pool->stop) break;
+        task *t = pool->head;
+        pool->head = t->next;
+        if (!pool->head) pool->tail = NULL;
+        pthread_mutex_unlock(&pool->mu);
+        t->fn(t->arg);
+        free(t);
+        pthread_mutex_lock(&pool->mu);
+        if (--pool->pending == 0) pthread_cond_broadcast(&pool->idle);
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
+
+oi_status oi_pool_create(int threads, oi_pool **out) {
+    oi_pool *pool = calloc(1, sizeof *pool);
+    if (!pool) return OI_ERR_OUT_OF_MEMORY;
+    pthread_mutex_init(&pool->mu, NULL);
+    pthread_cond_init(&pool->work, NULL);
+    pthread_cond_init(&pool->idle, NULL);
+    /* The calling thread is one of the `threads`: it runs its share of parallel_for itself. */
+    int workers = threads > 1 ? threads - 1 : 0;
+    if (workers) {
+        pool->threads = calloc((size_t)workers, sizeof(pthread_t));
+        if (!pool->threads) {
+            oi_pool_destroy(pool);
+            return OI_ERR_OUT_OF_MEMORY;
+        }
+        for (int i = 0; i < workers; ++i) {
+            if (pthread_create(&pool->threads[i], NULL, worker, pool) != 0) {
+                oi_pool_destroy(pool);
+                return OI_ERR_THREAD;
+            }
+            pool->n_threads++;
+        }
+    }
+    *out = pool;
+    return OI_OK;
+}
+
+void oi_pool_destroy(oi_pool *pool) {
+    if (!pool) return;
+    pthread_mutex_lock(&pool->mu);
+    pool->stop = 1;
+    pthread_cond_broadcast(&pool->work);
+    pthread_mutex_unlock(&pool->mu);
+    for (int i = 0; i < pool->n_threads; ++i) pthread_join(pool->threads[i], NULL);
+    free(pool->threads);
+    pthread_cond_destroy(&pool->work);
+    pthread_cond_destroy(&pool->idle);
+    pthread_mutex_destroy(&pool->mu);
+    free(pool);
+}
+
+int oi_pool_threads(const oi_pool *pool) { return pool ? pool->n_threads + 1 : 1; }
+
+oi_status oi_pool_submit(oi_pool *pool, oi_task_fn fn, void *arg) {
+    if (!pool || pool->n_threads == 0) { /* no workers: run inline, in submission order */
+        fn(arg);
+        return OI_OK;
+    }
+    task *t = malloc(sizeof *t);
+    if (!t) return OI_ERR_OUT_OF_MEMORY;
+    t->fn = fn;
+    t->arg = arg;
+    t->next = NULL;
+    pthread_mutex_lock(&pool->mu);
+    if (pool->tail) pool->tail->next = t; else pool->head = t;
+    pool->tail = t;
+    pool->pending++;
+    pthread_cond_signal(&pool->work);
+    pthread_mutex_unlock(&pool->mu);
+    return OI_OK;
+}
+
+void oi_pool_wait(oi_pool *pool) {
+    if (!pool || pool->n_threads == 0) return;
+    pthread_mutex_lock(&pool->mu);
+    while (pool->pending > 0) pthread_cond_wait(&pool->idle, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+}
+
+/* parallel_for: chunks are claimed from a shared counter by the caller and by helper tasks. The
+ * caller never waits for a helper that has not started: after the last chunk is claimed it
+ * removes its helpers still in the queue, so a parallel_for inside a pool task (a yield/await
+ * consumer) cannot deadlock waiting for workers that are all busy. */
+typedef struct range_job {
+    oi_range_fn fn;
+    void *ctx;
+    int64_t n, grain;
+    int64_t next;             /* next unclaimed begin index (under job mutex) */
+    int64_t outstanding;      /* helper tasks submitted and neither finished nor unqueued */
+    pthread_mutex_t mu;
+    pthread_cond_t done;
+} range_job;
+
+static int claim(range_job *job, int64_t *begin, int64_t *end) {
+    pthread_mutex_lock(&job->mu);
+    int ok = job->next < job->n;
+    if (ok) {
+        *begin = job->next;
+        *end = job->next + job->grain < job->n ? job->next + job->grain : job->n;
+        job->next = *end;
+    }
+    pthread_mutex_unlock(&job->mu);
+    return ok;
+}
+
+static void range_helper(void *arg) {
+    range_job *job = arg;
+    int64_t b, e;
+    while (claim(job, &b, &e)) job->fn(job->ctx, b, e);
+    pthread_mutex_lock(&job->mu);
+    if (--job->outstanding == 0) pthread_cond_broadcast(&job->done);
+    pthread_mutex_unlock(&job->mu);
+}
+
+/* Remove queued-but-not-started helper tasks of `job`; returns how many were removed. */
+static int64_t unqueue(oi_pool *pool, range_job *job) {
+    int64_t removed = 0;
+    pthread_mutex_lock(&pool->mu);
+    task **pp = &pool->head, *prev = NULL;
+    while (*pp) {
+        task *t = *pp;
+        if (t->fn == range_helper && t->arg == job) {
+            *pp = t->next;
+            free(t);
+            removed++;
+            pool->pending--;
+            continue;
+        }
+        prev = t;
+        pp = &t->next;
+    }
+    pool->tail = prev;
+    if (pool->pending == 0) pthread_cond_broadcast(&pool->idle);
+    pthread_mutex_unlock(&pool->mu);
+    return removed;
+}
+
+void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (!pool || pool->n_threads == 0 || n <= grain) {
+        fn(ctx, 0, n);
+        return;
+    }
+    range_job job = {fn, ctx, n, grain, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+    int64_t chunks = (n + grain - 1) / grain;
+    int helpers = (int)(chunks - 1 < pool->n_threads ? chunks - 1 : pool->n_threads);
+    int submitted = 0;
+    for (int i = 0; i < helpers; ++i) {
+        task *t = malloc(sizeof *t);
+        if (!t) break; /* fewer helpers: the caller does more of the work */
+        t->fn = range_helper;
+        t->arg = &job;
+        t->next = NULL;
+        pthread_mutex_lock(&pool->mu);
+        if (pool->tail) pool->tail->next = t; else pool->head = t;
+        pool->tail = t;
+        pool->pending++;
+        pthread_cond_signal(&pool->work);
+        pthread_mutex_unlock(&pool->mu);
+        submitted++;
+    }
+    pthread_mutex_lock(&job.mu);
+    job.outstanding = submitted;
+    pthread_mutex_unlock(&job.mu);
+    int64_t b, e;
+    while (claim(&job, &b, &e)) fn(ctx, b, e);
+    if (submitted) {
+        int64_t removed = unqueue(pool, &job);
+        /* Helpers a worker already took finish (they find no chunk left or end their last one);
+         * the job lives on this stack, so wait for every one of them. */
+        pthread_mutex_lock(&job.mu);
+        job.outstanding -= removed;
+        while (job.outstanding > 0) pthread_cond_wait(&job.done, &job.mu);
+        pthread_mutex_unlock(&job.mu);
+    }
+    pthread_mutex_destroy(&job.mu);
+    pthread_cond_destroy(&job.done);
+}

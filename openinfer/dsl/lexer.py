@@ -1,0 +1,246 @@
+"""The DSL lexer: source text -> a list of tokens with positions.
+
+The original DSL is a Rust proc-macro, so its tokens are Rust tokens: Rust identifiers (ASCII here),
+Rust integer and float literals, Rust string literals and Rust comments (block comments nest).
+Keywords that `syn` refuses as identifiers are lexed as `KW` tokens, so they can never be names;
+the DSL's own words (`block`, `op`, `cache`, ...) are ordinary identifiers, as in the original.
+
+A token keeps its start offset; line and column are computed on demand from a table of line
+starts (most tokens never need them). Offsets index the *whole* text even when only a slice of
+it is lexed, so a `graph! { ... }` body inside a `.rs` file reports positions in that file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import NamedTuple
+
+from ..errors import DslError, SourceLoc
+
+# Token kinds
+IDENT = "ident"
+KW = "keyword"
+INT = "int"
+FLOAT = "float"
+STR = "string"
+PUNCT = "punct"
+EOF = "eof"
+
+#: Words `syn` refuses as identifiers (Rust's strict and reserved keywords, plus `_`). `true` and
+#: `false` become bool literals; `in`, `loop`, `ref`, `return`, `yield` and `await` are the DSL's
+#: keyword tokens; the rest can only appear in an error.
+KEYWORDS = frozenset("""
+    _ abstract as async await become box break const continue crate do dyn else enum extern false
+    final fn for if impl in let loop macro match mod move mut override priv pub ref return Self self
+    static struct super trait true try type typeof unsafe unsized use virtual where while yield
+""".split())
+
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "0": "\0", '"': '"', "'": "'"}
+
+# One alternation tried at each position; order matters (float before int, raw string before ident).
+_TOKEN_RE = re.compile(r"""
+    (?P<ws>[ \t\r\n\x0b\x0c]+)
+  | (?P<line_comment>//[^\n]*)
+  | (?P<block_comment>/\*)
+  | (?P<string>"|r\#*")
+  | (?P<raw_ident>r\#[A-Za-z_])
+  | (?P<based>0[xob][0-9A-Za-z_]*)
+  | (?P<float>[0-9][0-9_]*(?:\.[0-9][0-9_]*(?:[eE][+-]?_*[0-9][0-9_]*)?
+                            |[eE][+-]?_*[0-9][0-9_]*
+                            |\.(?![.A-Za-z0-9_])))
+  | (?P<int>[0-9][0-9_]*)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<punct>\.\.|>>|[!\#-&(-/:-@\[-^`{-~])
+""", re.VERBOSE)
+
+_BASES = {"x": (16, "0123456789abcdefABCDEF"), "o": (8, "01234567"), "b": (2, "01")}
+
+
+class Token(NamedTuple):
+    kind: str
+    text: str        # the source text of the token
+    value: object    # int for INT, float for FLOAT, the decoded str for STR, else the text
+    start: int       # offset in the source text
+    end: int
+
+
+class Source:
+    """A text plus the file name its positions are reported against."""
+
+    def __init__(self, text: str, name: str = "<string>"):
+        self.text = text
+        self.name = name
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.lines = tuple(line.rstrip("\r") for line in text.split("\n"))
+
+    def loc(self, offset: int) -> SourceLoc:
+        line = bisect.bisect_right(self._line_starts, offset)
+        return SourceLoc(self.name, line, offset - self._line_starts[line - 1] + 1)
+
+    def error(self, message: str, offset: int, length: int = 1, hint: str | None = None) -> DslError:
+        loc = self.loc(offset)
+        return DslError(message, loc, source_line=self.lines[loc.line - 1], hint=hint, length=length)
+
+
+def tokenize(src: Source, start: int = 0, end: int | None = None) -> list[Token]:
+    """Tokens of `src.text[start:end]`, ending with one EOF token at `end`."""
+    text = src.text
+    end = len(text) if end is None else end
+    tokens: list[Token] = []
+    append = tokens.append
+    match = _TOKEN_RE.match
+    pos = start
+    while pos < end:
+        m = match(text, pos, end)
+        if m is None:
+            raise _bad_char(src, pos)
+        kind = m.lastgroup
+        tok_end = m.end()
+        if kind == "ws" or kind == "line_comment":
+            pass
+        elif kind == "ident":
+            word = m.group()
+            if word in KEYWORDS:
+                if word == "true" or word == "false":
+                    append(Token(KW, word, word == "true", pos, tok_end))
+                else:
+                    append(Token(KW, word, word, pos, tok_end))
+            else:
+                append(Token(IDENT, word, word, pos, tok_end))
+        elif kind == "punct":
+            word = m.group()
+            append(Token(PUNCT, word, word, pos, tok_end))
+        elif kind == "int":
+            _check_suffix(src, pos, tok_end, end)
+            word = m.group()
+            append(Token(INT, word, int(word.replace("_", "")), pos, tok_end))
+        elif kind == "float":
+            _check_suffix(src, pos, tok_end, end)
+            word = m.group()
+            value = float(word.replace("_", ""))
+            if value == float("inf"):
+                raise src.error(f"float literal `{word}` is out of range", pos, tok_end - pos,
+                                hint="the largest finite value is about 1.8e308; write `inf` where infinity is meant")
+            append(Token(FLOAT, word, value, pos, tok_end))
+        elif kind == "based":
+            append(_based_int(src, m.group(), pos, tok_end))
+        elif kind == "string":
+            tok_end = _string_end(src, pos, end, raw=m.group() != '"')
+            append(Token(STR, text[pos:tok_end], _string_value(src, pos, tok_end), pos, tok_end))
+        elif kind == "block_comment":
+            tok_end = _block_comment_end(src, pos, end)
+        else:  # raw_ident
+            word = re.match(r"r#\w*", text[pos:end]).group()
+            raise src.error(f"raw identifiers such as `{word}` are not supported", pos, len(word),
+                            hint="choose a name that is not a Rust keyword")
+        pos = tok_end
+    append(Token(EOF, "", None, end, end))
+    return tokens
+
+
+def _bad_char(src: Source, pos: int) -> DslError:
+    ch = src.text[pos]
+    if ch == "'":
+        return src.error("unexpected `'`", pos, hint='strings use double quotes: "text"')
+    if ord(ch) > 127:
+        return src.error(f"unexpected non-ASCII character {ch!r} (U+{ord(ch):04X})", pos,
+                         hint="names are ASCII letters, digits and `_`; other text belongs in strings or comments")
+    return src.error(f"unexpected character U+{ord(ch):04X}", pos)
+
+
+def _check_suffix(src: Source, start: int, end: int, limit: int) -> None:
+    """Rust would read `2D` or `5i32` as a literal with a suffix; the DSL has no use for suffixes."""
+    text = src.text
+    if end < limit and (text[end].isalnum() or text[end] == "_") and text[end].isascii():
+        stop = end
+        while stop < limit and text[stop].isascii() and (text[stop].isalnum() or text[stop] == "_"):
+            stop += 1
+        raise src.error(f"invalid number `{text[start:stop]}`", start, stop - start,
+                        hint="identifiers cannot start with a digit, and literal suffixes such as "
+                             "`5i32` are not supported (the variable's dtype decides the type)")
+
+
+def _based_int(src: Source, word: str, start: int, end: int) -> Token:
+    base, digits = _BASES[word[1]]
+    body = word[2:].replace("_", "")
+    if not body or any(c not in digits for c in body):
+        raise src.error(f"invalid base-{base} integer `{word}`", start, end - start)
+    return Token(INT, word, int(body, base), start, end)
+
+
+def _string_end(src: Source, start: int, limit: int, raw: bool) -> int:
+    text = src.text
+    if raw:
+        hashes = text.index('"', start) - start - 1
+        close = text.find('"' + "#" * hashes, start + hashes + 2, limit)
+        if close < 0:
+            raise src.error("unterminated raw string", start, hashes + 2)
+        return close + 1 + hashes
+    pos = start + 1
+    while pos < limit:
+        ch = text[pos]
+        if ch == '"':
+            return pos + 1
+        pos += 2 if ch == "\\" else 1
+    raise src.error("unterminated string", start, hint='close the string with `"`')
+
+
+def _string_value(src: Source, start: int, end: int) -> str:
+    text = src.text
+    if text[start] == "r":
+        hashes = text.index('"', start) - start - 1
+        return text[start + hashes + 2:end - 1 - hashes]
+    out: list[str] = []
+    pos, stop = start + 1, end - 1
+    while pos < stop:
+        ch = text[pos]
+        if ch != "\\":
+            out.append(ch)
+            pos += 1
+            continue
+        esc = text[pos + 1]
+        if esc in _ESCAPES:
+            out.append(_ESCAPES[esc])
+            pos += 2
+        elif esc in "\r\n":  # line continuation: skip the newline and the next line's indentation
+            pos += 2
+            while pos < stop and text[pos] in " \t\r\n":
+                pos += 1
+        elif esc == "x":
+            code = text[pos + 2:pos + 4]
+            if len(code) != 2 or not all(c in "0123456789abcdefABCDEF" for c in code) or int(code, 16) > 0x7F:
+                raise src.error("invalid `\\x` escape: expected two hex digits up to 7F", pos, 4)
+            out.append(chr(int(code, 16)))
+            pos += 4
+        elif esc == "u":
+            close = text.find("}", pos, stop)
+            digits = text[pos + 3:close].replace("_", "") if text[pos + 2:pos + 3] == "{" and close > 0 else ""
+            if not (1 <= len(digits) <= 6) or not all(c in "0123456789abcdefABCDEF" for c in digits) \
+                    or int(digits, 16) > 0x10FFFF or 0xD800 <= int(digits, 16) <= 0xDFFF:
+                raise src.error("invalid unicode escape: expected `\\u{XXXX}`", pos, 2)
+            out.append(chr(int(digits, 16)))
+            pos = close + 1
+        else:
+            raise src.error(f"unknown escape `\\{esc}` in string", pos, 2,
+                            hint="valid escapes: \\n \\r \\t \\\\ \\0 \\\" \\' \\x7F \\u{263A}")
+    return "".join(out)
+
+
+def _block_comment_end(src: Source, start: int, limit: int) -> int:
+    """End of a `/* ... */` comment starting at `start`; Rust block comments nest."""
+    text = src.text
+    depth, pos = 0, start
+    while True:
+        opened = text.find("/*", pos, limit)
+        closed = text.find("*/", pos, limit)
+        if closed < 0:
+            raise src.error("unterminated block comment", start, 2, hint="close it with `*/` (block comments nest)")
+        if 0 <= opened < closed:
+            depth += 1
+            pos = opened + 2
+        else:
+            depth -= 1
+            pos = closed + 2
+            if depth == 0:
+                return pos

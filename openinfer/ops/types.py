@@ -1,0 +1,31 @@
+"""The static type of an op operand: dtype plus concrete shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import DTypeInfo
+
+
+@dataclass(frozen=True)
+class TensorType:
+    dtype: DTypeInfo
+    shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        # Callers pass lists or NumPy ints; normalise so equality and hashing behave.
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __str__(self) -> str:
+        return f"{self.dtype.name}[{', '.join(str(d) for d in self.shape)}]"

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine (Debian, Python >= 3.11, root or sudo):
+#
+#   bash tools/dev.sh demo    set up, then run the main job on a bundled example
+#   bash tools/dev.sh test    set up, then run the test suite (extra args go to pytest)
+#
+# Set-up is idempotent and fast when already done: system packages are installed only when
+# missing, and the virtual environment (.venv) is refreshed only when pyproject.toml changed.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+venv="$root/.venv"
+
+# Packages the whole pipeline needs: a C toolchain for generated code and cffi, pkg-config for
+# meson's dependency lookup, and the Vulkan stack (glslc, SPIR-V tools, loader + headers, Mesa's
+# lavapipe CPU device, the Khronos validation layer) for the GPU target.
+system_packages=(gcc libc6-dev pkg-config python3-venv glslc spirv-tools libvulkan-dev
+                 mesa-vulkan-drivers vulkan-validationlayers)
+
+log() { printf '[openinfer setup] %s\n' "$*" >&2; }
+
+ensure_system_packages() {
+    local missing=() pkg
+    for pkg in "${system_packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    log "installing system packages: ${missing[*]}"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+python_bin() {
+    local py
+    for py in python3.13 python3.12 python3.11 python3; do
+        if command -v "$py" >/dev/null && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+            echo "$py"; return 0
+        fi
+    done
+    log "Python >= 3.11 is required"; return 1
+}
+
+ensure_venv() {
+    local stamp="$venv/.openinfer-stamp" want
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    if [ -x "$venv/bin/openinfer" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+        return 0
+    fi
+    if [ ! -x "$venv/bin/python" ]; then
+        log "creating virtual environment in .venv"
+        "$(python_bin)" -m venv "$venv"
+    fi
+    log "installing OpenInfer and its Python dependencies into .venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -e ".[test]"
+    echo "$want" > "$stamp"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+    demo)
+        ensure_system_packages
+        ensure_venv
+        exec "$venv/bin/python" examples/demo.py "$@"
+        ;;
+    test)
+        ensure_system_packages
+        ensure_venv
+        exec "$venv/bin/python" -m pytest "$@"
+        ;;
+    *)
+        sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        exit 2
+        ;;
+esac
