@@ -65,8 +65,7 @@ def f8_bits(x) -> np.ndarray:
     # exponent by itself because exponent and mantissa are adjacent bit fields.
     normal = ((mag + 0xFFFFF + ((mag >> 21) & 1)) >> 21) - ((127 - 15) << 2)
     # Subnormal range: the code *is* round(|x| / 2^-16); 4 lands on the smallest normal (0x04).
-    with np.errstate(over="ignore", invalid="ignore"):
-        sub = np.rint(absv * 65536.0)
+    sub = np.rint(absv * 65536.0)
     code = np.where(absv < 2.0 ** -14, np.nan_to_num(sub, nan=0.0), normal)
     code = np.minimum(code, 0x7C)  # past the largest finite value (57344) -> inf
     out = code.astype(np.uint8) | sign
@@ -74,9 +73,14 @@ def f8_bits(x) -> np.ndarray:
 
 
 def f8_decode(bits) -> np.ndarray:
-    """E5M2 bit patterns -> f32 (exact: an E5M2 value is an f16 with 8 zero low bits)."""
-    half = (np.asarray(bits, dtype=np.uint8).astype(np.uint16) << 8).view(np.float16)
-    return half.astype(np.float32)
+    """E5M2 bit patterns -> f32 (exact: an E5M2 value is an f16 with 8 zero low bits).
+
+    NaN codes get the quiet bit: 0x7D (the canonical f8 NaN) shifted up is a *signalling* f16 NaN,
+    which would raise NumPy's "invalid value" warning in every later cast or arithmetic.
+    """
+    h = np.asarray(bits, dtype=np.uint8).astype(np.uint16) << 8
+    nan = ((h & 0x7C00) == 0x7C00) & ((h & 0x0300) != 0)
+    return np.where(nan, h | 0x0200, h).astype(np.uint16).view(np.float16).astype(np.float32)
 
 
 def round_float(x, dtype: DTypeInfo) -> np.ndarray:

@@ -68,12 +68,16 @@ typedef struct oi_oinf_tensor {
     uint64_t nbytes;            /* payload bytes (packed types: ceil(numel*bits/8))              */
 } oi_oinf_tensor;
 
+/* An opened package. Opening validates every table entry once; lookups walk the (validated)
+ * tensor table again instead of keeping an index, so the reader never allocates: generated
+ * programs can run with no heap at all (see the `*_create_in` entry points). */
 typedef struct oi_oinf {
     const uint8_t *base;        /* the file image                                                 */
     uint64_t size;
     uint32_t version;           /* 1 or 2                                                         */
     uint32_t n_tensors;
-    oi_oinf_tensor *tensors;    /* n_tensors entries, in file order                               */
+    uint64_t off_tensors;       /* start and end of the tensor table                              */
+    uint64_t off_data;
     int mapped;                 /* 1 when base is our mmap (unmapped on close)                    */
 } oi_oinf;
 
@@ -81,10 +85,13 @@ oi_status oi_oinf_open(const char *path, oi_oinf *out);
 oi_status oi_oinf_open_memory(const void *image, uint64_t size, oi_oinf *out);
 void oi_oinf_close(oi_oinf *file);
 
-/* Finds tensor `name` and checks it has data, dtype `dtype` and exactly `nbytes` payload bytes
- * (OI_ERR_MODEL_MISMATCH otherwise; the message names the tensor through *why when non-NULL). */
+/* Tensor `index` (file order, < n_tensors) of an opened file. */
+oi_status oi_oinf_tensor_at(const oi_oinf *file, uint32_t index, oi_oinf_tensor *out);
+
+/* Finds tensor `name` and checks it has data, dtype `dtype` and exactly `nbytes` payload bytes;
+ * OI_ERR_MODEL_MISMATCH otherwise. */
 oi_status oi_oinf_require(const oi_oinf *file, const char *name, uint32_t dtype, uint64_t nbytes,
-                          const void **data, const char **why);
+                          const void **data);
 
 /* ------------------------------------------------------------------------------------------
  * Time and tracing.
@@ -115,6 +122,23 @@ void oi_pool_wait(oi_pool *pool);
 /* Runs fn(ctx, i) for i in [0, n) split over the pool (the caller's thread takes a share). */
 typedef void (*oi_range_fn)(void *ctx, int64_t begin, int64_t end);
 void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn fn, void *ctx);
+
+/* What every generated kernel receives: the pool to split its work over (NULL: run serially). */
+typedef struct oi_kctx {
+    oi_pool *pool;
+} oi_kctx;
+
+/* Description of one variable of a generated program (its `*_var_info` table). */
+typedef struct oi_var_info {
+    const char *name;
+    uint32_t dtype;             /* .oinf ValueType code                                           */
+    uint32_t kind;              /* 0 dynamic, 1 volatile, 2 constant, 3 persistent                */
+    uint32_t ndim;
+    uint64_t dims[8];
+    uint64_t nbytes;            /* bytes set()/get() exchange (packed types: packed bytes)        */
+    uint32_t settable;          /* dynamic inputs                                                 */
+    uint32_t gettable;
+} oi_var_info;
 
 #ifdef __cplusplus
 }

@@ -104,15 +104,44 @@ static uint32_t dtype_bits(uint32_t code) {
     }
 }
 
+/* Reads tensor entry `index` starting at *pos (advanced past it) and validates it. */
+static oi_status read_entry(const oi_oinf *f, uint64_t *pos, oi_oinf_tensor *t) {
+    reader r = {f->base, f->size, *pos, f->off_data};
+    uint32_t flags;
+    uint64_t off, qn, qo;
+    memset(t, 0, sizeof *t);
+    if (!rd_string(&r, &t->name, &t->name_len)) return OI_ERR_MODEL_FORMAT;
+    if (!rd_u32(&r, &t->dtype) || !rd_u32(&r, &t->ndim) || !rd_u32(&r, &flags)) return OI_ERR_MODEL_FORMAT;
+    uint32_t bits = dtype_bits(t->dtype);
+    if (bits == 0 || t->ndim > OINF_MAX_DIMS) return OI_ERR_MODEL_FORMAT;
+    if (flags & ~(f->version == 1 ? 1u : 3u)) return OI_ERR_MODEL_FORMAT;
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < t->ndim; ++d) {
+        if (!rd_u64(&r, &t->dims[d])) return OI_ERR_MODEL_FORMAT;
+        if (t->dims[d] != 0 && numel > UINT64_MAX / 64u / t->dims[d]) return OI_ERR_MODEL_FORMAT;
+        numel *= t->dims[d];
+    }
+    if (!rd_u64(&r, &t->nbytes) || !rd_u64(&r, &off)) return OI_ERR_MODEL_FORMAT;
+    if (f->version == 2 && (!rd_u64(&r, &qn) || !rd_u64(&r, &qo))) return OI_ERR_MODEL_FORMAT;
+    if (flags & 1u) {
+        uint64_t expect = (numel * bits + 7u) / 8u;
+        if (t->nbytes != expect || off < f->off_data || off % 8u || off > f->size || f->size - off < t->nbytes)
+            return OI_ERR_MODEL_FORMAT;
+        t->data = f->base + off;
+    } else if (t->nbytes != 0 || off != 0) {
+        return OI_ERR_MODEL_FORMAT;
+    }
+    *pos = r.pos;
+    return OI_OK;
+}
+
 static oi_status parse(oi_oinf *f) {
     const uint8_t *b = f->base;
     uint64_t size = f->size;
     if (size < 72 || memcmp(b, "OINF\0", 5) != 0) return OI_ERR_MODEL_FORMAT;
-    uint32_t version, n_sizevars, n_metadata, n_tensors;
+    uint32_t version, n_tensors;
     uint64_t off_sizevars, off_metadata, off_tensors, off_data, file_size;
     memcpy(&version, b + 5, 4);
-    memcpy(&n_sizevars, b + 13, 4);
-    memcpy(&n_metadata, b + 17, 4);
     memcpy(&n_tensors, b + 21, 4);
     memcpy(&off_sizevars, b + 29, 8);
     memcpy(&off_metadata, b + 37, 8);
@@ -125,45 +154,17 @@ static oi_status parse(oi_oinf *f) {
         off_tensors > off_data || off_data > size)
         return OI_ERR_MODEL_FORMAT;
     if ((off_sizevars | off_metadata | off_tensors | off_data) % 8u) return OI_ERR_MODEL_FORMAT;
-    (void)n_sizevars;
-    (void)n_metadata;
-
-    /* Each tensor entry takes at least 24 (v1) / 40 (v2) bytes after its 8-byte name: bound the
-     * count by the table's size before allocating anything. */
-    uint64_t min_entry = version == 1 ? 8u + 28u : 8u + 44u;
-    if ((uint64_t)n_tensors > (off_data - off_tensors) / min_entry) return OI_ERR_MODEL_FORMAT;
     f->version = version;
     f->n_tensors = n_tensors;
-    f->tensors = n_tensors ? calloc(n_tensors, sizeof(oi_oinf_tensor)) : NULL;
-    if (n_tensors && !f->tensors) return OI_ERR_OUT_OF_MEMORY;
-
-    reader r = {b, size, off_tensors, off_data};
+    f->off_tensors = off_tensors;
+    f->off_data = off_data;
+    /* Validate every entry now, so later lookups cannot fail on format. Each entry consumes at
+     * least 8 bytes, so a huge n_tensors fails at the end of the table, not after 2^32 steps. */
+    uint64_t pos = off_tensors;
+    oi_oinf_tensor t;
     for (uint32_t i = 0; i < n_tensors; ++i) {
-        oi_oinf_tensor *t = &f->tensors[i];
-        uint32_t flags;
-        uint64_t off, qn, qo;
-        if (!rd_string(&r, &t->name, &t->name_len)) return OI_ERR_MODEL_FORMAT;
-        if (!rd_u32(&r, &t->dtype) || !rd_u32(&r, &t->ndim) || !rd_u32(&r, &flags)) return OI_ERR_MODEL_FORMAT;
-        uint32_t bits = dtype_bits(t->dtype);
-        if (bits == 0 || t->ndim > OINF_MAX_DIMS) return OI_ERR_MODEL_FORMAT;
-        if (flags & ~(version == 1 ? 1u : 3u)) return OI_ERR_MODEL_FORMAT;
-        uint64_t numel = 1;
-        for (uint32_t d = 0; d < t->ndim; ++d) {
-            if (!rd_u64(&r, &t->dims[d])) return OI_ERR_MODEL_FORMAT;
-            if (t->dims[d] != 0 && numel > UINT64_MAX / 8u / t->dims[d]) return OI_ERR_MODEL_FORMAT;
-            numel *= t->dims[d];
-        }
-        if (!rd_u64(&r, &t->nbytes) || !rd_u64(&r, &off)) return OI_ERR_MODEL_FORMAT;
-        if (version == 2 && (!rd_u64(&r, &qn) || !rd_u64(&r, &qo))) return OI_ERR_MODEL_FORMAT;
-        if (flags & 1u) {
-            uint64_t expect = (numel * bits + 7u) / 8u;
-            if (t->nbytes != expect || off < off_data || off % 8u || off > size || size - off < t->nbytes)
-                return OI_ERR_MODEL_FORMAT;
-            t->data = b + off;
-        } else {
-            if (t->nbytes != 0 || off != 0) return OI_ERR_MODEL_FORMAT;
-            t->data = NULL;
-        }
+        oi_status st = read_entry(f, &pos, &t);
+        if (st != OI_OK) return st;
     }
     return OI_OK;
 }
@@ -205,25 +206,30 @@ oi_status oi_oinf_open(const char *path, oi_oinf *out) {
 
 void oi_oinf_close(oi_oinf *f) {
     if (!f) return;
-    free(f->tensors);
     if (f->mapped && f->base) munmap((void *)f->base, (size_t)f->size);
     memset(f, 0, sizeof *f);
 }
 
-oi_status oi_oinf_require(const oi_oinf *f, const char *name, uint32_t dtype, uint64_t nbytes, const void **data,
-                          const char **why) {
+oi_status oi_oinf_tensor_at(const oi_oinf *f, uint32_t index, oi_oinf_tensor *out) {
+    if (!f || !out || index >= f->n_tensors) return OI_ERR_INVALID_ARGUMENT;
+    uint64_t pos = f->off_tensors;
+    for (uint32_t i = 0;; ++i) {
+        oi_status st = read_entry(f, &pos, out);
+        if (st != OI_OK || i == index) return st;
+    }
+}
+
+oi_status oi_oinf_require(const oi_oinf *f, const char *name, uint32_t dtype, uint64_t nbytes, const void **data) {
     size_t n = strlen(name);
+    uint64_t pos = f->off_tensors;
+    oi_oinf_tensor t;
     for (uint32_t i = 0; i < f->n_tensors; ++i) {
-        const oi_oinf_tensor *t = &f->tensors[i];
-        if (t->name_len != n || memcmp(t->name, name, n) != 0) continue;
-        if (t->dtype != dtype || t->nbytes != nbytes || !t->data) {
-            if (why) *why = name;
-            return OI_ERR_MODEL_MISMATCH;
-        }
-        *data = t->data;
+        if (read_entry(f, &pos, &t) != OI_OK) return OI_ERR_MODEL_FORMAT;
+        if (t.name_len != n || memcmp(t.name, name, n) != 0) continue;
+        if (t.dtype != dtype || t.nbytes != nbytes || !t.data) return OI_ERR_MODEL_MISMATCH;
+        *data = t.data;
         return OI_OK;
     }
-    if (why) *why = name;
     return OI_ERR_MODEL_MISMATCH;
 }
 

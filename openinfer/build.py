@@ -1,0 +1,91 @@
+"""Drives meson and ninja over a generated project (argv lists, no shell; bounded by timeouts).
+
+meson and ninja come from PyPI (dependencies of this package); the ones next to the running
+Python are preferred, so a virtual environment's versions are used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import BuildError
+
+_ERROR_LINE = re.compile(r"^(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$")
+
+
+def tool(name: str) -> str:
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise BuildError(f"`{name}` not found: install it (pip install {name})")
+    return found
+
+
+def _run(argv: list[str], cwd: Path, timeout: float, progress: Callable[[str], None] | None) -> str:
+    env = dict(os.environ)
+    env.setdefault("NINJA_STATUS", "[%f/%t] ")
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    except OSError as exc:
+        raise BuildError(f"cannot run {argv[0]}: {exc}") from None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if progress is not None and line.startswith("["):
+            progress(line.rstrip())
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise BuildError(f"{Path(argv[0]).name} took longer than {timeout:.0f} s; output so far:\n" + "".join(lines[-40:]))
+    proc.wait()
+    out = "".join(lines)
+    if proc.returncode != 0:
+        raise BuildError(_summarize(argv, out))
+    return out
+
+
+def _summarize(argv: list[str], out: str) -> str:
+    """A readable failure: compiler errors first (file:line:col: message), then the log's tail."""
+    errors = [m for m in (_ERROR_LINE.match(line) for line in out.splitlines()) if m]
+    head = f"`{' '.join(Path(a).name if i == 0 else a for i, a in enumerate(argv))}` failed"
+    if errors:
+        listed = "\n".join(f"  {m['file']}:{m['line']}:{m['col']}: {m['msg']}" for m in errors[:20])
+        return f"{head}; compiler errors:\n{listed}\n--- last lines of the log ---\n" + "\n".join(out.splitlines()[-30:])
+    return f"{head}:\n" + "\n".join(out.splitlines()[-40:])
+
+
+def build(project: Path, build_dir: Path | None = None, *, options: list[str] | None = None,
+          progress: Callable[[str], None] | None = None, timeout: float = 1800.0) -> Path:
+    """`meson setup` (once) then `ninja`; returns the build directory. Raises BuildError."""
+    project = Path(project).resolve()
+    if not (project / "meson.build").exists():
+        raise BuildError(f"{project} has no meson.build (generate it with `openinfer gen` first)")
+    build_dir = Path(build_dir).resolve() if build_dir else project / "build"
+    wanted = list(options or [])
+    stamp = build_dir / ".openinfer-options"
+    configured = (build_dir / "build.ninja").exists() and stamp.exists() and stamp.read_text() == "\n".join(wanted)
+    if not configured:
+        if build_dir.exists():
+            shutil.rmtree(build_dir)
+        _run([tool("meson"), "setup", str(build_dir), str(project), *wanted], project, timeout, progress)
+        stamp.write_text("\n".join(wanted))
+    _run([tool("ninja"), "-C", str(build_dir)], project, timeout, progress)
+    return build_dir
+
+
+def library_path(build_dir: Path, name: str) -> Path:
+    for candidate in (f"lib{name}.so", f"lib{name}.dylib", f"{name}.dll"):
+        p = Path(build_dir) / candidate
+        if p.exists():
+            return p
+    raise BuildError(f"no shared library lib{name}.so in {build_dir}")

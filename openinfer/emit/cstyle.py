@@ -1,0 +1,534 @@
+"""C renderers: the host schedule, the ABI header, kernels and the meson project.
+
+`CRenderer` is the portable-C base; `Avx2Renderer` and `Avx512Renderer` (openinfer/emit/avx.py)
+override only kernel selection. The renderer resolves the Program into views — C expressions for
+operands, scalars and indices — and the templates in templates/c/ lay the files out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import __version__
+from ..dtypes import DTypeInfo, Kind
+from ..numerics import to_storage
+from ..synth import program as P
+from ..synth.lower import c_name
+from ..synth.memplan import MemoryPlan, align
+from .ckernels import KernelSource, emit_kernel
+from .env import render
+
+_CTYPES = {"f32": "float", "f64": "double", "f16": "uint16_t", "bf16": "uint16_t", "f8": "uint8_t",
+           "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
+           "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
+           "bool": "uint8_t", "bitset": "uint8_t"}
+_KIND_CODES = {"dynamic": 0, "volatile": 1, "constant": 2, "persistent": 3}
+
+
+def ctype(dtype: DTypeInfo) -> str:
+    """The C element type of `dtype`'s storage (packed types: their bytes)."""
+    return "uint8_t" if dtype.is_packed else _CTYPES[dtype.name]
+
+
+def scalar_to(dtype: DTypeInfo, ptr: str, target: str) -> str:
+    """C expression converting element 0 at `ptr` (storage of `dtype`) to `target` ("int64_t" or
+    "double")."""
+    if dtype.name in ("f16", "bf16", "f8"):
+        return f"({target})oi_{dtype.name}_to_f32({ptr}[0])"
+    if dtype.is_packed:
+        if dtype.name == "t1":
+            return f"({target})oi_t1_get({ptr}, 0)"
+        get = "oi_packed_get_s" if dtype.is_signed else "oi_packed_get_u"
+        return f"({target}){get}({ptr}, 0, {dtype.bits})"
+    if dtype.kind is Kind.BOOL:
+        return f"({target})({ptr}[0] != 0)"
+    return f"({target}){ptr}[0]"
+
+
+def truth(dtype: DTypeInfo, ptr: str) -> str:
+    """C condition: the scalar at `ptr` is non-zero (NaN counts as true, as in Python)."""
+    if dtype.name in ("f16", "bf16"):
+        return f"({ptr}[0] & 0x7fffu) != 0"
+    if dtype.name == "f8":
+        return f"({ptr}[0] & 0x7fu) != 0"
+    if dtype.is_float:
+        return f"{ptr}[0] != 0"
+    if dtype.is_packed:
+        return f"oi_packed_raw({ptr}, 0, {dtype.bits}) != 0" if dtype.name != "t1" else "1"
+    return f"{ptr}[0] != 0"
+
+
+def fill_pattern(dtype: DTypeInfo, value) -> tuple[str, int]:
+    """(C initializer bytes, element bytes) for filling storage of `dtype` with `value`."""
+    if dtype.is_packed:
+        per = 8 // dtype.bits
+        raw = to_storage(np.full(per, value, dtype=dtype.np_dtype), dtype)
+    else:
+        raw = to_storage(np.array([value], dtype=dtype.np_dtype), dtype)
+    return ", ".join(f"0x{b:02x}" for b in raw), len(raw)
+
+
+@dataclass
+class Check:
+    cond: str
+    status: str
+    message: str
+
+
+@dataclass
+class StatementView:
+    kind: str
+    node: int
+    desc: str
+    lines: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    # control flow
+    var: str = ""
+    start: str = ""
+    end: str = ""
+    body: list["StatementView"] = field(default_factory=list)
+    cond: str | None = None
+    then_block: str = ""
+    else_block: str | None = None
+
+
+class CRenderer:
+    """Portable C11 (the `x86_64-generic` target). Subclasses override `kernel()` only."""
+
+    isa = "generic"
+
+    def __init__(self, prog: P.Program, plan: MemoryPlan, device, *, embed_weights: bool = False):
+        self.p = prog
+        self.plan = plan
+        self.device = device
+        self.embed = embed_weights
+        self.prefix = f"oi_{c_name(prog.name)}"
+        self.macro = self.prefix.upper()
+        self.wfield = {k: f"w{i}_{c_name(k)}" for i, k in enumerate(prog.weight_keys)}
+        self.kernel_names = [f"{self.prefix}_k{i}_{req.op}" for i, req in enumerate(prog.kernels)]
+
+    # ------------------------------------------------------------------ kernels
+    def kernel(self, req: P.KernelRequest, name: str) -> KernelSource:
+        """The C source of one kernel; ISA subclasses return specialised versions when they can."""
+        return emit_kernel(req, name, self)
+
+    # ------------------------------------------------------------------ operand resolution
+    def field(self, key: str) -> str:
+        return f"t_{key[len('#scratch'):]}" if key.startswith("#scratch") else f"v_{c_name(key)}"
+
+    def global_buffer(self, var: str) -> P.Buffer | None:
+        name = self.p.frames.get("global", {}).get(var)
+        return self.p.buffers[name] if name else None
+
+    def dtype_of(self, var: str) -> DTypeInfo:
+        for frame in self.p.frames.values():
+            if var in frame:
+                return self.p.buffers[frame[var]].dtype
+        return self.p.prefix_tables[var].dtype
+
+    def global_ptr(self, buf: P.Buffer) -> str:
+        if buf.storage == "weight":
+            return f"m->{self.wfield[buf.model_key]}"
+        return f"m->{buf.name}"
+
+    def ptr(self, frame: str, op: P.Operand, view: StatementView | None = None) -> str:
+        """C pointer expression for operand `op` in `frame` (adds range checks to `view`)."""
+        if op.var in self.p.prefix_tables:
+            pt = self.p.prefix_tables[op.var]
+            terms = []
+            stride = 1
+            for size, e in reversed(list(zip(pt.sizes, op.indices, strict=True))):
+                ix = self.int_expr(frame, e)
+                if view is not None and not isinstance(e, P.Lit):
+                    view.checks.append(Check(f"({ix}) < 0 || ({ix}) >= {size}", "OI_ERR_INDEX_OUT_OF_RANGE",
+                                             f"prefix table `{op.var}` index out of range 0..{size - 1}"))
+                terms.append(f"({ix}) * {stride}" if stride != 1 else f"({ix})")
+                stride *= size
+            flat = " + ".join(reversed(terms))
+            expr = f"m->p_{c_name(op.var)}[{flat}]"
+            if view is not None and not all(isinstance(e, P.Lit) for e in op.indices):
+                view.checks.append(Check(f"!{expr}", "OI_ERR_INDEX_OUT_OF_RANGE",
+                                         f"prefix table `{op.var}` has no model tensor for this index"))
+            return expr
+        if op.var in self.p.frames.get(frame, {}):
+            return f"f->{self.field(op.var)}"
+        buf = self.global_buffer(op.var)
+        if buf is None:
+            raise KeyError(f"{op.var} has no buffer in frame {frame}")
+        return self.global_ptr(buf)
+
+    def buffer_of(self, frame: str, var: str) -> P.Buffer:
+        name = self.p.frames.get(frame, {}).get(var) or self.p.frames["global"][var]
+        return self.p.buffers[name]
+
+    def int_expr(self, frame: str, e: P.IntExpr) -> str:
+        if isinstance(e, P.Lit):
+            return f"INT64_C({e.value})"
+        if isinstance(e, P.LoopVar):
+            return f"i_{c_name(e.name)}"
+        dtype = self.dtype_of(e.var)
+        return scalar_to(dtype, self.ptr(frame, P.Operand(e.var)), "int64_t")
+
+    # ------------------------------------------------------------------ statements
+    def view(self, frame: str, s: P.Statement, block: str) -> StatementView:
+        if isinstance(s, P.Loop):
+            v = StatementView("loop", s.node, s.desc, var=f"i_{c_name(s.var)}", start=self.int_expr(frame, s.start),
+                              end=self.int_expr(frame, s.end))
+            v.body = [self.view(frame, b, block) for b in s.body]
+            return v
+        if isinstance(s, P.Branch):
+            cond = None
+            if s.cond is not None:
+                cond = truth(self.dtype_of(s.cond), self.ptr(frame, P.Operand(s.cond)))
+            return StatementView("branch", s.node, s.desc, cond=cond, then_block=c_name(s.then_block),
+                                 else_block=c_name(s.else_block) if s.else_block else None)
+        if isinstance(s, P.Return):
+            return StatementView("return", s.node, s.desc)
+        v = StatementView("simple", s.node, s.desc)
+        if isinstance(s, P.Call):
+            args = [self.ptr(frame, o, v) for o in s.inputs] + [self.ptr(frame, s.output, v)]
+            rt = dict(s.runtime_attrs)
+            req = self.p.kernels[s.kernel]
+            for attr, dtype in req.runtime_attrs:
+                target = "double" if dtype.is_float else "int64_t"
+                args.append(scalar_to(dtype, self.ptr(frame, P.Operand(rt[attr])), target))
+            v.lines.append(f"OI_TRY_NODE({s.node}, {self.kernel_names[s.kernel]}(&m->kctx, {', '.join(args)}));")
+            if s.copy_to is not None:
+                nbytes = self.buffer_of(frame, s.copy_to.var).nbytes
+                v.lines.append(f"memcpy({self.ptr(frame, s.copy_to)}, {args[len(s.inputs)]}, {nbytes}u);")
+        elif isinstance(s, P.Copy):
+            dst = self.buffer_of(frame, s.dst.var) if s.dst.var not in self.p.prefix_tables else None
+            nbytes = dst.nbytes
+            v.lines.append(f"memcpy({self.ptr(frame, s.dst, v)}, {self.ptr(frame, s.src, v)}, {nbytes}u);")
+        elif isinstance(s, P.TableRead):
+            self.table_read(frame, s, v)
+        elif isinstance(s, P.TableWrite):
+            self.table_write(frame, s, v)
+        elif isinstance(s, P.ScalarStep):
+            self.scalar_step(s, v)
+        elif isinstance(s, P.StateReset):
+            self.state_reset(frame, s, v)
+        elif isinstance(s, P.Yield) and s.consumers:
+            self.start_consumers(frame, s, v)
+        elif isinstance(s, P.Await) and frame == "entry":
+            v.lines.append("OI_TRY(join_consumers(m, f));")
+        return v
+
+    def _table_index(self, frame: str, lay: P.TableLayout, pos: int, e: P.IntExpr, v: StatementView, name: str) -> str:
+        ix = self.int_expr(frame, e)
+        size = lay.sizes[pos]
+        if not (isinstance(e, P.Lit) and 0 <= e.value < size):
+            v.checks.append(Check(f"({ix}) < 0", "OI_ERR_INDEX_OUT_OF_RANGE",
+                                  f"cache table {lay.var} index is negative"))
+            v.checks.append(Check(f"({ix}) >= {size}", "OI_ERR_TABLE_FULL",
+                                  f"cache table {lay.var} index exceeds fixed size {size} (index `{name}`)"))
+        return ix
+
+    def table_read(self, frame: str, s: P.TableRead, v: StatementView) -> None:
+        lay = self.p.tables[s.var]
+        buf = self.buffer_of("global", s.var)
+        dst = self.buffer_of(frame, s.dst)
+        entry = int(np.prod(lay.entry_shape, dtype=np.int64)) * buf.dtype.itemsize
+        idx_names = self._index_names(s.var)
+        bounds = []   # (begin C expr, end C expr) per index; scalars as (ix, ix + 1)
+        lead_dims = []
+        decl = []
+        for pos, sel in enumerate(s.select):
+            size = lay.sizes[pos]
+            if isinstance(sel, P.Slice):
+                b = "INT64_C(0)" if sel.start is None else self.int_expr(frame, sel.start)
+                if sel.end is None:
+                    e = f"INT64_C({size})"
+                elif isinstance(sel.end, P.Lit):
+                    e = f"INT64_C({size + sel.end.value if sel.end.value < 0 else sel.end.value})"
+                else:
+                    raw = self.int_expr(frame, sel.end)
+                    e = f"(({raw}) < 0 ? {size} + ({raw}) : ({raw}))"
+                decl.append(f"const int64_t b{pos} = {b}, e{pos} = {e};")
+                v.checks.append(Check(f"b{pos} < 0 || e{pos} < b{pos} || e{pos} > {size}", "OI_ERR_INDEX_OUT_OF_RANGE",
+                                      f"slice of cache table {s.var} index `{idx_names[pos]}` is outside 0..{size}"))
+                bounds.append((f"b{pos}", f"e{pos}"))
+                lead_dims.append(pos)
+            else:
+                ix = self._table_index(frame, lay, pos, sel, v, idx_names[pos])
+                decl.append(f"const int64_t b{pos} = {ix}, e{pos} = b{pos} + 1;")
+                bounds.append((f"b{pos}", f"e{pos}"))
+        want = dst.shape[:len(lead_dims)]
+        if len(dst.shape) != len(lead_dims) + len(lay.entry_shape) or dst.shape[len(lead_dims):] != lay.entry_shape:
+            raise ValueError(f"{s.desc}: destination shape {dst.shape} does not match table entries {lay.entry_shape}")
+        for k, pos in enumerate(lead_dims):
+            v.checks.append(Check(f"e{pos} - b{pos} != {want[k]}", "OI_ERR_INDEX_OUT_OF_RANGE",
+                                  f"`{s.desc}` selects a different number of rows than `{s.dst}` holds ({want[k]})"))
+        # the checks use the declarations, so both go inside the statement's own scope
+        lines = ["{"] + [f"    {d}" for d in decl]
+        lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {json.dumps(c.message)});"
+                  for c in v.checks]
+        v.checks = []
+        lines.append(f"    uint8_t *dst = (uint8_t *){self.ptr(frame, P.Operand(s.dst))};")
+        lines.append(f"    const uint8_t *src = (const uint8_t *){self.global_ptr(buf)};")
+        lines.append("    size_t off = 0;")
+        indent = "    "
+        for pos, (b, e) in enumerate(bounds):
+            lines.append(f"{indent}for (int64_t j{pos} = {b}; j{pos} < {e}; ++j{pos}) {{")
+            indent += "    "
+        flat = self._flat(lay.sizes, [f"j{k}" for k in range(len(bounds))])
+        lines.append(f"{indent}memcpy(dst + off, src + (size_t)({flat}) * {entry}u, {entry}u);")
+        lines.append(f"{indent}off += {entry}u;")
+        for _ in bounds:
+            indent = indent[:-4]
+            lines.append(f"{indent}}}")
+        lines.append("}")
+        v.lines.extend(lines)
+
+    @staticmethod
+    def _flat(sizes, names) -> str:
+        expr = names[0] if names else "0"
+        for size, n in zip(sizes[1:], names[1:], strict=True):
+            expr = f"({expr}) * {size} + {n}"
+        return expr
+
+    def _index_names(self, var: str) -> list[str]:
+        return list(self.p.tables[var].indices)
+
+    def table_write(self, frame: str, s: P.TableWrite, v: StatementView) -> None:
+        lay = self.p.tables[s.var]
+        buf = self.buffer_of("global", s.var)
+        names = self._index_names(s.var)
+        ix = [self._table_index(frame, lay, pos, e, v, names[pos]) for pos, e in enumerate(s.index)]
+        entry = int(np.prod(lay.entry_shape, dtype=np.int64)) * buf.dtype.itemsize
+        flat = self._flat(lay.sizes, [f"({i})" for i in ix])
+        v.lines.append(f"memcpy((uint8_t *){self.global_ptr(buf)} + (size_t)({flat}) * {entry}u, "
+                       f"{self.ptr(frame, s.src, v)}, {entry}u);")
+
+    def scalar_step(self, s: P.ScalarStep, v: StatementView) -> None:
+        buf = self.buffer_of("global", s.var)
+        p = self.global_ptr(buf)
+        d = buf.dtype
+        if d.name in ("f16", "bf16", "f8"):
+            v.lines.append(f"{p}[0] = oi_f32_to_{d.name}(oi_{d.name}_to_f32({p}[0]) + {float(s.amount)!r}f);")
+        elif d.is_float:
+            suffix = "f" if d.name == "f32" else ""
+            v.lines.append(f"{p}[0] = {p}[0] + {float(s.amount)!r}{suffix};")
+        else:
+            u = ctype(d).replace("int", "uint") if d.is_signed else ctype(d)
+            amount = s.amount % (1 << d.bits)
+            v.lines.append(f"{p}[0] = ({ctype(d)})({u})((uint64_t){p}[0] + UINT64_C({amount}));")
+
+    def persistent_init(self, buf: P.Buffer) -> dict:
+        if buf.model_key:
+            return {"kind": "copy", "ptr": f"m->{buf.name}", "src": f"m->{self.wfield[buf.model_key]}",
+                    "nbytes": buf.nbytes}
+        if not buf.init:
+            return {"kind": "zero", "ptr": f"m->{buf.name}", "nbytes": buf.nbytes}
+        pattern, elem = fill_pattern(buf.dtype, buf.init)
+        count = buf.nbytes // elem
+        return {"kind": "fill", "ptr": f"m->{buf.name}", "pattern": pattern, "elem": elem, "count": count,
+                "nbytes": buf.nbytes}
+
+    def state_reset(self, frame: str, s: P.StateReset, v: StatementView) -> None:
+        buf = self.buffer_of("global", s.var)
+        if s.var not in self.p.tables or not s.prefix:
+            it = self.persistent_init(buf)
+            if it["kind"] == "zero":
+                v.lines.append(f"memset({it['ptr']}, 0, {it['nbytes']}u);")
+            elif it["kind"] == "copy":
+                v.lines.append(f"memcpy({it['ptr']}, {it['src']}, {it['nbytes']}u);")
+            else:
+                v.lines.append(f"{{ static const uint8_t pattern[{it['elem']}] = {{{it['pattern']}}}; "
+                               f"fill({it['ptr']}, {it['count']}u, pattern, {it['elem']}u); }}")
+            return
+        lay = self.p.tables[s.var]
+        names = self._index_names(s.var)
+        ix = [self._table_index(frame, lay, pos, e, v, names[pos]) for pos, e in enumerate(s.prefix)]
+        rest = int(np.prod(lay.sizes[len(ix):], dtype=np.int64)) * int(np.prod(lay.entry_shape, dtype=np.int64))
+        elem = buf.dtype.itemsize
+        flat = self._flat(lay.sizes[:len(ix)], [f"({i})" for i in ix])
+        start = f"(uint8_t *){self.global_ptr(buf)} + (size_t)({flat}) * {rest * elem}u"
+        if not buf.init:
+            v.lines.append(f"memset({start}, 0, {rest * elem}u);")
+        else:
+            pattern, pe = fill_pattern(buf.dtype, buf.init)
+            v.lines.append(f"{{ static const uint8_t pattern[{pe}] = {{{pattern}}}; "
+                           f"fill({start}, {rest}u, pattern, {pe}u); }}")
+
+    def start_consumers(self, frame: str, s: P.Yield, v: StatementView) -> None:
+        for c in s.consumers:
+            field_name = f"f_{c_name(c)}"
+            v.lines.append(f"init_{field_name}(m);")
+            for var in s.vars:
+                if var in self.p.frames.get(c, {}):
+                    nbytes = self.buffer_of(c, var).nbytes
+                    v.lines.append(f"memcpy(m->{field_name}.{self.field(var)}, f->{self.field(var)}, {nbytes}u);")
+        v.lines.append("m->pending = 1;")
+        for c in s.consumers:
+            field_name = f"f_{c_name(c)}"
+            if self.consumer_inline(c):
+                v.lines.append(f"run_{field_name}(m);  /* touches persistent state: runs at the yield */")
+            else:
+                v.lines.append(f"if (m->hook) run_{field_name}(m);  /* traced runs stay in order */")
+                v.lines.append(f"else OI_TRY_NODE({s.node}, oi_pool_submit(m->pool, run_{field_name}, m));")
+
+    def consumer_inline(self, consumer: str) -> bool:
+        """A consumer that touches persistent state runs synchronously at the yield, which is
+        exactly the reference's order; others may run beside entry on the pool."""
+        def touches(stmts) -> bool:
+            for st in stmts:
+                if isinstance(st, (P.TableRead, P.TableWrite, P.ScalarStep, P.StateReset)):
+                    return True
+                if isinstance(st, P.Copy) and any(self.global_buffer(o.var) is not None and
+                                                  self.global_buffer(o.var).storage == "persistent"
+                                                  for o in (st.src, st.dst)):
+                    return True
+                if isinstance(st, P.Loop) and touches(st.body):
+                    return True
+            return False
+        return any(touches(self.p.blocks[b]) for b in self.p.frame_blocks.get(consumer, ()))
+
+    # ------------------------------------------------------------------ files
+    def context(self) -> dict:
+        p, plan = self.p, self.plan
+        frame_fields: dict[str, str] = {}
+        frame_pointers = []
+        frames = ["entry"] + list(p.consumers)
+        for fr in frames:
+            for key, bname in sorted(p.frames.get(fr, {}).items()):
+                buf = p.buffers[bname]
+                fld = self.field(key)
+                frame_fields[fld] = ctype(buf.dtype)
+                frame_pointers.append({"frame": "entry" if fr == "entry" else f"f_{c_name(fr)}", "field": fld,
+                                       "ctype": ctype(buf.dtype), "offset": plan.offset(bname)})
+        weights = []
+        for key in p.weight_keys:
+            t = p.weights[key]
+            weights.append({"field": self.wfield[key], "key": key, "ctype": ctype(t.dtype), "code": t.dtype.code,
+                            "nbytes": t.dtype.storage_nbytes(t.numel), "dtype": t.dtype.name,
+                            "shape": str(list(t.shape))})
+        prefix_tables = []
+        for pt in p.prefix_tables.values():
+            nbytes = pt.dtype.storage_nbytes(int(np.prod(pt.shape, dtype=np.int64)))
+            entries = [{"index": i, "key": k} for i, k in enumerate(pt.keys) if k]
+            prefix_tables.append({"field": f"p_{c_name(pt.var)}", "ctype": ctype(pt.dtype), "count": len(pt.keys),
+                                  "pattern": pt.pattern, "entries": entries, "code": pt.dtype.code,
+                                  "nbytes": nbytes, "dtype": pt.dtype.name, "shape": str(list(pt.shape))})
+        persistents, consts, const_inits, persistent_inits = [], [], [], []
+        for buf in sorted(p.buffers.values(), key=lambda b: b.name):
+            if buf.storage == "persistent":
+                persistents.append({"field": buf.name, "ctype": ctype(buf.dtype), "offset": plan.offset(buf.name)})
+                persistent_inits.append(self.persistent_init(buf))
+            elif buf.storage == "const":
+                consts.append({"field": buf.name, "ctype": ctype(buf.dtype), "offset": plan.offset(buf.name)})
+                const_inits.append(self.persistent_init(buf))
+        frame_inits = []
+        for fr in frames:
+            items = []
+            for key, bname in sorted(p.frames.get(fr, {}).items()):
+                buf = p.buffers[bname]
+                if not buf.needs_init:
+                    continue
+                ptr = f"m->{'entry' if fr == 'entry' else 'f_' + c_name(fr)}.{self.field(key)}"
+                if buf.model_key:
+                    items.append({"kind": "copy", "ptr": ptr, "src": f"m->{self.wfield[buf.model_key]}",
+                                  "nbytes": buf.nbytes})
+                elif not buf.init:
+                    items.append({"kind": "zero", "ptr": ptr, "nbytes": buf.nbytes})
+                else:
+                    pattern, elem = fill_pattern(buf.dtype, buf.init)
+                    items.append({"kind": "fill", "ptr": ptr, "pattern": pattern, "elem": elem,
+                                  "count": buf.nbytes // elem, "nbytes": buf.nbytes})
+            frame_inits.append({"frame": fr, "cname": "entry" if fr == "entry" else f"f_{c_name(fr)}", "inits": items})
+        consumers = []
+        for c in p.consumers:
+            merge = [{"field": self.field(var), "nbytes": p.buffers[p.frames[c][var]].nbytes}
+                     for var in self.consumer_writes(c) if var in p.frames.get("entry", {})]
+            consumers.append({"block": c, "cname": c_name(c), "field": f"f_{c_name(c)}", "merge": merge})
+        blocks = []
+        for name, stmts in p.blocks.items():
+            frame = next((fr for fr in frames if name in p.frame_blocks.get(fr, ())), "entry")
+            blocks.append({"cname": c_name(name), "stmts": [self.view(frame, s, name) for s in stmts]})
+        inputs = []
+        for i, vinfo in enumerate(x for x in p.vars if x.settable):
+            buf = self.buffer_of("entry", vinfo.name)
+            inputs.append({"name": vinfo.name, "bit": i, "field": self.field(vinfo.name), "nbytes": buf.nbytes,
+                           "loc": vinfo.loc})
+        gets = []
+        for vinfo in p.vars:
+            if not vinfo.gettable:
+                continue
+            if vinfo.kind in ("dynamic", "volatile"):
+                src = f"m->entry.{self.field(vinfo.name)}"
+            else:
+                src = self.global_ptr(self.global_buffer(vinfo.name))
+            gets.append({"name": vinfo.name, "src": src, "nbytes": vinfo.nbytes})
+        nodes = self.node_table()
+        context_bytes = align(4096 + 64 * (len(frame_fields) * (1 + len(p.consumers)) + len(weights)
+                                           + sum(pt["count"] for pt in prefix_tables) + len(persistents) + len(consts)))
+        return {
+            "name": p.name, "prefix": self.prefix, "macro": self.macro, "guard": f"{self.macro}_H",
+            "version": __version__, "source": p.source_name or "<graph>", "device": self.device.name,
+            "arena_bytes": plan.arena_bytes, "persistent_bytes": plan.persistent_bytes,
+            "weight_bytes": p.weight_bytes, "context_bytes": context_bytes,
+            "vars": [self.var_view(v) for v in p.vars],
+            "frame_fields": [{"field": k, "ctype": v} for k, v in sorted(frame_fields.items())],
+            "frame_pointers": frame_pointers, "weights": weights, "prefix_tables": prefix_tables,
+            "persistents": persistents, "consts": consts, "const_inits": const_inits,
+            "persistent_inits": persistent_inits, "frame_inits": frame_inits, "consumers": consumers,
+            "blocks": blocks, "inputs": inputs, "inputs_bytes": max(1, (len(inputs) + 7) // 8), "gets": gets,
+            "nodes": nodes, "threads": self.device.threads, "embedded": self.embed,
+        }
+
+    def var_view(self, v: P.VarInfo) -> dict:
+        return {"id": v.id, "name": v.name, "kind": v.kind, "kind_code": _KIND_CODES[v.kind], "dtype": v.dtype,
+                "shape": v.shape, "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable}
+
+    def node_table(self) -> list[dict]:
+        descs: dict[int, tuple[str, str]] = {}
+
+        def visit(stmts, block):
+            for s in stmts:
+                if s.node >= 0:
+                    descs[s.node] = (s.desc, block)
+                if isinstance(s, P.Loop):
+                    visit(s.body, block)
+
+        for name, stmts in self.p.blocks.items():
+            visit(stmts, name)
+        n = max(descs, default=-1) + 1
+        return [{"desc": descs.get(i, ("", ""))[0], "block": descs.get(i, ("", ""))[1],
+                 "loc": self.p.node_locations.get(i, f"{self.p.source_name or '<graph>'}:node {i}")}
+                for i in range(max(n, 1))]
+
+    def consumer_writes(self, consumer: str) -> list[str]:
+        out: set[str] = set()
+
+        def visit(stmts):
+            for s in stmts:
+                if isinstance(s, P.Call):
+                    out.add(s.result.var)
+                elif isinstance(s, P.Copy) and s.dst.var in self.p.frames.get(consumer, {}):
+                    out.add(s.dst.var)
+                elif isinstance(s, P.TableRead):
+                    out.add(s.dst)
+                elif isinstance(s, P.Loop):
+                    visit(s.body)
+
+        for b in self.p.frame_blocks.get(consumer, ()):
+            visit(self.p.blocks[b])
+        return sorted(out)
+
+    def files(self) -> dict[str, str]:
+        ctx = self.context()
+        kernels = [self.kernel(req, name) for req, name in zip(self.p.kernels, self.kernel_names, strict=True)]
+        n = self.p.name
+        out = {
+            f"{n}.h": render("c/model.h.j2", **ctx),
+            f"{n}.c": render("c/model.c.j2", **ctx),
+            f"{n}_kernels.h": render("c/kernels.h.j2", **ctx, kernels=kernels),
+            f"{n}_kernels.c": render("c/kernels.c.j2", **ctx, kernels=kernels, isa=self.isa),
+            "meson.build": render("meson/meson.build.j2", **ctx, cflags=list(self.device.cflags), isa=self.isa),
+        }
+        if self.embed:
+            out[f"{n}_weights.S"] = render("c/weights.S.j2", **ctx)
+        return out

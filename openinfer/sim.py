@@ -1,0 +1,223 @@
+"""The compiled simulator: generate, build and load a program through cffi, with the same
+executor API as the NumPy reference, and the comparison of the two (`openinfer sim`).
+
+    sim = Simulator(model, graph, arch="devices/x86_64-avx2.json")
+    ex = sim.make_executor(); ex.insert(x=...); ex.run_step(); y = ex.fetch("y")
+
+Builds are cached under $OI_CACHE_DIR (default ~/.cache/openinfer/sim), keyed by the generated
+files and build options, so creating the same simulator twice builds once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .build import build, library_path
+from .errors import ExecutionError, SimulationError
+from .ir import nodes as ir
+from .ir.describe import describe
+from .numerics import from_storage, to_storage
+from .reference.executor import coerce
+from .synth import program as P
+from .synth.synthesizer import Synthesizer, write_tree
+from .trace import TraceEvent, emit_line, trace_mode
+
+_KIND = {ir.Assign: "Assign", ir.Op: "OpExecute", ir.CacheRead: "CacheRead", ir.CacheWrite: "CacheWrite",
+         ir.CacheIncrement: "CacheIncrement", ir.CacheDecrement: "CacheDecrement", ir.CacheReset: "CacheReset",
+         ir.Barrier: "Barrier", ir.Dep: "Dep", ir.Transfer: "Transfer", ir.Yield: "Yield", ir.Await: "Await",
+         ir.Branch: "Branch", ir.Loop: "Loop", ir.Return: "Return"}
+
+
+def cache_root() -> Path:
+    root = os.environ.get("OI_CACHE_DIR")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "openinfer" / "sim"
+
+
+_CDEF = """
+typedef struct oi_var_info {{ const char *name; uint32_t dtype; uint32_t kind; uint32_t ndim; uint64_t dims[8];
+                              uint64_t nbytes; uint32_t settable; uint32_t gettable; }} oi_var_info;
+typedef void (*oi_trace_hook)(void *user, int32_t node_index, const char *block, uint64_t duration_ns);
+int {p}_create(const char *oinf_path, void **out);
+int {p}_set(void *model, int var, const void *src, size_t bytes);
+int {p}_step(void *model);
+int {p}_get(void *model, int var, void *dst, size_t bytes);
+int {p}_reset(void *model);
+void {p}_destroy(void *model);
+const char *{p}_error(const void *model);
+void {p}_set_trace_hook(void *model, oi_trace_hook hook, void *user);
+const char *oi_status_str(int status);
+"""
+
+
+@dataclass(frozen=True)
+class _Var:
+    id: int
+    info: P.VarInfo
+
+
+class Simulator:
+    """Generates, builds and loads `graph` on `model` for the device `arch`."""
+
+    def __init__(self, model, graph, *, arch, sizevars: Mapping[str, int] | None = None,
+                 outputs: set[str] | None = None, build_options: list[str] | None = None,
+                 progress: Callable[[str], None] | None = None, trace: bool | str | None = None):
+        from .api import bind_inputs
+
+        self.model, self.graph, self.bound = bind_inputs(model, graph, sizevars)
+        self.plan = Synthesizer.from_arch(arch).synthesize(self.model, self.graph, sizevars=sizevars, outputs=outputs)
+        self.program = self.plan.program
+        opts = list(build_options or [])
+        digest = hashlib.sha256()
+        for k in sorted(self.plan.files):
+            digest.update(k.encode() + b"\0" + self.plan.files[k] + b"\0")
+        digest.update("\0".join(opts).encode())
+        self.project = cache_root() / f"{self.program.name}-{digest.hexdigest()[:16]}"
+        lib = self.project / "build" / f"lib{self.program.name}.so"
+        if not lib.exists():
+            write_tree(self.project, self.plan.files)
+            build(self.project, options=opts, progress=progress)
+        self.library = library_path(self.project / "build", self.program.name)
+        self._trace = trace
+        import cffi
+
+        self.ffi = cffi.FFI()
+        self.prefix = f"oi_{self.program.name}"
+        self.ffi.cdef(_CDEF.format(p=self.prefix))
+        self.lib = self.ffi.dlopen(str(self.library))
+        self.vars = {v.name: v for v in self.program.vars}
+        self.node_outputs = _node_outputs(self.program)
+        self.nodes = {n.index: n for b in self.graph.blocks.values() for n in ir.walk(b.nodes)}
+
+    def make_executor(self) -> SimExecutor:
+        return SimExecutor(self, trace=self._trace)
+
+
+class SimExecutor:
+    """Same methods as ReferenceExecutor, backed by the compiled library."""
+
+    def __init__(self, sim: Simulator, *, trace: bool | str | None = None):
+        self.sim = sim
+        self.ffi = sim.ffi
+        self.lib = sim.lib
+        p = sim.prefix
+        self._fn = {name: getattr(sim.lib, f"{p}_{name}") for name in
+                    ("create", "set", "step", "get", "reset", "destroy", "error", "set_trace_hook")}
+        out = self.ffi.new("void **")
+        model_path = str(sim.model.path) if sim.model is not None else self.ffi.NULL
+        self._check(self._fn["create"](model_path.encode() if isinstance(model_path, str) else model_path, out),
+                    "create", handle=None)
+        self._handle = self.ffi.gc(out[0], self._fn["destroy"])
+        env = trace_mode()
+        self._trace_mode = env if trace is None else ("full" if trace == "full" else ("1" if trace else None))
+        self._print = env is not None
+        self._events: list[TraceEvent] = []
+        self._step = 0
+        self._observer: Callable[[int], None] | None = None
+
+    # ------------------------------------------------------------------ errors
+    def _check(self, status: int, what: str, handle="self") -> None:
+        if status == 0:
+            return
+        text = self.ffi.string(self.lib.oi_status_str(status)).decode()
+        detail = ""
+        h = self._handle if handle == "self" else handle
+        if h is not None:
+            detail = self.ffi.string(self._fn["error"](h)).decode()
+        raise (ExecutionError if what in ("step", "set", "get") else SimulationError)(
+            f"{self.sim.prefix}_{what} failed: {text}" + (f" — {detail}" if detail else ""))
+
+    # ------------------------------------------------------------------ API
+    def insert(self, name: str | None = None, value=None, /, **values) -> None:
+        if name is not None:
+            values = {name: value, **values}
+        for var_name, v in values.items():
+            info = self.sim.vars.get(var_name)
+            bound = self.sim.bound.vars.get(var_name)
+            if info is None or not info.settable:
+                raise ExecutionError(f"cannot insert `{var_name}`: only dynamic variables are inputs")
+            data = to_storage(coerce(bound, v), info.dtype)
+            self._check(self._fn["set"](self._handle, info.id, self.ffi.from_buffer(data), len(data)), "set")
+
+    def run_step(self) -> None:
+        for _ in self.iterate():
+            pass
+
+    def iterate(self) -> Iterator[TraceEvent]:
+        """Runs one step; yields each node's trace event (after the step: the library runs it whole)."""
+        events: list[TraceEvent] = []
+        want = self._trace_mode is not None or self._observer is not None
+
+        @self.ffi.callback("void(void *, int32_t, const char *, uint64_t)")
+        def hook(_user, index, block, duration):
+            node = self.sim.nodes.get(index)
+            if node is None:
+                return
+            events.append(TraceEvent(_KIND[type(node)], index, node.uuid, self.ffi.string(block).decode(),
+                                     describe(node), node.op if isinstance(node, ir.Op) else None, (), (),
+                                     0, int(duration), self._step))
+            if self._observer is not None:
+                self._observer(index)
+
+        if want:
+            self._fn["set_trace_hook"](self._handle, hook, self.ffi.NULL)
+        try:
+            status = self._fn["step"](self._handle)
+        finally:
+            if want:
+                self._fn["set_trace_hook"](self._handle, self.ffi.NULL, self.ffi.NULL)
+            self._step += 1
+        if self._trace_mode:
+            self._events.extend(events)
+            if self._print:
+                for e in events:
+                    emit_line(e)
+        self._check(status, "step")
+        yield from events
+
+    def fetch(self, name: str) -> np.ndarray:
+        info = self.sim.vars.get(name)
+        if info is None or not info.gettable:
+            raise ExecutionError(f"cannot fetch `{name}`: not an observable variable of the compiled program")
+        buf = np.empty(info.nbytes, dtype=np.uint8)
+        self._check(self._fn["get"](self._handle, info.id, self.ffi.from_buffer(buf), info.nbytes), "get")
+        return np.array(from_storage(buf, info.dtype, info.shape), copy=True)
+
+    def trace(self) -> list[TraceEvent]:
+        return list(self._events)
+
+    def reset(self) -> None:
+        self._check(self._fn["reset"](self._handle), "reset")
+
+    def observe(self, fn: Callable[[int], None] | None) -> None:
+        """Call fn(node_index) after every node of the next steps (None stops); fetch works inside."""
+        self._observer = fn
+
+
+def _node_outputs(prog: P.Program) -> dict[int, list[str]]:
+    """Graph node index -> the variables it writes (for per-node comparison)."""
+    out: dict[int, list[str]] = {}
+
+    def visit(stmts):
+        for s in stmts:
+            if isinstance(s, P.Call):
+                out.setdefault(s.node, []).append(s.result.var)
+            elif isinstance(s, P.Copy):
+                out.setdefault(s.node, []).append(s.dst.var)
+            elif isinstance(s, P.TableRead):
+                out.setdefault(s.node, []).append(s.dst)
+            elif isinstance(s, (P.TableWrite, P.ScalarStep, P.StateReset)):
+                out.setdefault(s.node, []).append(s.var)
+            elif isinstance(s, P.Loop):
+                visit(s.body)
+
+    for stmts in prog.blocks.values():
+        visit(stmts)
+    return out

@@ -1,0 +1,292 @@
+"""The Program: a target-neutral description of what the generated code does.
+
+`lower()` (openinfer/synth/lower.py) builds it from a BoundGraph; passes rewrite it; the target
+renderers (openinfer/emit/) turn it into source. Nothing here knows C or GLSL.
+
+- Buffers: one per variable per frame. The entry block and each yield/await consumer run in
+  their own frame (consumers work on snapshots); constants, prefix tables and persistent state
+  are shared by all frames.
+- Statements: the host schedule, one per graph node (a kernel call, a cache access, a loop, ...),
+  each keeping the node's index for tracing and error messages.
+- Kernels: deduplicated requests for compute functions, one per distinct op application
+  (op, mode, types, static attributes); the target renders each one.
+- The memory plan (openinfer/synth/memplan.py) assigns every arena and persistent buffer an offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from ..dtypes import DTypeInfo
+from ..ops.types import TensorType
+
+# ---------------------------------------------------------------------------------------- storage
+
+#: Where a buffer lives.
+#:   weight      model data used in place from the .oinf image (constants, prefix-table entries)
+#:   const       a constant without model data (its @init value), set once at create time
+#:   pinned      arena memory never shared: dynamic inputs and observable volatile variables
+#:   planned     arena memory shared between buffers whose lifetimes do not overlap
+#:   persistent  persistent state (plain values and tables), kept across steps
+STORAGES = ("weight", "const", "pinned", "planned", "persistent")
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str                  # C identifier (unique in the program)
+    var: str | None            # the graph variable it holds (None: a compiler scratch buffer)
+    frame: str                 # "entry", a consumer block name, or "global" for shared storage
+    dtype: DTypeInfo
+    shape: tuple[int, ...]     # tables: the full dense shape (table sizes + entry shape)
+    storage: str
+    model_key: str | None = None
+    init: bool | int | float | None = None
+    #: volatile buffers re-initialised at the start of every step (first use is not a full write)
+    needs_init: bool = False
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.dtype.storage_nbytes(self.numel)
+
+
+# ---------------------------------------------------------------------------------------- operands
+
+@dataclass(frozen=True)
+class Lit:
+    value: int
+
+
+@dataclass(frozen=True)
+class LoopVar:
+    name: str
+
+
+@dataclass(frozen=True)
+class ScalarOf:
+    """The current value of a scalar variable (persistent counter, dynamic input, ...) as an int."""
+
+    var: str
+
+
+IntExpr = Union[Lit, LoopVar, ScalarOf]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A variable as a statement reads or writes it; prefix tables carry their index values."""
+
+    var: str
+    indices: tuple[IntExpr, ...] = ()
+
+
+@dataclass(frozen=True)
+class Slice:
+    """`start..end` of one table index; None: open (0 / the index's size); negative end: from size."""
+
+    start: IntExpr | None
+    end: IntExpr | None
+
+
+Selection = Union[Lit, LoopVar, ScalarOf, Slice]
+
+# ---------------------------------------------------------------------------------------- kernels
+
+
+@dataclass(frozen=True)
+class KernelRequest:
+    """One compute function to generate. Equal requests share one function."""
+
+    op: str
+    mode: str                                  # normal | inplace | accumulate
+    inputs: tuple[TensorType, ...]
+    output: TensorType
+    attrs: tuple[tuple[str, Any], ...]         # static attributes, defaults included, sorted
+    runtime_attrs: tuple[tuple[str, DTypeInfo], ...]   # attributes passed at call time
+    acc: tuple[DTypeInfo, ...] | None
+    broadcast: bool
+    #: the output buffer is one of the inputs (in-place element-wise): no `restrict` on it
+    aliased: bool = False
+
+    def attr(self, name: str, default=None):
+        for k, v in self.attrs:
+            if k == name:
+                return v
+        return default
+
+
+# ---------------------------------------------------------------------------------------- statements
+
+@dataclass(frozen=True)
+class Stmt:
+    node: int                  # graph node index (-1 for compiler-inserted statements)
+    desc: str                  # the node's description (traces, error messages)
+
+
+@dataclass(frozen=True)
+class Call(Stmt):
+    kernel: int                # index into Program.kernels
+    inputs: tuple[Operand, ...] = ()
+    output: Operand | None = None
+    runtime_attrs: tuple[tuple[str, str], ...] = ()   # (attribute, scalar variable)
+    #: in-place ops whose kernel cannot alias: `output` is scratch, copied here afterwards
+    copy_to: Operand | None = None
+
+    @property
+    def result(self) -> Operand:
+        """The graph variable this call finally writes."""
+        return self.copy_to or self.output
+
+
+@dataclass(frozen=True)
+class Copy(Stmt):
+    dst: Operand | None = None
+    src: Operand | None = None
+
+
+@dataclass(frozen=True)
+class TableRead(Stmt):
+    var: str = ""
+    select: tuple[Selection, ...] = ()
+    dst: str = ""
+
+
+@dataclass(frozen=True)
+class TableWrite(Stmt):
+    var: str = ""
+    index: tuple[IntExpr, ...] = ()
+    src: Operand | None = None
+
+
+@dataclass(frozen=True)
+class ScalarStep(Stmt):
+    """cache.increment / cache.decrement: `var += amount` with the dtype's wrap/rounding."""
+
+    var: str = ""
+    amount: int = 0
+
+
+@dataclass(frozen=True)
+class StateReset(Stmt):
+    var: str = ""
+    prefix: tuple[IntExpr, ...] = ()
+
+
+@dataclass(frozen=True)
+class Loop(Stmt):
+    var: str = ""
+    start: IntExpr | None = None
+    end: IntExpr | None = None
+    body: tuple["Statement", ...] = ()
+
+
+@dataclass(frozen=True)
+class Branch(Stmt):
+    cond: str | None = None
+    then_block: str = ""
+    else_block: str | None = None
+
+
+@dataclass(frozen=True)
+class Return(Stmt):
+    pass
+
+
+@dataclass(frozen=True)
+class Yield(Stmt):
+    vars: tuple[str, ...] = ()
+    consumers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Await(Stmt):
+    vars: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Marker(Stmt):
+    """A node with no run-time effect (assign, barrier, dep): only its trace event."""
+
+    kind: str = ""
+
+
+Statement = Union[Call, Copy, TableRead, TableWrite, ScalarStep, StateReset, Loop, Branch, Return, Yield, Await,
+                  Marker]
+
+
+# ---------------------------------------------------------------------------------------- program
+
+@dataclass(frozen=True)
+class VarInfo:
+    """A variable of the generated ABI (`<NAME>_VAR_<X>`): what `set`/`get` exchange."""
+
+    id: int
+    name: str
+    kind: str                  # dynamic | volatile | constant | persistent
+    dtype: DTypeInfo
+    shape: tuple[int, ...]     # tables: the full dense shape
+    settable: bool             # dynamic inputs
+    gettable: bool             # observable after (and during) a step
+    loc: str = ""              # where the graph declares it
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return self.dtype.storage_nbytes(n)
+
+
+@dataclass(frozen=True)
+class PrefixTable:
+    """`W(l) @pattern("w.{l}")`: the model keys behind each index tuple (row-major over `sizes`)."""
+
+    var: str
+    dtype: DTypeInfo
+    shape: tuple[int, ...]
+    sizes: tuple[int, ...]                      # one past the largest index, per table index
+    keys: tuple[str | None, ...]                # flattened; None where the model has no tensor
+    pattern: str = ""
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """A persistent @table with every index @fixed: dense storage `sizes + entry_shape`."""
+
+    var: str
+    sizes: tuple[int, ...]
+    entry_shape: tuple[int, ...]
+    indices: tuple[str, ...] = ()               # the index names, for error messages
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    blocks: dict[str, tuple[Statement, ...]]
+    entry: str
+    consumers: tuple[str, ...]
+    buffers: dict[str, Buffer]                   # by Buffer.name
+    frames: dict[str, dict[str, str]]            # frame -> var -> buffer name
+    kernels: tuple[KernelRequest, ...]
+    vars: tuple[VarInfo, ...]
+    prefix_tables: dict[str, PrefixTable]
+    tables: dict[str, TableLayout]
+    sizevars: dict[str, int]
+    model_path: str | None
+    weight_keys: tuple[str, ...]                 # model tensors the program reads, sorted
+    weight_bytes: int
+    weights: dict[str, TensorType] = field(default_factory=dict)   # key -> type of the model tensor
+    source_name: str | None = None
+    node_locations: dict[int, str] = field(default_factory=dict)   # node index -> "file:line:col"
+    #: blocks that consumers run (consumers and the branch targets they reach) and entry's
+    frame_blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def buffer(self, frame: str, var: str) -> Buffer:
+        return self.buffers[self.frames[frame][var]]

@@ -1,0 +1,167 @@
+"""The synthesizer front door: device descriptor + model + graph -> a complete meson project.
+
+    plan = Synthesizer.from_arch("devices/x86_64-avx2.json").synthesize(model, graph)
+    plan.emit("build/out")          # writes only files whose content changed
+
+Everything is rendered in memory first; only then are files written (each atomically, by
+rename), so a failure while generating leaves the previous output untouched, and a re-run that
+changes nothing rewrites nothing (mtimes stay, ninja has no work).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..errors import SynthesisError
+from ..resources import hal_dir, templates_dir
+from . import devices
+from .lower import lower
+from .memplan import MemoryPlan, plan
+from .program import Program
+
+#: Written into the output directory: the files the last generation produced (so the next one
+#: can remove files it no longer produces).
+FILE_LIST = ".openinfer-files"
+
+
+def renderer_for(device: devices.Device):
+    """The renderer class for a descriptor: C per ISA, or Vulkan."""
+    if not device.is_cpu:
+        from ..emit.vulkan import VulkanRenderer
+
+        return VulkanRenderer
+    from ..emit.cstyle import CRenderer
+
+    return CRenderer
+
+
+def default_name(graph) -> str:
+    stem = Path(graph.source_name).stem if getattr(graph, "source_name", None) else "model"
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    return name if name and not name[0].isdigit() else f"m_{name}"
+
+
+@dataclass
+class SynthesisPlan:
+    """A synthesized program ready to be written: `files` maps relative paths to contents."""
+
+    program: Program
+    memory: MemoryPlan
+    device: devices.Device
+    files: dict[str, bytes]
+    inputs: list[Path] = field(default_factory=list)   # everything the output depends on (depfiles)
+
+    @property
+    def name(self) -> str:
+        return self.program.name
+
+    def emit(self, out_dir) -> list[Path]:
+        """Write the project into `out_dir`; returns the paths that changed."""
+        return write_tree(Path(out_dir), self.files)
+
+
+class Synthesizer:
+    def __init__(self, device: devices.Device):
+        self.device = device
+
+    @classmethod
+    def from_arch(cls, arch) -> Synthesizer:
+        """`arch`: a descriptor path, a bundled descriptor's name, or an already loaded Device."""
+        return cls(arch if isinstance(arch, devices.Device) else devices.load(arch))
+
+    def synthesize(self, model, graph, *, name: str | None = None, sizevars: Mapping[str, int] | None = None,
+                   outputs: set[str] | None = None, embed_weights: bool = False) -> SynthesisPlan:
+        from ..api import bind_inputs
+
+        m, g, bound = bind_inputs(model, graph, sizevars)
+        name = name or default_name(g)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SynthesisError(f"program name {name!r} must be a C identifier")
+        if outputs is not None:
+            unknown = sorted(set(outputs) - set(bound.vars))
+            if unknown:
+                raise SynthesisError(f"--outputs names unknown variables: {', '.join(unknown)}")
+        if embed_weights and m is None:
+            raise SynthesisError("--embed-weights needs a model")
+        prog = lower(bound, name=name, outputs=outputs)
+        mem = plan(prog)
+        renderer = renderer_for(self.device)(prog, mem, self.device, embed_weights=embed_weights)
+        files = {k: v.encode() for k, v in renderer.files().items()}
+        files[f"{name}.json"] = manifest(prog, mem, self.device).encode()
+        files["memory-plan.txt"] = (mem.table() + "\n\n" + mem.diagram() + "\n").encode()
+        for path in sorted(hal_dir().rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".c", ".h"):
+                files[f"hal/{path.relative_to(hal_dir()).as_posix()}"] = path.read_bytes()
+        inputs = []
+        if embed_weights:
+            files[f"{name}.oinf"] = Path(m.path).read_bytes()
+        if m is not None:
+            inputs.append(Path(m.path))
+        if g.source_name and Path(g.source_name).exists():
+            inputs.append(Path(g.source_name))
+        if self.device.source and Path(self.device.source).exists():
+            inputs.append(Path(self.device.source))
+        inputs += sorted(p for p in templates_dir().rglob("*") if p.is_file())
+        inputs += sorted(p for p in hal_dir().rglob("*") if p.is_file() and p.suffix in (".c", ".h"))
+        return SynthesisPlan(prog, mem, self.device, files, inputs)
+
+
+def manifest(prog: Program, mem: MemoryPlan, device: devices.Device) -> str:
+    """`<name>.json`: what a loader (the simulator, a user's tool) needs to know about the ABI."""
+    doc = {
+        "openinfer": __version__,
+        "name": prog.name,
+        "prefix": f"oi_{prog.name}",
+        "abi_version": 1,
+        "device": device.name,
+        "target": "vulkan" if not device.is_cpu else f"c-{device.isa}",
+        "arena_bytes": mem.arena_bytes,
+        "persistent_bytes": mem.persistent_bytes,
+        "weight_bytes": prog.weight_bytes,
+        "vars": [{"id": v.id, "name": v.name, "kind": v.kind, "dtype": v.dtype.name, "shape": list(v.shape),
+                  "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable} for v in prog.vars],
+        "nodes": {str(i): loc for i, loc in sorted(prog.node_locations.items())},
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
+    """Write `files` under `out_dir`: only changed ones, each atomically; drop stale generated files."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    changed: list[Path] = []
+    for rel in sorted(files):
+        path = out_dir / rel
+        data = files[rel]
+        try:
+            if path.read_bytes() == data:
+                continue
+        except OSError:
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        changed.append(path)
+    listing = out_dir / FILE_LIST
+    previous = set(listing.read_text().split("\n")) if listing.exists() else set()
+    for rel in sorted(previous - set(files) - {""}):
+        stale = out_dir / rel
+        if stale.is_file():
+            stale.unlink()
+            changed.append(stale)
+    text = "\n".join(sorted(files)) + "\n"
+    if not listing.exists() or listing.read_text() != text:
+        listing.write_text(text)
+    return changed
