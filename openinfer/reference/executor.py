@@ -285,6 +285,10 @@ class ReferenceExecutor:
         if isinstance(node, ir.Return):
             yield self._event(block, node, start)
             raise _Return()
+        if isinstance(node, ir.Yield) and block == self.bound.entry:
+            yield from self._start_consumers(node, frame)
+            yield self._event(block, node, start, tuple(node.vars), ())
+            return
         try:
             params, output = self._execute(block, node, frame)
         except (StateError, OpRuntimeError, OpTypeError, ValueError, FloatingPointError) as exc:
@@ -322,9 +326,7 @@ class ReferenceExecutor:
         if isinstance(node, ir.Transfer):
             self._write(node.dst.name, np.array(self._read(node.src, frame, node), copy=True), frame)
             return (str(node.src),), (str(node.dst),)
-        if isinstance(node, ir.Yield):
-            if block == self.bound.entry:
-                self._start_consumers(node, frame)
+        if isinstance(node, ir.Yield):     # a consumer's closing yield: its values wait for await
             return tuple(node.vars), ()
         if isinstance(node, ir.Await):
             if block == self.bound.entry:
@@ -391,14 +393,13 @@ class ReferenceExecutor:
         self._tables[var.name].reset(prefix)
 
     # ------------------------------------------------------------------ yield / await
-    def _start_consumers(self, node: ir.Yield, frame: _Frame) -> None:
+    def _start_consumers(self, node: ir.Yield, frame: _Frame) -> Iterator[TraceEvent]:
         """Run each consumer on a snapshot of the yielded variables (see the module docstring)."""
         for name in self.bound.async_blocks:
             snapshot = {v: np.array(frame.values[v], copy=True) for v in node.vars if v in frame.values}
             consumer = _Frame(self._fresh_values(snapshot))
             try:
-                for _ in self._run_block(name, consumer):
-                    pass
+                yield from self._run_block(name, consumer)
             except _Return:
                 pass
             self._pending.append(consumer)

@@ -1,0 +1,86 @@
+"""`openinfer run` and `openinfer trace`: execute a graph with the NumPy reference."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..cliutil import add_graph_args, load, write_text
+from ..inputs import outputs_of, preview, random_inputs
+from ..trace import to_chrome, to_json
+
+RUN_HELP = """\
+Run GRAPH on MODEL with the NumPy reference interpreter for --steps steps and print each step's
+volatile outputs. Dynamic inputs are random and reproducible: step s uses numpy's default_rng(SEED + s),
+floats uniform in [-1, 1), integers in [-4, 4] (see openinfer/inputs.py).
+
+example:
+  openinfer run examples/mlp_regression.oig --model build/models/mlp_regression.oinf --steps 2"""
+
+TRACE_HELP = """\
+Run GRAPH like `openinfer run` with tracing on and write the trace: --json in the original
+OpenInfer event format (block_name, node_index, node_uuid, kind, params, output, micros), --chrome
+as Chrome/Perfetto trace-event JSON (open it in ui.perfetto.dev or chrome://tracing).
+
+example:
+  openinfer trace examples/kv_cache_decode.oig --model m.oinf --steps 3 --chrome kv.trace.json"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run a graph with the NumPy reference and print its outputs",
+                       description=RUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_graph_args(p)
+    p.add_argument("--steps", type=int, default=1, help="steps to run (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    p.add_argument("--show", default="", metavar="A,B", help="variables to print (default: every volatile)")
+    p.add_argument("--all", action="store_true", help="print whole tensors instead of the first 8 values")
+    p.set_defaults(handler=run)
+
+    t = sub.add_parser("trace", help="run a graph with tracing and write the trace as JSON / Chrome trace",
+                       description=TRACE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_graph_args(t)
+    t.add_argument("--steps", type=int, default=1)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--json", metavar="FILE", help="write events in the original's JSON format ('-': stdout)")
+    t.add_argument("--chrome", metavar="FILE", help="write a Chrome/Perfetto trace-event file")
+    t.add_argument("--full", action="store_true", help="record a summary of every node's output values")
+    t.set_defaults(handler=trace)
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from .executor import ReferenceExecutor
+
+    _, _, bound = load(args)
+    ex = ReferenceExecutor(bound)
+    names = [n for n in args.show.split(",") if n] or outputs_of(bound)
+    with np.printoptions(threshold=1 << 30, linewidth=120):
+        for step in range(args.steps):
+            ex.insert(**random_inputs(bound, args.seed, step))
+            ex.run_step()
+            for name in names:
+                value = ex.fetch(name)
+                text = np.array2string(value, separator=", ") if args.all else preview(value)
+                print(f"step {step} {name}: {value.dtype}{list(value.shape)} = {text}")
+    return 0
+
+
+def trace(args) -> int:
+    from .executor import ReferenceExecutor
+
+    _, _, bound = load(args)
+    ex = ReferenceExecutor(bound, trace="full" if args.full else True)
+    for step in range(args.steps):
+        ex.insert(**random_inputs(bound, args.seed, step))
+        ex.run_step()
+    events = ex.trace()
+    if args.json:
+        write_text(args.json, to_json(events) + "\n")
+    if args.chrome:
+        write_text(args.chrome, json.dumps(to_chrome(events, process_name=bound.graph.source_name or "graph"),
+                                           indent=1) + "\n")
+    if not args.json and not args.chrome:
+        for e in events:
+            print(e.line())
+    return 0

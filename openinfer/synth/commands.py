@@ -1,0 +1,214 @@
+"""`openinfer gen`, `build`, `sim`, `plan` and `devices`: synthesis from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..cliutil import add_graph_args, load, sizevars, write_text
+
+GEN_HELP = """\
+Synthesize GRAPH on MODEL for the device described by --arch into a complete meson project
+in --out: <name>.h (the C ABI), <name>.c (host schedule), <name>_kernels.c, meson.build, the HAL
+sources, <name>.json (ABI manifest) and memory-plan.txt. Only files whose content changed are
+rewritten, so a build over the output only redoes what changed.
+
+examples:
+  openinfer gen examples/mlp_regression.oig --model mlp.oinf --arch devices/x86_64-avx2.json -o out/mlp
+  openinfer gen g.oig -m m.oinf --arch x86_64-avx512 -o out/g --outputs y --depfile out/g.d"""
+
+BUILD_HELP = """\
+Configure (meson setup, once) and build (ninja) a project written by `openinfer gen`, showing
+progress; compiler errors are listed as file:line:col: message.
+
+example:
+  openinfer build out/mlp                      # -> out/mlp/build/libmlp_regression.so"""
+
+SIM_HELP = """\
+Generate, build and load GRAPH for --arch, run --steps steps beside the NumPy reference with the
+same inputs (see `openinfer run --help`), and print a per-output comparison table for every step.
+Exits 1 on any mismatch. On a mismatch (or with --bisect) the failing step is replayed node by
+node on both engines and the first node whose output diverges is reported with its source
+location.
+
+example:
+  openinfer sim examples/mlp_regression.oig --model mlp.oinf --arch devices/x86_64-avx512.json --steps 3"""
+
+
+def register(sub) -> None:
+    g = sub.add_parser("gen", help="synthesize C (or GLSL+Vulkan) source and a meson project",
+                       description=GEN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_graph_args(g)
+    _target_args(g)
+    g.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory")
+    g.add_argument("--depfile", metavar="FILE", help="write a make-style depfile listing every input")
+    g.add_argument("--embed-weights", action="store_true", help="compile the .oinf into the library")
+    g.add_argument("--quiet", "-q", action="store_true", help="print nothing on success")
+    g.set_defaults(handler=gen)
+
+    b = sub.add_parser("build", help="meson setup + ninja over a generated project",
+                       description=BUILD_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("project", metavar="DIR", help="directory written by `openinfer gen`")
+    b.add_argument("--builddir", metavar="DIR", help="build directory (default DIR/build)")
+    b.add_argument("--sanitize", action="store_true", help="build with AddressSanitizer + UBSan")
+    b.add_argument("--debug", action="store_true", help="debug build (-O0 -g)")
+    b.set_defaults(handler=build_cmd)
+
+    s = sub.add_parser("sim", help="generate, build and compare with the NumPy reference",
+                       description=SIM_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_graph_args(s)
+    _target_args(s)
+    s.add_argument("--steps", type=int, default=1)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--bisect", action="store_true", help="always replay the last step node by node")
+    s.set_defaults(handler=sim)
+
+    p = sub.add_parser("plan", help="print the memory plan of a graph for a device",
+                       description="Lower GRAPH for --arch and print its memory plan: each buffer's region, "
+                                   "offset, size and lifetime, then a lifetime diagram of the shared arena.")
+    add_graph_args(p)
+    _target_args(p)
+    p.set_defaults(handler=plan_cmd)
+
+    d = sub.add_parser("devices", help="list, show or probe device descriptors",
+                       description="Device descriptors (JSON, schema: devices/schema.json) pick the target.")
+    dsub = d.add_subparsers(dest="devices_command", metavar="COMMAND")
+    d.set_defaults(help_parser=d)
+    lst = dsub.add_parser("list", help="list the bundled descriptors")
+    lst.set_defaults(handler=devices_list)
+    show = dsub.add_parser("show", help="validate and print a descriptor")
+    show.add_argument("arch", metavar="ARCH", help="a path or a bundled name (x86_64-avx2, ada_mock, ...)")
+    show.set_defaults(handler=devices_show)
+    probe = dsub.add_parser("probe", help="describe this machine's CPU (and Vulkan devices)")
+    probe.add_argument("--out", "-o", metavar="FILE", help="write the CPU descriptor here (default: print)")
+    probe.set_defaults(handler=devices_probe)
+
+
+def _target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arch", "-a", required=True, metavar="DEVICE.json",
+                   help="device descriptor: a path or a bundled name (`openinfer devices list`)")
+    p.add_argument("--name", metavar="NAME", help="program name (C identifier; default: the graph file's stem)")
+    p.add_argument("--outputs", metavar="A,B", help="volatile variables the host may fetch (default: all); "
+                   "the others' memory is shared by the planner")
+
+
+def _synth(args):
+    from .synthesizer import Synthesizer
+
+    model, graph, _ = load(args)
+    outputs = set(args.outputs.split(",")) if args.outputs else None
+    synth = Synthesizer.from_arch(args.arch)
+    return synth.synthesize(model, graph, name=args.name, sizevars=sizevars(args), outputs=outputs,
+                            embed_weights=getattr(args, "embed_weights", False))
+
+
+def gen(args) -> int:
+    t0 = time.perf_counter()
+    plan = _synth(args)
+    changed = plan.emit(args.out)
+    if args.depfile:
+        target = Path(args.out) / f"{plan.name}.h"
+        deps = " \\\n  ".join(str(p).replace(" ", "\\ ") for p in plan.inputs)
+        write_text(args.depfile, f"{target}: \\\n  {deps}\n")
+    if not args.quiet:
+        mem = plan.memory
+        print(f"{plan.name}: {len(plan.files)} files in {args.out} ({len(changed)} changed) "
+              f"in {time.perf_counter() - t0:.2f} s")
+        print(f"  target {plan.device.name}; {len(plan.program.kernels)} kernels; arena {mem.arena_bytes} B, "
+              f"persistent {mem.persistent_bytes} B, weights {plan.program.weight_bytes} B")
+    return 0
+
+
+def build_cmd(args) -> int:
+    from ..build import build
+
+    opts = []
+    if args.sanitize:
+        opts += ["-Db_sanitize=address,undefined", "-Db_lundef=false"]
+    if args.debug:
+        opts += ["--buildtype=debug"]
+    out = build(Path(args.project), Path(args.builddir) if args.builddir else None, options=opts,
+                progress=lambda line: print(line, flush=True))
+    print(f"built in {out}")
+    return 0
+
+
+def plan_cmd(args) -> int:
+    plan = _synth(args)
+    print(plan.memory.table())
+    print()
+    print(plan.memory.diagram())
+    return 0
+
+
+def sim(args) -> int:
+    from ..compare import compare, table
+    from ..inputs import outputs_of, random_inputs
+    from ..reference.executor import ReferenceExecutor
+    from ..sim import Simulator
+
+    model, graph, bound = load(args)
+    outputs = set(args.outputs.split(",")) if args.outputs else None
+    t0 = time.perf_counter()
+    simulator = Simulator(model, graph, arch=args.arch, sizevars=sizevars(args), outputs=outputs,
+                          progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    print(f"built {simulator.library} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    ref = ReferenceExecutor(bound)
+    ex = simulator.make_executor()
+    names = [n for n in outputs_of(bound) if outputs is None or n in outputs]
+    failed_step = None
+    for step in range(args.steps):
+        inputs = random_inputs(bound, args.seed, step)
+        ref.insert(**inputs)
+        ex.insert(**inputs)
+        ref.run_step()
+        ex.run_step()
+        rows = [compare(n, bound.vars[n].dtype, ref.fetch(n), ex.fetch(n)) for n in names]
+        print(f"step {step}:")
+        print(table(rows))
+        if failed_step is None and not all(r.ok for r in rows):
+            failed_step = step
+    if failed_step is not None or args.bisect:
+        from ..bisect import bisect
+
+        step = failed_step if failed_step is not None else args.steps - 1
+        report = bisect(bound, simulator, args.seed, step)
+        print(report.text())
+    if failed_step is not None:
+        print(f"MISMATCH at step {failed_step}")
+        return 1
+    print(f"all {len(names)} output(s) match the reference over {args.steps} step(s)")
+    return 0
+
+
+def devices_list(args) -> int:
+    from .devices import bundled, load as load_device
+
+    for path in bundled():
+        dev = load_device(path)
+        target = f"c/{dev.isa}" if dev.is_cpu else "vulkan"
+        print(f"{path.stem:<20} {target:<12} {dev.name}")
+    return 0
+
+
+def devices_show(args) -> int:
+    from .devices import load as load_device
+
+    dev = load_device(args.arch)
+    print(json.dumps(dev.doc, indent=2))
+    return 0
+
+
+def devices_probe(args) -> int:
+    from .devices import probe_cpu
+
+    text = json.dumps(probe_cpu(), indent=2) + "\n"
+    if args.out:
+        write_text(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
+    return 0
