@@ -1,0 +1,46 @@
+"""Layout ops: gather, transpose, reshape, concat, slice. They move values without computing, so
+every dtype works and results are exact copies."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import OpRuntimeError
+from ..registry import Inference
+
+Arrays = list[np.ndarray]
+
+
+def gather(xs: Arrays, inf: Inference) -> np.ndarray:
+    table, idx = xs
+    axis = inf.attrs["axis"]
+    n = table.shape[axis]
+    bad = (idx < -n) | (idx >= n) if idx.dtype.kind == "i" else idx >= n
+    if np.any(bad):
+        first = idx[bad].reshape(-1)[0]
+        raise OpRuntimeError(f"gather: index {int(first)} is out of range for axis {axis} of size {n} "
+                             f"(valid: {-n}..{n - 1})")
+    return np.take(table, idx.astype(np.int64), axis=axis)
+
+
+def transpose(xs: Arrays, inf: Inference) -> np.ndarray:
+    return np.ascontiguousarray(np.transpose(xs[0], inf.attrs["perm"]))
+
+
+def reshape(xs: Arrays, inf: Inference) -> np.ndarray:
+    return np.array(xs[0]).reshape(inf.out_shape)
+
+
+def concat(xs: Arrays, inf: Inference) -> np.ndarray:
+    return np.concatenate(xs, axis=inf.attrs["axis"])
+
+
+def slice_(xs: Arrays, inf: Inference) -> np.ndarray:
+    a = inf.attrs
+    index = [slice(None)] * xs[0].ndim
+    for axis, s, e, st in zip(a["axes"], a["starts"], a["ends"], a["steps"], strict=True):
+        index[axis] = slice(s, e, st)
+    return np.array(xs[0][tuple(index)])
+
+
+KERNELS = {"gather": gather, "transpose": transpose, "reshape": reshape, "concat": concat, "slice": slice_}

@@ -1,0 +1,330 @@
+"""Shape rules: `ops.yaml`'s `shape:` names, each a function computing the output shape.
+
+A rule gets the op, its input types, the attribute dict (defaults already filled; the rule
+normalises the attributes it owns in place: axes made non-negative, conv padding expanded, ...) and
+the declared output (None when unknown). It returns (output shape, broadcast flag) or raises
+OpTypeError.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import OpTypeError
+from .types import TensorType
+
+if TYPE_CHECKING:
+    from .registry import OpSpec
+
+Shape = tuple[int, ...]
+Rule = Callable[["OpSpec", Sequence[TensorType], dict[str, Any], TensorType | None], tuple[Shape, bool]]
+
+
+def _fmt(shape: Sequence[int]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def broadcast_shapes(op: str, *shapes: Sequence[int]) -> Shape:
+    """NumPy broadcasting (digest §3.7): right-aligned, equal dims or one of them 1."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(-ndim, 0):
+        dims = {s[i] for s in shapes if len(s) >= -i} - {1}
+        if len(dims) > 1:
+            a, b = sorted(dims)[:2]
+            raise OpTypeError(f"{op}: cannot broadcast shapes {' and '.join(_fmt(s) for s in shapes)}: "
+                              f"incompatible broadcast dims {a} and {b}",
+                              "dims must be equal or 1 (aligned from the right)")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def norm_axis(op: str, name: str, axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise OpTypeError(f"{op}: {name} {axis} is out of range for a {ndim}-d input "
+                          f"(valid: {-ndim}..{ndim - 1})" if ndim else f"{op}: a 0-d input has no axis {axis}")
+    return axis % ndim
+
+
+def _same(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    first = ins[0].shape
+    for i, x in enumerate(ins[1:], start=1):
+        if x.shape != first:
+            raise OpTypeError(f"{op.name}: input shapes differ: {_fmt(first)} and {_fmt(x.shape)} "
+                              f"({op.inputs[min(i, len(op.inputs) - 1)].name}); {op.name} does not broadcast",
+                              "all inputs must have one shape")
+    return first, False
+
+
+def _broadcast(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    out = broadcast_shapes(op.name, *(x.shape for x in ins))
+    return out, any(x.shape != out for x in ins)
+
+
+def _matmul(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    a, b = ins[0].shape, ins[1].shape
+    if not a or not b:
+        raise OpTypeError(f"matmul: operands must have at least 1 dim, got {_fmt(a)} and {_fmt(b)}",
+                          "use mul for scalars")
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise OpTypeError(f"matmul: inner dims differ: {_fmt(a)} @ {_fmt(b)} ({a2[-1]} vs {b2[-2]})")
+    batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
+    out = (*batch, *((a2[-2],) if len(a) > 1 else ()), *((b2[-1],) if len(b) > 1 else ()))
+    nb = len(batch)
+    pad = lambda s: (1,) * (nb - len(s)) + tuple(s)  # noqa: E731
+    return out, pad(a2[:-2]) != pad(b2[:-2])
+
+
+def _axes(op: str, axes: Sequence[int], ndim: int) -> tuple[int, ...]:
+    if not axes:
+        raise OpTypeError(f"{op}: `axes` must not be empty", "e.g. `axes=[-1]`")
+    return tuple(sorted({norm_axis(op, "axis", a, ndim) for a in axes}))
+
+
+def _reduce(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    axes = _axes(op.name, attrs["axes"], len(shape))
+    attrs["axes"] = axes
+    keep = attrs["keepdims"]
+    return tuple(1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes), False
+
+
+def _arg_reduce(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    axis = attrs["axis"] = norm_axis(op.name, "axis", attrs["axis"], len(shape))
+    if shape[axis] == 0:
+        raise OpTypeError(f"{op.name}: axis {axis} is empty")
+    return tuple(1 if i == axis else d for i, d in enumerate(shape) if attrs["keepdims"] or i != axis), False
+
+
+def _is_finite(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    if output is None or output.shape == ():
+        return (), False
+    if output.shape != shape:
+        raise OpTypeError(f"is_finite: the output must be 0-d (all elements finite) or have the input's shape "
+                          f"{_fmt(shape)} (element-wise), not {_fmt(output.shape)}")
+    return shape, False
+
+
+def _axis_same(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    attrs["axis"] = norm_axis(op.name, "axis", attrs["axis"], len(shape))
+    return shape, False
+
+
+def _norm(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    axis = attrs["axis"] = norm_axis(op.name, "axis", attrs["axis"], len(shape))
+    want = shape[axis:]
+    for spec, x in zip(op.inputs[1:], ins[1:], strict=False):
+        if x.shape != want:
+            raise OpTypeError(f"{op.name}: `{spec.name}` must have shape {_fmt(want)} (x's dims from axis {axis}), "
+                              f"got {_fmt(x.shape)}")
+    if not attrs["eps"] >= 0:
+        raise OpTypeError(f"{op.name}: eps must be >= 0, got {attrs['eps']}")
+    return shape, False
+
+
+def _gather(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    table, idx = ins[0].shape, ins[1].shape
+    axis = attrs["axis"] = norm_axis("gather", "axis", attrs["axis"], len(table))
+    return (*table[:axis], *idx, *table[axis + 1:]), False
+
+
+def _transpose(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    perm = attrs["perm"]
+    if perm is None:
+        perm = tuple(reversed(range(len(shape))))
+    norm = tuple(norm_axis("transpose", "perm entry", p, len(shape)) for p in perm) if shape else tuple(perm)
+    if sorted(norm) != list(range(len(shape))):
+        raise OpTypeError(f"transpose: perm {list(perm)} is not a permutation of the {len(shape)} dims of "
+                          f"{_fmt(shape)}", f"e.g. perm={list(reversed(range(len(shape))))}")
+    attrs["perm"] = norm
+    return tuple(shape[p] for p in norm), False
+
+
+def _reshape(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    if output is None:
+        raise OpTypeError("reshape: the target shape comes from the declared output, and none is given")
+    n_in, n_out = ins[0].numel, output.numel
+    if n_in != n_out:
+        raise OpTypeError(f"reshape: cannot reshape {_fmt(ins[0].shape)} ({n_in} elements) into "
+                          f"{_fmt(output.shape)} ({n_out} elements)")
+    return output.shape, False
+
+
+def _concat(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    first = ins[0].shape
+    axis = attrs["axis"] = norm_axis("concat", "axis", attrs["axis"], len(first))
+    total = 0
+    for i, x in enumerate(ins):
+        s = x.shape
+        if len(s) != len(first) or any(a != b for j, (a, b) in enumerate(zip(s, first, strict=True)) if j != axis):
+            raise OpTypeError(f"concat: input {i} has shape {_fmt(s)}, which does not match {_fmt(first)} "
+                              f"outside axis {axis}")
+        total += s[axis]
+    return (*first[:axis], total, *first[axis + 1:]), False
+
+
+def _slice(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    starts, ends = attrs["starts"], attrs["ends"]
+    n = len(starts)
+    axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(n))
+    steps = attrs["steps"] if attrs["steps"] is not None else (1,) * n
+    if not len(ends) == len(axes) == len(steps) == n:
+        raise OpTypeError(f"slice: starts, ends, axes and steps must have one length, got {len(starts)}, "
+                          f"{len(ends)}, {len(axes)}, {len(steps)}")
+    axes = tuple(norm_axis("slice", "axis", a, len(shape)) for a in axes)
+    if len(set(axes)) != n:
+        raise OpTypeError(f"slice: axes {list(axes)} repeat an axis")
+    if 0 in steps:
+        raise OpTypeError("slice: steps must not be 0")
+    attrs.update(axes=axes, steps=tuple(steps))
+    out = list(shape)
+    for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
+        out[a] = len(range(*slice(s, e, st).indices(shape[a])))
+    return tuple(out), False
+
+
+def _rope(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    x, pos = ins[0].shape, ins[1].shape
+    if len(x) < 2 or x[-1] % 2:
+        raise OpTypeError(f"rope: x must be [..., H, Dh] with an even Dh, got {_fmt(x)}")
+    if len(pos) > 1 or (len(pos) == 1 and (len(x) < 3 or x[-3] != pos[0])):
+        raise OpTypeError(f"rope: pos must be a scalar (x [..., H, Dh]) or a vector [S] with x [..., S, H, Dh]; "
+                          f"got pos {_fmt(pos)} for x {_fmt(x)}")
+    return x, False
+
+
+def _sdpa(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    q, k, v = (t.shape for t in ins[:3])
+    if min(len(q), len(k), len(v)) < 2:
+        raise OpTypeError(f"sdpa: q, k and v need at least 2 dims, got {_fmt(q)}, {_fmt(k)}, {_fmt(v)}")
+    if q[-1] != k[-1]:
+        raise OpTypeError(f"sdpa: q and k must share the last dim D, got {_fmt(q)} and {_fmt(k)}")
+    if k[-2] != v[-2]:
+        raise OpTypeError(f"sdpa: k and v must have the same number of keys (dim -2), got {_fmt(k)} and {_fmt(v)}")
+    kv_batch = broadcast_shapes("sdpa", k[:-2], v[:-2])
+    batch = sdpa_batch(q[:-2], kv_batch)
+    out = (*batch, q[-2], v[-1])
+    bcast = len({q[:-2], k[:-2], v[:-2]}) > 1
+    if len(ins) > 3:
+        m = ins[3].shape
+        want = (*batch, q[-2], k[-2])
+        try:
+            fits = len(m) <= len(want) and broadcast_shapes("sdpa", m, want) == want
+        except OpTypeError:
+            fits = False
+        if not fits:
+            raise OpTypeError(f"sdpa: mask shape {_fmt(m)} does not broadcast to [..., Sq, Sk] = {_fmt(want)}")
+        bcast = bcast or m != want
+    if attrs["scale"] is None:
+        attrs["scale"] = 1.0 / math.sqrt(q[-1]) if q[-1] else 1.0
+    return out, bcast
+
+
+def sdpa_batch(q_batch: Sequence[int], kv_batch: Sequence[int]) -> Shape:
+    """Batch dims of q and k/v: NumPy broadcasting, except that the head dim (the last batch dim)
+    may be grouped: H query heads over Hkv kv heads when H % Hkv == 0 (GQA)."""
+    if q_batch and kv_batch and kv_batch[-1] not in (1, q_batch[-1]) and q_batch[-1] % kv_batch[-1] == 0:
+        return (*broadcast_shapes("sdpa", q_batch[:-1], kv_batch[:-1]), q_batch[-1])
+    return broadcast_shapes("sdpa", q_batch, kv_batch)
+
+
+def _pairs(op: str, name: str, v: int | tuple[int, ...], n: int, *, pads: bool = False) -> tuple[int, ...]:
+    """An int or list attribute as n values (pads: 2n values, all begins then all ends)."""
+    vals = (v,) if isinstance(v, int) else tuple(v)
+    if len(vals) == 1:
+        vals = vals * n
+    if pads and len(vals) == n:
+        vals = vals * 2
+    want = 2 * n if pads else n
+    if len(vals) != want:
+        forms = "an int" + (f", [{', '.join(['h', 'w'][:n])}]" if n > 1 else "") + \
+            (f" or {['[left, right]', '[top, left, bottom, right]'][n - 1]}" if pads else "")
+        raise OpTypeError(f"{op}: `{name}` must be {forms}, got {list(vals)}")
+    return vals
+
+
+def _window(op: str, size: int, pad: int, k_eff: int, stride: int) -> int:
+    out = (size + pad - k_eff) // stride + 1
+    if out < 1:
+        raise OpTypeError(f"{op}: the window ({k_eff}) is larger than the padded input ({size + pad})")
+    return out
+
+
+def _conv(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    n = 1 if op.name == "conv1d" else 2
+    x, w = ins[0].shape, ins[1].shape
+    layout = "[N, C, L]" if n == 1 else "[N, C, H, W]"
+    if len(x) != n + 2 or len(w) != n + 2:
+        raise OpTypeError(f"{op.name}: x must be {layout} and w [O, C/groups, {'K' if n == 1 else 'KH, KW'}], "
+                          f"got {_fmt(x)} and {_fmt(w)}")
+    stride = _pairs(op.name, "stride", attrs["stride"], n)
+    dilation = _pairs(op.name, "dilation", attrs["dilation"], n)
+    padding = _pairs(op.name, "padding", attrs["padding"], n, pads=True)
+    groups = attrs["groups"]
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0 or groups < 1:
+        raise OpTypeError(f"{op.name}: stride, dilation and groups must be >= 1 and padding >= 0")
+    c, o = x[1], w[0]
+    if c % groups or o % groups or w[1] != c // groups:
+        raise OpTypeError(f"{op.name}: with groups={groups}, C={c} and O={o} must divide by groups and "
+                          f"w.shape[1] must be C/groups = {c / groups:g}, got {w[1]}")
+    if len(ins) > 2 and ins[2].shape != (o,):
+        raise OpTypeError(f"{op.name}: bias must have shape [{o}], got {_fmt(ins[2].shape)}")
+    attrs.update(stride=stride, dilation=dilation, padding=padding)
+    spatial = tuple(_window(op.name, x[2 + i], padding[i] + padding[n + i], dilation[i] * (w[2 + i] - 1) + 1,
+                            stride[i]) for i in range(n))
+    return (x[0], o, *spatial), False
+
+
+def _pool(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    x = ins[0].shape
+    if len(x) != 4:
+        raise OpTypeError(f"{op.name}: x must be [N, C, H, W], got {_fmt(x)}")
+    kernel = _pairs(op.name, "kernel", attrs["kernel"], 2)
+    stride = _pairs(op.name, "stride", attrs["stride"] if attrs["stride"] is not None else kernel, 2)
+    padding = _pairs(op.name, "padding", attrs["padding"], 2, pads=True)
+    if min(kernel) < 1 or min(stride) < 1 or min(padding) < 0:
+        raise OpTypeError(f"{op.name}: kernel and stride must be >= 1 and padding >= 0")
+    if any(p > kernel[i % 2] // 2 for i, p in enumerate(padding)):
+        raise OpTypeError(f"{op.name}: padding {list(padding)} must be at most half the kernel {list(kernel)}")
+    attrs.update(kernel=kernel, stride=stride, padding=padding)
+    spatial = tuple(_window(op.name, x[2 + i], padding[i] + padding[2 + i], kernel[i], stride[i]) for i in range(2))
+    return (x[0], x[1], *spatial), False
+
+
+SHAPE_RULES: dict[str, Rule] = {
+    "same": _same, "broadcast": _broadcast, "matmul": _matmul, "reduce": _reduce, "arg_reduce": _arg_reduce,
+    "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "transpose": _transpose,
+    "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
+    "pool": _pool,
+}
+
+#: One line per rule, for docs/ops.md.
+SHAPE_RULE_DOCS = {
+    "same": "all inputs one shape; the output has it",
+    "broadcast": "NumPy broadcasting of the inputs",
+    "matmul": "NumPy matmul: [..., M, K] @ [..., K, N] -> [..., M, N], batch dims broadcast, 1-D operands as vectors",
+    "reduce": "x's shape without `axes` (size 1 with keepdims)",
+    "arg_reduce": "x's shape without `axis` (size 1 with keepdims)",
+    "is_finite": "0-d (all finite) or x's shape (element-wise), as declared",
+    "axis_same": "x's shape",
+    "norm": "x's shape; gamma/beta x.shape[axis:]",
+    "gather": "table.shape[:axis] + indices.shape + table.shape[axis+1:]",
+    "transpose": "x.shape permuted",
+    "reshape": "the declared output's shape (same element count)",
+    "concat": "the inputs' common shape with the `axis` dims summed",
+    "slice": "x's shape with each sliced axis' length",
+    "rope": "x's shape",
+    "sdpa": "q's batch dims (broadcast with k/v's, GQA) + [Sq, Dv]",
+    "conv": "[N, O, *spatial], spatial = (size + pads - dilation*(K-1) - 1) // stride + 1",
+    "pool": "[N, C, *spatial], spatial = (size + pads - kernel) // stride + 1",
+}

@@ -1,0 +1,1 @@
+"""Registry-generated conformance cases and their independent oracle (see cases.py)."""

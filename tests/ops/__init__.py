@@ -1,0 +1,1 @@
+"""Direct tests of the op registry and the reference kernels."""
