@@ -16,9 +16,27 @@ from .errors import (  # noqa: E402
     SimulationError,
     SynthesisError,
 )
+from .dsl import graph, load_graph  # noqa: E402
+from .oinf import (  # noqa: E402
+    Bitset,
+    Model,
+    ModelLoader,
+    QuantParams,
+    ScalarValue,
+    SizeVar,
+    TensorInfo,
+    TensorSpec,
+    UninitializedTensor,
+    dataclass_to_oinf,
+    write_dataclass,
+    write_oinf,
+)
 
 __all__ = [
     "__version__",
     "OpenInferError", "OinfError", "DslError", "BindError", "ExecutionError", "SynthesisError",
     "DeviceError", "BuildError", "SimulationError",
+    "graph", "load_graph",
+    "ModelLoader", "Model", "TensorInfo", "write_oinf", "dataclass_to_oinf", "write_dataclass",
+    "TensorSpec", "UninitializedTensor", "ScalarValue", "SizeVar", "Bitset", "QuantParams",
 ]

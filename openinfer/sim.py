@@ -50,6 +50,7 @@ int {p}_set(void *model, int var, const void *src, size_t bytes);
 int {p}_step(void *model);
 int {p}_get(void *model, int var, void *dst, size_t bytes);
 int {p}_reset(void *model);
+int {p}_shape(void *model, int var, uint64_t *dims, size_t max_dims);
 void {p}_destroy(void *model);
 const char *{p}_error(const void *model);
 void {p}_set_trace_hook(void *model, oi_trace_hook hook, void *user);
@@ -109,7 +110,7 @@ class SimExecutor:
         self.lib = sim.lib
         p = sim.prefix
         self._fn = {name: getattr(sim.lib, f"{p}_{name}") for name in
-                    ("create", "set", "step", "get", "reset", "destroy", "error", "set_trace_hook")}
+                    ("create", "set", "step", "get", "reset", "destroy", "error", "set_trace_hook", "shape")}
         out = self.ffi.new("void **")
         model_path = str(sim.model.path) if sim.model is not None else self.ffi.NULL
         self._check(self._fn["create"](model_path.encode() if isinstance(model_path, str) else model_path, out),
@@ -186,9 +187,15 @@ class SimExecutor:
         info = self.sim.vars.get(name)
         if info is None or not info.gettable:
             raise ExecutionError(f"cannot fetch `{name}`: not an observable variable of the compiled program")
-        buf = np.empty(info.nbytes, dtype=np.uint8)
-        self._check(self._fn["get"](self._handle, info.id, self.ffi.from_buffer(buf), info.nbytes), "get")
-        return np.array(from_storage(buf, info.dtype, info.shape), copy=True)
+        shape = info.shape
+        if info.dynamic_shape:
+            dims = self.ffi.new("uint64_t[]", max(1, len(shape)))
+            self._check(self._fn["shape"](self._handle, info.id, dims, len(shape)), "get")
+            shape = tuple(int(dims[k]) for k in range(len(shape)))
+        n = info.dtype.storage_nbytes(int(np.prod(shape, dtype=np.int64)))
+        buf = np.empty(n, dtype=np.uint8)
+        self._check(self._fn["get"](self._handle, info.id, self.ffi.from_buffer(buf), n), "get")
+        return np.array(from_storage(buf, info.dtype, shape), copy=True)
 
     def trace(self) -> list[TraceEvent]:
         return list(self._events)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import NamedTuple
 
 from ..errors import DslError, SourceLoc
 
@@ -38,11 +37,18 @@ KEYWORDS = frozenset("""
 
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "0": "\0", '"': '"', "'": "'"}
 
-# One alternation tried at each position; order matters (float before int, raw string before ident).
-_TOKEN_RE = re.compile(r"""
-    (?P<ws>[ \t\r\n\x0b\x0c]+)
+# One alternation per token, whitespace skipped in front of it. Order matters: float before int,
+# raw strings before identifiers. Comments, strings and oddities are handled outside the regex.
+_TOKEN_RE = re.compile(r"""[ \t\r\n\x0b\x0c]*(?:
+    (?P<ident>[A-Za-z_][A-Za-z0-9_]*+(?![\#"]))
+  | (?P<punct>\.\.|>>|[;:,(){}\[\]=@*.>\-])
+  | (?P<int>[0-9][0-9_]*+(?![0-9_A-Za-z]|\.(?!\.)))
   | (?P<line_comment>//[^\n]*)
-  | (?P<block_comment>/\*)
+  | (?P<other>.|$)
+)""", re.VERBOSE | re.DOTALL)
+
+_SPECIAL_RE = re.compile(r"""
+    (?P<block_comment>/\*)
   | (?P<string>"|r\#*")
   | (?P<raw_ident>r\#[A-Za-z_])
   | (?P<based>0[xob][0-9A-Za-z_]*)
@@ -51,18 +57,19 @@ _TOKEN_RE = re.compile(r"""
                             |\.(?![.A-Za-z0-9_])))
   | (?P<int>[0-9][0-9_]*)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<punct>\.\.|>>|[!\#-&(-/:-@\[-^`{-~])
+  | (?P<punct>[!\#-&(-/:-@\[-^`{-~])
 """, re.VERBOSE)
 
 _BASES = {"x": (16, "0123456789abcdefABCDEF"), "o": (8, "01234567"), "b": (2, "01")}
 
 
-class Token(NamedTuple):
-    kind: str
-    text: str        # the source text of the token
-    value: object    # int for INT, float for FLOAT, the decoded str for STR, else the text
-    start: int       # offset in the source text
-    end: int
+#: A token is a plain tuple (kind, text, value, start, end), indexed with the constants below:
+#: `text` is the token's source text; `value` an int for INT, a float for FLOAT, the decoded
+#: string for STR, a bool for `true`/`false`, else the text; `start`/`end` are offsets into the
+#: source. Plain tuples, not a NamedTuple: a large graph has ~50k tokens, and a tuple subclass
+#: costs about twice as much to create, which was a third of the whole parse.
+Token = tuple[str, str, object, int, int]
+KIND, TEXT, VALUE, START, END = range(5)
 
 
 class Source:
@@ -84,59 +91,83 @@ class Source:
 
 
 def tokenize(src: Source, start: int = 0, end: int | None = None) -> list[Token]:
-    """Tokens of `src.text[start:end]`, ending with one EOF token at `end`."""
+    """Tokens of `src.text[start:end]`, ending with one EOF token at `end`.
+
+    The common tokens (names, punctuation, plain integers) come straight from one regex scan;
+    everything else (comments, strings, floats, stray characters) drops to `_special`, after
+    which the scan resumes. This keeps lexing a few-thousand-node graph to a few milliseconds.
+    """
     text = src.text
     end = len(text) if end is None else end
     tokens: list[Token] = []
     append = tokens.append
-    match = _TOKEN_RE.match
     pos = start
     while pos < end:
-        m = match(text, pos, end)
-        if m is None:
-            raise _bad_char(src, pos)
-        kind = m.lastgroup
-        tok_end = m.end()
-        if kind == "ws" or kind == "line_comment":
-            pass
-        elif kind == "ident":
-            word = m.group()
-            if word in KEYWORDS:
-                if word == "true" or word == "false":
-                    append(Token(KW, word, word == "true", pos, tok_end))
+        for m in _TOKEN_RE.finditer(text, pos, end):
+            kind = m.lastgroup
+            tok_start = m.start(kind)
+            if kind == "ident":
+                word = m.group(kind)
+                append(_word(word, tok_start, m.end()) if word in KEYWORDS else (IDENT, word, word, tok_start,
+                                                                                        m.end()))
+            elif kind == "punct":
+                word = m.group(kind)
+                append((PUNCT, word, word, tok_start, m.end()))
+            elif kind == "int":
+                word = m.group(kind)
+                append((INT, word, int(word.replace("_", "")), tok_start, m.end()))
+            elif kind == "other":
+                if tok_start == end:   # only whitespace was left
+                    pos = end
                 else:
-                    append(Token(KW, word, word, pos, tok_end))
-            else:
-                append(Token(IDENT, word, word, pos, tok_end))
-        elif kind == "punct":
-            word = m.group()
-            append(Token(PUNCT, word, word, pos, tok_end))
-        elif kind == "int":
-            _check_suffix(src, pos, tok_end, end)
-            word = m.group()
-            append(Token(INT, word, int(word.replace("_", "")), pos, tok_end))
-        elif kind == "float":
-            _check_suffix(src, pos, tok_end, end)
-            word = m.group()
-            value = float(word.replace("_", ""))
-            if value == float("inf"):
-                raise src.error(f"float literal `{word}` is out of range", pos, tok_end - pos,
-                                hint="the largest finite value is about 1.8e308; write `inf` where infinity is meant")
-            append(Token(FLOAT, word, value, pos, tok_end))
-        elif kind == "based":
-            append(_based_int(src, m.group(), pos, tok_end))
-        elif kind == "string":
-            tok_end = _string_end(src, pos, end, raw=m.group() != '"')
-            append(Token(STR, text[pos:tok_end], _string_value(src, pos, tok_end), pos, tok_end))
-        elif kind == "block_comment":
-            tok_end = _block_comment_end(src, pos, end)
-        else:  # raw_ident
-            word = re.match(r"r#\w*", text[pos:end]).group()
-            raise src.error(f"raw identifiers such as `{word}` are not supported", pos, len(word),
-                            hint="choose a name that is not a Rust keyword")
-        pos = tok_end
-    append(Token(EOF, "", None, end, end))
+                    pos = _special(src, tok_start, end, append)
+                break
+        else:
+            pos = end
+    tokens.append((EOF, "", None, end, end))
     return tokens
+
+
+def _word(word: str, start: int, end: int) -> Token:
+    """A keyword token; `true` and `false` carry their bool value."""
+    return (KW, word, word == "true" if word in ("true", "false") else word, start, end)
+
+
+def _special(src: Source, pos: int, end: int, append) -> int:
+    """Lex the token at `pos` that the fast scan does not handle; return the offset after it."""
+    text = src.text
+    m = _SPECIAL_RE.match(text, pos, end)
+    if m is None:
+        raise _bad_char(src, pos)
+    kind = m.lastgroup
+    tok_end = m.end()
+    word = m.group()
+    if kind == "ident":
+        append(_word(word, pos, tok_end) if word in KEYWORDS else (IDENT, word, word, pos, tok_end))
+    elif kind == "punct":
+        append((PUNCT, word, word, pos, tok_end))
+    elif kind == "int":
+        _check_suffix(src, pos, tok_end, end)
+        append((INT, word, int(word.replace("_", "")), pos, tok_end))
+    elif kind == "float":
+        _check_suffix(src, pos, tok_end, end)
+        value = float(word.replace("_", ""))
+        if value == float("inf"):
+            raise src.error(f"float literal `{word}` is out of range", pos, tok_end - pos,
+                            hint="the largest finite value is about 1.8e308; write `inf` where infinity is meant")
+        append((FLOAT, word, value, pos, tok_end))
+    elif kind == "based":
+        append(_based_int(src, word, pos, tok_end))
+    elif kind == "string":
+        tok_end = _string_end(src, pos, end, raw=word != '"')
+        append((STR, text[pos:tok_end], _string_value(src, pos, tok_end), pos, tok_end))
+    elif kind == "block_comment":
+        tok_end = _block_comment_end(src, pos, end)
+    else:  # raw_ident
+        word = re.match(r"r#\w*", text[pos:end]).group()
+        raise src.error(f"raw identifiers such as `{word}` are not supported", pos, len(word),
+                        hint="choose a name that is not a Rust keyword")
+    return tok_end
 
 
 def _bad_char(src: Source, pos: int) -> DslError:
@@ -166,7 +197,7 @@ def _based_int(src: Source, word: str, start: int, end: int) -> Token:
     body = word[2:].replace("_", "")
     if not body or any(c not in digits for c in body):
         raise src.error(f"invalid base-{base} integer `{word}`", start, end - start)
-    return Token(INT, word, int(body, base), start, end)
+    return (INT, word, int(body, base), start, end)
 
 
 def _string_end(src: Source, start: int, limit: int, raw: bool) -> int:

@@ -259,14 +259,22 @@ class CRenderer:
         want = dst.shape[:len(lead_dims)]
         if len(dst.shape) != len(lead_dims) + len(lay.entry_shape) or dst.shape[len(lead_dims):] != lay.entry_shape:
             raise ValueError(f"{s.desc}: destination shape {dst.shape} does not match table entries {lay.entry_shape}")
+        dynamic = self.is_dynamic(s.dst)
         for k, pos in enumerate(lead_dims):
-            v.checks.append(Check(f"e{pos} - b{pos} != {want[k]}", "OI_ERR_INDEX_OUT_OF_RANGE",
-                                  f"`{s.desc}` selects a different number of rows than `{s.dst}` holds ({want[k]})"))
+            if dynamic:   # fewer rows than the declared capacity is fine: the extent is recorded
+                v.checks.append(Check(f"e{pos} - b{pos} > {want[k]}", "OI_ERR_INDEX_OUT_OF_RANGE",
+                                      f"`{s.desc}` selects more rows than `{s.dst}` holds ({want[k]})"))
+            else:
+                v.checks.append(Check(f"e{pos} - b{pos} != {want[k]}", "OI_ERR_INDEX_OUT_OF_RANGE",
+                                      f"`{s.desc}` selects a different number of rows than `{s.dst}` holds"
+                                      f" ({want[k]})"))
         # the checks use the declarations, so both go inside the statement's own scope
         lines = ["{"] + [f"    {d}" for d in decl]
         lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {json.dumps(c.message)});"
                   for c in v.checks]
         v.checks = []
+        if dynamic:
+            lines += [f"    m->shape_{c_name(s.dst)}[{k}] = (uint64_t)(e{pos} - b{pos});" for k, pos in enumerate(lead_dims)]
         lines.append(f"    uint8_t *dst = (uint8_t *){self.ptr(frame, P.Operand(s.dst))};")
         lines.append(f"    const uint8_t *src = (const uint8_t *){self.global_ptr(buf)};")
         lines.append("    size_t off = 0;")
@@ -289,6 +297,9 @@ class CRenderer:
         for size, n in zip(sizes[1:], names[1:], strict=True):
             expr = f"({expr}) * {size} + {n}"
         return expr
+
+    def is_dynamic(self, var: str) -> bool:
+        return any(v.name == var and v.dynamic_shape for v in self.p.vars)
 
     def _index_names(self, var: str) -> list[str]:
         return list(self.p.tables[var].indices)
@@ -461,7 +472,8 @@ class CRenderer:
                 src = f"m->entry.{self.field(vinfo.name)}"
             else:
                 src = self.global_ptr(self.global_buffer(vinfo.name))
-            gets.append({"name": vinfo.name, "src": src, "nbytes": vinfo.nbytes})
+            gets.append({"name": vinfo.name, "src": src, "nbytes": vinfo.nbytes, "dynamic": vinfo.dynamic_shape,
+                         "elem_bytes": vinfo.dtype.itemsize, "ndim": len(vinfo.shape), "cname": c_name(vinfo.name)})
         nodes = self.node_table()
         context_bytes = align(4096 + 64 * (len(frame_fields) * (1 + len(p.consumers)) + len(weights)
                                            + sum(pt["count"] for pt in prefix_tables) + len(persistents) + len(consts)))
@@ -477,6 +489,7 @@ class CRenderer:
             "persistent_inits": persistent_inits, "frame_inits": frame_inits, "consumers": consumers,
             "blocks": blocks, "inputs": inputs, "inputs_bytes": max(1, (len(inputs) + 7) // 8), "gets": gets,
             "nodes": nodes, "threads": self.device.threads, "embedded": self.embed,
+            "dynamic_vars": [{"cname": c_name(v.name), "shape": list(v.shape)} for v in p.vars if v.dynamic_shape],
         }
 
     def var_view(self, v: P.VarInfo) -> dict:

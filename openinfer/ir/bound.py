@@ -50,6 +50,10 @@ class BoundVar:
     table: TableInfo | None = None
 
     @property
+    def table_is_auto_dim(self) -> bool:
+        return self.table is not None and self.table.is_auto_dim
+
+    @property
     def is_prefix_table(self) -> bool:
         return self.decl is not None and self.decl.is_prefix_table
 

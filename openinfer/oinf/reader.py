@@ -311,7 +311,8 @@ def _parse_header(p: _Parser) -> Header:
     if p.buf[:len(MAGIC)] != MAGIC:
         p.fail(f"bad magic {bytes(p.buf[:len(MAGIC)])!r}, expected {MAGIC!r} (not an .oinf file)", "header", "magic", 0)
     if p.size < HEADER_SIZE:
-        p.fail(f"file is {p.size} bytes, shorter than the {HEADER_SIZE}-byte header (truncated)", "header", None, p.size)
+        p.fail(f"file is {p.size} bytes, shorter than the {HEADER_SIZE}-byte header (truncated)", "header", None,
+               p.size)
     fields = HEADER.unpack(p.buf[:HEADER_SIZE])
     h = Header(*fields[1:])
 

@@ -310,7 +310,11 @@ class ReferenceExecutor:
         if isinstance(node, ir.Op):
             return self._op(node, frame)
         if isinstance(node, ir.CacheRead):
-            self._write(node.dst.name, self._cache_read(node.src, frame, node), frame)
+            value = self._cache_read(node.src, frame, node)
+            dst = self.bound.vars[node.dst.name]
+            if dst.table is None and not self.bound.vars[node.src.base].table_is_auto_dim:
+                _check_capacity(value.shape, dst)
+            self._write(node.dst.name, value, frame)
             return (str(node.src),), (node.dst.name,)
         if isinstance(node, ir.CacheWrite):
             self._cache_write(node, frame)
@@ -345,10 +349,15 @@ class ReferenceExecutor:
         inference = binding.inference
         if any(a.shape != t.shape for a, t in zip(inputs, binding.inputs, strict=True)):
             # an input took a run-time shape (a growing cache read): type the op for what it got
-            inference = binding.spec.infer(
-                [TensorType(t.dtype, a.shape) for t, a in zip(binding.inputs, inputs, strict=True)],
-                dict(binding.inference.attrs), None,
-                output_name_is_input=any(r.name == node.output for r in node.inputs))
+            types = [TensorType(t.dtype, a.shape) for t, a in zip(binding.inputs, inputs, strict=True)]
+            in_place = any(r.name == node.output for r in node.inputs)
+            declared = binding.inference.out
+            try:   # the declared output still decides the op's form (is_finite, reshape) where it fits
+                inference = binding.spec.infer(types, dict(binding.inference.attrs), declared,
+                                               output_name_is_input=in_place)
+            except OpTypeError:
+                inference = binding.spec.infer(types, dict(binding.inference.attrs), None,
+                                               output_name_is_input=in_place)
         result = binding.spec.reference(inputs, attrs, inference)
         self._write(node.output, np.asarray(result), frame)
         return tuple(str(r) for r in node.inputs), (node.output,)
@@ -411,6 +420,14 @@ class ReferenceExecutor:
                     self._entry.values[v] = consumer.values[v]
                     self._entry.written.add(v)
         self._pending.clear()
+
+
+def _check_capacity(shape: tuple[int, ...], dst: BoundVar) -> None:
+    """A cache read may select fewer rows than its destination declares (a window that shrinks
+    at the end of a table), never more: the declared shape is the destination's capacity."""
+    if len(shape) != len(dst.shape) or any(a > b for a, b in zip(shape, dst.shape, strict=True)):
+        raise StateError(f"the read has shape {list(shape)}, which does not fit `{dst.name}` "
+                         f"(declared {list(dst.shape)})")
 
 
 def coerce(var: BoundVar, value) -> np.ndarray:

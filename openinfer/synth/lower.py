@@ -269,6 +269,7 @@ class _Lowerer:
         blocks = {name: self.lower_nodes(self.b.graph.blocks[name].nodes, tuple(runs_in.get(name, ["entry"])), set())
                   for name in self.b.graph.blocks if name in runs_in}
         mark_init(self.buffers, blocks, frame_blocks, self.b)
+        self.dynamic = dynamic_shape_vars(blocks, frame_blocks, self.b)
         vars_ = self.var_infos()
         weights = {}
         for k in sorted(keys):
@@ -298,7 +299,8 @@ class _Lowerer:
                 gettable = var.kind is ir.MemoryKind.DYNAMIC or self.observable(var)
             out.append(P.VarInfo(len(out), var.name, _KIND_NAME[var.kind], var.dtype, shape,
                                  var.kind is ir.MemoryKind.DYNAMIC, gettable,
-                                 str(var.decl.loc) if var.decl and var.decl.loc else var.name))
+                                 str(var.decl.loc) if var.decl and var.decl.loc else var.name,
+                                 var.name in self.dynamic))
         return tuple(out)
 
 
@@ -387,6 +389,44 @@ def mark_init(buffers: dict[str, P.Buffer], blocks, frame_blocks, bound: BoundGr
                 need = True   # consumers start from fresh values (the snapshot overwrites yielded ones)
             if need:
                 buffers[bname] = replace(buf, needs_init=True)
+
+
+def dynamic_shape_vars(blocks, frame_blocks, bound: BoundGraph) -> set[str]:
+    """Variables that receive a table read whose row count is only known at run time.
+
+    Generated code keeps their current extent beside the buffer (sized for the declared shape,
+    the capacity). Nothing may compute with them afterwards: kernels have static shapes.
+    """
+    dynamic: set[str] = set()
+    readers: dict[str, str] = {}
+
+    def visit(stmts, frame):
+        for s in stmts:
+            if isinstance(s, P.TableRead):
+                if any(isinstance(sel, P.Slice) and any(b is not None and not isinstance(b, P.Lit)
+                                                        for b in (sel.start, sel.end)) for sel in s.select):
+                    if frame != "entry":
+                        raise SynthesisError(f"`{s.desc}` in a consumer block reads a run-time number of rows; "
+                                             "generated code supports that only in the entry block's frame")
+                    dynamic.add(s.dst)
+            reads, _ = _stmt_io(s)
+            if isinstance(s, P.Copy):
+                reads = {s.src.var}
+            for r in reads:
+                readers.setdefault(r, s.desc)
+            if isinstance(s, P.Loop):
+                visit(s.body, frame)
+
+    for frame, names in frame_blocks.items():
+        for b in names:
+            visit(blocks[b], frame)
+    for var in sorted(dynamic):
+        if var in readers:
+            decl = bound.vars[var].decl
+            raise SynthesisError(f"{decl.loc if decl else var}: `{var}` receives a run-time number of rows from a "
+                                 f"cache read and is then used by `{readers[var]}`; generated kernels need static "
+                                 "shapes — read a fixed-size slice (literal or sizevar bounds) instead")
+    return dynamic
 
 
 def buffers_by_var(buffers: dict[str, P.Buffer], frame: str) -> dict[str, str]:

@@ -235,6 +235,9 @@ class VarInfo:
     settable: bool             # dynamic inputs
     gettable: bool             # observable after (and during) a step
     loc: str = ""              # where the graph declares it
+    #: receives cache reads of run-time row counts: `shape` is its capacity, the current
+    #: extent is kept at run time (`*_shape()` in the ABI)
+    dynamic_shape: bool = False
 
     @property
     def nbytes(self) -> int:

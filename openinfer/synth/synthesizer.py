@@ -126,7 +126,8 @@ def manifest(prog: Program, mem: MemoryPlan, device: devices.Device) -> str:
         "persistent_bytes": mem.persistent_bytes,
         "weight_bytes": prog.weight_bytes,
         "vars": [{"id": v.id, "name": v.name, "kind": v.kind, "dtype": v.dtype.name, "shape": list(v.shape),
-                  "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable} for v in prog.vars],
+                  "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable,
+                  "dynamic_shape": v.dynamic_shape} for v in prog.vars],
         "nodes": {str(i): loc for i, loc in sorted(prog.node_locations.items())},
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
