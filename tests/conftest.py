@@ -22,3 +22,31 @@ def compat_dir() -> Path:
 @pytest.fixture(scope="session")
 def manifest() -> dict:
     return json.loads((COMPAT_DIR / "MANIFEST.json").read_text())
+
+
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(scope="session")
+def example_models(tmp_path_factory) -> Path:
+    """Every example's .oinf, written by examples/models.py into a session directory."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("example_models", EXAMPLES / "models.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path_factory.mktemp("models")
+    for name in mod.MODELS:
+        mod.write_model(name, out / f"{name}.oinf", 1 if name == "quantized_linear" else 2)
+    return out
+
+
+@pytest.fixture(scope="session")
+def example(example_models):
+    """example(name) -> (opened model, parsed graph) of a bundled example."""
+    import openinfer as oi
+
+    def load(name: str):
+        return oi.ModelLoader.open(example_models / f"{name}.oinf"), oi.load_graph(EXAMPLES / f"{name}.oig")
+
+    return load

@@ -475,7 +475,10 @@ class _Binder:
         return var
 
     def _index_value(self, v: int | str, node, scope: _LoopScope, *, allow_negative: bool) -> int | None:
-        """A cache index: int literal, loop variable, sizevar or persistent scalar (None: run time)."""
+        """A cache index: int literal, loop variable, sizevar or integer scalar variable (None: run time).
+
+        Loop variables shadow sizevars (the original looked sizevars up first, which made a loop
+        variable named like a sizevar silently constant)."""
         if isinstance(v, int):
             if v < 0 and not allow_negative:
                 raise self.node_error(node, f"cache index {v} is negative")
@@ -485,12 +488,12 @@ class _Binder:
         if v in self.sizevars:
             return self.sizevars[v]
         var = self.vars.get(v)
-        if var is not None and var.kind is ir.MemoryKind.PERSISTENT and not var.shape and var.table is None:
+        if var is not None and not var.shape and var.table is None and not var.is_prefix_table:
             if not var.dtype.is_int:
                 raise self.node_error(node, f"cache index `{v}` must have an integer dtype, not {var.dtype.name}")
             return None
         raise self.node_error(node, f"unknown cache index `{v}`",
-                              "an index is an integer, a loop variable, a sizevar or a persistent integer scalar")
+                              "an index is an integer, a loop variable, a sizevar or an integer scalar variable")
 
     def _access_shape(self, var: BoundVar, acc: ir.CacheAccess, node, scope: _LoopScope, *,
                       write: bool) -> tuple[int, ...] | None:
