@@ -1,0 +1,144 @@
+"""Binding and validation: every rule gives a located error, and good graphs bind to the right
+shapes, dtypes, model keys and modes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import openinfer as oi
+from openinfer.errors import BindError
+from openinfer.ir.bind import bind
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bind") / "m.oinf"
+    oi.write_oinf(path, tensors={
+        "w": np.zeros((4, 8), np.float32),
+        "b": np.zeros(8, np.float32),
+        "layer.0": np.zeros((8, 8), np.float32),
+        "layer.1": np.zeros((8, 8), np.float32),
+        "half": np.zeros(8, np.float16),
+        "scale": np.array(0.5, np.float32),
+    }, sizevars={"B": 2, "D": 4, "H": 8, "L": 2}, metadata={"eps": 1e-5, "mode": "fast"})
+    return oi.ModelLoader.open(path)
+
+
+def bound(text, model=None, **sizevars):
+    return bind(oi.graph(text), model, sizevars or None)
+
+
+def test_good_graph_resolves_shapes_keys_and_modes(model):
+    b = bound("""
+        dynamic { x: f32[B, D]; }
+        constant { w: f32[D, H]; bb: f32[H] @ref("b"); W(l): f32[H, H] @pattern("layer.{l}"); }
+        volatile { h: f32[B, H]; }
+        block entry {
+            op matmul(x, w) >> h;
+            op add(h, bb) >> h;
+            loop layers (l in 0..L) { op matmul(h, W[l]) >> h; }
+        }
+    """, model)
+    assert b.vars["x"].shape == (2, 4) and b.vars["h"].shape == (2, 8)
+    assert b.vars["bb"].model_key == "b"
+    assert b.vars["W"].prefix_keys == {(0,): "layer.0", (1,): "layer.1"}
+    modes = [b.ops[i].inference.mode for i in sorted(b.ops)]
+    assert modes == ["normal", "inplace", "inplace"]   # the output is also an input
+
+
+def test_attribute_values_from_metadata_and_constants(model):
+    b = bound("""
+        dynamic { x: f32[H]; t: f32; }
+        constant { scale: f32; }
+        volatile { y: f32[H]; z: f32[H]; }
+        block entry {
+            op clamp(x, min=scale, max=eps) >> y;
+            op relu(x, clamp_max=t) >> z;
+        }
+    """, model)
+    first, second = (b.ops[i] for i in sorted(b.ops))
+    assert first.attrs["min"] == pytest.approx(0.5) and first.attrs["max"] == pytest.approx(1e-5)
+    assert "clamp_max" in second.runtime_attrs and second.runtime_attrs["clamp_max"].var == "t"
+
+
+ERRORS = [
+    # (graph text, message fragment, line of the error)
+    ("dynamic { x: f32[Q]; }\nblock entry { }", "unknown size variable `Q`", 1),
+    ("constant { nothing: f32[D]; }\nblock entry { }", "constant `nothing` has no data", 1),
+    ("constant { w: f32[D, D]; }\nblock entry { }", "declared f32[4, 4] but model tensor `w` is f32[4, 8]", 1),
+    ("constant { half: f32[H]; }\nblock entry { }", "model tensor `half` is f16[8]", 1),
+    ("constant { r: f32[H] @ref(\"nope\"); }\nblock entry { }", "names no tensor of the model", 1),
+    ("constant { W(l): f32[H, H] @pattern(\"lay.{l}\"); }\nblock entry { }", "matches no tensor", 1),
+    ("constant { W(l): f32[H, H] @pattern(\"layer.{k}\"); }\nblock entry { }", "exactly once", 1),
+    ("constant { W(l): f32[H, H]; }\nblock entry { }", "needs @pattern", 1),
+    ("volatile { t(i): f32[2] @table; }\nblock entry { }", "only allowed on persistent", 1),
+    ("persistent { t(i): f32[2] @table @fixed(j=3); }\nblock entry { }", "@fixed names `j`", 1),
+    ("persistent { m(a): f32[2, 2] @auto_dim(a); }\nblock entry { }", "auto_dim requires 2 dims", 1),
+    ("volatile { y: f32[2]; }\nblock main { }", "no `entry` block", 0),
+    ("volatile { y: f32[2]; }\nblock entry {\n  op add(y, q) >> y;\n}", "unknown variable `q`", 3),
+    ("volatile { y: f32[2]; }\nblock entry {\n  op frobnicate(y) >> y;\n}", "unknown op", 3),
+    ("dynamic { x: f32[2]; h: f16[2]; }\nvolatile { y: f32[2]; }\nblock entry {\n  op add(x, h) >> y;\n}",
+     "input dtypes differ", 4),
+    ("dynamic { x: f32[2]; }\nvolatile { y: f32[3]; }\nblock entry {\n  op add(x, x) >> y;\n}", "shape", 4),
+    ("dynamic { x: f32[2]; }\nconstant { c: f32[2] @init(1.0); }\nblock entry {\n  op add(x, x) >> c;\n}",
+     "constant `c` cannot be the output", 4),
+    ("persistent { p: f32[2]; }\nvolatile { y: f32[2]; }\nblock entry {\n  op add(p, p) >> y;\n}",
+     "persistent `p` cannot be an op input", 4),
+    ("dynamic { x: f32[2]; }\nblock entry {\n  branch x a b;\n}\nblock a { }\nblock b { }", "must be a scalar", 3),
+    ("dynamic { c: bool; }\nblock entry {\n  branch c a nope;\n}\nblock a { }", "block `nope` does not exist", 3),
+    ("block entry {\n  branch a;\n}\nblock a {\n  branch b;\n}\nblock b {\n  branch a;\n}", "cycle", 7),
+    ("volatile { y: f32[2]; }\nblock entry {\n  loop l (i in 0..Z) { }\n}", "loop bound `Z`", 3),
+    ("volatile { v: f32[2]; }\npersistent { t(i): f32[2] @table @fixed(i=2); }\nblock entry {\n"
+     "  cache.read t[0..5] >> v;\n}", "past the fixed size", 4),
+    ("volatile { v: f32[3]; }\npersistent { t(i): f32[2] @table @fixed(i=2); }\nblock entry {\n"
+     "  cache.read t[1] >> v;\n}", "reads shape [2]", 4),
+    ("volatile { v: f32[2]; }\npersistent { p: f32[2]; }\nblock entry {\n  cache.read p[0] >> v;\n}",
+     "does not support indexed access", 4),
+    ("volatile { v: f32[2]; }\npersistent { t(i): f32[2] @table; }\nblock entry {\n  cache.write v >> t[zz];\n}",
+     "unknown cache index `zz`", 4),
+    ("persistent { flag: bool; }\nblock entry {\n  cache.increment flag;\n}", "cannot increment", 3),
+    ("dynamic { x: f32[2]; }\nvolatile { y: f16[2]; }\nblock entry {\n  transfer x >> y;\n}", "equal types", 4),
+    ("dynamic { x: f32[2]; }\nblock entry {\n  yield x;\n  yield x;\n}\nblock c {\n  await x;\n  yield x;\n}",
+     "await required before next yield", 4),
+    ("dynamic { x: f32[2]; }\nblock entry {\n  yield x;\n  await x;\n}\nblock c {\n  yield x;\n  await x;\n}",
+     "must be the last node", 7),
+    ("dynamic { x: f32[2]; }\nvolatile { y: f32[2]; }\nblock entry {\n  yield x;\n  await x;\n}\n"
+     "block c1 {\n  await x;\n  op add(x, x) >> y;\n  yield x;\n}\nblock c2 {\n  await x;\n  op add(x, x) >> y;\n"
+     "  yield x;\n}", "both modify `y`", 12),
+    ("volatile { y: f32[2]; }\nblock entry {\n  op relu(y) >> y;\n  dep after(nothing) before(y);\n}",
+     "names no node", 4),
+    ("volatile { y: f32[2]; }\nblock entry {\n  assign y: f32[2];\n}", "already declared", 3),
+]
+
+
+@pytest.mark.parametrize("text,fragment,line", ERRORS, ids=[e[1][:40] for e in ERRORS])
+def test_errors_are_located(model, text, fragment, line):
+    with pytest.raises(BindError) as err:
+        bound(text, model)
+    msg = str(err.value)
+    assert fragment in msg
+    if line:
+        assert err.value.loc is not None and err.value.loc.line == line, msg
+        assert "^" in msg     # the offending line is quoted with a caret
+
+
+def test_dep_accepts_outputs_op_names_and_node_kinds(model):
+    bound("""
+        dynamic { x: f32[2]; }
+        volatile { y: f32[2]; }
+        persistent { p: f32[2]; }
+        block entry {
+            op relu(x) >> y;
+            cache.write y >> p;
+            dep after(relu) before(cache.write);
+            dep after(y) before(cache.write);
+        }
+    """, model)
+
+
+def test_sizevar_overrides_win(model):
+    b = bound("dynamic { x: f32[B]; }\nblock entry { }", model, B=16)
+    assert b.vars["x"].shape == (16,)
+    with pytest.raises(BindError, match="non-negative integer"):
+        bound("block entry { }", model, B=-1)
