@@ -18,6 +18,7 @@ from .errors import OpenInferError
 #: Modules that contribute sub-commands, in the order `--help` lists them.
 COMMAND_MODULES = (
     "openinfer.oinf.commands",
+    "openinfer.ir.check",
     "openinfer.reference.commands",
     "openinfer.synth.commands",
     "openinfer.ir.commands",
