@@ -56,7 +56,11 @@ def bf16_decode(bits) -> np.ndarray:
 
 def f8_bits(x) -> np.ndarray:
     """Values (any real dtype) -> E5M2 bit patterns (uint8), round to nearest even with correct carry."""
-    v = _f32_for_narrowing(x)
+    with np.errstate(all="ignore"):   # NaN/inf take the masked paths below
+        return _f8_bits(_f32_for_narrowing(x))
+
+
+def _f8_bits(v: np.ndarray) -> np.ndarray:
     b = v.view(np.uint32).astype(np.int64)
     sign = ((b >> 31) & 1).astype(np.uint8) << 7
     mag = b & 0x7FFFFFFF
