@@ -31,6 +31,9 @@ from .oinf import (  # noqa: E402
     write_dataclass,
     write_oinf,
 )
+from .reference.executor import Reference  # noqa: E402
+from .sim import Simulator  # noqa: E402
+from .synth.synthesizer import Synthesizer  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -39,4 +42,5 @@ __all__ = [
     "graph", "load_graph",
     "ModelLoader", "Model", "TensorInfo", "write_oinf", "dataclass_to_oinf", "write_dataclass",
     "TensorSpec", "UninitializedTensor", "ScalarValue", "SizeVar", "Bitset", "QuantParams",
+    "Reference", "Simulator", "Synthesizer",
 ]

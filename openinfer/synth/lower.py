@@ -13,6 +13,7 @@ frame of their caller. Constants, prefix tables and persistent state are shared 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from ..errors import SynthesisError
 from ..ir import nodes as ir
@@ -276,12 +277,13 @@ class _Lowerer:
             info = self.b.model.info(k)
             weights[k] = TensorType(info.dtype, tuple(info.shape))
         weight_bytes = sum(t.dtype.storage_nbytes(t.numel) for t in weights.values())
-        locs = {n.index: str(n.loc) for blk in self.b.graph.blocks.values() for n in ir.walk(blk.nodes) if n.loc}
+        locs = {n.index: _loc(n.loc) for blk in self.b.graph.blocks.values() for n in ir.walk(blk.nodes) if n.loc}
         model_path = getattr(self.b.model, "path", None)
         return P.Program(self.name, blocks, self.b.entry, self.b.async_blocks, dict(self.buffers),
                          self.frames, tuple(self.kernels), vars_, prefix, tables, dict(self.b.sizevars),
                          str(model_path) if model_path else None, tuple(sorted(keys)), weight_bytes, weights,
-                         self.b.graph.source_name, locs, frame_blocks)
+                         Path(self.b.graph.source_name).name if self.b.graph.source_name else None, locs,
+                         frame_blocks)
 
     def var_infos(self) -> tuple[P.VarInfo, ...]:
         out = []
@@ -299,9 +301,14 @@ class _Lowerer:
                 gettable = var.kind is ir.MemoryKind.DYNAMIC or self.observable(var)
             out.append(P.VarInfo(len(out), var.name, _KIND_NAME[var.kind], var.dtype, shape,
                                  var.kind is ir.MemoryKind.DYNAMIC, gettable,
-                                 str(var.decl.loc) if var.decl and var.decl.loc else var.name,
+                                 _loc(var.decl.loc) if var.decl and var.decl.loc else var.name,
                                  var.name in self.dynamic))
         return tuple(out)
+
+
+def _loc(loc) -> str:
+    """file:line:col with the file's name only: generated code embeds no absolute paths."""
+    return f"{Path(loc.file).name}:{loc.line}:{loc.col}"
 
 
 def _row_major(sizes: tuple[int, ...]):
