@@ -77,12 +77,18 @@ def register(sub) -> None:
                        description="Device descriptors (JSON, schema: devices/schema.json) pick the target.")
     dsub = d.add_subparsers(dest="devices_command", metavar="COMMAND")
     d.set_defaults(help_parser=d)
-    lst = dsub.add_parser("list", help="list the bundled descriptors")
+    lst = dsub.add_parser("list", help="list the bundled descriptors",
+                          description="List the device descriptors shipped with OpenInfer (devices/*.json): name, "
+                                      "target (c/<isa> or vulkan) and description. Pass a name to --arch.")
     lst.set_defaults(handler=devices_list)
-    show = dsub.add_parser("show", help="validate and print a descriptor")
+    show = dsub.add_parser("show", help="validate and print a descriptor",
+                           description="Validate a descriptor against devices/schema.json (errors name the "
+                                       "offending field) and print it.")
     show.add_argument("arch", metavar="ARCH", help="a path or a bundled name (x86_64-avx2, ada_mock, ...)")
     show.set_defaults(handler=devices_show)
-    probe = dsub.add_parser("probe", help="describe this machine's CPU (and Vulkan devices)")
+    probe = dsub.add_parser("probe", help="describe this machine's CPU (and Vulkan devices)",
+                            description="Write a descriptor for this machine's CPU from /proc/cpuinfo and sysfs: "
+                                        "ISA features, vector width, cache sizes, thread count and compiler flags.")
     probe.add_argument("--out", "-o", metavar="FILE", help="write the CPU descriptor here (default: print)")
     probe.set_defaults(handler=devices_probe)
 
