@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,7 +45,12 @@ def register(sub) -> None:
     add_graph_args(g)
     _target_args(g)
     g.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory")
-    g.add_argument("--depfile", metavar="FILE", help="write a make-style depfile listing every input")
+    g.add_argument("--emit", choices=("project", "sources"), default="project",
+                   help="project: a complete meson project (default); sources: only NAME.h, NAME.c, "
+                        "NAME_kernels.h, NAME_kernels.c, for a build that compiles them itself")
+    g.add_argument("--depfile", metavar="FILE",
+                   help="write a make-style depfile listing every input (build-system mode: the outputs' "
+                        "mtimes are then refreshed on every run, so the build tool sees them up to date)")
     g.add_argument("--embed-weights", action="store_true", help="compile the .oinf into the library")
     g.add_argument("--quiet", "-q", action="store_true", help="print nothing on success")
     g.set_defaults(handler=gen)
@@ -86,6 +92,12 @@ def register(sub) -> None:
                                        "offending field) and print it.")
     show.add_argument("arch", metavar="ARCH", help="a path or a bundled name (x86_64-avx2, ada_mock, ...)")
     show.set_defaults(handler=devices_show)
+    flags = dsub.add_parser("cflags", help="print a descriptor's C compiler flags (for build scripts)",
+                            description="Print the compiler flags a CPU descriptor asks for (e.g. -mavx2 -mfma), "
+                                        "space-separated, so a Makefile or meson.build compiling generated "
+                                        "kernels itself passes the same flags.")
+    flags.add_argument("arch", metavar="ARCH", help="a path or a bundled name")
+    flags.set_defaults(handler=devices_cflags)
     probe = dsub.add_parser("probe", help="describe this machine's CPU (and Vulkan devices)",
                             description="Write a descriptor for this machine's CPU from /proc/cpuinfo and sysfs: "
                                         "ISA features, vector width, cache sizes, thread count and compiler flags.")
@@ -114,18 +126,29 @@ def _synth(args):
 def gen(args) -> int:
     t0 = time.perf_counter()
     plan = _synth(args)
-    changed = plan.emit(args.out)
+    sources_only = args.emit == "sources"
+    changed = plan.emit(args.out, sources_only=sources_only)
     if args.depfile:
-        target = Path(args.out) / f"{plan.name}.h"
-        deps = " \\\n  ".join(str(p).replace(" ", "\\ ") for p in plan.inputs)
-        write_text(args.depfile, f"{target}: \\\n  {deps}\n")
+        outputs = sorted(plan.source_files() if sources_only else plan.files)
+        targets = " ".join(_make_escape(str(Path(args.out) / rel)) for rel in outputs)
+        deps = " \\\n  ".join(_make_escape(str(p)) for p in plan.inputs)
+        write_text(args.depfile, f"{targets}: \\\n  {deps}\n")
+        # Unchanged outputs keep their old mtime (gen writes only what changed), which a build
+        # tool would take as "still out of date" forever: refresh them all in this mode.
+        for rel in outputs:
+            os.utime(Path(args.out) / rel)
     if not args.quiet:
         mem = plan.memory
-        print(f"{plan.name}: {len(plan.files)} files in {args.out} ({len(changed)} changed) "
+        written = plan.source_files() if sources_only else plan.files
+        print(f"{plan.name}: {len(written)} files in {args.out} ({len(changed)} changed) "
               f"in {time.perf_counter() - t0:.2f} s")
         print(f"  target {plan.device.name}; {len(plan.program.kernels)} kernels; arena {mem.arena_bytes} B, "
               f"persistent {mem.persistent_bytes} B, weights {plan.program.weight_bytes} B")
     return 0
+
+
+def _make_escape(path: str) -> str:
+    return path.replace("$", "$$").replace(" ", "\\ ").replace("#", "\\#")
 
 
 def build_cmd(args) -> int:
@@ -205,6 +228,13 @@ def devices_show(args) -> int:
 
     dev = load_device(args.arch)
     print(json.dumps(dev.doc, indent=2))
+    return 0
+
+
+def devices_cflags(args) -> int:
+    from .devices import load as load_device
+
+    print(" ".join(load_device(args.arch).cflags))
     return 0
 
 

@@ -37,9 +37,10 @@ def renderer_for(device: devices.Device):
         from ..emit.vulkan import VulkanRenderer
 
         return VulkanRenderer
+    from ..emit.avx import Avx2Renderer, Avx512Renderer
     from ..emit.cstyle import CRenderer
 
-    return CRenderer
+    return {"avx512": Avx512Renderer, "avx2": Avx2Renderer}.get(device.isa, CRenderer)
 
 
 def default_name(graph) -> str:
@@ -62,9 +63,15 @@ class SynthesisPlan:
     def name(self) -> str:
         return self.program.name
 
-    def emit(self, out_dir) -> list[Path]:
-        """Write the project into `out_dir`; returns the paths that changed."""
-        return write_tree(Path(out_dir), self.files)
+    def source_files(self) -> dict[str, bytes]:
+        """Just the program's C sources, with fixed names, for embedding into another build:
+        NAME.h, NAME.c, NAME_kernels.h, NAME_kernels.c (the HAL comes from the build's own copy)."""
+        n = self.name
+        return {k: v for k, v in self.files.items() if k in (f"{n}.h", f"{n}.c", f"{n}_kernels.h", f"{n}_kernels.c")}
+
+    def emit(self, out_dir, *, sources_only: bool = False) -> list[Path]:
+        """Write the project (or only its sources) into `out_dir`; returns the paths that changed."""
+        return write_tree(Path(out_dir), self.source_files() if sources_only else self.files)
 
 
 class Synthesizer:
@@ -110,6 +117,9 @@ class Synthesizer:
             inputs.append(Path(self.device.source))
         inputs += sorted(p for p in templates_dir().rglob("*") if p.is_file())
         inputs += sorted(p for p in hal_dir().rglob("*") if p.is_file() and p.suffix in (".c", ".h"))
+        # the generator itself: a different OpenInfer may generate different code
+        package = Path(__file__).resolve().parent.parent
+        inputs += sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts)
         return SynthesisPlan(prog, mem, self.device, files, inputs)
 
 

@@ -1,0 +1,115 @@
+"""OpenInfer inside users' builds, for real: the meson subproject consumer and the Makefile
+consumer build, rebuild nothing when nothing changed, regenerate when the graph or the device
+descriptor changes, and their programs print what the reference computes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from openinfer.reference.executor import Reference
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+
+
+def env() -> dict:
+    bin_dir = str(Path(sys.executable).parent)
+    return dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def sh(argv, cwd) -> str:
+    run = subprocess.run(argv, cwd=cwd, env=env(), capture_output=True, text=True)
+    assert run.returncode == 0, f"{argv} failed:\n{run.stdout}\n{run.stderr}"
+    return run.stdout + run.stderr
+
+
+def expected_rows(example) -> list[list[float]]:
+    """What main.c prints: y[0, :] for its four deterministic input batches, from the reference."""
+    model, graph = example("mlp_regression")
+    ex = Reference(model, graph).make_executor()
+    rows = []
+    for step in range(4):
+        i = np.arange(64)
+        x = (((i * 37 + step * 11) % 23 - 11).astype(np.float32) / np.float32(11.0)).reshape(4, 16)
+        ex.insert(x=x)
+        ex.run_step()
+        rows.append(ex.fetch("y")[0].tolist())
+    return rows
+
+
+def check_output(text: str, rows) -> None:
+    got = [[float(v) for v in line.split("=")[1].split()] for line in text.splitlines() if line.startswith("step")]
+    np.testing.assert_allclose(np.array(got), np.array(rows), rtol=1e-4, atol=1e-5)
+
+
+def touch(path: Path, newer_than: Path) -> None:
+    """Make `path` newer than everything under `newer_than` (but not in the future: file system
+    timestamps can be coarser than the time between two builds)."""
+    latest = max(p.stat().st_mtime_ns for p in newer_than.rglob("*") if p.is_file())
+    stamp = latest + 1_000_000
+    while time.time_ns() <= stamp:
+        time.sleep(0.005)
+    os.utime(path, ns=(stamp, stamp))
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """A copy of examples/ with the consumer's subproject linked to this checkout."""
+    ws = tmp_path / "examples"
+    ws.mkdir()
+    shutil.copy(REPO / "examples" / "mlp_regression.oig", ws)
+    for name in ("meson-consumer", "make-consumer"):
+        shutil.copytree(REPO / "examples" / name, ws / name, symlinks=True)
+    link = ws / "meson-consumer" / "subprojects" / "openinfer"
+    link.unlink()
+    link.symlink_to(REPO, target_is_directory=True)
+    return ws
+
+
+def test_meson_subproject_consumer(workspace, example_models, example):
+    proj = workspace / "meson-consumer"
+    model = example_models / "mlp_regression.oinf"
+    sh(["meson", "setup", "build", f"-Dmodel={model}"], proj)
+    first = sh(["ninja", "-C", "build"], proj)
+    assert "Generating mlp_regression" in first
+    check_output(sh([str(proj / "build" / "mlp_demo"), str(model)], proj), expected_rows(example))
+
+    assert "no work to do" in sh(["ninja", "-C", "build"], proj)
+
+    touch(workspace / "mlp_regression.oig", proj / "build")
+    after_touch = sh(["ninja", "-C", "build"], proj)
+    assert "Generating mlp_regression" in after_touch
+    assert "oi_hal.c" not in after_touch              # the HAL is not the model's: it is not rebuilt
+    assert "no work to do" in sh(["ninja", "-C", "build"], proj)
+
+    device = workspace / "device.json"
+    shutil.copy(REPO / "devices" / "x86_64-avx2.json", device)
+    sh(["meson", "configure", "build", f"-Darch={device}"], proj)
+    assert "Generating mlp_regression" in sh(["ninja", "-C", "build"], proj)
+    device.write_text(device.read_text().replace('"threads": 2', '"threads": 1'))
+    assert "Generating mlp_regression" in sh(["ninja", "-C", "build"], proj)
+    check_output(sh([str(proj / "build" / "mlp_demo"), str(model)], proj), expected_rows(example))
+
+
+def test_makefile_consumer(workspace, example_models, example):
+    proj = workspace / "make-consumer"
+    model = example_models / "mlp_regression.oinf"
+    make = ["make", f"MODEL={model}", "OPENINFER=openinfer"]
+    first = sh(make, proj)
+    assert "openinfer gen" in first
+    check_output(sh([str(proj / "build" / "mlp_demo"), str(model)], proj), expected_rows(example))
+    assert "is up to date" in sh(make, proj)
+    touch(workspace / "mlp_regression.oig", proj / "build")
+    assert "openinfer gen" in sh(make, proj)
+    assert "is up to date" in sh(make, proj)
+    # the depfile lists the device descriptor and the templates: changing a template regenerates
+    dep = (proj / "build" / "mlp_regression.d").read_text()
+    assert "x86_64-avx2.json" in dep and "model.c.j2" in dep and "oi_hal.c" in dep
