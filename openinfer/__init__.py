@@ -5,6 +5,7 @@ The public names below are stable (DESIGN.md §8); everything else is internal.
 
 __version__ = "0.1.0"
 
+from .dsl import graph, load_graph  # noqa: E402
 from .errors import (  # noqa: E402
     BindError,
     BuildError,
@@ -16,7 +17,6 @@ from .errors import (  # noqa: E402
     SimulationError,
     SynthesisError,
 )
-from .dsl import graph, load_graph  # noqa: E402
 from .oinf import (  # noqa: E402
     Bitset,
     Model,

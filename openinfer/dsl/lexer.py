@@ -37,8 +37,9 @@ KEYWORDS = frozenset("""
 
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "0": "\0", '"': '"', "'": "'"}
 
-# One alternation per token, whitespace skipped in front of it. Order matters: float before int,
-# raw strings before identifiers. Comments, strings and oddities are handled outside the regex.
+# The fast scan: one match per token, whitespace skipped in front of it. A name followed by `#` or
+# `"` (a raw string `r"..."`) and an integer followed by `.` or a letter (a float, `0x1F`, `2D`)
+# are left to `_SPECIAL_RE`, as are strings, block comments and anything unusual (`other`).
 _TOKEN_RE = re.compile(r"""[ \t\r\n\x0b\x0c]*(?:
     (?P<ident>[A-Za-z_][A-Za-z0-9_]*+(?![\#"]))
   | (?P<punct>\.\.|>>|[;:,(){}\[\]=@*.>\-])
@@ -94,8 +95,8 @@ def tokenize(src: Source, start: int = 0, end: int | None = None) -> list[Token]
     """Tokens of `src.text[start:end]`, ending with one EOF token at `end`.
 
     The common tokens (names, punctuation, plain integers) come straight from one regex scan;
-    everything else (comments, strings, floats, stray characters) drops to `_special`, after
-    which the scan resumes. This keeps lexing a few-thousand-node graph to a few milliseconds.
+    everything else (block comments, strings, floats, stray characters) drops to `_special`,
+    after which the scan resumes. The fast path is most of the lexing time of a large graph.
     """
     text = src.text
     end = len(text) if end is None else end
@@ -108,8 +109,10 @@ def tokenize(src: Source, start: int = 0, end: int | None = None) -> list[Token]
             tok_start = m.start(kind)
             if kind == "ident":
                 word = m.group(kind)
-                append(_word(word, tok_start, m.end()) if word in KEYWORDS else (IDENT, word, word, tok_start,
-                                                                                        m.end()))
+                if word in KEYWORDS:
+                    append(_word(word, tok_start, m.end()))
+                else:
+                    append((IDENT, word, word, tok_start, m.end()))
             elif kind == "punct":
                 word = m.group(kind)
                 append((PUNCT, word, word, tok_start, m.end()))

@@ -8,6 +8,8 @@ them; that keeps Graph -> JSON -> Graph lossless.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..dtypes import DTypeInfo, Kind
 from ..numerics import round_float
 
@@ -33,7 +35,8 @@ def init_value(literal: bool | int | float, dtype: DTypeInfo) -> bool | int | fl
         if not dtype.is_float:
             raise InitRuleError(f"float init requires a float dtype ({FLOAT_NAMES}), not {dtype.name}",
                                 _literal_hint(dtype))
-        return float(round_float(literal, dtype))
+        with np.errstate(over="ignore"):   # too large for the dtype: infinity, as Rust's `as` gives
+            return float(round_float(literal, dtype))
     if dtype.is_float:
         raise InitRuleError(f"integer init requires an integer, bool or bitset dtype, not {dtype.name}",
                             f"write a float literal for {dtype.name}: @init({literal}.0)")

@@ -5,10 +5,12 @@ Edges:
   node of its body ("body") and the body's last node back to the loop ("repeat"); a `branch` to
   the first node of its target blocks ("then", "else", or "call" when unconditional). Nothing
   continues after a `return`.
-- yield/await (dotted): a `yield` to each `await` in another block that shares a variable.
-- data (dashed, grey): from the node that last produced a variable to each node that reads it.
-  Inside a block that is the closest earlier producer in text order; a read with no producer
-  earlier in its block links from every producer in other blocks (branch targets, consumers).
+- yield/await (dotted): from a `yield` in the entry block to each consumer's `await` of a shared
+  variable, and from each consumer's `yield` back to the entry block's `await`.
+- data (dashed, grey): from the node that last produced a variable to each node that reads it,
+  in text order within a block. A `branch` counts as producing what its target blocks write, and
+  a read in a branch target with no producer before it in that block links from the producer
+  the caller had at the branch. Values passed by yield/await show as the dotted edges only.
 
 The output depends only on the graph: blocks are drawn `entry` first, then by name, so a graph
 renders the same whether it was read from DSL text (declaration order) or JSON (sorted order).
@@ -56,19 +58,20 @@ class _DotWriter:
         self.lines: list[str] = []
         self.edges: list[str] = []
         self.anchors: dict[str, str] = {}      # block name -> DOT id of its first node (or placeholder)
+        self.drawn: set[tuple[int, int, str]] = set()   # data edges already drawn
         for block in self.blocks:
             for node in walk(block.nodes):
                 self.ids[id(node)] = f"n{len(self.ids)}"
                 self.block_of[id(node)] = block.name
 
     def render(self, name: str) -> str:
-        self.lines += [f"digraph {_q(name)} {{", "  compound=true;", "  rankdir=TB;",
+        self.lines += [f"digraph {_q(name)} {{", "  rankdir=TB;",
                        '  node [shape=box, fontname="Helvetica", fontsize=10];',
                        '  edge [fontname="Helvetica", fontsize=9];']
         for block in self.blocks:
             self.cluster(block.name, block.nodes)
         for block in self.blocks:
-            self.control(block.nodes, block.name)
+            self.control(block.nodes)
         self.async_edges()
         self.data_edges()
         return "\n".join(self.lines + self.edges + ["}"]) + "\n"
@@ -102,7 +105,7 @@ class _DotWriter:
         extra = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
         self.edges.append(f"  {a} -> {b}" + (f" [{extra}];" if extra else ";"))
 
-    def control(self, nodes: tuple[Node, ...], block: str) -> None:
+    def control(self, nodes: tuple[Node, ...]) -> None:
         for prev, node in zip(nodes, nodes[1:], strict=False):
             if not isinstance(prev, Return):
                 self.edge(self.ids[id(prev)], self.ids[id(node)])
@@ -112,7 +115,7 @@ class _DotWriter:
                 self.edge(me, self.ids[id(node.body[0])], label="body")
                 if not isinstance(node.body[-1], Return):
                     self.edge(self.ids[id(node.body[-1])], me, label="repeat", constraint="false")
-                self.control(node.body, block)
+                self.control(node.body)
             elif isinstance(node, Branch):
                 targets = [("then", node.then_block), ("else", node.else_block)] if node.cond is not None \
                     else [("call", node.then_block)]
@@ -134,15 +137,18 @@ class _DotWriter:
         for y in (n for n in nodes if isinstance(n, Yield)):
             for a in awaits:
                 shared = [v for v in y.vars if v in a.vars]
-                if shared and self.block_of[id(y)] != self.block_of[id(a)]:
+                # values pass between the entry block and the consumers, never consumer to consumer
+                if shared and (self.block_of[id(y)] == "entry") != (self.block_of[id(a)] == "entry"):
                     self.edge(self.ids[id(y)], self.ids[id(a)], label=", ".join(shared), style="dotted",
                               constraint="false")
 
     # -- data dependencies
 
     def data_edges(self) -> None:
-        producers: dict[str, list[Node]] = {}
-        pending: list[tuple[Node, str]] = []       # reads with no producer earlier in their block
+        # Variables each block writes, so that a branch node stands for what its targets produce.
+        writes = {b.name: {v for n in walk(b.nodes) for v in _writes(n)} for b in self.blocks}
+        callers: dict[str, list[dict[str, Node]]] = {}   # target block -> producers seen at each call
+        pending: list[tuple[str, Node, str]] = []         # reads with no producer earlier in their block
         for block in self.blocks:
             last: dict[str, Node] = {}
             for node in walk(block.nodes):
@@ -150,17 +156,24 @@ class _DotWriter:
                     if var in last:
                         self.data_edge(last[var], node, var)
                     else:
-                        pending.append((node, var))
+                        pending.append((block.name, node, var))
+                if isinstance(node, Branch):
+                    targets = [t for t in (node.then_block, node.else_block) if t is not None]
+                    for target in targets:
+                        callers.setdefault(target, []).append(dict(last))
+                    for var in set().union(*(writes.get(t, set()) for t in targets)):
+                        last[var] = node
                 for var in _writes(node):
                     last[var] = node
-                    producers.setdefault(var, []).append(node)
-        for node, var in pending:
-            for producer in producers.get(var, ()):
-                if self.block_of[id(producer)] != self.block_of[id(node)]:
-                    self.data_edge(producer, node, var)
+        for block_name, node, var in pending:
+            for producers in callers.get(block_name, ()):
+                if var in producers:
+                    self.data_edge(producers[var], node, var)
 
     def data_edge(self, src: Node, dst: Node, var: str) -> None:
-        if src is not dst:
+        key = (id(src), id(dst), var)
+        if src is not dst and key not in self.drawn:
+            self.drawn.add(key)
             self.edge(self.ids[id(src)], self.ids[id(dst)], label=var, style="dashed", color="gray50",
                       fontcolor="gray50", constraint="false")
 

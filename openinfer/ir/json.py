@@ -414,7 +414,8 @@ class _Reader:
             if payload is None:
                 raise self.fail(p, "a non-finite init value written as null cannot be recovered")
             value = self.number(payload, p)
-            return float(np.float32(value)) if name == "f32" else value
+            with np.errstate(over="ignore"):   # an out-of-range f32 becomes infinity, as in serde
+                return float(np.float32(value)) if name == "f32" else value
         if name == "bool":
             return self.boolean(payload, p)
         if not (dtype.is_float or dtype.is_packed or dtype.kind is Kind.BITSET):

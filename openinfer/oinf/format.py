@@ -45,7 +45,6 @@ SCHEMES = {1: "symmetric", 2: "asymmetric"}
 SCALE_MODES = {1: "per_tensor", 2: "per_channel"}
 ZP_MODES = {0: "none", 1: "per_tensor", 2: "per_channel"}
 
-U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1
 
 NAME_RE = re.compile(rb"[A-Za-z0-9._-]+")

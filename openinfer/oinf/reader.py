@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -288,6 +289,8 @@ class ModelLoader:
     def open(path: str | os.PathLike) -> Model:
         path = Path(path)
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):    # a FIFO or device would block or never end
+                raise OinfError("not a regular file", path=str(path))
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 if size < TABLES_START:
@@ -496,6 +499,7 @@ def _decode_metadata(p: _Parser, key: str, dt: DTypeInfo, off: int, nbytes: int)
             value = np.array(numerics.from_storage(raw, element, shape))
         except (ValueError, OverflowError) as exc:
             fail(f"ndarray shape {list(shape)} cannot be represented as a NumPy array: {exc}", 8)
+        value.flags.writeable = False   # shared by every `metadata` dict handed out
         return value, element, tuple(shape)
     need(scalar_nbytes(dt))
     raw = np.frombuffer(payload, np.uint8)

@@ -156,8 +156,11 @@ class QuantParams:
     zero_points: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
     def __post_init__(self) -> None:
-        scales = np.array(self.scales, dtype=np.float32).reshape(-1)
-        zps = np.asarray(self.zero_points)
+        try:
+            scales = np.array(self.scales, dtype=np.float32).reshape(-1)
+            zps = np.asarray(self.zero_points)
+        except (TypeError, ValueError) as exc:
+            raise OinfError(f"quant scales and zero points must be numbers: {exc}") from None
         if zps.size and (zps.dtype.kind not in "iub" or zps.min() < -2**31 or zps.max() > 2**31 - 1):
             raise OinfError("quant zero points must be integers in the int32 range")
         zps = np.array(zps, dtype=np.int32).reshape(-1)
