@@ -611,7 +611,9 @@ def _op(e: Mapping[str, Any], data: Mapping[str, Any]) -> OpSpec:
 
 @cache
 def _load() -> tuple[Mapping[str, OpSpec], Mapping[str, Any]]:
-    data = yaml.safe_load(resources.files(__package__).joinpath("ops.yaml").read_text(encoding="utf-8"))
+    # libyaml's loader when PyYAML has it: ~20x faster than the pure-Python one on this file
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    data = yaml.load(resources.files(__package__).joinpath("ops.yaml").read_text(encoding="utf-8"), Loader=loader)
     ops = {e["name"]: _op(e, data) for e in data["ops"]}
     return MappingProxyType(ops), MappingProxyType(data)
 
