@@ -43,6 +43,11 @@ _DEP_KINDS = {
 }
 
 
+def _frozen(value):
+    """A hashable form of an attribute value (lists become tuples)."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list | tuple) else value
+
+
 def _suggest(name: str, options) -> str | None:
     close = difflib.get_close_matches(name, sorted(options), n=3, cutoff=0.6)
     return f"did you mean {', '.join(f'`{c}`' for c in close)}?" if close else None
@@ -70,7 +75,7 @@ class _Binder:
         self.vars: dict[str, BoundVar] = {}
         self.ops: dict[int, OpBinding] = {}
         self.loop_bounds: dict[int, tuple[int | None, int | None]] = {}
-        self.warnings: list[str] = []
+        self._inferred: dict[tuple, object] = {}
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str, loc: SourceLoc | None, hint: str | None = None, length: int = 1) -> BindError:
@@ -414,11 +419,18 @@ class _Binder:
                                   f"declare it (e.g. in `volatile {{ {node.output}: f32[...]; }}`) or `assign` it")
         self._check_writable(out, node, "output of an op")
         attrs, runtime = self._attrs(node)
-        try:
-            inference = spec.infer(in_types, attrs, TensorType(out.dtype, out.shape),
-                                   output_name_is_input=any(r.name == node.output for r in node.inputs))
-        except OpTypeError as exc:
-            raise self.node_error(node, str(exc), exc.hint) from None
+        in_place = any(r.name == node.output for r in node.inputs)
+        out_type = TensorType(out.dtype, out.shape)
+        # `infer` is pure: identical applications (every layer of a deep model) are typed once
+        key = (spec.name, tuple(in_types), tuple(sorted((k, _frozen(v)) for k, v in attrs.items())), out_type,
+               in_place)
+        inference = self._inferred.get(key)
+        if inference is None:
+            try:
+                inference = spec.infer(in_types, attrs, out_type, output_name_is_input=in_place)
+            except OpTypeError as exc:
+                raise self.node_error(node, str(exc), exc.hint) from None
+            self._inferred[key] = inference
         completed = dict(inference.attrs)
         completed.update(runtime)
         self.ops[node.index] = OpBinding(spec, tuple(in_types), inference, completed, runtime)
