@@ -69,6 +69,7 @@ class ReferenceExecutor:
         self._trace_mode = env if trace is None else ("full" if trace == "full" else ("1" if trace else None))
         self._print = env is not None
         self._events: list[TraceEvent] = []
+        self._descs: dict[int, str] = {}     # node descriptions, formatted once
         self._step = 0
         self._constants: dict[str, np.ndarray] = {}
         self._inserted: dict[str, np.ndarray] = {}
@@ -244,7 +245,10 @@ class ReferenceExecutor:
         values = {}
         if self._trace_mode == "full" and frame is not None:
             values = {o: _summary(frame.values[o]) for o in output if o in frame.values}
-        event = TraceEvent(_KIND[type(node)], node.index, node.uuid, block, describe(node),
+        desc = self._descs.get(node.index)
+        if desc is None:
+            desc = self._descs[node.index] = describe(node)
+        event = TraceEvent(_KIND[type(node)], node.index, node.uuid, block, desc,
                            node.op if isinstance(node, ir.Op) else None, tuple(params), tuple(output),
                            start, end - start, self._step, values)
         if self._trace_mode:
@@ -343,10 +347,12 @@ class ReferenceExecutor:
     def _op(self, node: ir.Op, frame: _Frame) -> tuple[tuple, tuple]:
         binding = self.bound.ops[node.index]
         inputs = [self._read(ref, frame, node) for ref in node.inputs]
-        attrs = dict(binding.attrs)
-        for name, rt in binding.runtime_attrs.items():
-            attrs[name] = self._scalar(rt.var, frame)
         inference = binding.inference
+        attrs = inference.attrs       # the very object: the registry skips re-validating it
+        if binding.runtime_attrs:
+            attrs = dict(binding.attrs)
+            for name, rt in binding.runtime_attrs.items():
+                attrs[name] = self._scalar(rt.var, frame)
         if any(a.shape != t.shape for a, t in zip(inputs, binding.inputs, strict=True)):
             # an input took a run-time shape (a growing cache read): type the op for what it got
             types = [TensorType(t.dtype, a.shape) for t, a in zip(binding.inputs, inputs, strict=True)]
