@@ -8,6 +8,7 @@ with the JSON path of the offending field.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import platform
@@ -51,7 +52,7 @@ def _check(value, sch: dict, path: str) -> None:
             if k in props:
                 _check(v, props[k], sub)
             elif sch.get("additionalProperties") is False:
-                hint = [p for p in props if p.lower() == k.lower() or p.replace("_", "") == k.replace("_", "")]
+                hint = difflib.get_close_matches(k, list(props), n=1, cutoff=0.7)
                 raise DeviceError(f"{sub}: unknown field" + (f" (did you mean `{hint[0]}`?)" if hint else
                                                               f"; allowed: {', '.join(props)}"))
     if isinstance(value, list):
