@@ -71,6 +71,18 @@ def fill_pattern(dtype: DTypeInfo, value) -> tuple[str, int]:
     return ", ".join(f"0x{b:02x}" for b in raw), len(raw)
 
 
+def scalar_step_line(p: str, d: DTypeInfo, amount: int) -> str:
+    """C statement adding `amount` to element 0 at `p` (storage of `d`) with the dtype's
+    rounding (floats) or wrap-around (integers): cache.increment / cache.decrement."""
+    if d.name in ("f16", "bf16", "f8"):
+        return f"{p}[0] = oi_f32_to_{d.name}(oi_{d.name}_to_f32({p}[0]) + {float(amount)!r}f);"
+    if d.is_float:
+        suffix = "f" if d.name == "f32" else ""
+        return f"{p}[0] = {p}[0] + {float(amount)!r}{suffix};"
+    u = ctype(d).replace("int", "uint") if d.is_signed else ctype(d)
+    return f"{p}[0] = ({ctype(d)})({u})((uint64_t){p}[0] + UINT64_C({amount % (1 << d.bits)}));"
+
+
 @dataclass
 class Check:
     cond: str
@@ -89,7 +101,7 @@ class StatementView:
     var: str = ""
     start: str = ""
     end: str = ""
-    body: list["StatementView"] = field(default_factory=list)
+    body: list[StatementView] = field(default_factory=list)
     cond: str | None = None
     then_block: str = ""
     else_block: str | None = None
@@ -99,6 +111,8 @@ class CRenderer:
     """Portable C11 (the `x86_64-generic` target). Subclasses override `kernel()` only."""
 
     isa = "generic"
+    #: the C kernels include the `fused` family (openinfer/emit/ckernels/elementwise.py)
+    supports_fusion = True
 
     def __init__(self, prog: P.Program, plan: MemoryPlan, device, *, embed_weights: bool = False):
         self.p = prog
@@ -137,17 +151,7 @@ class CRenderer:
     def ptr(self, frame: str, op: P.Operand, view: StatementView | None = None) -> str:
         """C pointer expression for operand `op` in `frame` (adds range checks to `view`)."""
         if op.var in self.p.prefix_tables:
-            pt = self.p.prefix_tables[op.var]
-            terms = []
-            stride = 1
-            for size, e in reversed(list(zip(pt.sizes, op.indices, strict=True))):
-                ix = self.int_expr(frame, e)
-                if view is not None and not isinstance(e, P.Lit):
-                    view.checks.append(Check(f"({ix}) < 0 || ({ix}) >= {size}", "OI_ERR_INDEX_OUT_OF_RANGE",
-                                             f"prefix table `{op.var}` index out of range 0..{size - 1}"))
-                terms.append(f"({ix}) * {stride}" if stride != 1 else f"({ix})")
-                stride *= size
-            flat = " + ".join(reversed(terms))
+            flat = self.prefix_flat(frame, op, view)
             expr = f"m->p_{c_name(op.var)}[{flat}]"
             if view is not None and not all(isinstance(e, P.Lit) for e in op.indices):
                 view.checks.append(Check(f"!{expr}", "OI_ERR_INDEX_OUT_OF_RANGE",
@@ -159,6 +163,20 @@ class CRenderer:
         if buf is None:
             raise KeyError(f"{op.var} has no buffer in frame {frame}")
         return self.global_ptr(buf)
+
+    def prefix_flat(self, frame: str, op: P.Operand, view: StatementView | None = None) -> str:
+        """C expression of the row-major entry of prefix table operand `op` (adds range checks)."""
+        pt = self.p.prefix_tables[op.var]
+        terms = []
+        stride = 1
+        for size, e in reversed(list(zip(pt.sizes, op.indices, strict=True))):
+            ix = self.int_expr(frame, e)
+            if view is not None and not isinstance(e, P.Lit):
+                view.checks.append(Check(f"({ix}) < 0 || ({ix}) >= {size}", "OI_ERR_INDEX_OUT_OF_RANGE",
+                                         f"prefix table `{op.var}` index out of range 0..{size - 1}"))
+            terms.append(f"({ix}) * {stride}" if stride != 1 else f"({ix})")
+            stride *= size
+        return " + ".join(reversed(terms))
 
     def buffer_of(self, frame: str, var: str) -> P.Buffer:
         name = self.p.frames.get(frame, {}).get(var) or self.p.frames["global"][var]
@@ -228,10 +246,40 @@ class CRenderer:
         return ix
 
     def table_read(self, frame: str, s: P.TableRead, v: StatementView) -> None:
-        lay = self.p.tables[s.var]
         buf = self.buffer_of("global", s.var)
+        entry = int(np.prod(self.p.tables[s.var].entry_shape, dtype=np.int64)) * buf.dtype.itemsize
+        decl, bounds, lead_dims, dynamic = self.table_read_bounds(frame, s, v)
+        # the checks use the declarations, so both go inside the statement's own scope
+        lines = ["{"] + [f"    {d}" for d in decl]
+        lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {json.dumps(c.message)});"
+                  for c in v.checks]
+        v.checks = []
+        if dynamic:
+            lines += [f"    m->shape_{c_name(s.dst)}[{k}] = (uint64_t)(e{pos} - b{pos});"
+                      for k, pos in enumerate(lead_dims)]
+        lines.append(f"    uint8_t *dst = (uint8_t *){self.ptr(frame, P.Operand(s.dst))};")
+        lines.append(f"    const uint8_t *src = (const uint8_t *){self.global_ptr(buf)};")
+        lines.append("    size_t off = 0;")
+        indent = "    "
+        for pos, (b, e) in enumerate(bounds):
+            lines.append(f"{indent}for (int64_t j{pos} = {b}; j{pos} < {e}; ++j{pos}) {{")
+            indent += "    "
+        lay = self.p.tables[s.var]
+        flat = self._flat(lay.sizes, [f"j{k}" for k in range(len(bounds))])
+        lines.append(f"{indent}memcpy(dst + off, src + (size_t)({flat}) * {entry}u, {entry}u);")
+        lines.append(f"{indent}off += {entry}u;")
+        for _ in bounds:
+            indent = indent[:-4]
+            lines.append(f"{indent}}}")
+        lines.append("}")
+        v.lines.extend(lines)
+
+    def table_read_bounds(self, frame: str, s: P.TableRead, v: StatementView):
+        """The index bounds of a table read: (declarations of b<pos>/e<pos>, (begin, end) per index,
+        positions of the sliced indices, whether the destination has a run-time extent); the
+        range checks (which use the declarations) go to `v.checks`."""
+        lay = self.p.tables[s.var]
         dst = self.buffer_of(frame, s.dst)
-        entry = int(np.prod(lay.entry_shape, dtype=np.int64)) * buf.dtype.itemsize
         idx_names = self._index_names(s.var)
         bounds = []   # (begin C expr, end C expr) per index; scalars as (ix, ix + 1)
         lead_dims = []
@@ -268,28 +316,7 @@ class CRenderer:
                 v.checks.append(Check(f"e{pos} - b{pos} != {want[k]}", "OI_ERR_INDEX_OUT_OF_RANGE",
                                       f"`{s.desc}` selects a different number of rows than `{s.dst}` holds"
                                       f" ({want[k]})"))
-        # the checks use the declarations, so both go inside the statement's own scope
-        lines = ["{"] + [f"    {d}" for d in decl]
-        lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {json.dumps(c.message)});"
-                  for c in v.checks]
-        v.checks = []
-        if dynamic:
-            lines += [f"    m->shape_{c_name(s.dst)}[{k}] = (uint64_t)(e{pos} - b{pos});" for k, pos in enumerate(lead_dims)]
-        lines.append(f"    uint8_t *dst = (uint8_t *){self.ptr(frame, P.Operand(s.dst))};")
-        lines.append(f"    const uint8_t *src = (const uint8_t *){self.global_ptr(buf)};")
-        lines.append("    size_t off = 0;")
-        indent = "    "
-        for pos, (b, e) in enumerate(bounds):
-            lines.append(f"{indent}for (int64_t j{pos} = {b}; j{pos} < {e}; ++j{pos}) {{")
-            indent += "    "
-        flat = self._flat(lay.sizes, [f"j{k}" for k in range(len(bounds))])
-        lines.append(f"{indent}memcpy(dst + off, src + (size_t)({flat}) * {entry}u, {entry}u);")
-        lines.append(f"{indent}off += {entry}u;")
-        for _ in bounds:
-            indent = indent[:-4]
-            lines.append(f"{indent}}}")
-        lines.append("}")
-        v.lines.extend(lines)
+        return decl, bounds, lead_dims, dynamic
 
     @staticmethod
     def _flat(sizes, names) -> str:
@@ -316,17 +343,7 @@ class CRenderer:
 
     def scalar_step(self, s: P.ScalarStep, v: StatementView) -> None:
         buf = self.buffer_of("global", s.var)
-        p = self.global_ptr(buf)
-        d = buf.dtype
-        if d.name in ("f16", "bf16", "f8"):
-            v.lines.append(f"{p}[0] = oi_f32_to_{d.name}(oi_{d.name}_to_f32({p}[0]) + {float(s.amount)!r}f);")
-        elif d.is_float:
-            suffix = "f" if d.name == "f32" else ""
-            v.lines.append(f"{p}[0] = {p}[0] + {float(s.amount)!r}{suffix};")
-        else:
-            u = ctype(d).replace("int", "uint") if d.is_signed else ctype(d)
-            amount = s.amount % (1 << d.bits)
-            v.lines.append(f"{p}[0] = ({ctype(d)})({u})((uint64_t){p}[0] + UINT64_C({amount}));")
+        v.lines.append(scalar_step_line(self.global_ptr(buf), buf.dtype, s.amount))
 
     def persistent_init(self, buf: P.Buffer) -> dict:
         if buf.model_key:

@@ -62,7 +62,8 @@ class MemoryPlan:
         lines = [f"{'buffer':<{width}}  {'region':<10}  {'offset':>10}  {'bytes':>10}  lifetime",
                  f"{'-' * width}  {'-' * 10}  {'-' * 10}  {'-' * 10}  --------"]
         for p in rows:
-            life = "step" if p.region != "arena" or p.start < 0 else f"{p.start}..{p.end}"
+            life = ("unused (fused away)" if p.start == -2 else
+                    "step" if p.region != "arena" or p.start < 0 else f"{p.start}..{p.end}")
             lines.append(f"{p.buffer:<{width}}  {p.region:<10}  {p.offset:>10}  {p.nbytes:>10}  {life}")
         saved = self.unshared_bytes - (self.arena_bytes - self.pinned_bytes)
         lines.append(f"arena {self.arena_bytes} bytes ({self.pinned_bytes} pinned, "
@@ -196,8 +197,10 @@ def plan(prog: P.Program) -> MemoryPlan:
             persist_off += align(b.nbytes)
 
     planned = [b for b in prog.buffers.values() if b.storage == "planned"]
-    for b in planned:   # a planned buffer the schedule never touches still needs a home
-        life.setdefault(b.name, (0, tl.pos))
+    untouched = [b for b in planned if b.name not in life]
+    for b in untouched:  # fusion kept these values in registers: a home that overlaps nothing live
+        placements[b.name] = Placement(b.name, "arena", pinned_off, b.nbytes, -2, -2)
+    planned = [b for b in planned if b.name in life]
     order = sorted(planned, key=lambda b: (-b.nbytes, life[b.name][0], b.name))
     placed: list[Placement] = []
     peak = 0

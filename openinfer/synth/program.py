@@ -114,6 +114,10 @@ class KernelRequest:
     broadcast: bool
     #: the output buffer is one of the inputs (in-place element-wise): no `restrict` on it
     aliased: bool = False
+    #: op "fused" (openinfer/synth/fusion.py): the element-wise steps, in order, and where each
+    #: step's arguments come from: ("in", i) the call's input i, ("step", j) step j's result
+    chain: tuple["KernelRequest", ...] = ()
+    chain_args: tuple[tuple[tuple[str, int], ...], ...] = ()
 
     def attr(self, name: str, default=None):
         for k, v in self.attrs:
@@ -290,6 +294,8 @@ class Program:
     node_locations: dict[int, str] = field(default_factory=dict)   # node index -> "file:line:col"
     #: blocks that consumers run (consumers and the branch targets they reach) and entry's
     frame_blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: graph nodes merged into a following call by fusion (no statement, trace event or hook)
+    fused_nodes: frozenset[int] = frozenset()
 
     def buffer(self, frame: str, var: str) -> Buffer:
         return self.buffers[self.frames[frame][var]]

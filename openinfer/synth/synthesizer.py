@@ -22,6 +22,7 @@ from .. import __version__
 from ..errors import SynthesisError
 from ..resources import hal_dir, templates_dir
 from . import devices
+from .fusion import fuse
 from .lower import lower
 from .memplan import MemoryPlan, plan
 from .program import Program
@@ -66,6 +67,10 @@ class SynthesisPlan:
     def source_files(self) -> dict[str, bytes]:
         """Just the program's C sources, with fixed names, for embedding into another build:
         NAME.h, NAME.c, NAME_kernels.h, NAME_kernels.c (the HAL comes from the build's own copy)."""
+        if not self.device.is_cpu:
+            # shaders need glslc steps only the emitted meson project has (docs/vulkan.md)
+            raise SynthesisError(f"{self.device.name}: a Vulkan program is emitted as a complete meson project "
+                                 "(its shaders are compiled by glslc there); sources-only output is for C targets")
         n = self.name
         return {k: v for k, v in self.files.items() if k in (f"{n}.h", f"{n}.c", f"{n}_kernels.h", f"{n}_kernels.c")}
 
@@ -98,8 +103,12 @@ class Synthesizer:
         if embed_weights and m is None:
             raise SynthesisError("--embed-weights needs a model")
         prog = lower(bound, name=name, outputs=outputs)
+        renderer_cls = renderer_for(self.device)
+        prefs = self.device.preferences
+        if prefs.get("prefer_fusion", True) and getattr(renderer_cls, "supports_fusion", False):
+            prog = fuse(prog, max_ops=int(prefs.get("max_kernel_ops", 8)), dep_names=dep_names(g))
         mem = plan(prog)
-        renderer = renderer_for(self.device)(prog, mem, self.device, embed_weights=embed_weights)
+        renderer = renderer_cls(prog, mem, self.device, embed_weights=embed_weights)
         files = {k: v.encode() for k, v in renderer.files().items()}
         files[f"{name}.json"] = manifest(prog, mem, self.device).encode()
         files["memory-plan.txt"] = (mem.table() + "\n\n" + mem.diagram() + "\n").encode()
@@ -121,6 +130,18 @@ class Synthesizer:
         package = Path(__file__).resolve().parent.parent
         inputs += sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts)
         return SynthesisPlan(prog, mem, self.device, files, inputs)
+
+
+def dep_names(graph) -> set[str]:
+    """Every name a `dep` node mentions: nodes it names are kept apart by fusion."""
+    from ..ir import nodes as ir
+
+    names: set[str] = set()
+    for block in graph.blocks.values():
+        for n in ir.walk(block.nodes):
+            if isinstance(n, ir.Dep):
+                names.update((n.after, n.before))
+    return names
 
 
 def manifest(prog: Program, mem: MemoryPlan, device: devices.Device) -> str:

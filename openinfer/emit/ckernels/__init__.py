@@ -10,11 +10,21 @@ variables) or `int64_t`. Static attributes, shapes and dtypes are baked into the
 returns OI_OK, or a status for data-dependent failures (a gather index out of range).
 
 An emitter is `fn(req, name, renderer) -> str` returning the function definition; families live
-in the modules of this package and register with `@family("op", ...)`.
+in the modules of this package and register with `@family("op", ...)`:
+
+    elementwise  every element-wise op (an expression table), cast, fill, and `fused` chains
+    reduce       sum/mean/prod/max/min_axis, argmax/argmin_axis, is_finite's 0-d form
+    linalg       matmul
+    layout       gather, transpose, reshape, concat, slice
+    nn           softmax, log_softmax, layer_norm, rms_norm, rope, sdpa, conv1d/2d, max/avg_pool2d
+
+The C lives in templates/c/ops/*.c.j2; oi_numeric.h has the scalar helpers (rounding, IEEE
+minimum/maximum, wrapping division, float -> integer conversion, 128-bit sums).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -61,7 +71,14 @@ def emit_kernel(req: KernelRequest, name: str, renderer) -> KernelSource:
     return KernelSource(name, prototype(req, name), fn(req, name, renderer))
 
 
+_LOADED = threading.Lock()
+_loaded = False
+
+
 def _load_families() -> None:
-    if _EMITTERS:
-        return
-    from . import elementwise, linalg  # noqa: F401  (registration side effects)
+    global _loaded
+    with _LOADED:   # renderers may run in threads: register every family before any lookup
+        if _loaded:
+            return
+        from . import elementwise, layout, linalg, nn, reduce  # noqa: F401  (registration side effects)
+        _loaded = True

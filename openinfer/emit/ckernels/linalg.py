@@ -1,5 +1,7 @@
 """matmul in portable C: NumPy matmul semantics (batch broadcast, 1-D operands), accumulating in
-the reference's order and precision (openinfer/ops/kernels/reduce.py)."""
+the reference's order and precision (openinfer/ops/kernels/reduce.py): each output element adds
+its products in k order; f8/bf16/f16 running sums round to T after every add; a two-dtype `acc`
+rounds (wraps) each product to its first dtype; bool is the OR of ANDs; integers wrap."""
 
 from __future__ import annotations
 
@@ -7,13 +9,14 @@ from ...dtypes import Kind
 from ...synth.program import KernelRequest
 from ..env import render
 from . import family, prototype
-from .common import compute_ctype, contiguous_strides, load, store
+from .common import NARROW, compute_ctype, contiguous_strides, literal_ct, load, round_to, store
 
 
 @family("matmul")
 def emit_matmul(req: KernelRequest, name: str, renderer) -> str:
     a, b = req.inputs
     out = req.output
+    t = a.dtype
     a_shape = (1,) + a.shape if len(a.shape) == 1 else a.shape
     b_shape = b.shape + (1,) if len(b.shape) == 1 else b.shape
     m, k = a_shape[-2], a_shape[-1]
@@ -41,31 +44,41 @@ def emit_matmul(req: KernelRequest, name: str, renderer) -> str:
             terms.append(f"((bt / {bstr[d]}) % {batch_shape[d]}) * {own[d] * mat_elems}")
         return " + ".join(terms) or "0"
 
-    w = req.acc[-1] if req.acc else a.dtype
-    p = req.acc[0] if req.acc else w
-    ct = compute_ctype(w)
-    xa = load(a.dtype, "in0", f"a_off + i * {k} + k")
-    xb = load(b.dtype, "in1", f"b_off + k * {n} + j")
-    if a.dtype.kind is Kind.BOOL:
-        product = f"({xa}) & ({xb})"
-        accumulate = "s | p"
-    elif w.is_float:
-        product = f"({ct})({xa}) * ({ct})({xb})"
-        if p != w or w.name in ("f16", "bf16", "f8"):
-            round_w = w if p == w else p
-            product = f"oi_{round_w.name}_to_f32(oi_f32_to_{round_w.name}({product}))" if round_w.name in (
-                "f16", "bf16", "f8") else product
-        accumulate = (f"oi_{w.name}_to_f32(oi_f32_to_{w.name}(s + p))" if w.name in ("f16", "bf16", "f8")
-                      else "s + p")
+    w = req.acc[-1] if req.acc else t      # the running sum's dtype
+    p = req.acc[0] if req.acc else w       # the products' dtype
+    ct, lct = compute_ctype(w), compute_ctype(p)
+    lt = compute_ctype(t)
+    load_a = load(t, "in0", f"a_off + i * {k} + k")
+    load_b = load(t, "in1", f"b_off + k * {n} + j")
+    if lt != lct:
+        load_a, load_b = f"({lct}){load_a}", f"({lct}){load_b}"
+    if t.kind is Kind.BOOL:
+        product, step = "(x & y)", "(s | ({p}))"
     else:
-        product = f"({ct})((uint64_t)({xa}) * (uint64_t)({xb}))"
+        if p.is_float or lct == "uint64_t":
+            product = "x * y"
+        else:
+            product = "(int64_t)((uint64_t)x * (uint64_t)y)"
         if p != w:
-            bits = p.bits
-            cast = f"int{bits}_t" if p.is_signed else f"uint{bits}_t"
-            product = f"({ct})({cast})(uint{bits}_t)(uint64_t)({product})"
-        accumulate = f"({ct})((uint64_t)s + (uint64_t)p)"
-    value = "s" if w == out.dtype else f"({compute_ctype(out.dtype)})s"
-    return render("c/ops/matmul.c.j2", proto=prototype(req, name), batch=nbatch, m=m, n=n, k=k,
-                  a_batch=batch_offset(a_shape, m * k), b_batch=batch_offset(b_shape, k * n), acc_ct=ct,
-                  product=product, accumulate=accumulate,
-                  store=store(out.dtype, "out", f"bt * {m * n} + i * {n} + j", value))
+            product = f"({ct}){round_to(p, product, lct)}"
+        if w.is_float or ct == "uint64_t":
+            step = "s + {p}"
+        else:
+            step = "(int64_t)((uint64_t)s + (uint64_t){p})"
+    doc = (f"matmul: {t.name}{list(a.shape)} @ {t.name}{list(b.shape)} -> {out.dtype.name}{list(out.shape)}"
+           + (f", products in {p.name}, sums in {w.name}" if req.acc else ""))
+    common = dict(proto=prototype(req, name), doc=doc, batch=nbatch, m=m, n=n, k=k, ct=ct, lct=lct,
+                  a_batch=batch_offset(a_shape, m * k), b_batch=batch_offset(b_shape, k * n), load_a=load_a,
+                  load_b=load_b)
+    zero = literal_ct(ct, 0)
+    if out.dtype == w:
+        # the output holds the running sums (stored as w: narrow floats round after every add)
+        return render("c/ops/matmul.c.j2", mode="rows", **common,
+                      init_store=store(out.dtype, "out", f"o_off + i * {n} + j", zero, ct),
+                      load_s=load(out.dtype, "out", "o"),
+                      store_step=store(out.dtype, "out", "o", step.format(p=product), ct))
+    s_next = step.format(p=product)
+    if w.name in NARROW:
+        s_next = round_to(w, s_next, ct)
+    return render("c/ops/matmul.c.j2", mode="dot", **common, init=zero, step=s_next,
+                  store=store(out.dtype, "out", f"o_off + i * {n} + j", "s", ct))

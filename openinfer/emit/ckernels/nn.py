@@ -1,0 +1,233 @@
+"""Composite real-model ops in portable C: softmax, log_softmax, layer_norm, rms_norm, rope, sdpa,
+conv1d/conv2d, max_pool2d/avg_pool2d (openinfer/ops/kernels/nn.py). Each computes in `float`
+(`double` for f64) from start to end and rounds once on store; sums run sequentially (the
+reference's NumPy sums are pairwise: equal within the ops' tolerances)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...synth.program import KernelRequest
+from ..env import render
+from . import family, prototype
+from .common import (
+    compute_ctype,
+    contiguous_strides,
+    fn,
+    literal_ct,
+    load,
+    numel,
+    offset,
+    scalar_attr,
+    static_attr,
+    store,
+)
+
+#: sdpa keeps a query row's scores on the stack up to this many keys, then switches to an
+#: online softmax (running max, rescaled sums) that needs no per-row buffer.
+SDPA_STACK_KEYS = 4096
+
+
+def _minmax(ct: str, is_max: bool = True) -> str:
+    if ct == "float":
+        return "oi_maxf" if is_max else "oi_minf"
+    return "oi_max_f64" if is_max else "oi_min_f64"
+
+
+def _conv(expr: str, from_ct: str, to_ct: str) -> str:
+    return expr if from_ct == to_ct else f"({to_ct}){expr}"
+
+
+# ------------------------------------------------------------------------------------ softmax
+
+@family("softmax", "log_softmax")
+def emit_softmax(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    t, out = x.dtype, req.output.dtype
+    ct = compute_ctype(t)
+    nd = len(x.shape)
+    axis = static_attr(req, "axis") % nd
+    n = x.shape[axis]
+    outer, inner = numel(x.shape[:axis]), numel(x.shape[axis + 1:])
+    idx = "base + j" if inner == 1 else f"base + j * {inner}"
+    load_j = load(t, "in0", idx)
+    log = req.op == "log_softmax"
+    doc = f"{req.op} of {x} along axis {axis}"
+    return render("c/ops/softmax.c.j2", proto=prototype(req, name), doc=doc, ct=ct, outer=outer, inner=inner, n=n,
+                  neg_inf=literal_ct(ct, float("-inf")), max=_minmax(ct), load_j=load_j, exp=fn("exp", ct),
+                  log=log, logf=fn("log", ct),
+                  store_log=store(out, "out", idx, f"({load_j} - m) - lse", ct),
+                  store_soft=store(out, "out", idx, f"{fn('exp', ct)}({load_j} - m) / s", ct))
+
+
+# ------------------------------------------------------------------------------------ norms
+
+@family("layer_norm", "rms_norm")
+def emit_norm(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    t, out = x.dtype, req.output.dtype
+    ct = compute_ctype(t)
+    nd = len(x.shape)
+    axis = static_attr(req, "axis") % nd
+    n = numel(x.shape[axis:])
+    rms = req.op == "rms_norm"
+    gamma = load(t, "in1", "j") if len(req.inputs) > 1 else None
+    beta = load(t, "in2", "j") if len(req.inputs) > 2 else None
+    doc = f"{req.op} of {x} over dims {axis}.. ({n} elements per row)" + \
+        (", times gamma" if gamma else "") + (", plus beta" if beta else "")
+    return render("c/ops/norm.c.j2", proto=prototype(req, name), doc=doc, ct=ct, outer=numel(x.shape[:axis]), n=n,
+                  rms=rms, load_x=load(t, "in0", "base + j"), count=literal_ct(ct, n), sqrt=fn("sqrt", ct),
+                  eps=scalar_attr(req, "eps", ct), gamma=gamma, beta=beta,
+                  store=store(out, "out", "base + j", "y", ct))
+
+
+# ------------------------------------------------------------------------------------ rope
+
+@family("rope")
+def emit_rope(req: KernelRequest, name: str, renderer) -> str:
+    x, pos = req.inputs
+    t, out = x.dtype, req.output.dtype
+    ct = compute_ctype(t)
+    dh = x.shape[-1]
+    half = dh // 2
+    if pos.shape:
+        seq, heads, batch = x.shape[-3], x.shape[-2], numel(x.shape[:-3])
+        load_pos = load(pos.dtype, "in1", "s")
+    else:   # one position for every row
+        seq, heads, batch = 1, numel(x.shape[:-1]), 1
+        load_pos = load(pos.dtype, "in1", "0")
+    inter = bool(static_attr(req, "interleaved"))
+    freqs, freq_expr = None, None
+    if any(k == "theta" for k, _ in req.runtime_attrs):
+        freq_expr = f"pow({scalar_attr(req, 'theta', 'double')}, (-2.0 * (double)i) / {float(dh)!r})"
+    else:   # the reference's frequencies, bit for bit
+        freqs = [repr(float(f)) for f in float(req.attr("theta")) ** (-2.0 * np.arange(half) / dh)]
+    ia, ib = ("2 * i", "2 * i + 1") if inter else ("i", f"i + {half}")
+    la, lb = load(t, "in0", "ia"), load(t, "in0", "ib")
+    doc = f"rope of {x} at positions {pos} ({'interleaved pairs' if inter else 'rotate halves'})"
+    return render("c/ops/rope.c.j2", proto=prototype(req, name), doc=doc, ct=ct, half=half, dh=dh, seq=seq,
+                  heads=heads, batch=batch, load_pos=load_pos, freqs=freqs, freq_expr=freq_expr, ia=ia, ib=ib,
+                  load_a=la, load_b=lb,
+                  store_a=store(out, "out", "ia", "xa * cs[i] - xb * sn[i]", ct),
+                  store_b=store(out, "out", "ib", "xb * cs[i] + xa * sn[i]", ct))
+
+
+# ------------------------------------------------------------------------------------ sdpa
+
+def _bstrides(shape: tuple[int, ...], batch: tuple[int, ...], mat: int) -> list[int]:
+    """Per batch dim: the element stride of an operand whose leading dims are `shape` (0 where it
+    broadcasts); `mat` elements per matrix."""
+    pad = len(batch) - len(shape)
+    full = (1,) * pad + tuple(shape)
+    own = contiguous_strides(full)
+    return [0 if full[d] == 1 else own[d] * mat for d in range(len(batch))]
+
+
+@family("sdpa")
+def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
+    q, k, v = req.inputs[:3]
+    mask = req.inputs[3] if len(req.inputs) > 3 else None
+    t, out = q.dtype, req.output.dtype
+    ct = compute_ctype(t)
+    sq, dk = q.shape[-2:]
+    sk, dv = v.shape[-2:]
+    batch = tuple(req.output.shape[:-2])
+    kv_batch = tuple(np.broadcast_shapes(k.shape[:-2], v.shape[:-2]))
+    group = 1
+    if kv_batch and batch and batch[-1] != kv_batch[-1] and kv_batch[-1] != 1:
+        group = batch[-1] // kv_batch[-1]
+    bvars = [f"b{d}" for d in range(len(batch))]
+
+    def off(shape, mat, grouped=False):
+        st = _bstrides(shape, batch, mat)
+        terms = [f"{b} * {s}" for b, s in zip(bvars, st, strict=True) if s]
+        if grouped and group > 1 and st and st[-1]:
+            terms[-1] = f"({bvars[-1]} / {group}) * {st[-1]}"
+        return " + ".join(terms) or "0"
+
+    m_off, load_m, mask_kind = "0", None, None
+    if mask is not None:
+        full = (1,) * (len(batch) + 2 - len(mask.shape)) + tuple(mask.shape)
+        mst = contiguous_strides(full)
+        m_off = " + ".join(f"{b} * {mst[d]}" for d, b in enumerate(bvars) if full[d] != 1) or "0"
+        mi = f"i * {mst[-2]}" if full[-2] != 1 else None
+        mj = f"j * {mst[-1]}" if full[-1] != 1 else None
+        idx = " + ".join(x for x in ("mb", mi, mj) if x)
+        mask_kind = "bool" if mask.dtype.name == "bool" else "add"
+        load_m = load(mask.dtype, "in3", idx)
+        if mask_kind == "add":
+            load_m = _conv(load_m, compute_ctype(mask.dtype), ct)
+    scale = scalar_attr(req, "scale", ct)
+    causal = bool(static_attr(req, "causal"))
+    mode = "scores" if sk <= SDPA_STACK_KEYS else "online"
+    doc = (f"sdpa: q {q}, k {k}, v {v}" + (f", mask {mask}" if mask else "") + (", causal" if causal else "")
+           + (f", {group} query heads per kv head" if group > 1 else "") + f" -> {req.output}")
+    oidx = f"ob + i * {dv} + e"
+    return render("c/ops/sdpa.c.j2", proto=prototype(req, name), doc=doc, ct=ct, mode=mode,
+                  batch=[[b, n] for b, n in zip(bvars, batch, strict=True)], sq=sq, sk=sk, dk=dk, dv=dv,
+                  q_off=off(q.shape[:-2], sq * dk), k_off=off(k.shape[:-2], sk * dk, True),
+                  v_off=off(v.shape[:-2], sk * dv, True), o_off=offset(bvars, _bstrides(batch, batch, sq * dv)),
+                  has_mask=mask is not None, m_off=m_off, mask=mask_kind, load_m=load_m,
+                  load_q=load(t, "in0", f"qb + i * {dk} + {{}}"), load_k=load(t, "in1", f"kb + j * {dk} + {{}}"),
+                  lanes=t.name in ("f32", "f64") and dk >= 8,
+                  load_v=load(t, "in2", f"vb + j * {dv} + e"), scale=scale, causal=causal,
+                  causal_shift=f"({sk - sq})", neg_inf=literal_ct(ct, float("-inf")), max=_minmax(ct),
+                  exp=fn("exp", ct), store_zero=store(out, "out", oidx, "0", ct),
+                  store_acc=store(out, "out", oidx, "acc[e]", ct),
+                  store_online=store(out, "out", oidx, "acc[e] / l", ct))
+
+
+# ------------------------------------------------------------------------------------ conv, pool
+
+@family("conv1d", "conv2d")
+def emit_conv(req: KernelRequest, name: str, renderer) -> str:
+    x, wt = req.inputs[:2]
+    t, out = x.dtype, req.output.dtype
+    ct = compute_ctype(t)
+    groups = static_attr(req, "groups")
+    stride, dil, pad = static_attr(req, "stride"), static_attr(req, "dilation"), static_attr(req, "padding")
+    if req.op == "conv1d":   # as 2-D with H = KH = 1
+        n, c, h, w = x.shape[0], x.shape[1], 1, x.shape[2]
+        kh, kw = 1, wt.shape[2]
+        oh, ow = 1, req.output.shape[2]
+        sh, sw, dh, dw, pt, pl = 1, stride[0], 1, dil[0], 0, pad[0]
+    else:
+        n, c, h, w = x.shape
+        kh, kw = wt.shape[2:]
+        oh, ow = req.output.shape[2:]
+        (sh, sw), (dh, dw), (pt, pl) = stride, dil, pad[:2]
+    o = wt.shape[0]
+    cg, og = c // groups, o // groups
+    doc = (f"{req.op}: {x} * {wt}" + (" + bias" if len(req.inputs) > 2 else "") + f", stride {list(stride)}, "
+           f"padding {list(pad)}, dilation {list(dil)}, groups {groups} -> {req.output}")
+    return render("c/ops/conv.c.j2", proto=prototype(req, name), doc=doc, ct=ct, n=n, c=c, h=h, w=w, o=o, cg=cg,
+                  og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl,
+                  load_x=load(t, "in0", f"xg + ci * {h * w} + ih * {w} + iw"),
+                  load_w=load(t, "in1", f"wo + ci * {kh * kw} + kh * {kw} + kw"),
+                  bias=len(req.inputs) > 2, load_b=load(t, "in2", "oc") if len(req.inputs) > 2 else "",
+                  store=store(out, "out", f"((nb * {o} + oc) * {oh} + oh) * {ow} + ow", "acc", ct))
+
+
+@family("max_pool2d", "avg_pool2d")
+def emit_pool(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    t, out = x.dtype, req.output.dtype
+    ct = compute_ctype(t)
+    n, c, h, w = x.shape
+    oh, ow = req.output.shape[2:]
+    kh, kw = static_attr(req, "kernel")
+    sh, sw = static_attr(req, "stride")
+    pad = static_attr(req, "padding")
+    is_max = req.op == "max_pool2d"
+    if is_max:
+        init, step, final = literal_ct(ct, float("-inf")), f"{_minmax(ct)}(acc, v)", "acc"
+    else:
+        init, step = literal_ct(ct, 0), "acc + v"
+        final = (f"acc / {literal_ct(ct, kh * kw)}" if static_attr(req, "count_include_pad")
+                 else f"acc / ({ct})cnt")
+    doc = f"{req.op}: {x}, kernel [{kh}, {kw}], stride [{sh}, {sw}], padding {list(pad)} -> {req.output}"
+    return render("c/ops/pool.c.j2", proto=prototype(req, name), doc=doc, ct=ct, planes=n * c, h=h, w=w, oh=oh,
+                  ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pt=pad[0], pl=pad[1], init=init, step=step,
+                  use_cnt="cnt" in final,
+                  load_x=load(t, "in0", f"p * {h * w} + ih * {w} + iw"),
+                  store=store(out, "out", f"(p * {oh} + oh) * {ow} + ow", final, ct))
