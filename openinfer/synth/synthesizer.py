@@ -112,9 +112,8 @@ class Synthesizer:
         files = {k: v.encode() for k, v in renderer.files().items()}
         files[f"{name}.json"] = manifest(prog, mem, self.device).encode()
         files["memory-plan.txt"] = (mem.table() + "\n\n" + mem.diagram() + "\n").encode()
-        for path in sorted(hal_dir().rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".c", ".h"):
-                files[f"hal/{path.relative_to(hal_dir()).as_posix()}"] = path.read_bytes()
+        for path in hal_sources(self.device):
+            files[f"hal/{path.relative_to(hal_dir()).as_posix()}"] = path.read_bytes()
         inputs = []
         if embed_weights:
             files[f"{name}.oinf"] = Path(m.path).read_bytes()
@@ -125,11 +124,23 @@ class Synthesizer:
         if self.device.source and Path(self.device.source).exists():
             inputs.append(Path(self.device.source))
         inputs += sorted(p for p in templates_dir().rglob("*") if p.is_file())
-        inputs += sorted(p for p in hal_dir().rglob("*") if p.is_file() and p.suffix in (".c", ".h"))
+        inputs += hal_sources(self.device)
         # the generator itself: a different OpenInfer may generate different code
         package = Path(__file__).resolve().parent.parent
         inputs += sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts)
         return SynthesisPlan(prog, mem, self.device, files, inputs)
+
+
+def hal_sources(device: devices.Device) -> list[Path]:
+    """The HAL files a program for `device` compiles: the CPU HAL always, the Vulkan part for GPUs."""
+    out = []
+    for path in sorted(hal_dir().rglob("*")):
+        if not path.is_file() or path.suffix not in (".c", ".h"):
+            continue
+        if device.is_cpu and "vulkan" in path.name:
+            continue
+        out.append(path)
+    return out
 
 
 def dep_names(graph) -> set[str]:

@@ -11,7 +11,7 @@
 
 #include "oi_numeric.h"
 
-/* max: element-wise min / max; floats: IEEE 754-2019 (NaN propagates, -0.0 < +0.0) */
+/* max(i32[], i32[]) -> i32[]: IEEE 754-2019 maximum (NaN propagates, -0.0 < +0.0) */
 oi_status oi_cache_window_slice_k0_max(const oi_kctx *ctx, const int32_t *restrict in0, const int32_t *restrict in1, int32_t *restrict out) {
     (void)ctx;
     for (int64_t i = 0; i < 1; ++i) {
@@ -22,7 +22,7 @@ oi_status oi_cache_window_slice_k0_max(const oi_kctx *ctx, const int32_t *restri
     return OI_OK;
 }
 
-/* min: element-wise min / max; floats: IEEE 754-2019 (NaN propagates, -0.0 < +0.0) */
+/* min(i32[], i32[]) -> i32[]: IEEE 754-2019 minimum (NaN propagates, -0.0 < +0.0) */
 oi_status oi_cache_window_slice_k1_min(const oi_kctx *ctx, const int32_t *restrict in0, const int32_t *restrict in1, int32_t *restrict out) {
     (void)ctx;
     for (int64_t i = 0; i < 1; ++i) {

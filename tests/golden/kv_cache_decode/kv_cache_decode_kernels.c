@@ -11,7 +11,7 @@
 
 #include "oi_numeric.h"
 
-/* add: a (+ - *) b; bool: OR / AND; integers wrap (64-bit unsigned arithmetic) */
+/* add(f32[16], f32[16]) -> f32[16] in place: a + b (bool: OR; integers wrap) */
 oi_status oi_kv_cache_decode_k0_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out) {
     (void)ctx;
     for (int64_t i = 0; i < 16; ++i) {

@@ -47,8 +47,8 @@ _Static_assert(sizeof(struct oi_mlp_regression) <= OI_MLP_REGRESSION_CONTEXT_BYT
 /* Node descriptions, source locations and blocks, by graph node index (for errors and traces). */
 static const char *const node_desc[6] = {
     "op matmul(x,w1) >> h",
-    "op add(h,b1) >> h",
-    "op relu(h) >> h",
+    "",
+    "op add(h,b1) >> h; op relu(h) >> h",
     "op matmul(h,w2) >> y",
     "op add(y,b2) >> y",
     "return",
@@ -63,7 +63,7 @@ static const char *const node_loc[6] = {
 };
 static const char *const node_block[6] = {
     "entry",
-    "entry",
+    "",
     "entry",
     "entry",
     "entry",
@@ -118,11 +118,10 @@ static oi_status block_entry(oi_mlp_regression *m, frame *f) {
     uint64_t t0 = 0;
     (void)f;
     (void)t0;    /* op matmul(x,w1) >> h */
-    OI_NODE_START(t0);    OI_TRY_NODE(0, oi_mlp_regression_k0_matmul(&m->kctx, f->v_x, m->w2_w1, f->v_h));    OI_NODE_DONE(m, 0, t0);    /* op add(h,b1) >> h */
-    OI_NODE_START(t0);    OI_TRY_NODE(1, oi_mlp_regression_k1_add(&m->kctx, f->v_h, m->w0_b1, f->v_h));    OI_NODE_DONE(m, 1, t0);    /* op relu(h) >> h */
-    OI_NODE_START(t0);    OI_TRY_NODE(2, oi_mlp_regression_k2_relu(&m->kctx, f->v_h, f->v_h));    OI_NODE_DONE(m, 2, t0);    /* op matmul(h,w2) >> y */
-    OI_NODE_START(t0);    OI_TRY_NODE(3, oi_mlp_regression_k3_matmul(&m->kctx, f->v_h, m->w3_w2, f->v_y));    OI_NODE_DONE(m, 3, t0);    /* op add(y,b2) >> y */
-    OI_NODE_START(t0);    OI_TRY_NODE(4, oi_mlp_regression_k4_add(&m->kctx, f->v_y, m->w1_b2, f->v_y));    OI_NODE_DONE(m, 4, t0);    OI_NODE_DONE(m, 5, t0); /* return */
+    OI_NODE_START(t0);    OI_TRY_NODE(0, oi_mlp_regression_k0_matmul(&m->kctx, f->v_x, m->w2_w1, f->v_h));    OI_NODE_DONE(m, 0, t0);    /* op add(h,b1) >> h; op relu(h) >> h */
+    OI_NODE_START(t0);    OI_TRY_NODE(2, oi_mlp_regression_k3_fused(&m->kctx, f->v_h, m->w0_b1, f->v_h));    OI_NODE_DONE(m, 2, t0);    /* op matmul(h,w2) >> y */
+    OI_NODE_START(t0);    OI_TRY_NODE(3, oi_mlp_regression_k1_matmul(&m->kctx, f->v_h, m->w3_w2, f->v_y));    OI_NODE_DONE(m, 3, t0);    /* op add(y,b2) >> y */
+    OI_NODE_START(t0);    OI_TRY_NODE(4, oi_mlp_regression_k2_add(&m->kctx, f->v_y, m->w1_b2, f->v_y));    OI_NODE_DONE(m, 4, t0);    OI_NODE_DONE(m, 5, t0); /* return */
     return OI_OK;    return OI_OK;
 }
 

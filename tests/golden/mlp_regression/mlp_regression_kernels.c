@@ -11,78 +11,89 @@
 
 #include "oi_numeric.h"
 
+/* matmul: f32[4, 16] @ f32[16, 32] -> f32[4, 32] */
 oi_status oi_mlp_regression_k0_matmul(const oi_kctx *ctx, const float *restrict in0, const float *restrict in1, float *restrict out) {
     (void)ctx;
     for (int64_t bt = 0; bt < 1; ++bt) {
-        const int64_t a_off = 0, b_off = 0;
+        const int64_t a_off = 0, b_off = 0, o_off = bt * 128;
         for (int64_t i = 0; i < 4; ++i) {
             for (int64_t j = 0; j < 32; ++j) {
-                float s = 0;
-                for (int64_t k = 0; k < 16; ++k) {
-                    const float p = (float)(in0[a_off + i * 16 + k]) * (float)(in1[b_off + k * 32 + j]);
-                    s = s + p;
+                out[o_off + i * 32 + j] = (float)(0.0f);
+            }
+            for (int64_t k = 0; k < 16; ++k) {
+                const float x = in0[a_off + i * 16 + k];
+                for (int64_t j = 0; j < 32; ++j) {
+                    const int64_t o = o_off + i * 32 + j;
+                    const float y = in1[b_off + k * 32 + j];
+                    const float s = out[o];
+                    out[o] = (float)(s + x * y);
                 }
-                out[bt * 128 + i * 32 + j] = (float)(s);
             }
         }
     }
     return OI_OK;
 }
 
-/* add: a (+ - *) b; bool: OR / AND; integers wrap (64-bit unsigned arithmetic) */
-oi_status oi_mlp_regression_k1_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out) {
-    (void)ctx;
-    for (int64_t i0 = 0; i0 < 4; ++i0) {
-        for (int64_t i1 = 0; i1 < 32; ++i1) {
-                const int64_t o = i0 * 32 + i1;
-                const float x0 = in0[i0 * 32 + i1];
-                const float x1 = in1[i1];
-                out[o] = (float)((x0 + x1));
-        }
-    }
-    return OI_OK;
-}
-
-/* relu: y = x >= 0 ? x : alpha * x, then min(y, clamp_max), then max(y, clamp_min) */
-oi_status oi_mlp_regression_k2_relu(const oi_kctx *ctx, const float *in0, float *out) {
-    (void)ctx;
-    for (int64_t i = 0; i < 128; ++i) {
-        const float x0 = in0[i];
-        float y = x0 >= 0 ? x0 : 0.0f * x0;
-        y = oi_minf(y, INFINITY);
-        y = oi_maxf(y, (-INFINITY));
-        out[i] = (float)(y);
-    }
-    return OI_OK;
-}
-
-oi_status oi_mlp_regression_k3_matmul(const oi_kctx *ctx, const float *restrict in0, const float *restrict in1, float *restrict out) {
+/* matmul: f32[4, 32] @ f32[32, 8] -> f32[4, 8] */
+oi_status oi_mlp_regression_k1_matmul(const oi_kctx *ctx, const float *restrict in0, const float *restrict in1, float *restrict out) {
     (void)ctx;
     for (int64_t bt = 0; bt < 1; ++bt) {
-        const int64_t a_off = 0, b_off = 0;
+        const int64_t a_off = 0, b_off = 0, o_off = bt * 32;
         for (int64_t i = 0; i < 4; ++i) {
             for (int64_t j = 0; j < 8; ++j) {
-                float s = 0;
-                for (int64_t k = 0; k < 32; ++k) {
-                    const float p = (float)(in0[a_off + i * 32 + k]) * (float)(in1[b_off + k * 8 + j]);
-                    s = s + p;
+                out[o_off + i * 8 + j] = (float)(0.0f);
+            }
+            for (int64_t k = 0; k < 32; ++k) {
+                const float x = in0[a_off + i * 32 + k];
+                for (int64_t j = 0; j < 8; ++j) {
+                    const int64_t o = o_off + i * 8 + j;
+                    const float y = in1[b_off + k * 8 + j];
+                    const float s = out[o];
+                    out[o] = (float)(s + x * y);
                 }
-                out[bt * 32 + i * 8 + j] = (float)(s);
             }
         }
     }
     return OI_OK;
 }
 
-/* add: a (+ - *) b; bool: OR / AND; integers wrap (64-bit unsigned arithmetic) */
-oi_status oi_mlp_regression_k4_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out) {
+/* add(f32[4, 8], f32[8]) -> f32[4, 8] in place: a + b (bool: OR; integers wrap) */
+oi_status oi_mlp_regression_k2_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out) {
     (void)ctx;
     for (int64_t i0 = 0; i0 < 4; ++i0) {
         for (int64_t i1 = 0; i1 < 8; ++i1) {
-                const int64_t o = i0 * 8 + i1;
-                const float x0 = in0[i0 * 8 + i1];
-                const float x1 = in1[i1];
-                out[o] = (float)((x0 + x1));
+            const int64_t o = i0 * 8 + i1;
+            const float x0 = in0[i0 * 8 + i1];
+            const float x1 = in1[i1];
+            out[o] = (float)((x0 + x1));
+        }
+    }
+    return OI_OK;
+}
+
+/* fused add -> relu over f32[4, 32] in place: intermediates rounded to their dtypes, kept in registers */
+oi_status oi_mlp_regression_k3_fused(const oi_kctx *ctx, const float *in0, const float *in1, float *out) {
+    (void)ctx;
+    for (int64_t i0 = 0; i0 < 4; ++i0) {
+        for (int64_t i1 = 0; i1 < 32; ++i1) {
+            const int64_t o = i0 * 32 + i1;
+            const float e0 = in0[i0 * 32 + i1];
+            const float e1 = in1[i1];
+            float r0;
+            {  /* step 0: add -> f32 */
+                const float x0 = e0;
+                const float x1 = e1;
+                r0 = (float)((x0 + x1));
+            }
+            float r1;
+            {  /* step 1: relu -> f32 */
+                const float x0 = r0;
+                float y = x0 >= 0 ? x0 : 0.0f * x0;
+                y = oi_minf(y, INFINITY);
+                y = oi_maxf(y, (-INFINITY));
+                r1 = (float)(y);
+            }
+            out[o] = (float)(r1);
         }
     }
     return OI_OK;

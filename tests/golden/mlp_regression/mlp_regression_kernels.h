@@ -10,9 +10,8 @@
 #include "oi_hal.h"
 
 oi_status oi_mlp_regression_k0_matmul(const oi_kctx *ctx, const float *restrict in0, const float *restrict in1, float *restrict out);
-oi_status oi_mlp_regression_k1_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out);
-oi_status oi_mlp_regression_k2_relu(const oi_kctx *ctx, const float *in0, float *out);
-oi_status oi_mlp_regression_k3_matmul(const oi_kctx *ctx, const float *restrict in0, const float *restrict in1, float *restrict out);
-oi_status oi_mlp_regression_k4_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out);
+oi_status oi_mlp_regression_k1_matmul(const oi_kctx *ctx, const float *restrict in0, const float *restrict in1, float *restrict out);
+oi_status oi_mlp_regression_k2_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out);
+oi_status oi_mlp_regression_k3_fused(const oi_kctx *ctx, const float *in0, const float *in1, float *out);
 
 #endif /* OI_MLP_REGRESSION_KERNELS_H */

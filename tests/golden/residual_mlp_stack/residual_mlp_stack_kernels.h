@@ -12,7 +12,6 @@
 oi_status oi_residual_mlp_stack_k0_add(const oi_kctx *ctx, const float *restrict in0, const float *restrict in1, float *restrict out);
 oi_status oi_residual_mlp_stack_k1_matmul(const oi_kctx *ctx, const float *restrict in0, const float *restrict in1, float *restrict out);
 oi_status oi_residual_mlp_stack_k2_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out);
-oi_status oi_residual_mlp_stack_k3_relu(const oi_kctx *ctx, const float *in0, float *out);
-oi_status oi_residual_mlp_stack_k4_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out);
+oi_status oi_residual_mlp_stack_k3_fused(const oi_kctx *ctx, const float *in0, const float *in1, float *out);
 
 #endif /* OI_RESIDUAL_MLP_STACK_KERNELS_H */

@@ -11,25 +11,30 @@
 
 #include "oi_numeric.h"
 
+/* matmul: f32[4, 16] @ f32[16, 16] -> f32[4, 16] */
 oi_status oi_streaming_pipeline_k0_matmul(const oi_kctx *ctx, const float *restrict in0, const float *restrict in1, float *restrict out) {
     (void)ctx;
     for (int64_t bt = 0; bt < 1; ++bt) {
-        const int64_t a_off = 0, b_off = 0;
+        const int64_t a_off = 0, b_off = 0, o_off = bt * 64;
         for (int64_t i = 0; i < 4; ++i) {
             for (int64_t j = 0; j < 16; ++j) {
-                float s = 0;
-                for (int64_t k = 0; k < 16; ++k) {
-                    const float p = (float)(in0[a_off + i * 16 + k]) * (float)(in1[b_off + k * 16 + j]);
-                    s = s + p;
+                out[o_off + i * 16 + j] = (float)(0.0f);
+            }
+            for (int64_t k = 0; k < 16; ++k) {
+                const float x = in0[a_off + i * 16 + k];
+                for (int64_t j = 0; j < 16; ++j) {
+                    const int64_t o = o_off + i * 16 + j;
+                    const float y = in1[b_off + k * 16 + j];
+                    const float s = out[o];
+                    out[o] = (float)(s + x * y);
                 }
-                out[bt * 64 + i * 16 + j] = (float)(s);
             }
         }
     }
     return OI_OK;
 }
 
-/* relu: y = x >= 0 ? x : alpha * x, then min(y, clamp_max), then max(y, clamp_min) */
+/* relu(f32[4, 16]) -> f32[4, 16] in place: y = x >= 0 ? x : alpha * x, then min(y, clamp_max), then max(y, clamp_min) */
 oi_status oi_streaming_pipeline_k1_relu(const oi_kctx *ctx, const float *in0, float *out) {
     (void)ctx;
     for (int64_t i = 0; i < 64; ++i) {
@@ -42,21 +47,21 @@ oi_status oi_streaming_pipeline_k1_relu(const oi_kctx *ctx, const float *in0, fl
     return OI_OK;
 }
 
-/* add: a (+ - *) b; bool: OR / AND; integers wrap (64-bit unsigned arithmetic) */
+/* add(f32[4, 16], f32[16]) -> f32[4, 16] in place: a + b (bool: OR; integers wrap) */
 oi_status oi_streaming_pipeline_k2_add(const oi_kctx *ctx, const float *in0, const float *in1, float *out) {
     (void)ctx;
     for (int64_t i0 = 0; i0 < 4; ++i0) {
         for (int64_t i1 = 0; i1 < 16; ++i1) {
-                const int64_t o = i0 * 16 + i1;
-                const float x0 = in0[i0 * 16 + i1];
-                const float x1 = in1[i1];
-                out[o] = (float)((x0 + x1));
+            const int64_t o = i0 * 16 + i1;
+            const float x0 = in0[i0 * 16 + i1];
+            const float x1 = in1[i1];
+            out[o] = (float)((x0 + x1));
         }
     }
     return OI_OK;
 }
 
-/* relu: y = x >= 0 ? x : alpha * x, then min(y, clamp_max), then max(y, clamp_min) */
+/* relu(f32[4, 16]) -> f32[4, 16]: y = x >= 0 ? x : alpha * x, then min(y, clamp_max), then max(y, clamp_min) */
 oi_status oi_streaming_pipeline_k3_relu(const oi_kctx *ctx, const float *restrict in0, float *restrict out) {
     (void)ctx;
     for (int64_t i = 0; i < 64; ++i) {
