@@ -432,6 +432,10 @@ void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn f
         t->fn = range_helper;
         t->arg = &job;
         t->next = NULL;
+        /* counted before it is queued: a helper may run and finish before this loop ends */
+        pthread_mutex_lock(&job.mu);
+        job.outstanding++;
+        pthread_mutex_unlock(&job.mu);
         pthread_mutex_lock(&pool->mu);
         if (pool->tail) pool->tail->next = t; else pool->head = t;
         pool->tail = t;
@@ -440,9 +444,6 @@ void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn f
         pthread_mutex_unlock(&pool->mu);
         submitted++;
     }
-    pthread_mutex_lock(&job.mu);
-    job.outstanding = submitted;
-    pthread_mutex_unlock(&job.mu);
     int64_t b, e;
     while (claim(&job, &b, &e)) fn(ctx, b, e);
     if (submitted) {
