@@ -93,12 +93,32 @@ class Simulator:
         self.prefix = f"oi_{self.program.name}"
         self.ffi.cdef(_CDEF.format(p=self.prefix))
         self.lib = self.ffi.dlopen(str(self.library))
+        # the Vulkan HAL's validation-message counter (exported by Vulkan libraries only)
+        self._vk_ffi = cffi.FFI()
+        self._vk_ffi.cdef("uint64_t oi_vk_validation_messages(void); uint64_t oi_vk_submissions(void);")
+        self._vk_lib = self._vk_ffi.dlopen(str(self.library))
         self.vars = {v.name: v for v in self.program.vars}
         self.node_outputs = _node_outputs(self.program)
         self.nodes = {n.index: n for b in self.graph.blocks.values() for n in ir.walk(b.nodes)}
 
     def make_executor(self) -> SimExecutor:
         return SimExecutor(self, trace=self._trace)
+
+    def validation_messages(self) -> int | None:
+        """Vulkan targets: warnings and errors the Khronos validation layer reported in this process
+        (OI_VK_VALIDATION=1 enables it); None for libraries without the Vulkan HAL."""
+        try:
+            fn = self._vk_lib.oi_vk_validation_messages
+        except AttributeError:
+            return None
+        return int(fn())
+
+    def submissions(self) -> int | None:
+        """Vulkan targets: command buffers submitted in this process (each one a wait for the device)."""
+        try:
+            return int(self._vk_lib.oi_vk_submissions())
+        except AttributeError:
+            return None
 
 
 class SimExecutor:
@@ -115,7 +135,10 @@ class SimExecutor:
         model_path = str(sim.model.path) if sim.model is not None else self.ffi.NULL
         self._check(self._fn["create"](model_path.encode() if isinstance(model_path, str) else model_path, out),
                     "create", handle=None)
-        self._handle = self.ffi.gc(out[0], self._fn["destroy"])
+        # the destructor holds the library, so the library is never unloaded before the handle is
+        # destroyed (at interpreter exit the collection order is otherwise arbitrary)
+        lib, destroy = self.lib, self._fn["destroy"]
+        self._handle = self.ffi.gc(out[0], lambda handle, lib=lib: destroy(handle))
         env = trace_mode()
         self._trace_mode = env if trace is None else ("full" if trace == "full" else ("1" if trace else None))
         self._print = env is not None

@@ -100,8 +100,12 @@ def register(sub) -> None:
     flags.set_defaults(handler=devices_cflags)
     probe = dsub.add_parser("probe", help="describe this machine's CPU (and Vulkan devices)",
                             description="Write a descriptor for this machine's CPU from /proc/cpuinfo and sysfs: "
-                                        "ISA features, vector width, cache sizes, thread count and compiler flags.")
+                                        "ISA features, vector width, cache sizes, thread count and compiler flags; "
+                                        "and one per Vulkan device (limits and features as the driver reports "
+                                        "them, through the Vulkan loader).")
     probe.add_argument("--out", "-o", metavar="FILE", help="write the CPU descriptor here (default: print)")
+    probe.add_argument("--vulkan-out", metavar="DIR",
+                       help="write one descriptor per Vulkan device into DIR (vulkan-<index>.json)")
     probe.set_defaults(handler=devices_probe)
 
 
@@ -239,12 +243,26 @@ def devices_cflags(args) -> int:
 
 
 def devices_probe(args) -> int:
-    from .devices import probe_cpu
+    from .devices import probe_cpu, probe_vulkan
 
     text = json.dumps(probe_cpu(), indent=2) + "\n"
     if args.out:
         write_text(args.out, text)
         print(f"wrote {args.out}")
-    else:
+    elif not getattr(args, "vulkan_out", None):
         print(text, end="")
+    gpus = probe_vulkan()
+    if getattr(args, "vulkan_out", None):
+        for i, doc in enumerate(gpus):
+            path = Path(args.vulkan_out) / f"vulkan-{i}.json"
+            write_text(path, json.dumps(doc, indent=2) + "\n")
+            print(f"wrote {path} ({doc['device']['name']})")
+    elif not args.out:
+        for i, doc in enumerate(gpus):
+            print(f"# Vulkan device {i}: {doc['device']['name']} ({doc['device']['vendor']}); "
+                  "write it with --vulkan-out DIR")
+            print(json.dumps(doc, indent=2))
+    elif gpus:
+        print(f"{len(gpus)} Vulkan device(s): " + ", ".join(d["device"]["name"] for d in gpus)
+              + " (--vulkan-out DIR writes their descriptors)")
     return 0

@@ -221,3 +221,144 @@ def probe_cpu() -> dict:
     }
     validate(doc)
     return doc
+
+
+# ---------------------------------------------------------------------------------------- Vulkan probing
+#
+# Through ctypes into the Vulkan loader (libvulkan.so.1): no compiler or headers needed, so it
+# works on a machine with just the driver. Structures are read as bytes at their offsets in the
+# Vulkan C ABI (identical on every LP64 platform; checked against vulkan_core.h).
+
+_VK_VENDORS = {0x10DE: "nvidia", 0x1002: "amd", 0x8086: "intel", 0x13B5: "arm", 0x5143: "qualcomm",
+               0x10005: "mesa", 0x106B: "apple"}
+_VK_TYPES = {0: "other", 1: "integrated_gpu", 2: "discrete_gpu", 3: "virtual_gpu", 4: "cpu"}
+
+
+def _vk_version(v: int) -> str:
+    return f"{(v >> 22) & 0x7F}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+def probe_vulkan() -> list[dict]:
+    """One GPU descriptor per Vulkan physical device (an empty list when there is no loader or
+    no device). Limits and features are the device's own; preferences are defaults."""
+    import ctypes
+    import ctypes.util
+    import struct
+
+    lib = None
+    for name in ("libvulkan.so.1", ctypes.util.find_library("vulkan"), "libvulkan.so"):
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return []
+    vp = ctypes.c_void_p
+    app_name = ctypes.c_char_p(b"openinfer-probe")
+    app = ctypes.create_string_buffer(48)      # VkApplicationInfo
+    struct.pack_into("=I4xQQI4xQII", app, 0, 0, 0, ctypes.cast(app_name, vp).value or 0, 1, 0, 0, (1 << 22) | (2 << 12))
+    info = ctypes.create_string_buffer(64)     # VkInstanceCreateInfo
+    struct.pack_into("=I4xQI4xQI4xQI4xQ", info, 0, 1, 0, 0, ctypes.addressof(app), 0, 0, 0, 0)
+    inst = vp()
+    lib.vkCreateInstance.argtypes = [vp, vp, ctypes.POINTER(vp)]
+    if lib.vkCreateInstance(ctypes.addressof(info), None, ctypes.byref(inst)) != 0:
+        return []
+    out = []
+    try:
+        count = ctypes.c_uint32(0)
+        lib.vkEnumeratePhysicalDevices.argtypes = [vp, ctypes.POINTER(ctypes.c_uint32), vp]
+        lib.vkEnumeratePhysicalDevices(inst, ctypes.byref(count), None)
+        handles = (vp * max(1, count.value))()
+        lib.vkEnumeratePhysicalDevices(inst, ctypes.byref(count), handles)
+        for i in range(count.value):
+            out.append(_describe_vulkan(lib, handles[i], i))
+    finally:
+        lib.vkDestroyInstance.argtypes = [vp, vp]
+        lib.vkDestroyInstance(inst, None)
+    for doc in out:
+        validate(doc)
+    return out
+
+
+def _describe_vulkan(lib, phys, index: int) -> dict:
+    import ctypes
+    import struct
+
+    vp = ctypes.c_void_p
+    u32 = lambda buf, off: struct.unpack_from("=I", buf, off)[0]   # noqa: E731
+    u64 = lambda buf, off: struct.unpack_from("=Q", buf, off)[0]   # noqa: E731
+    # VkPhysicalDeviceProperties2 -> VkPhysicalDeviceSubgroupProperties
+    p12 = ctypes.create_string_buffer(736)          # VkPhysicalDeviceVulkan12Properties
+    struct.pack_into("=I4xQ", p12, 0, 52, 0)
+    sg = ctypes.create_string_buffer(32)
+    struct.pack_into("=I4xQ", sg, 0, 1000094000, ctypes.addressof(p12))
+    props2 = ctypes.create_string_buffer(16 + 824 + 64)
+    struct.pack_into("=I4xQ", props2, 0, 1000059001, ctypes.addressof(sg))
+    lib.vkGetPhysicalDeviceProperties2.argtypes = [vp, vp]
+    lib.vkGetPhysicalDeviceProperties2(phys, ctypes.addressof(props2))
+    p = props2.raw[16:16 + 824]
+    lim = 296                                   # offsetof(VkPhysicalDeviceProperties, limits)
+    api, driver, vendor, _dev, dtype = struct.unpack_from("=5I", p, 0)
+    name = p[20:20 + 256].split(b"\0", 1)[0].decode(errors="replace")
+    # VkPhysicalDeviceFeatures2 -> Vulkan11Features -> Vulkan12Features
+    f12 = ctypes.create_string_buffer(208)
+    struct.pack_into("=I4xQ", f12, 0, 51, 0)
+    f11 = ctypes.create_string_buffer(64)
+    struct.pack_into("=I4xQ", f11, 0, 49, ctypes.addressof(f12))
+    f2 = ctypes.create_string_buffer(240)
+    struct.pack_into("=I4xQ", f2, 0, 1000059000, ctypes.addressof(f11))
+    lib.vkGetPhysicalDeviceFeatures2.argtypes = [vp, vp]
+    lib.vkGetPhysicalDeviceFeatures2(phys, ctypes.addressof(f2))
+    feat = f2.raw[16:]
+    mem = ctypes.create_string_buffer(520)
+    lib.vkGetPhysicalDeviceMemoryProperties.argtypes = [vp, vp]
+    lib.vkGetPhysicalDeviceMemoryProperties(phys, ctypes.addressof(mem))
+    heaps = [struct.unpack_from("=QI", mem.raw, 264 + 16 * h) for h in range(u32(mem.raw, 260))]
+    local = [size for size, flags in heaps if flags & 1] or [0]
+    exts = _vk_device_extensions(lib, phys)
+    storage8, storage16 = bool(u32(f12.raw, 24)), bool(u32(f11.raw, 16))
+    fp16, int8 = bool(u32(f12.raw, 44)), bool(u32(f12.raw, 48))
+    sg_size, sg_stages, sg_ops = struct.unpack_from("=3I", sg.raw, 16)
+    vendor_name = _VK_VENDORS.get(vendor, f"0x{vendor:04x}")
+    return {
+        "device": {"type": "gpu", "api": "vulkan", "vendor": vendor_name, "name": name,
+                   "architecture": _VK_TYPES.get(dtype, "other"),
+                   "driver": f"{driver} (Vulkan {_vk_version(api)}; device {index}: OI_VK_DEVICE={index})"},
+        "limits": {
+            "max_workgroup_size": list(struct.unpack_from("=3I", p, lim + 236)),
+            "max_workgroup_invocations": u32(p, lim + 232),
+            "max_shared_memory_bytes": u32(p, lim + 216),
+            "max_push_constants_bytes": max(128, u32(p, lim + 32)),
+            "max_storage_buffer_range_bytes": u32(p, lim + 28),
+            "min_storage_buffer_offset_alignment": max(1, u64(p, lim + 328)),
+            "max_storage_buffers_per_stage": max(1, u32(p, lim + 76)),
+        },
+        "features": {
+            "fp16": fp16 and storage16, "int8": int8 and storage8, "int16": bool(u32(feat, 164)),
+            "int64": bool(u32(feat, 160)), "fp64": bool(u32(feat, 156)),
+            "storage_8bit": storage8, "storage_16bit": storage16,
+            "subgroup_ops": bool(sg_stages & 0x20) and bool(sg_ops & 0x4),   # compute stage, arithmetic
+            "subgroup_size": max(1, sg_size),
+            "cooperative_matrix": "VK_KHR_cooperative_matrix" in exts,
+            "denorm_preserve_fp32": bool(u32(p12.raw, 560)),
+        },
+        "memory": {"global_bytes": max(local), "shared_bytes_per_sm": u32(p, lim + 216)},
+        "preferences": {"default_precision": "fp32", "prefer_fusion": True, "prefer_persistent_kv": True,
+                        "max_kernel_ops": 12},
+    }
+
+
+def _vk_device_extensions(lib, phys) -> set[str]:
+    import ctypes
+
+    vp = ctypes.c_void_p
+    n = ctypes.c_uint32(0)
+    lib.vkEnumerateDeviceExtensionProperties.argtypes = [vp, vp, ctypes.POINTER(ctypes.c_uint32), vp]
+    if lib.vkEnumerateDeviceExtensionProperties(phys, None, ctypes.byref(n), None) != 0:
+        return set()
+    buf = ctypes.create_string_buffer(260 * max(1, n.value))     # VkExtensionProperties: char[256] + uint32
+    lib.vkEnumerateDeviceExtensionProperties(phys, None, ctypes.byref(n), ctypes.addressof(buf))
+    return {buf.raw[260 * i:260 * i + 256].split(b"\0", 1)[0].decode(errors="replace") for i in range(n.value)}

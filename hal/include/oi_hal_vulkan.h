@@ -1,0 +1,140 @@
+/*
+ * oi_hal_vulkan.h — the Vulkan part of the thin HAL: device selection, buffers, compute pipelines
+ * from embedded SPIR-V, descriptor sets, command recording with barriers, submit/wait, copies.
+ *
+ * Generated Vulkan programs keep all tensors in device-local buffers (arena, persistent state,
+ * weights); the host schedule records one command stream per step, flushing it only when the
+ * host needs a value the GPU computed (a branch condition, a loop bound, an index) or the caller
+ * fetches a variable. Uploads and readbacks go through one host-visible staging buffer: its first
+ * `staging_reserved` bytes belong to the caller (generated code keeps dynamic inputs and a
+ * status word there), the rest is the transfer area oi_vk_upload / oi_vk_download cycle through.
+ *
+ * Environment: OI_VK_DEVICE picks the physical device (an index, or a substring of its name);
+ * OI_VK_VALIDATION=1 enables the Khronos validation layer with a messenger that counts (and prints)
+ * every warning and error, see oi_vk_validation_messages().
+ *
+ * Versioned with OI_HAL_ABI_VERSION (oi_hal.h).
+ */
+#ifndef OI_HAL_VULKAN_H
+#define OI_HAL_VULKAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#include "oi_hal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A device-local buffer region: what one tensor (or a whole memory region) occupies. */
+typedef struct oi_vk_buffer {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    VkDeviceSize size;
+} oi_vk_buffer;
+
+typedef struct oi_vk_pipeline {
+    VkShaderModule module;
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+    uint32_t bindings;        /* storage buffers the shader takes (operands in order) */
+    uint32_t push_bytes;      /* push-constant block size (run-time attributes)         */
+} oi_vk_pipeline;
+
+/* Optional capabilities of the selected device (oi_vk_context.features). */
+#define OI_VK_FEATURE_INT64 0x1u        /* shaderInt64                                   */
+#define OI_VK_FEATURE_FP64 0x2u         /* shaderFloat64                                 */
+#define OI_VK_FEATURE_INT16 0x4u        /* shaderInt16                                   */
+#define OI_VK_FEATURE_STORAGE8 0x8u     /* storageBuffer8BitAccess                       */
+#define OI_VK_FEATURE_STORAGE16 0x10u   /* storageBuffer16BitAccess                      */
+#define OI_VK_FEATURE_FLOAT16 0x20u     /* shaderFloat16                                 */
+#define OI_VK_FEATURE_INT8 0x40u        /* shaderInt8                                    */
+#define OI_VK_FEATURE_SUBGROUP 0x80u    /* subgroup arithmetic in compute shaders        */
+#define OI_VK_FEATURE_DENORM32 0x100u   /* shaderDenormPreserveFloat32 (float controls)  */
+
+/* A short description of the first feature bit set in `missing` ("shaderInt64", ...). */
+const char *oi_vk_feature_name(uint32_t missing);
+
+typedef struct oi_vk_context {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice physical;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    VkCommandPool command_pool;
+    VkCommandBuffer commands;
+    VkFence fence;
+    VkDescriptorPool descriptor_pool;
+    oi_vk_buffer staging;     /* host-visible, persistently mapped                       */
+    void *staging_map;
+    VkDeviceSize transfer_offset;  /* start of the transfer area in the staging buffer   */
+    VkDeviceSize transfer_bytes;
+    oi_vk_buffer scratch;     /* device-local pattern source of oi_vk_fill_bytes         */
+    int recording;            /* commands has begun and holds work not yet submitted     */
+    uint32_t features;        /* OI_VK_FEATURE_* the device has (and that were enabled)  */
+    uint32_t subgroup_size;
+    VkPhysicalDeviceProperties properties;
+    char device_name[256];
+    char vendor_name[16];
+} oi_vk_context;
+
+/* Creates instance and device. `vendor`/`name` (may be NULL or "") prefer a device whose vendor
+ * name / device name contains them (case-insensitive); OI_VK_DEVICE (an index into the physical
+ * devices, or a substring of a device name) overrides. The staging buffer holds
+ * `staging_reserved` caller bytes followed by a `transfer_bytes` transfer area (uploads and
+ * downloads larger than it are split). The descriptor pool holds `max_sets` sets of
+ * `max_descriptors` storage-buffer descriptors in all. */
+oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize staging_reserved,
+                       VkDeviceSize transfer_bytes, uint32_t max_sets, uint32_t max_descriptors,
+                       oi_vk_context *ctx);
+void oi_vk_destroy(oi_vk_context *ctx);
+
+oi_status oi_vk_buffer_create(oi_vk_context *ctx, VkDeviceSize bytes, oi_vk_buffer *out);
+void oi_vk_buffer_destroy(oi_vk_context *ctx, oi_vk_buffer *buffer);
+
+/* Pipelines from embedded SPIR-V (words). Each takes `bindings` storage buffers at set 0,
+ * bindings 0..n-1, and `push_bytes` of push constants. */
+oi_status oi_vk_pipeline_create(oi_vk_context *ctx, const uint32_t *spirv, size_t spirv_bytes, uint32_t bindings,
+                                uint32_t push_bytes, oi_vk_pipeline *out);
+void oi_vk_pipeline_destroy(oi_vk_context *ctx, oi_vk_pipeline *pipeline);
+
+/* A descriptor set for `pipeline` binding each operand to (buffer, offset, range). */
+oi_status oi_vk_descriptor_set(oi_vk_context *ctx, const oi_vk_pipeline *pipeline, const VkBuffer *buffers,
+                               const VkDeviceSize *offsets, const VkDeviceSize *ranges, VkDescriptorSet *out);
+
+/* Recording. Every call appends to the current command buffer (beginning one when needed). */
+oi_status oi_vk_dispatch(oi_vk_context *ctx, const oi_vk_pipeline *pipeline, VkDescriptorSet set,
+                         const void *push, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z);
+oi_status oi_vk_copy(oi_vk_context *ctx, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
+                     VkDeviceSize bytes);
+oi_status oi_vk_fill(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes, uint32_t word);
+/* Fills `bytes` at any offset with copies of the `elem`-byte `pattern` (1 <= elem <= 8; elem must
+ * divide 65536): vkCmdFillBuffer where offset, size and pattern allow it, otherwise copies from
+ * the scratch buffer (written with vkCmdUpdateBuffer), all in stream order. */
+oi_status oi_vk_fill_bytes(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes,
+                           const void *pattern, uint32_t elem);
+/* Writes `bytes` (<= 65536, a multiple of 4) of host data into a buffer, in stream order. */
+oi_status oi_vk_update(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, const void *data, VkDeviceSize bytes);
+/* Orders everything recorded so far before everything recorded next (compute and transfer). */
+oi_status oi_vk_barrier(oi_vk_context *ctx);
+
+/* Submits what was recorded and waits for it. */
+oi_status oi_vk_flush(oi_vk_context *ctx);
+
+/* Host <-> device through the staging buffer (each flushes). */
+oi_status oi_vk_upload(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, const void *src, VkDeviceSize bytes);
+oi_status oi_vk_download(oi_vk_context *ctx, VkBuffer src, VkDeviceSize offset, void *dst, VkDeviceSize bytes);
+
+/* Validation messages seen since the process started (OI_VK_VALIDATION=1); 0 without the layer. */
+uint64_t oi_vk_validation_messages(void);
+/* Command buffers submitted since the process started (how often the host waited for the device). */
+uint64_t oi_vk_submissions(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OI_HAL_VULKAN_H */

@@ -1,0 +1,548 @@
+/*
+ * oi_hal_vulkan.c — Vulkan compute on the thin HAL. See oi_hal_vulkan.h for the contract.
+ *
+ * Synchronisation is deliberately simple: every recorded command is followed by a global memory
+ * barrier (compute/transfer writes before compute/transfer reads and writes), so the recorded
+ * order is the execution order, exactly as the host schedule wrote it. Everything runs on one
+ * compute queue with one command buffer, submitted when the host needs a result.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "oi_hal_vulkan.h"
+
+#include <ctype.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes of the scratch buffer oi_vk_fill_bytes copies patterns from (a multiple of every
+ * element size up to 8, and the most one vkCmdUpdateBuffer writes). */
+#define OI_VK_SCRATCH_BYTES 65536u
+
+static atomic_uint_fast64_t validation_messages;
+static atomic_uint_fast64_t submissions;
+
+uint64_t oi_vk_validation_messages(void) { return (uint64_t)atomic_load(&validation_messages); }
+uint64_t oi_vk_submissions(void) { return (uint64_t)atomic_load(&submissions); }
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT types,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+    (void)types;
+    (void)user;
+    /* Count warnings and errors: a clean run is one where this stays 0. */
+    if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+        atomic_fetch_add(&validation_messages, 1);
+        fprintf(stderr, "[vulkan validation] %s\n", data && data->pMessage ? data->pMessage : "(no message)");
+    }
+    return VK_FALSE;
+}
+
+const char *oi_vk_feature_name(uint32_t missing) {
+    if (missing & OI_VK_FEATURE_INT64) return "shaderInt64";
+    if (missing & OI_VK_FEATURE_FP64) return "shaderFloat64";
+    if (missing & OI_VK_FEATURE_INT16) return "shaderInt16";
+    if (missing & OI_VK_FEATURE_STORAGE8) return "storageBuffer8BitAccess";
+    if (missing & OI_VK_FEATURE_STORAGE16) return "storageBuffer16BitAccess";
+    if (missing & OI_VK_FEATURE_FLOAT16) return "shaderFloat16";
+    if (missing & OI_VK_FEATURE_INT8) return "shaderInt8";
+    if (missing & OI_VK_FEATURE_SUBGROUP) return "subgroup arithmetic";
+    if (missing & OI_VK_FEATURE_DENORM32) return "shaderDenormPreserveFloat32";
+    return "(none)";
+}
+
+static int validation_requested(void) {
+    const char *v = getenv("OI_VK_VALIDATION");
+    return v && strcmp(v, "1") == 0;
+}
+
+static int contains_ci(const char *hay, const char *needle) {
+    if (!needle || !*needle) return 1;
+    size_t n = strlen(needle);
+    for (const char *p = hay; *p; ++p) {
+        size_t i = 0;
+        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)needle[i])) ++i;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+static const char *vendor_name(uint32_t id) {
+    switch (id) {
+    case 0x10DE: return "nvidia";
+    case 0x1002: return "amd";
+    case 0x8086: return "intel";
+    case 0x13B5: return "arm";
+    case 0x5143: return "qualcomm";
+    case 0x10005: return "mesa";
+    default: return "unknown";
+    }
+}
+
+static VkPhysicalDevice pick_device(VkInstance instance, const char *vendor, const char *name) {
+    uint32_t n = 0;
+    if (vkEnumeratePhysicalDevices(instance, &n, NULL) != VK_SUCCESS || n == 0) return VK_NULL_HANDLE;
+    VkPhysicalDevice list[16];
+    if (n > 16) n = 16;
+    if (vkEnumeratePhysicalDevices(instance, &n, list) < 0) return VK_NULL_HANDLE;
+    const char *env = getenv("OI_VK_DEVICE");
+    if (env && *env) {
+        char *end;
+        long idx = strtol(env, &end, 10);
+        if (*end == '\0') return idx >= 0 && (uint32_t)idx < n ? list[idx] : VK_NULL_HANDLE;
+        for (uint32_t i = 0; i < n; ++i) {
+            VkPhysicalDeviceProperties p;
+            vkGetPhysicalDeviceProperties(list[i], &p);
+            if (contains_ci(p.deviceName, env)) return list[i];
+        }
+        return VK_NULL_HANDLE;
+    }
+    int best = -1, best_score = -1;
+    for (uint32_t i = 0; i < n; ++i) {
+        VkPhysicalDeviceProperties p;
+        vkGetPhysicalDeviceProperties(list[i], &p);
+        int score = 0;
+        if (name && *name && contains_ci(p.deviceName, name)) score += 8;
+        if (vendor && *vendor && contains_ci(vendor_name(p.vendorID), vendor)) score += 4;
+        if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) score += 2;
+        if (score > best_score) {
+            best = (int)i;
+            best_score = score;
+        }
+    }
+    return list[best];
+}
+
+static uint32_t find_memory(VkPhysicalDevice phys, uint32_t type_bits, VkMemoryPropertyFlags want,
+                            VkMemoryPropertyFlags fallback) {
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(phys, &mp);
+    for (int pass = 0; pass < 2; ++pass) {
+        VkMemoryPropertyFlags flags = pass == 0 ? want : fallback;
+        for (uint32_t i = 0; i < mp.memoryTypeCount; ++i)
+            if ((type_bits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & flags) == flags) return i;
+    }
+    return UINT32_MAX;
+}
+
+static oi_status make_buffer(oi_vk_context *ctx, VkDeviceSize bytes, VkMemoryPropertyFlags want,
+                             VkMemoryPropertyFlags fallback, oi_vk_buffer *out) {
+    memset(out, 0, sizeof *out);
+    bytes = (bytes + 255u) & ~(VkDeviceSize)255u;
+    if (bytes == 0) bytes = 256;
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = bytes;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    if (vkCreateBuffer(ctx->device, &bi, NULL, &out->buffer) != VK_SUCCESS) return OI_ERR_OUT_OF_MEMORY;
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(ctx->device, out->buffer, &req);
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = find_memory(ctx->physical, req.memoryTypeBits, want, fallback);
+    if (ai.memoryTypeIndex == UINT32_MAX || vkAllocateMemory(ctx->device, &ai, NULL, &out->memory) != VK_SUCCESS) {
+        vkDestroyBuffer(ctx->device, out->buffer, NULL);
+        memset(out, 0, sizeof *out);
+        return OI_ERR_OUT_OF_MEMORY;
+    }
+    vkBindBufferMemory(ctx->device, out->buffer, out->memory, 0);
+    out->size = bytes;
+    return OI_OK;
+}
+
+oi_status oi_vk_buffer_create(oi_vk_context *ctx, VkDeviceSize bytes, oi_vk_buffer *out) {
+    return make_buffer(ctx, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, out);
+}
+
+void oi_vk_buffer_destroy(oi_vk_context *ctx, oi_vk_buffer *b) {
+    if (!ctx->device || !b) return;
+    if (b->buffer) vkDestroyBuffer(ctx->device, b->buffer, NULL);
+    if (b->memory) vkFreeMemory(ctx->device, b->memory, NULL);
+    memset(b, 0, sizeof *b);
+}
+
+oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize staging_reserved,
+                       VkDeviceSize transfer_bytes, uint32_t max_sets, uint32_t max_descriptors,
+                       oi_vk_context *ctx) {
+    memset(ctx, 0, sizeof *ctx);
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.pApplicationName = "openinfer";
+    app.apiVersion = VK_API_VERSION_1_2;
+    VkInstanceCreateInfo ii = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ii.pApplicationInfo = &app;
+    const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
+    const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+    VkDebugUtilsMessengerCreateInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    mi.pfnUserCallback = on_message;
+    int validate = validation_requested();
+    if (validate) {
+        ii.enabledLayerCount = 1;
+        ii.ppEnabledLayerNames = layers;
+        ii.enabledExtensionCount = 1;
+        ii.ppEnabledExtensionNames = exts;
+        ii.pNext = &mi;   /* also reports problems of instance creation itself */
+    }
+    if (vkCreateInstance(&ii, NULL, &ctx->instance) != VK_SUCCESS) return OI_ERR_DEVICE;
+    if (validate) {
+        PFN_vkCreateDebugUtilsMessengerEXT create = (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+            ctx->instance, "vkCreateDebugUtilsMessengerEXT");
+        if (!create || create(ctx->instance, &mi, NULL, &ctx->messenger) != VK_SUCCESS) {
+            oi_vk_destroy(ctx);
+            return OI_ERR_DEVICE;
+        }
+    }
+    ctx->physical = pick_device(ctx->instance, vendor, name);
+    if (!ctx->physical) {
+        oi_vk_destroy(ctx);
+        return OI_ERR_DEVICE;
+    }
+    vkGetPhysicalDeviceProperties(ctx->physical, &ctx->properties);
+    snprintf(ctx->device_name, sizeof ctx->device_name, "%s", ctx->properties.deviceName);
+    snprintf(ctx->vendor_name, sizeof ctx->vendor_name, "%s", vendor_name(ctx->properties.vendorID));
+
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical, &nq, NULL);
+    VkQueueFamilyProperties qf[16];
+    if (nq > 16) nq = 16;
+    vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical, &nq, qf);
+    ctx->queue_family = UINT32_MAX;
+    for (uint32_t i = 0; i < nq; ++i)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+            ctx->queue_family = i;
+            break;
+        }
+    if (ctx->queue_family == UINT32_MAX) {
+        oi_vk_destroy(ctx);
+        return OI_ERR_DEVICE;
+    }
+
+    /* Enable the optional features shaders may use when the device has them; the synthesizer
+     * checked at bind time that the descriptor (hence the device) has what the program needs. */
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    f11.pNext = &f12;
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &f11;
+    vkGetPhysicalDeviceFeatures2(ctx->physical, &f2);
+    VkPhysicalDeviceVulkan12Properties p12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    sp.pNext = &p12;
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &sp;
+    vkGetPhysicalDeviceProperties2(ctx->physical, &p2);
+    ctx->subgroup_size = sp.subgroupSize;
+    ctx->features = (f2.features.shaderInt64 ? OI_VK_FEATURE_INT64 : 0u) |
+                    (f2.features.shaderFloat64 ? OI_VK_FEATURE_FP64 : 0u) |
+                    (f2.features.shaderInt16 ? OI_VK_FEATURE_INT16 : 0u) |
+                    (f12.storageBuffer8BitAccess ? OI_VK_FEATURE_STORAGE8 : 0u) |
+                    (f11.storageBuffer16BitAccess ? OI_VK_FEATURE_STORAGE16 : 0u) |
+                    (f12.shaderFloat16 ? OI_VK_FEATURE_FLOAT16 : 0u) |
+                    (f12.shaderInt8 ? OI_VK_FEATURE_INT8 : 0u);
+    if ((sp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+        (sp.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
+        ctx->features |= OI_VK_FEATURE_SUBGROUP;
+    if (p12.shaderDenormPreserveFloat32) ctx->features |= OI_VK_FEATURE_DENORM32;
+    VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    e12.storageBuffer8BitAccess = f12.storageBuffer8BitAccess;
+    e12.shaderInt8 = f12.shaderInt8;
+    e12.shaderFloat16 = f12.shaderFloat16;
+    VkPhysicalDeviceVulkan11Features e11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    e11.pNext = &e12;
+    e11.storageBuffer16BitAccess = f11.storageBuffer16BitAccess;
+    VkPhysicalDeviceFeatures2 e2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    e2.pNext = &e11;
+    e2.features.shaderInt64 = f2.features.shaderInt64;
+    e2.features.shaderFloat64 = f2.features.shaderFloat64;
+    e2.features.shaderInt16 = f2.features.shaderInt16;
+
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    qi.queueFamilyIndex = ctx->queue_family;
+    qi.queueCount = 1;
+    qi.pQueuePriorities = &prio;
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    di.pNext = &e2;
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos = &qi;
+    if (vkCreateDevice(ctx->physical, &di, NULL, &ctx->device) != VK_SUCCESS) {
+        oi_vk_destroy(ctx);
+        return OI_ERR_DEVICE;
+    }
+    vkGetDeviceQueue(ctx->device, ctx->queue_family, 0, &ctx->queue);
+
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = ctx->queue_family;
+    VkCommandBufferAllocateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ci.commandBufferCount = 1;
+    ci.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                               .descriptorCount = max_descriptors ? max_descriptors : 1};
+    VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    dpi.maxSets = max_sets ? max_sets : 1;
+    dpi.poolSizeCount = 1;
+    dpi.pPoolSizes = &ps;
+    if (vkCreateCommandPool(ctx->device, &pi, NULL, &ctx->command_pool) != VK_SUCCESS ||
+        (ci.commandPool = ctx->command_pool, vkAllocateCommandBuffers(ctx->device, &ci, &ctx->commands)) != VK_SUCCESS ||
+        vkCreateFence(ctx->device, &fi, NULL, &ctx->fence) != VK_SUCCESS ||
+        vkCreateDescriptorPool(ctx->device, &dpi, NULL, &ctx->descriptor_pool) != VK_SUCCESS) {
+        oi_vk_destroy(ctx);
+        return OI_ERR_DEVICE;
+    }
+    /* the transfer area starts 256-aligned after the caller's bytes; at least 64 KiB of it */
+    staging_reserved = (staging_reserved + 255u) & ~(VkDeviceSize)255u;
+    if (transfer_bytes < 65536u) transfer_bytes = 65536u;
+    ctx->transfer_offset = staging_reserved;
+    ctx->transfer_bytes = transfer_bytes;
+    oi_status st = make_buffer(ctx, staging_reserved + transfer_bytes,
+                               VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                               VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, &ctx->staging);
+    if (st != OI_OK || vkMapMemory(ctx->device, ctx->staging.memory, 0, VK_WHOLE_SIZE, 0, &ctx->staging_map) != VK_SUCCESS) {
+        oi_vk_destroy(ctx);
+        return st != OI_OK ? st : OI_ERR_DEVICE;
+    }
+    if ((st = oi_vk_buffer_create(ctx, OI_VK_SCRATCH_BYTES, &ctx->scratch)) != OI_OK) {
+        oi_vk_destroy(ctx);
+        return st;
+    }
+    return OI_OK;
+}
+
+void oi_vk_destroy(oi_vk_context *ctx) {
+    if (!ctx) return;
+    if (ctx->device) {
+        vkDeviceWaitIdle(ctx->device);
+        if (ctx->staging_map) vkUnmapMemory(ctx->device, ctx->staging.memory);
+        oi_vk_buffer_destroy(ctx, &ctx->staging);
+        oi_vk_buffer_destroy(ctx, &ctx->scratch);
+        if (ctx->descriptor_pool) vkDestroyDescriptorPool(ctx->device, ctx->descriptor_pool, NULL);
+        if (ctx->fence) vkDestroyFence(ctx->device, ctx->fence, NULL);
+        if (ctx->command_pool) vkDestroyCommandPool(ctx->device, ctx->command_pool, NULL);
+        vkDestroyDevice(ctx->device, NULL);
+    }
+    if (ctx->messenger) {
+        PFN_vkDestroyDebugUtilsMessengerEXT destroy = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+            ctx->instance, "vkDestroyDebugUtilsMessengerEXT");
+        if (destroy) destroy(ctx->instance, ctx->messenger, NULL);
+    }
+    if (ctx->instance) vkDestroyInstance(ctx->instance, NULL);
+    memset(ctx, 0, sizeof *ctx);
+}
+
+oi_status oi_vk_pipeline_create(oi_vk_context *ctx, const uint32_t *spirv, size_t spirv_bytes, uint32_t bindings,
+                                uint32_t push_bytes, oi_vk_pipeline *out) {
+    memset(out, 0, sizeof *out);
+    out->bindings = bindings;
+    out->push_bytes = push_bytes;
+    VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    si.codeSize = spirv_bytes;
+    si.pCode = spirv;
+    if (vkCreateShaderModule(ctx->device, &si, NULL, &out->module) != VK_SUCCESS) return OI_ERR_DEVICE;
+    VkDescriptorSetLayoutBinding b[16];
+    if (bindings > 16) return OI_ERR_INVALID_ARGUMENT;
+    for (uint32_t i = 0; i < bindings; ++i) {
+        memset(&b[i], 0, sizeof b[i]);
+        b[i].binding = i;
+        b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        b[i].descriptorCount = 1;
+        b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    li.bindingCount = bindings;
+    li.pBindings = b;
+    VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = push_bytes};
+    VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pli.setLayoutCount = 1;
+    pli.pushConstantRangeCount = push_bytes ? 1u : 0u;
+    pli.pPushConstantRanges = &range;
+    VkComputePipelineCreateInfo cpi = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    cpi.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    cpi.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    cpi.stage.pName = "main";
+    if (vkCreateDescriptorSetLayout(ctx->device, &li, NULL, &out->set_layout) != VK_SUCCESS ||
+        (pli.pSetLayouts = &out->set_layout, vkCreatePipelineLayout(ctx->device, &pli, NULL, &out->layout)) != VK_SUCCESS ||
+        (cpi.stage.module = out->module, cpi.layout = out->layout,
+         vkCreateComputePipelines(ctx->device, VK_NULL_HANDLE, 1, &cpi, NULL, &out->pipeline)) != VK_SUCCESS) {
+        oi_vk_pipeline_destroy(ctx, out);
+        return OI_ERR_DEVICE;
+    }
+    return OI_OK;
+}
+
+void oi_vk_pipeline_destroy(oi_vk_context *ctx, oi_vk_pipeline *p) {
+    if (!ctx->device || !p) return;
+    if (p->pipeline) vkDestroyPipeline(ctx->device, p->pipeline, NULL);
+    if (p->layout) vkDestroyPipelineLayout(ctx->device, p->layout, NULL);
+    if (p->set_layout) vkDestroyDescriptorSetLayout(ctx->device, p->set_layout, NULL);
+    if (p->module) vkDestroyShaderModule(ctx->device, p->module, NULL);
+    memset(p, 0, sizeof *p);
+}
+
+oi_status oi_vk_descriptor_set(oi_vk_context *ctx, const oi_vk_pipeline *p, const VkBuffer *buffers,
+                               const VkDeviceSize *offsets, const VkDeviceSize *ranges, VkDescriptorSet *out) {
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = ctx->descriptor_pool;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &p->set_layout;
+    if (vkAllocateDescriptorSets(ctx->device, &ai, out) != VK_SUCCESS) return OI_ERR_OUT_OF_MEMORY;
+    VkDescriptorBufferInfo info[16];
+    VkWriteDescriptorSet w[16];
+    for (uint32_t i = 0; i < p->bindings; ++i) {
+        info[i].buffer = buffers[i];
+        info[i].offset = offsets[i];
+        /* ranges are rounded up to 4 bytes: shaders address 32-bit words of sub-word data */
+        info[i].range = (ranges[i] + 3u) & ~(VkDeviceSize)3u;
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+        w[i].dstSet = *out;
+        w[i].dstBinding = i;
+        w[i].descriptorCount = 1;
+        w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        w[i].pBufferInfo = &info[i];
+    }
+    vkUpdateDescriptorSets(ctx->device, p->bindings, w, 0, NULL);
+    return OI_OK;
+}
+
+static oi_status begin(oi_vk_context *ctx) {
+    if (ctx->recording) return OI_OK;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    if (vkBeginCommandBuffer(ctx->commands, &bi) != VK_SUCCESS) return OI_ERR_DEVICE;
+    ctx->recording = 1;
+    return OI_OK;
+}
+
+oi_status oi_vk_barrier(oi_vk_context *ctx) {
+    oi_status st = begin(ctx);
+    if (st != OI_OK) return st;
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                       VK_ACCESS_TRANSFER_WRITE_BIT;
+    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(ctx->commands, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+    return OI_OK;
+}
+
+oi_status oi_vk_dispatch(oi_vk_context *ctx, const oi_vk_pipeline *p, VkDescriptorSet set, const void *push,
+                         uint32_t gx, uint32_t gy, uint32_t gz) {
+    oi_status st = begin(ctx);
+    if (st != OI_OK) return st;
+    vkCmdBindPipeline(ctx->commands, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+    vkCmdBindDescriptorSets(ctx->commands, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, NULL);
+    if (p->push_bytes) vkCmdPushConstants(ctx->commands, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_bytes, push);
+    vkCmdDispatch(ctx->commands, gx, gy, gz);
+    return oi_vk_barrier(ctx);
+}
+
+oi_status oi_vk_copy(oi_vk_context *ctx, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
+                     VkDeviceSize bytes) {
+    if (bytes == 0) return OI_OK;
+    oi_status st = begin(ctx);
+    if (st != OI_OK) return st;
+    VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
+    vkCmdCopyBuffer(ctx->commands, src, dst, 1, &region);
+    return oi_vk_barrier(ctx);
+}
+
+oi_status oi_vk_fill(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes, uint32_t word) {
+    if (bytes == 0) return OI_OK;
+    oi_status st = begin(ctx);
+    if (st != OI_OK) return st;
+    vkCmdFillBuffer(ctx->commands, dst, offset, (bytes + 3u) & ~(VkDeviceSize)3u, word);
+    return oi_vk_barrier(ctx);
+}
+
+oi_status oi_vk_update(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, const void *data, VkDeviceSize bytes) {
+    if (bytes == 0) return OI_OK;
+    if (bytes > 65536u || bytes % 4u || offset % 4u) return OI_ERR_INVALID_ARGUMENT;
+    oi_status st = begin(ctx);
+    if (st != OI_OK) return st;
+    vkCmdUpdateBuffer(ctx->commands, dst, offset, bytes, data);
+    return oi_vk_barrier(ctx);
+}
+
+oi_status oi_vk_fill_bytes(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes,
+                           const void *pattern, uint32_t elem) {
+    if (bytes == 0) return OI_OK;
+    if (elem == 0 || elem > 8 || OI_VK_SCRATCH_BYTES % elem) return OI_ERR_INVALID_ARGUMENT;
+    uint8_t word[8];
+    for (uint32_t i = 0; i < 8; ++i) word[i] = ((const uint8_t *)pattern)[i % elem];
+    /* a pattern that repeats every 4 bytes fills aligned ranges with vkCmdFillBuffer */
+    int periodic = elem <= 4 ? (4 % elem == 0) : memcmp(word, word + 4, 4) == 0;
+    if (periodic && offset % 4u == 0 && bytes % 4u == 0) {
+        uint32_t w;
+        memcpy(&w, word, 4);
+        return oi_vk_fill(ctx, dst, offset, bytes, w);
+    }
+    static uint8_t block[OI_VK_SCRATCH_BYTES];
+    VkDeviceSize span = bytes < OI_VK_SCRATCH_BYTES ? (bytes + 7u) & ~(VkDeviceSize)7u : OI_VK_SCRATCH_BYTES;
+    for (VkDeviceSize i = 0; i < span; ++i) block[i] = word[i % elem];
+    oi_status st = oi_vk_update(ctx, ctx->scratch.buffer, 0, block, span);
+    if (st != OI_OK) return st;
+    VkBufferCopy regions[64];
+    uint32_t n = 0;
+    for (VkDeviceSize done = 0; done < bytes;) {
+        VkDeviceSize len = bytes - done < OI_VK_SCRATCH_BYTES ? bytes - done : OI_VK_SCRATCH_BYTES;
+        regions[n].srcOffset = 0;
+        regions[n].dstOffset = offset + done;
+        regions[n].size = len;
+        done += len;
+        if (++n == 64 || done == bytes) {
+            vkCmdCopyBuffer(ctx->commands, ctx->scratch.buffer, dst, n, regions);
+            n = 0;
+        }
+    }
+    return oi_vk_barrier(ctx);
+}
+
+oi_status oi_vk_flush(oi_vk_context *ctx) {
+    if (!ctx->recording) return OI_OK;
+    ctx->recording = 0;
+    if (vkEndCommandBuffer(ctx->commands) != VK_SUCCESS) return OI_ERR_DEVICE;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &ctx->commands;
+    if (vkQueueSubmit(ctx->queue, 1, &si, ctx->fence) != VK_SUCCESS) return OI_ERR_DEVICE;
+    atomic_fetch_add(&submissions, 1);
+    if (vkWaitForFences(ctx->device, 1, &ctx->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS) return OI_ERR_DEVICE;
+    vkResetFences(ctx->device, 1, &ctx->fence);
+    vkResetCommandBuffer(ctx->commands, 0);
+    return OI_OK;
+}
+
+oi_status oi_vk_upload(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, const void *src, VkDeviceSize bytes) {
+    const uint8_t *p = src;
+    while (bytes) {
+        VkDeviceSize n = bytes < ctx->transfer_bytes ? bytes : ctx->transfer_bytes;
+        oi_status st = oi_vk_flush(ctx);   /* the staging buffer may still be in use */
+        if (st != OI_OK) return st;
+        memcpy((uint8_t *)ctx->staging_map + ctx->transfer_offset, p, (size_t)n);
+        if ((st = oi_vk_copy(ctx, ctx->staging.buffer, ctx->transfer_offset, dst, offset, n)) != OI_OK ||
+            (st = oi_vk_flush(ctx)) != OI_OK)
+            return st;
+        p += n;
+        offset += n;
+        bytes -= n;
+    }
+    return OI_OK;
+}
+
+oi_status oi_vk_download(oi_vk_context *ctx, VkBuffer src, VkDeviceSize offset, void *dst, VkDeviceSize bytes) {
+    uint8_t *p = dst;
+    while (bytes) {
+        VkDeviceSize n = bytes < ctx->transfer_bytes ? bytes : ctx->transfer_bytes;
+        oi_status st = oi_vk_copy(ctx, src, offset, ctx->staging.buffer, ctx->transfer_offset, n);
+        if (st != OI_OK || (st = oi_vk_flush(ctx)) != OI_OK) return st;
+        memcpy(p, (const uint8_t *)ctx->staging_map + ctx->transfer_offset, (size_t)n);
+        p += n;
+        offset += n;
+        bytes -= n;
+    }
+    return OI_OK;
+}

@@ -1,0 +1,279 @@
+"""Composite real-model ops in GLSL: softmax, log_softmax, layer_norm, rms_norm, rope, sdpa,
+conv1d/conv2d, max_pool2d/avg_pool2d (openinfer/ops/kernels/nn.py). Each computes in f32 (f64
+for f64) from start to end and rounds once on store; exp/log/cos/sin are oi_common.glsl's
+fdlibm ports. Row ops (softmax, norms, rope) give one invocation a whole row (or a pair of rope
+elements); sdpa, conv and pooling compute one output element per invocation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...synth.program import KernelRequest
+from ..ckernels.common import contiguous_strides, numel
+from . import Body, family
+from .types import KernelCtx, lit
+
+
+def _fns(ct: str) -> dict[str, str]:
+    if ct == "double":
+        return {"exp": "oi_exp_d", "log": "oi_log_d", "max": "oi_max_d", "inf": "OI_INF_D"}
+    return {"exp": "oi_expf", "log": "oi_logf", "max": "oi_maxf", "inf": "OI_INF"}
+
+
+# ------------------------------------------------------------------------------------ softmax
+
+@family("softmax", "log_softmax")
+def emit_softmax(req: KernelRequest, k: KernelCtx) -> Body:
+    x = req.inputs[0]
+    t, out = x.dtype, req.output.dtype
+    ct = k.ct(t)
+    f = _fns(ct)
+    nd = len(x.shape)
+    axis = k.static("axis") % nd
+    n = x.shape[axis]
+    outer, inner = numel(x.shape[:axis]), numel(x.shape[axis + 1:])
+    idx = "base + j" if inner == 1 else f"base + j * {inner}u"
+    xj = k.load(t, "in0", idx)
+    log = req.op == "log_softmax"
+    value = "(v - m) - lse" if log else f"{f['exp']}(v - m) / s"
+    main = f"""uint base = (u / {inner}u) * {n * inner}u + u % {inner}u;
+{ct} m = -{f['inf']};
+for (uint j = 0u; j < {n}u; ++j) m = {f['max']}(m, {xj});
+{ct} s = {lit(ct, 0)};
+for (uint j = 0u; j < {n}u; ++j) s = s + {f['exp']}({xj} - m);
+{ct} lse = {f['log'] + '(s)' if log else lit(ct, 0)};
+for (uint j = 0u; j < {n}u; ++j) {{
+    {ct} v = {xj};
+    v = {value};
+    out_[{idx}] = {k.store(out, 'v', ct)};
+}}"""
+    return Body(main=main, units=outer * inner, doc=f"{req.op} of {x} along axis {axis}")
+
+
+# ------------------------------------------------------------------------------------ norms
+
+@family("layer_norm", "rms_norm")
+def emit_norm(req: KernelRequest, k: KernelCtx) -> Body:
+    x = req.inputs[0]
+    t, out = x.dtype, req.output.dtype
+    ct = k.ct(t)
+    nd = len(x.shape)
+    axis = k.static("axis") % nd
+    n = numel(x.shape[axis:])
+    rms = req.op == "rms_norm"
+    eps = k.attr("eps", ct)
+    xj = k.load(t, "in0", "base + j")
+    cnt = lit(ct, n)
+    lines = [f"uint base = u * {n}u;", f"{ct} s = {lit(ct, 0)};"]
+    if rms:
+        lines += [f"for (uint j = 0u; j < {n}u; ++j) {{ {ct} v = {xj}; s = s + v * v; }}",
+                  f"{ct} r = sqrt(s / {cnt} + {eps});"]
+        y = f"{xj} / r"
+    else:
+        lines += [f"for (uint j = 0u; j < {n}u; ++j) s = s + {xj};",
+                  f"{ct} mean = s / {cnt};",
+                  f"{ct} q = {lit(ct, 0)};",
+                  f"for (uint j = 0u; j < {n}u; ++j) {{ {ct} c = {xj} - mean; q = q + c * c; }}",
+                  f"{ct} r = sqrt(q / {cnt} + {eps});"]
+        y = f"({xj} - mean) / r"
+    if len(req.inputs) > 1:
+        y = f"{y} * {k.load(t, 'in1', 'j')}"
+    if len(req.inputs) > 2:
+        y = f"{y} + {k.load(t, 'in2', 'j')}"
+    lines += [f"for (uint j = 0u; j < {n}u; ++j) {{", f"    {ct} y = {y};",
+              f"    out_[base + j] = {k.store(out, 'y', ct)};", "}"]
+    doc = f"{req.op} of {x} over dims {axis}.. ({n} elements per row)"
+    return Body(main="\n".join(lines), units=numel(x.shape[:axis]), doc=doc)
+
+
+# ------------------------------------------------------------------------------------ rope
+
+@family("rope")
+def emit_rope(req: KernelRequest, k: KernelCtx) -> Body:
+    x, pos = req.inputs
+    t, out = x.dtype, req.output.dtype
+    ct = k.ct(t)
+    k.need("fp64", "rope's angles (pos * freq, computed in f64 as the reference)")
+    dh = x.shape[-1]
+    half = dh // 2
+    if pos.shape:
+        seq, heads, batch = x.shape[-3], x.shape[-2], numel(x.shape[:-3])
+        load_pos = k.load(pos.dtype, "in1", "s")
+    else:
+        seq, heads, batch = 1, numel(x.shape[:-1]), 1
+        load_pos = k.load(pos.dtype, "in1", "0u")
+    inter = bool(k.static("interleaved"))
+    functions = ""
+    if k.runtime_dtype("theta") is not None:
+        theta = k.attr("theta", "double")
+        freq = f"oi_exp_d(oi_log_d({theta}) * ((-2.0LF * double(ii)) / {float(dh)!r}LF))"
+    else:   # the reference's frequencies, bit for bit
+        freqs = [float(f) for f in float(req.attr("theta")) ** (-2.0 * np.arange(half) / dh)]
+        functions = f"const double OI_FREQ[{half}] = double[{half}]({', '.join(lit('double', f) for f in freqs)});"
+        freq = "OI_FREQ[ii]"
+    ia, ib = ("2u * ii", "2u * ii + 1u") if inter else ("ii", f"ii + {half}u")
+    to_ct = (lambda e: e) if ct == "double" else (lambda e: f"oi_d2f({e})")
+    main = f"""uint r = u / {half}u, ii = u % {half}u;
+uint s = (r / {heads}u) % {seq}u;
+double ang = double({load_pos}) * {freq};
+{ct} cs = {to_ct('oi_cos_d(ang)')}, sn = {to_ct('oi_sin_d(ang)')};
+uint ia = r * {dh}u + {ia}, ib = r * {dh}u + {ib};
+{ct} xa = {k.load(t, 'in0', 'ia')}, xb = {k.load(t, 'in0', 'ib')};
+{ct} ya = xa * cs - xb * sn, yb = xb * cs + xa * sn;
+out_[ia] = {k.store(out, 'ya', ct)};
+out_[ib] = {k.store(out, 'yb', ct)};"""
+    doc = f"rope of {x} at positions {pos} ({'interleaved pairs' if inter else 'rotate halves'})"
+    return Body(functions=functions, main=main, units=batch * seq * heads * half, doc=doc)
+
+
+# ------------------------------------------------------------------------------------ sdpa
+
+def _bstrides(shape, batch, mat: int) -> list[int]:
+    pad = len(batch) - len(shape)
+    full = (1,) * pad + tuple(shape)
+    own = contiguous_strides(full)
+    return [0 if full[d] == 1 else own[d] * mat for d in range(len(batch))]
+
+
+@family("sdpa")
+def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
+    q, kt, v = req.inputs[:3]
+    mask = req.inputs[3] if len(req.inputs) > 3 else None
+    t = q.dtype
+    ct = k.ct(t)
+    f = _fns(ct)
+    sq, dk = q.shape[-2:]
+    sk, dv = v.shape[-2:]
+    batch = tuple(req.output.shape[:-2])
+    kv_batch = tuple(np.broadcast_shapes(kt.shape[:-2], v.shape[:-2]))
+    group = 1
+    if kv_batch and batch and batch[-1] != kv_batch[-1] and kv_batch[-1] != 1:
+        group = batch[-1] // kv_batch[-1]
+    bstr = contiguous_strides(batch)
+    bvars = [f"((bt / {bstr[d]}u) % {n}u)" for d, n in enumerate(batch)]
+
+    def off(shape, mat, grouped=False):
+        st = _bstrides(shape, batch, mat)
+        terms = []
+        for d, (b, s) in enumerate(zip(bvars, st, strict=True)):
+            if not s:
+                continue
+            if grouped and group > 1 and d == len(batch) - 1:
+                b = f"({b} / {group}u)"
+            terms.append(f"{b} * {s}u")
+        return " + ".join(terms) or "0u"
+
+    score = [f"{ct} s = {lit(ct, 0)};",
+             f"for (uint d = 0u; d < {dk}u; ++d) s = s + {k.load(t, 'in0', 'qb + d')} * "
+             f"{k.load(t, 'in1', f'kb + j * {dk}u + d')};",
+             f"s = s * {k.attr('scale', ct)};"]
+    if mask is not None:
+        full = (1,) * (len(batch) + 2 - len(mask.shape)) + tuple(mask.shape)
+        mst = contiguous_strides(full)
+        mterms = [f"{b} * {mst[d]}u" for d, b in enumerate(bvars) if full[d] != 1]
+        if full[-2] != 1:
+            mterms.append(f"row * {mst[-2]}u")
+        if full[-1] != 1:
+            mterms.append(f"j * {mst[-1]}u" if mst[-1] != 1 else "j")
+        midx = " + ".join(mterms) or "0u"
+        if mask.dtype.name == "bool":
+            score.append(f"if ({k.load(mask.dtype, 'in3', midx)} == 0) s = -{f['inf']};")
+        else:
+            score.append(f"s = s + {k.load(mask.dtype, 'in3', midx, ct)};")
+    if k.static("causal"):
+        score.append(f"if (int(j) > int(row) + ({sk - sq})) s = -{f['inf']};")
+    score.append("return s;")
+    functions = (f"{ct} oi_score(uint bt, uint row, uint qb, uint kb, uint j) {{\n"
+                 + "\n".join("    " + s for s in score) + "\n}")
+    lines = [f"uint e = i % {dv}u, row = (i / {dv}u) % {sq}u, bt = i / {dv * sq}u;",
+             f"uint qb = {off(q.shape[:-2], sq * dk)} + row * {dk}u;",
+             f"uint kb = {off(kt.shape[:-2], sk * dk, True)};",
+             f"uint vb = {off(v.shape[:-2], sk * dv, True)};",
+             f"{ct} m = -{f['inf']};",
+             f"for (uint j = 0u; j < {sk}u; ++j) m = {f['max']}(m, oi_score(bt, row, qb, kb, j));",
+             f"if (m == -{f['inf']}) return {lit(ct, 0)};   // no key to attend to: zeros",
+             f"{ct} l = {lit(ct, 0)};",
+             f"for (uint j = 0u; j < {sk}u; ++j) l = l + {f['exp']}(oi_score(bt, row, qb, kb, j) - m);",
+             f"{ct} acc = {lit(ct, 0)};",
+             f"for (uint j = 0u; j < {sk}u; ++j)",
+             f"    acc = acc + ({f['exp']}(oi_score(bt, row, qb, kb, j) - m) / l) * "
+             f"{k.load(t, 'in2', f'vb + j * {dv}u + e')};",
+             "return acc;"]
+    doc = (f"sdpa: q {q}, k {kt}, v {v}" + (f", mask {mask}" if mask else "") +
+           (", causal" if k.static("causal") else "") + (f", {group} query heads per kv head" if group > 1 else "")
+           + f" -> {req.output}")
+    return Body(functions=functions, value="\n".join(lines), vct=ct, doc=doc)
+
+
+# ------------------------------------------------------------------------------------ conv, pool
+
+@family("conv1d", "conv2d")
+def emit_conv(req: KernelRequest, k: KernelCtx) -> Body:
+    x, wt = req.inputs[:2]
+    t = x.dtype
+    ct = k.ct(t)
+    groups = k.static("groups")
+    stride, dil, pad = k.static("stride"), k.static("dilation"), k.static("padding")
+    if req.op == "conv1d":
+        n, c, h, w = x.shape[0], x.shape[1], 1, x.shape[2]
+        kh, kw = 1, wt.shape[2]
+        oh, ow = 1, req.output.shape[2]
+        sh, sw, dh, dw, pt, pl = 1, stride[0], 1, dil[0], 0, pad[0]
+    else:
+        n, c, h, w = x.shape
+        kh, kw = wt.shape[2:]
+        oh, ow = req.output.shape[2:]
+        (sh, sw), (dh, dw), (pt, pl) = stride, dil, pad[:2]
+    o = wt.shape[0]
+    cg, og = c // groups, o // groups
+    bias = f" + {k.load(t, 'in2', 'oc')}" if len(req.inputs) > 2 else ""
+    lines = [f"uint ow = i % {ow}u, oh = (i / {ow}u) % {oh}u, oc = (i / {ow * oh}u) % {o}u, nb = i / {ow * oh * o}u;",
+             f"uint xg = (nb * {c}u + (oc / {og}u) * {cg}u) * {h * w}u, wo = oc * {cg * kh * kw}u;",
+             f"{ct} acc = {lit(ct, 0)};",
+             f"for (uint ci = 0u; ci < {cg}u; ++ci)",
+             f"for (int a = 0; a < {kh}; ++a) {{",
+             f"    int ih = int(oh) * {sh} - {pt} + a * {dh};",
+             f"    if (ih < 0 || ih >= {h}) continue;",
+             f"    for (int b = 0; b < {kw}; ++b) {{",
+             f"        int iw = int(ow) * {sw} - {pl} + b * {dw};",
+             f"        if (iw < 0 || iw >= {w}) continue;",
+             f"        acc = acc + {k.load(t, 'in0', f'xg + ci * {h * w}u + uint(ih) * {w}u + uint(iw)')} * "
+             f"{k.load(t, 'in1', f'wo + ci * {kh * kw}u + uint(a) * {kw}u + uint(b)')};",
+             "    }", "}",
+             f"return acc{bias};"]
+    doc = (f"{req.op}: {x} * {wt}" + (" + bias" if bias else "") + f", stride {list(stride)}, padding {list(pad)}, "
+           f"dilation {list(dil)}, groups {groups} -> {req.output}")
+    return Body(value="\n".join(lines), vct=ct, doc=doc)
+
+
+@family("max_pool2d", "avg_pool2d")
+def emit_pool(req: KernelRequest, k: KernelCtx) -> Body:
+    x = req.inputs[0]
+    t = x.dtype
+    ct = k.ct(t)
+    f = _fns(ct)
+    n, c, h, w = x.shape
+    oh, ow = req.output.shape[2:]
+    kh, kw = k.static("kernel")
+    sh, sw = k.static("stride")
+    pad = k.static("padding")
+    is_max = req.op == "max_pool2d"
+    if is_max:
+        init, step, final = f"-{f['inf']}", f"{f['max']}(acc, v)", "acc"
+    else:
+        init, step = lit(ct, 0), "acc + v"
+        final = (f"acc / {lit(ct, kh * kw)}" if k.static("count_include_pad") else f"acc / {ct}(cnt)")
+    lines = [f"uint ow = i % {ow}u, oh = (i / {ow}u) % {oh}u, p = i / {ow * oh}u;",
+             f"{ct} acc = {init};", "uint cnt = 0u;",
+             f"for (int a = 0; a < {kh}; ++a) {{",
+             f"    int ih = int(oh) * {sh} - {pad[0]} + a;",
+             f"    if (ih < 0 || ih >= {h}) continue;",
+             f"    for (int b = 0; b < {kw}; ++b) {{",
+             f"        int iw = int(ow) * {sw} - {pad[1]} + b;",
+             f"        if (iw < 0 || iw >= {w}) continue;",
+             f"        {ct} v = {k.load(t, 'in0', f'p * {h * w}u + uint(ih) * {w}u + uint(iw)')};",
+             f"        acc = {step};", "        cnt += 1u;", "    }", "}",
+             f"return {final};"]
+    doc = f"{req.op}: {x}, kernel [{kh}, {kw}], stride [{sh}, {sw}], padding {list(pad)} -> {req.output}"
+    return Body(value="\n".join(lines), vct=ct, doc=doc)
