@@ -146,19 +146,67 @@ static oi_status join_consumers(oi_cache_window_slice *m, frame *f) {
 static oi_status block_entry(oi_cache_window_slice *m, frame *f) {
     uint64_t t0 = 0;
     (void)f;
-    (void)t0;    /* cache.write x >> A[write_idx] */
-    OI_NODE_START(t0);    if (((int64_t)m->s_write_idx[0]) < 0) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 0, "cache table A index is negative");    if (((int64_t)m->s_write_idx[0]) >= 6) return oi_fail(m, OI_ERR_TABLE_FULL, 0, "cache table A index exceeds fixed size 6 (index `i`)");    memcpy((uint8_t *)m->s_A + (size_t)(((int64_t)m->s_write_idx[0])) * 32u, f->v_x, 32u);    OI_NODE_DONE(m, 0, t0);    /* cache.increment write_idx */
-    OI_NODE_START(t0);    m->s_write_idx[0] = (int32_t)(uint32_t)((uint64_t)m->s_write_idx[0] + UINT64_C(1));    OI_NODE_DONE(m, 1, t0);    /* cache.read start >> start_val */
-    OI_NODE_START(t0);    memcpy(f->v_start_val, m->s_start, 4u);    OI_NODE_DONE(m, 2, t0);    /* cache.read end >> end_val */
-    OI_NODE_START(t0);    memcpy(f->v_end_val, m->s_end, 4u);    OI_NODE_DONE(m, 3, t0);    /* op max(start_val,zero) >> start_clamped */
-    OI_NODE_START(t0);    OI_TRY_NODE(4, oi_cache_window_slice_k0_max(&m->kctx, f->v_start_val, m->w1_zero, f->v_start_clamped));    OI_NODE_DONE(m, 4, t0);    /* op min(end_val,limit) >> end_clamped */
-    OI_NODE_START(t0);    OI_TRY_NODE(5, oi_cache_window_slice_k1_min(&m->kctx, f->v_end_val, m->w0_limit, f->v_end_clamped));    OI_NODE_DONE(m, 5, t0);    /* cache.write start_clamped >> start */
-    OI_NODE_START(t0);    memcpy(m->s_start, f->v_start_clamped, 4u);    OI_NODE_DONE(m, 6, t0);    /* cache.write end_clamped >> end */
-    OI_NODE_START(t0);    memcpy(m->s_end, f->v_end_clamped, 4u);    OI_NODE_DONE(m, 7, t0);    /* cache.read A[start..end] >> window */
-    OI_NODE_START(t0);    {        const int64_t b0 = (int64_t)m->s_start[0], e0 = (((int64_t)m->s_end[0]) < 0 ? 6 + ((int64_t)m->s_end[0]) : ((int64_t)m->s_end[0]));        if (b0 < 0 || e0 < b0 || e0 > 6) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 8, "slice of cache table A index `i` is outside 0..6");        if (e0 - b0 > 3) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 8, "`cache.read A[start..end] >> window` selects more rows than `window` holds (3)");        m->shape_window[0] = (uint64_t)(e0 - b0);        uint8_t *dst = (uint8_t *)f->v_window;        const uint8_t *src = (const uint8_t *)m->s_A;        size_t off = 0;        for (int64_t j0 = b0; j0 < e0; ++j0) {            memcpy(dst + off, src + (size_t)(j0) * 32u, 32u);            off += 32u;        }    }    OI_NODE_DONE(m, 8, t0);    /* cache.increment start */
-    OI_NODE_START(t0);    m->s_start[0] = (int32_t)(uint32_t)((uint64_t)m->s_start[0] + UINT64_C(1));    OI_NODE_DONE(m, 9, t0);    /* cache.increment end */
-    OI_NODE_START(t0);    m->s_end[0] = (int32_t)(uint32_t)((uint64_t)m->s_end[0] + UINT64_C(1));    OI_NODE_DONE(m, 10, t0);    OI_NODE_DONE(m, 11, t0); /* return */
-    return OI_OK;    return OI_OK;
+    (void)t0;
+    /* cache.write x >> A[write_idx] */
+    OI_NODE_START(t0);
+    if (((int64_t)m->s_write_idx[0]) < 0) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 0, "cache table A index is negative");
+    if (((int64_t)m->s_write_idx[0]) >= 6) return oi_fail(m, OI_ERR_TABLE_FULL, 0, "cache table A index exceeds fixed size 6 (index `i`)");
+    memcpy((uint8_t *)m->s_A + (size_t)(((int64_t)m->s_write_idx[0])) * 32u, f->v_x, 32u);
+    OI_NODE_DONE(m, 0, t0);
+    /* cache.increment write_idx */
+    OI_NODE_START(t0);
+    m->s_write_idx[0] = (int32_t)(uint32_t)((uint64_t)m->s_write_idx[0] + UINT64_C(1));
+    OI_NODE_DONE(m, 1, t0);
+    /* cache.read start >> start_val */
+    OI_NODE_START(t0);
+    memcpy(f->v_start_val, m->s_start, 4u);
+    OI_NODE_DONE(m, 2, t0);
+    /* cache.read end >> end_val */
+    OI_NODE_START(t0);
+    memcpy(f->v_end_val, m->s_end, 4u);
+    OI_NODE_DONE(m, 3, t0);
+    /* op max(start_val,zero) >> start_clamped */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(4, oi_cache_window_slice_k0_max(&m->kctx, f->v_start_val, m->w1_zero, f->v_start_clamped));
+    OI_NODE_DONE(m, 4, t0);
+    /* op min(end_val,limit) >> end_clamped */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(5, oi_cache_window_slice_k1_min(&m->kctx, f->v_end_val, m->w0_limit, f->v_end_clamped));
+    OI_NODE_DONE(m, 5, t0);
+    /* cache.write start_clamped >> start */
+    OI_NODE_START(t0);
+    memcpy(m->s_start, f->v_start_clamped, 4u);
+    OI_NODE_DONE(m, 6, t0);
+    /* cache.write end_clamped >> end */
+    OI_NODE_START(t0);
+    memcpy(m->s_end, f->v_end_clamped, 4u);
+    OI_NODE_DONE(m, 7, t0);
+    /* cache.read A[start..end] >> window */
+    OI_NODE_START(t0);
+    {
+        const int64_t b0 = (int64_t)m->s_start[0], e0 = (((int64_t)m->s_end[0]) < 0 ? 6 + ((int64_t)m->s_end[0]) : ((int64_t)m->s_end[0]));
+        if (b0 < 0 || e0 < b0 || e0 > 6) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 8, "slice of cache table A index `i` is outside 0..6");
+        if (e0 - b0 > 3) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 8, "`cache.read A[start..end] >> window` selects more rows than `window` holds (3)");
+        m->shape_window[0] = (uint64_t)(e0 - b0);
+        uint8_t *dst = (uint8_t *)f->v_window;
+        const uint8_t *src = (const uint8_t *)m->s_A;
+        size_t off = 0;
+        for (int64_t j0 = b0; j0 < e0; ++j0) {
+            memcpy(dst + off, src + (size_t)(j0) * 32u, 32u);
+            off += 32u;
+        }
+    }
+    OI_NODE_DONE(m, 8, t0);
+    /* cache.increment start */
+    OI_NODE_START(t0);
+    m->s_start[0] = (int32_t)(uint32_t)((uint64_t)m->s_start[0] + UINT64_C(1));
+    OI_NODE_DONE(m, 9, t0);
+    /* cache.increment end */
+    OI_NODE_START(t0);
+    m->s_end[0] = (int32_t)(uint32_t)((uint64_t)m->s_end[0] + UINT64_C(1));
+    OI_NODE_DONE(m, 10, t0);
+    OI_NODE_DONE(m, 11, t0); /* return */
+    return OI_OK;
 }
 
 /* ------------------------------------------------------------------------------------ set-up */

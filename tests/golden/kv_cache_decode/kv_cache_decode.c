@@ -110,12 +110,38 @@ static oi_status join_consumers(oi_kv_cache_decode *m, frame *f) {
 static oi_status block_entry(oi_kv_cache_decode *m, frame *f) {
     uint64_t t0 = 0;
     (void)f;
-    (void)t0;    /* op add(q,zero) >> q */
-    OI_NODE_START(t0);    OI_TRY_NODE(0, oi_kv_cache_decode_k0_add(&m->kctx, f->v_q, m->w0_zero, f->v_q));    OI_NODE_DONE(m, 0, t0);    /* cache.write q >> K[t] */
-    OI_NODE_START(t0);    if (((int64_t)m->s_t[0]) < 0) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 1, "cache table K index is negative");    if (((int64_t)m->s_t[0]) >= 4) return oi_fail(m, OI_ERR_TABLE_FULL, 1, "cache table K index exceeds fixed size 4 (index `i`)");    memcpy((uint8_t *)m->s_K + (size_t)(((int64_t)m->s_t[0])) * 64u, f->v_q, 64u);    OI_NODE_DONE(m, 1, t0);    /* cache.increment t */
-    OI_NODE_START(t0);    m->s_t[0] = (int32_t)(uint32_t)((uint64_t)m->s_t[0] + UINT64_C(1));    OI_NODE_DONE(m, 2, t0);    /* cache.read K[] >> k_hist */
-    OI_NODE_START(t0);    {        const int64_t b0 = INT64_C(0), e0 = INT64_C(4);        if (b0 < 0 || e0 < b0 || e0 > 4) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 3, "slice of cache table K index `i` is outside 0..4");        if (e0 - b0 != 4) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 3, "`cache.read K[] >> k_hist` selects a different number of rows than `k_hist` holds (4)");        uint8_t *dst = (uint8_t *)f->v_k_hist;        const uint8_t *src = (const uint8_t *)m->s_K;        size_t off = 0;        for (int64_t j0 = b0; j0 < e0; ++j0) {            memcpy(dst + off, src + (size_t)(j0) * 64u, 64u);            off += 64u;        }    }    OI_NODE_DONE(m, 3, t0);    OI_NODE_DONE(m, 4, t0); /* return */
-    return OI_OK;    return OI_OK;
+    (void)t0;
+    /* op add(q,zero) >> q */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(0, oi_kv_cache_decode_k0_add(&m->kctx, f->v_q, m->w0_zero, f->v_q));
+    OI_NODE_DONE(m, 0, t0);
+    /* cache.write q >> K[t] */
+    OI_NODE_START(t0);
+    if (((int64_t)m->s_t[0]) < 0) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 1, "cache table K index is negative");
+    if (((int64_t)m->s_t[0]) >= 4) return oi_fail(m, OI_ERR_TABLE_FULL, 1, "cache table K index exceeds fixed size 4 (index `i`)");
+    memcpy((uint8_t *)m->s_K + (size_t)(((int64_t)m->s_t[0])) * 64u, f->v_q, 64u);
+    OI_NODE_DONE(m, 1, t0);
+    /* cache.increment t */
+    OI_NODE_START(t0);
+    m->s_t[0] = (int32_t)(uint32_t)((uint64_t)m->s_t[0] + UINT64_C(1));
+    OI_NODE_DONE(m, 2, t0);
+    /* cache.read K[] >> k_hist */
+    OI_NODE_START(t0);
+    {
+        const int64_t b0 = INT64_C(0), e0 = INT64_C(4);
+        if (b0 < 0 || e0 < b0 || e0 > 4) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 3, "slice of cache table K index `i` is outside 0..4");
+        if (e0 - b0 != 4) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 3, "`cache.read K[] >> k_hist` selects a different number of rows than `k_hist` holds (4)");
+        uint8_t *dst = (uint8_t *)f->v_k_hist;
+        const uint8_t *src = (const uint8_t *)m->s_K;
+        size_t off = 0;
+        for (int64_t j0 = b0; j0 < e0; ++j0) {
+            memcpy(dst + off, src + (size_t)(j0) * 64u, 64u);
+            off += 64u;
+        }
+    }
+    OI_NODE_DONE(m, 3, t0);
+    OI_NODE_DONE(m, 4, t0); /* return */
+    return OI_OK;
 }
 
 /* ------------------------------------------------------------------------------------ set-up */

@@ -117,12 +117,25 @@ static oi_status join_consumers(oi_mlp_regression *m, frame *f) {
 static oi_status block_entry(oi_mlp_regression *m, frame *f) {
     uint64_t t0 = 0;
     (void)f;
-    (void)t0;    /* op matmul(x,w1) >> h */
-    OI_NODE_START(t0);    OI_TRY_NODE(0, oi_mlp_regression_k0_matmul(&m->kctx, f->v_x, m->w2_w1, f->v_h));    OI_NODE_DONE(m, 0, t0);    /* op add(h,b1) >> h; op relu(h) >> h */
-    OI_NODE_START(t0);    OI_TRY_NODE(2, oi_mlp_regression_k3_fused(&m->kctx, f->v_h, m->w0_b1, f->v_h));    OI_NODE_DONE(m, 2, t0);    /* op matmul(h,w2) >> y */
-    OI_NODE_START(t0);    OI_TRY_NODE(3, oi_mlp_regression_k1_matmul(&m->kctx, f->v_h, m->w3_w2, f->v_y));    OI_NODE_DONE(m, 3, t0);    /* op add(y,b2) >> y */
-    OI_NODE_START(t0);    OI_TRY_NODE(4, oi_mlp_regression_k2_add(&m->kctx, f->v_y, m->w1_b2, f->v_y));    OI_NODE_DONE(m, 4, t0);    OI_NODE_DONE(m, 5, t0); /* return */
-    return OI_OK;    return OI_OK;
+    (void)t0;
+    /* op matmul(x,w1) >> h */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(0, oi_mlp_regression_k0_matmul(&m->kctx, f->v_x, m->w2_w1, f->v_h));
+    OI_NODE_DONE(m, 0, t0);
+    /* op add(h,b1) >> h; op relu(h) >> h */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(2, oi_mlp_regression_k3_fused(&m->kctx, f->v_h, m->w0_b1, f->v_h));
+    OI_NODE_DONE(m, 2, t0);
+    /* op matmul(h,w2) >> y */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(3, oi_mlp_regression_k1_matmul(&m->kctx, f->v_h, m->w3_w2, f->v_y));
+    OI_NODE_DONE(m, 3, t0);
+    /* op add(y,b2) >> y */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(4, oi_mlp_regression_k2_add(&m->kctx, f->v_y, m->w1_b2, f->v_y));
+    OI_NODE_DONE(m, 4, t0);
+    OI_NODE_DONE(m, 5, t0); /* return */
+    return OI_OK;
 }
 
 /* ------------------------------------------------------------------------------------ set-up */

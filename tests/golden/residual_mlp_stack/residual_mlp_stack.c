@@ -122,16 +122,35 @@ static oi_status join_consumers(oi_residual_mlp_stack *m, frame *f) {
 static oi_status block_entry(oi_residual_mlp_stack *m, frame *f) {
     uint64_t t0 = 0;
     (void)f;
-    (void)t0;    /* op add(x,bias0) >> y */
-    OI_NODE_START(t0);    OI_TRY_NODE(0, oi_residual_mlp_stack_k0_add(&m->kctx, f->v_x, m->w0_bias0, f->v_y));    OI_NODE_DONE(m, 0, t0);    { /* loop layers (l in 0..num_layers) */
+    (void)t0;
+    /* op add(x,bias0) >> y */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(0, oi_residual_mlp_stack_k0_add(&m->kctx, f->v_x, m->w0_bias0, f->v_y));
+    OI_NODE_DONE(m, 0, t0);
+    { /* loop layers (l in 0..num_layers) */
         const int64_t i_l_end = INT64_C(3);
         OI_NODE_DONE(m, 5, t0);
-        for (int64_t i_l = INT64_C(0); i_l < i_l_end; ++i_l) {            /* op matmul(y,W[l]) >> h */
-            OI_NODE_START(t0);            if ((i_l) < 0 || (i_l) >= 3) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 1, "prefix table `W` index out of range 0..2");            if (!m->p_W[(i_l)]) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 1, "prefix table `W` has no model tensor for this index");            OI_TRY_NODE(1, oi_residual_mlp_stack_k1_matmul(&m->kctx, f->v_y, m->p_W[(i_l)], f->v_h));            OI_NODE_DONE(m, 1, t0);            /* op add(h,b[l]) >> h; op relu(h) >> h */
-            OI_NODE_START(t0);            if ((i_l) < 0 || (i_l) >= 3) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 3, "prefix table `b` index out of range 0..2");            if (!m->p_b[(i_l)]) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 3, "prefix table `b` has no model tensor for this index");            OI_TRY_NODE(3, oi_residual_mlp_stack_k3_fused(&m->kctx, f->v_h, m->p_b[(i_l)], f->v_h));            OI_NODE_DONE(m, 3, t0);            /* op add(y,h) >> y */
-            OI_NODE_START(t0);            OI_TRY_NODE(4, oi_residual_mlp_stack_k2_add(&m->kctx, f->v_y, f->v_h, f->v_y));            OI_NODE_DONE(m, 4, t0);        }
-    }    OI_NODE_DONE(m, 6, t0); /* return */
-    return OI_OK;    return OI_OK;
+        for (int64_t i_l = INT64_C(0); i_l < i_l_end; ++i_l) {
+            /* op matmul(y,W[l]) >> h */
+            OI_NODE_START(t0);
+            if ((i_l) < 0 || (i_l) >= 3) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 1, "prefix table `W` index out of range 0..2");
+            if (!m->p_W[(i_l)]) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 1, "prefix table `W` has no model tensor for this index");
+            OI_TRY_NODE(1, oi_residual_mlp_stack_k1_matmul(&m->kctx, f->v_y, m->p_W[(i_l)], f->v_h));
+            OI_NODE_DONE(m, 1, t0);
+            /* op add(h,b[l]) >> h; op relu(h) >> h */
+            OI_NODE_START(t0);
+            if ((i_l) < 0 || (i_l) >= 3) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 3, "prefix table `b` index out of range 0..2");
+            if (!m->p_b[(i_l)]) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, 3, "prefix table `b` has no model tensor for this index");
+            OI_TRY_NODE(3, oi_residual_mlp_stack_k3_fused(&m->kctx, f->v_h, m->p_b[(i_l)], f->v_h));
+            OI_NODE_DONE(m, 3, t0);
+            /* op add(y,h) >> y */
+            OI_NODE_START(t0);
+            OI_TRY_NODE(4, oi_residual_mlp_stack_k2_add(&m->kctx, f->v_y, f->v_h, f->v_y));
+            OI_NODE_DONE(m, 4, t0);
+        }
+    }
+    OI_NODE_DONE(m, 6, t0); /* return */
+    return OI_OK;
 }
 
 /* ------------------------------------------------------------------------------------ set-up */

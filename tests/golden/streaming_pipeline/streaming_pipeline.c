@@ -160,30 +160,67 @@ static oi_status join_consumers(oi_streaming_pipeline *m, frame *f) {
 static oi_status block_entry(oi_streaming_pipeline *m, frame *f) {
     uint64_t t0 = 0;
     (void)f;
-    (void)t0;    /* op matmul(x,w) >> h */
-    OI_NODE_START(t0);    OI_TRY_NODE(0, oi_streaming_pipeline_k0_matmul(&m->kctx, f->v_x, m->w1_w, f->v_h));    OI_NODE_DONE(m, 0, t0);    /* yield x */
-    OI_NODE_START(t0);    init_f_reader(m);    memcpy(m->f_reader.v_x, f->v_x, 256u);    init_f_writer(m);    memcpy(m->f_writer.v_x, f->v_x, 256u);    m->pending = 1;    if (m->hook) run_f_reader(m);  /* traced runs stay in order */    else OI_TRY_NODE(1, oi_pool_submit(m->pool, run_f_reader, m));    if (m->hook) run_f_writer(m);  /* traced runs stay in order */    else OI_TRY_NODE(1, oi_pool_submit(m->pool, run_f_writer, m));    OI_NODE_DONE(m, 1, t0);    /* op relu(h) >> h */
-    OI_NODE_START(t0);    OI_TRY_NODE(2, oi_streaming_pipeline_k1_relu(&m->kctx, f->v_h, f->v_h));    OI_NODE_DONE(m, 2, t0);    /* await x */
-    OI_NODE_START(t0);    OI_TRY(join_consumers(m, f));    OI_NODE_DONE(m, 3, t0);    OI_NODE_DONE(m, 4, t0); /* return */
-    return OI_OK;    return OI_OK;
+    (void)t0;
+    /* op matmul(x,w) >> h */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(0, oi_streaming_pipeline_k0_matmul(&m->kctx, f->v_x, m->w1_w, f->v_h));
+    OI_NODE_DONE(m, 0, t0);
+    /* yield x */
+    OI_NODE_START(t0);
+    init_f_reader(m);
+    memcpy(m->f_reader.v_x, f->v_x, 256u);
+    init_f_writer(m);
+    memcpy(m->f_writer.v_x, f->v_x, 256u);
+    m->pending = 1;
+    if (m->hook) run_f_reader(m);  /* traced runs stay in order */
+    else OI_TRY_NODE(1, oi_pool_submit(m->pool, run_f_reader, m));
+    if (m->hook) run_f_writer(m);  /* traced runs stay in order */
+    else OI_TRY_NODE(1, oi_pool_submit(m->pool, run_f_writer, m));
+    OI_NODE_DONE(m, 1, t0);
+    /* op relu(h) >> h */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(2, oi_streaming_pipeline_k1_relu(&m->kctx, f->v_h, f->v_h));
+    OI_NODE_DONE(m, 2, t0);
+    /* await x */
+    OI_NODE_START(t0);
+    OI_TRY(join_consumers(m, f));
+    OI_NODE_DONE(m, 3, t0);
+    OI_NODE_DONE(m, 4, t0); /* return */
+    return OI_OK;
 }
 
 static oi_status block_writer(oi_streaming_pipeline *m, frame *f) {
     uint64_t t0 = 0;
     (void)f;
-    (void)t0;    /* await x */
-    OI_NODE_START(t0);    OI_NODE_DONE(m, 5, t0);    /* op add(x,bias) >> x */
-    OI_NODE_START(t0);    OI_TRY_NODE(6, oi_streaming_pipeline_k2_add(&m->kctx, f->v_x, m->w0_bias, f->v_x));    OI_NODE_DONE(m, 6, t0);    /* yield x */
-    OI_NODE_START(t0);    OI_NODE_DONE(m, 7, t0);    return OI_OK;
+    (void)t0;
+    /* await x */
+    OI_NODE_START(t0);
+    OI_NODE_DONE(m, 5, t0);
+    /* op add(x,bias) >> x */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(6, oi_streaming_pipeline_k2_add(&m->kctx, f->v_x, m->w0_bias, f->v_x));
+    OI_NODE_DONE(m, 6, t0);
+    /* yield x */
+    OI_NODE_START(t0);
+    OI_NODE_DONE(m, 7, t0);
+    return OI_OK;
 }
 
 static oi_status block_reader(oi_streaming_pipeline *m, frame *f) {
     uint64_t t0 = 0;
     (void)f;
-    (void)t0;    /* await x */
-    OI_NODE_START(t0);    OI_NODE_DONE(m, 8, t0);    /* op relu(x) >> h2 */
-    OI_NODE_START(t0);    OI_TRY_NODE(9, oi_streaming_pipeline_k3_relu(&m->kctx, f->v_x, f->v_h2));    OI_NODE_DONE(m, 9, t0);    /* yield x */
-    OI_NODE_START(t0);    OI_NODE_DONE(m, 10, t0);    return OI_OK;
+    (void)t0;
+    /* await x */
+    OI_NODE_START(t0);
+    OI_NODE_DONE(m, 8, t0);
+    /* op relu(x) >> h2 */
+    OI_NODE_START(t0);
+    OI_TRY_NODE(9, oi_streaming_pipeline_k3_relu(&m->kctx, f->v_x, f->v_h2));
+    OI_NODE_DONE(m, 9, t0);
+    /* yield x */
+    OI_NODE_START(t0);
+    OI_NODE_DONE(m, 10, t0);
+    return OI_OK;
 }
 
 /* ------------------------------------------------------------------------------------ set-up */
