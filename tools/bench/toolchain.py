@@ -109,6 +109,11 @@ def main(argv=None) -> int:
 
     t = best(lambda: [mlp_step() for _ in range(200)], args.repeat) / 200
     rows += [("reference: mlp_regression step", t * 1e6, "us"), ("reference: mlp_regression per node", t / 6 * 1e6, "us")]
+    # interpreter overhead alone: a loop of 1-element adds (the NumPy work is negligible)
+    tiny = oi.graph("volatile { a: f32[1] @init(1.0); }\nblock entry { loop l (i in 0..1000) { op add(a, a) >> a; } }")
+    tiny_ex = oi.Reference(None, tiny).make_executor()
+    t = best(tiny_ex.run_step, args.repeat) / 1000
+    rows.append(("reference: per-node overhead (1000 one-element adds)", t * 1e6, "us"))
     dec_ex = oi.Reference(oi.ModelLoader.open(looped_model), oi.load_graph(looped_graph)).make_executor()
     steps = 0
 
