@@ -46,7 +46,8 @@ def _run(argv: list[str], cwd: Path, timeout: float, progress: Callable[[str], N
             progress(line.rstrip())
         if time.monotonic() > deadline:
             proc.kill()
-            raise BuildError(f"{Path(argv[0]).name} took longer than {timeout:.0f} s; output so far:\n" + "".join(lines[-40:]))
+            raise BuildError(f"{Path(argv[0]).name} took longer than {timeout:.0f} s; output so far:\n"
+                             + "".join(lines[-40:]))
     proc.wait()
     out = "".join(lines)
     if proc.returncode != 0:
@@ -60,7 +61,8 @@ def _summarize(argv: list[str], out: str) -> str:
     head = f"`{' '.join(Path(a).name if i == 0 else a for i, a in enumerate(argv))}` failed"
     if errors:
         listed = "\n".join(f"  {m['file']}:{m['line']}:{m['col']}: {m['msg']}" for m in errors[:20])
-        return f"{head}; compiler errors:\n{listed}\n--- last lines of the log ---\n" + "\n".join(out.splitlines()[-30:])
+        tail = "\n".join(out.splitlines()[-30:])
+        return f"{head}; compiler errors:\n{listed}\n--- last lines of the log ---\n{tail}"
     return f"{head}:\n" + "\n".join(out.splitlines()[-40:])
 
 

@@ -76,7 +76,8 @@ class LocatedError(OpenInferError):
         if self.loc is not None and self.source_line is not None:
             line = self.source_line.rstrip("\n").expandtabs(1)
             parts.append(f"    {line}")
-            parts.append("    " + " " * (self.loc.col - 1) + "^" * min(self.length, max(1, len(line) - self.loc.col + 1)))
+            width = min(self.length, max(1, len(line) - self.loc.col + 1))
+            parts.append("    " + " " * (self.loc.col - 1) + "^" * width)
         if self.hint:
             parts.append(f"hint: {self.hint}")
         return "\n".join(parts)

@@ -59,7 +59,7 @@ class _LoopScope:
 
     ranges: dict[str, range | None] = field(default_factory=dict)
 
-    def child(self, var: str, rng: range | None) -> "_LoopScope":
+    def child(self, var: str, rng: range | None) -> _LoopScope:
         return _LoopScope({**self.ranges, var: rng})
 
 
@@ -156,7 +156,8 @@ class _Binder:
         if found is None:
             if d.ref_name is not None:
                 names = self.model.tensor_names if self.model is not None else []
-                raise self.error(f"`{d.name}`: @ref(\"{key}\") names no tensor of the model", d.loc, _suggest(key, names))
+                raise self.error(f"`{d.name}`: @ref(\"{key}\") names no tensor of the model", d.loc,
+                                 _suggest(key, names))
             return None
         dtype, mshape, has_data = found
         if dtype is not d.dtype or mshape != shape:
@@ -293,11 +294,13 @@ class _Binder:
         if var.is_prefix_table:
             if len(ref.indices) != len(var.decl.table_indices):
                 raise self.node_error(node, f"prefix table `{ref.name}` takes {len(var.decl.table_indices)} "
-                                            f"index(es), got `{ref}`", f"write `{ref.name}[{', '.join(var.decl.table_indices)}]`")
+                                            f"index(es), got `{ref}`",
+                                      f"write `{ref.name}[{', '.join(var.decl.table_indices)}]`")
             self._check_prefix_indices(var, ref, node, scope)
         elif ref.indices:
             raise self.node_error(node, f"`{ref.name}` is not a prefix table and cannot be indexed",
-                                  "only @pattern tables take indices in op arguments; use cache.read for persistent tables")
+                                  "only @pattern tables take indices in op arguments; "
+                                  "use cache.read for persistent tables")
         return var, TensorType(var.dtype, var.shape)
 
     def _check_prefix_indices(self, var: BoundVar, ref: ir.VarRef, node, scope: _LoopScope) -> None:
@@ -356,7 +359,8 @@ class _Binder:
             if src.kind is ir.MemoryKind.PERSISTENT:
                 raise self.node_error(node, f"persistent `{src.name}` cannot be transferred; use cache.read")
             if st != dt:
-                raise self.node_error(node, f"transfer needs equal types: `{node.src}` is {st} and `{node.dst}` is {dt}")
+                raise self.node_error(node, f"transfer needs equal types: `{node.src}` is {st} and "
+                                            f"`{node.dst}` is {dt}")
         elif isinstance(node, (ir.Yield, ir.Await)):
             for v in node.vars:
                 if v not in self.vars:
@@ -547,7 +551,8 @@ class _Binder:
                 if end_v < start:
                     raise self.node_error(node, f"slice end {end_v} is before its start {start} in `{acc}`")
                 if size is not None and end_v > size:
-                    raise self.node_error(node, f"slice `{acc}` ends at {end_v}, past the fixed size {size} of `{name}`")
+                    raise self.node_error(node, f"slice `{acc}` ends at {end_v}, past the fixed size {size} "
+                                                f"of `{name}`")
                 lengths.append(end_v - start)
         # missing trailing table indices are full slices
         for name in t.indices[len(acc.indices):]:

@@ -265,7 +265,7 @@ class Loop(NodeBase):
     var: str = ""
     start: int | str = 0
     end: int | str = 0
-    body: tuple["Node", ...] = ()
+    body: tuple[Node, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -328,7 +328,7 @@ class Graph:
         return self.source_lines[loc.line - 1]
 
 
-def walk(nodes) -> "list[Node]":
+def walk(nodes) -> list[Node]:
     """All nodes in execution-text order, loop bodies included (each loop before its body)."""
     out: list[Node] = []
     for n in nodes:

@@ -218,7 +218,8 @@ def sim(args) -> int:
 
 
 def devices_list(args) -> int:
-    from .devices import bundled, load as load_device
+    from .devices import bundled
+    from .devices import load as load_device
 
     for path in bundled():
         dev = load_device(path)

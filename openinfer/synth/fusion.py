@@ -74,7 +74,7 @@ class _Fuser:
             not (req.op == "is_finite" and req.output.shape != req.inputs[0].shape)
 
     def observable(self, var: str) -> bool:
-        for frame, names in self.p.frames.items():
+        for names in self.p.frames.values():
             name = names.get(var)
             if name is not None and self.p.buffers[name].storage != "planned":
                 return True

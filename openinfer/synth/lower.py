@@ -211,7 +211,8 @@ class _Lowerer:
             amount = n.amount if isinstance(n, ir.CacheIncrement) else -n.amount
             return [P.ScalarStep(n.index, d, n.target, amount)]
         if isinstance(n, ir.CacheReset):
-            prefix = tuple(self.index_expr(ix.value, loops) for ix in n.target.indices if isinstance(ix, ir.CacheSingle))
+            prefix = tuple(self.index_expr(ix.value, loops) for ix in n.target.indices
+                           if isinstance(ix, ir.CacheSingle))
             return [P.StateReset(n.index, d, n.target.base, prefix)]
         if isinstance(n, ir.Yield):
             consumers = self.b.async_blocks if "entry" in frames else ()
@@ -365,24 +366,7 @@ def mark_init(buffers: dict[str, P.Buffer], blocks, frame_blocks, bound: BoundGr
     for frame in frame_blocks:
         written: set[str] = set()
         read_first: set[str] = set()
-
-        def visit(stmts, definite: bool) -> None:
-            for s in stmts:
-                reads, writes = _stmt_io(s)
-                for r in reads:
-                    if r not in written:
-                        read_first.add(r)
-                if definite:
-                    written.update(writes)
-                if isinstance(s, P.Loop):
-                    runs = isinstance(s.start, P.Lit) and isinstance(s.end, P.Lit) and s.start.value < s.end.value
-                    visit(s.body, definite and runs)
-                elif isinstance(s, P.Branch):
-                    visit(blocks.get(s.then_block, ()), definite and s.cond is None)
-                    if s.else_block:
-                        visit(blocks.get(s.else_block, ()), False)
-
-        visit(blocks[frame if frame != "entry" else bound.entry], True)
+        _visit_io(blocks, blocks[frame if frame != "entry" else bound.entry], True, written, read_first)
         names = buffers_by_var(buffers, frame)
         for var, bname in names.items():
             buf = buffers[bname]
@@ -434,6 +418,22 @@ def dynamic_shape_vars(blocks, frame_blocks, bound: BoundGraph) -> set[str]:
                                  f"cache read and is then used by `{readers[var]}`; generated kernels need static "
                                  "shapes — read a fixed-size slice (literal or sizevar bounds) instead")
     return dynamic
+
+
+def _visit_io(blocks, stmts, definite: bool, written: set[str], read_first: set[str]) -> None:
+    """Walk statements in order: collect variables read before a definite full write."""
+    for s in stmts:
+        reads, writes = _stmt_io(s)
+        read_first.update(r for r in reads if r not in written)
+        if definite:
+            written.update(writes)
+        if isinstance(s, P.Loop):
+            runs = isinstance(s.start, P.Lit) and isinstance(s.end, P.Lit) and s.start.value < s.end.value
+            _visit_io(blocks, s.body, definite and runs, written, read_first)
+        elif isinstance(s, P.Branch):
+            _visit_io(blocks, blocks.get(s.then_block, ()), definite and s.cond is None, written, read_first)
+            if s.else_block:
+                _visit_io(blocks, blocks.get(s.else_block, ()), False, written, read_first)
 
 
 def buffers_by_var(buffers: dict[str, P.Buffer], frame: str) -> dict[str, str]:

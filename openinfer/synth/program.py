@@ -116,7 +116,7 @@ class KernelRequest:
     aliased: bool = False
     #: op "fused" (openinfer/synth/fusion.py): the element-wise steps, in order, and where each
     #: step's arguments come from: ("in", i) the call's input i, ("step", j) step j's result
-    chain: tuple["KernelRequest", ...] = ()
+    chain: tuple[KernelRequest, ...] = ()
     chain_args: tuple[tuple[tuple[str, int], ...], ...] = ()
 
     def attr(self, name: str, default=None):
@@ -188,7 +188,7 @@ class Loop(Stmt):
     var: str = ""
     start: IntExpr | None = None
     end: IntExpr | None = None
-    body: tuple["Statement", ...] = ()
+    body: tuple[Statement, ...] = ()
 
 
 @dataclass(frozen=True)

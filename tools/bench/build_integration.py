@@ -38,7 +38,8 @@ def main(argv=None) -> int:
     spec = importlib.util.spec_from_file_location("models_bench", REPO / "examples" / "models.py")
     models = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(models)
-    rows: dict[str, list[float]] = {"cold configure + build": [], "no-op rebuild": [], "rebuild after touching the graph": []}
+    rows: dict[str, list[float]] = {"cold configure + build": [], "no-op rebuild": [],
+                                    "rebuild after touching the graph": []}
     for _ in range(args.repeat):
         ws = Path(tempfile.mkdtemp(prefix="oi-consumer-"))
         shutil.copy(REPO / "examples" / "mlp_regression.oig", ws)
@@ -48,7 +49,8 @@ def main(argv=None) -> int:
         (proj / "subprojects" / "openinfer").symlink_to(REPO, target_is_directory=True)
         model = ws / "mlp_regression.oinf"
         models.write_model("mlp_regression", model)
-        cold = timed(["meson", "setup", "build", f"-Dmodel={model}"], proj, env) + timed(["ninja", "-C", "build"], proj, env)
+        cold = timed(["meson", "setup", "build", f"-Dmodel={model}"], proj, env)
+        cold += timed(["ninja", "-C", "build"], proj, env)
         rows["cold configure + build"].append(cold)
         rows["no-op rebuild"].append(timed(["ninja", "-C", "build"], proj, env))
         time.sleep(0.05)

@@ -99,7 +99,8 @@ def main(argv=None) -> int:
 
     # interpreter
     models.write_model("mlp_regression", tmp / "mlp.oinf")
-    mlp_model, mlp_graph = oi.ModelLoader.open(tmp / "mlp.oinf"), oi.load_graph(REPO / "examples" / "mlp_regression.oig")
+    mlp_model = oi.ModelLoader.open(tmp / "mlp.oinf")
+    mlp_graph = oi.load_graph(REPO / "examples" / "mlp_regression.oig")
     ex = oi.Reference(mlp_model, mlp_graph).make_executor()
     x = np.zeros((4, 16), np.float32)
 
@@ -108,7 +109,8 @@ def main(argv=None) -> int:
         engine.run_step()
 
     t = best(lambda: [mlp_step() for _ in range(200)], args.repeat) / 200
-    rows += [("reference: mlp_regression step", t * 1e6, "us"), ("reference: mlp_regression per node", t / 6 * 1e6, "us")]
+    rows += [("reference: mlp_regression step", t * 1e6, "us"),
+             ("reference: mlp_regression per node", t / 6 * 1e6, "us")]
     # interpreter overhead alone: a loop of 1-element adds (the NumPy work is negligible)
     tiny = oi.graph("volatile { a: f32[1] @init(1.0); }\nblock entry { loop l (i in 0..1000) { op add(a, a) >> a; } }")
     tiny_ex = oi.Reference(None, tiny).make_executor()
