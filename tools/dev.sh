@@ -36,7 +36,7 @@ ensure_system_packages() {
 python_bin() {
     local py
     for py in python3.13 python3.12 python3.11 python3; do
-        if command -v "$py" >/dev/null && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+        if command -v "$py" >/dev/null && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
             echo "$py"; return 0
         fi
     done
