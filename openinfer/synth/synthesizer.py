@@ -176,26 +176,35 @@ def manifest(prog: Program, mem: MemoryPlan, device: devices.Device) -> str:
 
 
 def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
-    """Write `files` under `out_dir`: only changed ones, each atomically; drop stale generated files."""
+    """Write `files` under `out_dir`: only changed ones; drop stale generated files.
+
+    Two phases keep a failure from leaving a mix of old and new files: every changed file is
+    first written completely to a temporary name beside its destination (any error there removes
+    the temporaries and leaves the output as it was); only then are they renamed into place.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    changed: list[Path] = []
-    for rel in sorted(files):
-        path = out_dir / rel
-        data = files[rel]
-        try:
-            if path.read_bytes() == data:
-                continue
-        except OSError:
-            pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for rel in sorted(files):
+            path = out_dir / rel
+            data = files[rel]
+            try:
+                if path.read_bytes() == data:
+                    continue
+            except OSError:
+                pass
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((Path(tmp), path))
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    changed: list[Path] = []
+    for tmp, path in staged:
+        os.replace(tmp, path)
         changed.append(path)
     listing = out_dir / FILE_LIST
     previous = set(listing.read_text().split("\n")) if listing.exists() else set()

@@ -111,3 +111,56 @@ def test_outputs_option_lets_unobservable_volatiles_share(example):
     everything = synth.synthesize(model, graph).memory
     only_out = synth.synthesize(model, graph, outputs={"out"}).memory
     assert only_out.arena_bytes < everything.arena_bytes
+
+
+def test_a_failing_write_leaves_the_previous_output(tmp_path, example, monkeypatch):
+    """Inject a failure while the new files are being written: nothing of the old output changes
+    and no temporary file stays behind."""
+    from openinfer.synth import synthesizer
+
+    model, graph = example("mlp_regression")
+    out = tmp_path / "out"
+    synth = Synthesizer.from_arch("x86_64-generic")
+    synth.synthesize(model, graph).emit(out)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    other = synth.synthesize(model, graph, outputs={"y"})        # a different plan: several files change
+    real_fdopen = synthesizer.os.fdopen
+    calls = {"n": 0}
+
+    def failing_fdopen(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError("disk full (injected)")
+        return real_fdopen(*args, **kwargs)
+
+    monkeypatch.setattr(synthesizer.os, "fdopen", failing_fdopen)
+    with pytest.raises(OSError, match="injected"):
+        other.emit(out)
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before
+
+
+def test_killing_gen_midway_leaves_the_previous_output(tmp_path, example_models):
+    """SIGKILL a `gen` of a large graph while it renders: the earlier output stays whole."""
+    import signal
+    import time
+
+    graph = REPO / "examples" / "mlp_regression.oig"
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "openinfer", "gen", str(graph), "--model", str(example_models / "mlp_regression.oinf"),
+           "--arch", "x86_64-generic", "--out", str(out)]
+    subprocess.run(cmd, check=True, env=env, capture_output=True)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for delay in (0.05, 0.2, 0.4, 0.8):
+        proc = subprocess.Popen(cmd + ["--outputs", "y"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and not p.name.endswith(".tmp")}
+        if proc.returncode == 0:
+            before = files           # it finished before the kill: that is the output now
+        else:
+            assert files == before, f"killed after {delay} s: the output changed"
+        for leftover in out.rglob("*.tmp"):
+            leftover.unlink()
