@@ -65,15 +65,20 @@ class SynthesisPlan:
         return self.program.name
 
     def source_files(self) -> dict[str, bytes]:
-        """Just the program's C sources, with fixed names, for embedding into another build:
-        NAME.h, NAME.c, NAME_kernels.h, NAME_kernels.c (the HAL comes from the build's own copy)."""
-        if not self.device.is_cpu:
-            # shaders need glslc steps only the emitted meson project has (docs/vulkan.md)
-            raise SynthesisError(f"{self.device.name}: a Vulkan program is emitted as a complete meson project "
-                                 "(its shaders are compiled by glslc there); sources-only output is for C targets")
-        n = self.name
-        return {k: v for k, v in self.files.items() if k in (f"{n}.h", f"{n}.c", f"{n}_kernels.h", f"{n}_kernels.c")}
+        """Just the program's C sources, with fixed names, for embedding into another build (the
+        HAL comes from the build's own copy, e.g. OpenInfer's root meson.build):
 
+        - C targets: NAME.h, NAME.c, NAME_kernels.h, NAME_kernels.c;
+        - Vulkan targets: NAME.h, NAME.c, NAME_shaders.c — the shaders are compiled here with
+          glslc and their SPIR-V written into NAME_shaders.c, so the build needs no shader step.
+        """
+        n = self.name
+        if self.device.is_cpu:
+            names = (f"{n}.h", f"{n}.c", f"{n}_kernels.h", f"{n}_kernels.c")
+            return {k: v for k, v in self.files.items() if k in names}
+        out = {k: v for k, v in self.files.items() if k in (f"{n}.h", f"{n}.c")}
+        out[f"{n}_shaders.c"] = _inline_spirv(self.files, n)
+        return out
     def emit(self, out_dir, *, sources_only: bool = False) -> list[Path]:
         """Write the project (or only its sources) into `out_dir`; returns the paths that changed."""
         return write_tree(Path(out_dir), self.source_files() if sources_only else self.files)
@@ -129,6 +134,34 @@ class Synthesizer:
         package = Path(__file__).resolve().parent.parent
         inputs += sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts)
         return SynthesisPlan(prog, mem, self.device, files, inputs)
+
+
+def _inline_spirv(files: Mapping[str, bytes], name: str) -> bytes:
+    """NAME_shaders.c with every `#include "X.spv.h"` replaced by the SPIR-V glslc makes of
+    shaders/X.comp (the same command line as the emitted meson.build)."""
+    import shutil
+    import subprocess
+
+    glslc = shutil.which("glslc")
+    if glslc is None:
+        raise SynthesisError("glslc (shaderc) is required to compile Vulkan shaders for --emit sources: "
+                             "apt install glslc")
+    text = files[f"{name}_shaders.c"].decode()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for rel, data in files.items():
+            if rel.startswith("shaders/"):
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(data)
+        for match in sorted(set(re.findall(r'#include "([A-Za-z0-9_]+)\.spv\.h"', text))):
+            source = root / "shaders" / f"{match}.comp"
+            target = root / f"{match}.spv.h"
+            run = subprocess.run([glslc, "--target-env=vulkan1.2", "-mfmt=c", "-o", str(target), str(source)],
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                raise SynthesisError(f"glslc failed on {match}.comp:\n{run.stderr.strip()}")
+            text = text.replace(f'#include "{match}.spv.h"', target.read_text().strip())
+    return text.encode()
 
 
 def hal_sources(device: devices.Device) -> list[Path]:

@@ -77,10 +77,17 @@ def workspace(tmp_path):
 def test_meson_subproject_consumer(workspace, example_models, example):
     proj = workspace / "meson-consumer"
     model = example_models / "mlp_regression.oinf"
-    sh(["meson", "setup", "build", f"-Dmodel={model}"], proj)
+    vulkan = shutil.which("glslc") is not None and Path("/usr/include/vulkan/vulkan.h").exists()
+    sh(["meson", "setup", "build", f"-Dmodel={model}", f"-Dvulkan={'enabled' if vulkan else 'disabled'}"], proj)
     first = sh(["ninja", "-C", "build"], proj)
     assert "Generating mlp_regression" in first
     check_output(sh([str(proj / "build" / "mlp_demo"), str(model)], proj), expected_rows(example))
+    if vulkan:   # the same main.c on a Vulkan device (lavapipe here), validation layer on
+        run = subprocess.run([str(proj / "build" / "vulkan" / "mlp_demo_vulkan"), str(model)], cwd=proj,
+                             env=dict(env(), OI_VK_VALIDATION="1"), capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert "[vulkan validation]" not in run.stderr
+        check_output(run.stdout, expected_rows(example))
 
     assert "no work to do" in sh(["ninja", "-C", "build"], proj)
 
