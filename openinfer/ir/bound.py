@@ -8,6 +8,7 @@ only known at run time are `RuntimeAttr`s; everything else is a plain Python val
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,10 +60,7 @@ class BoundVar:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
 
 @dataclass(frozen=True)

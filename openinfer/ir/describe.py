@@ -19,12 +19,10 @@ from .nodes import (
     Await,
     Barrier,
     Branch,
-    CacheAccess,
     CacheDecrement,
     CacheIncrement,
     CacheRead,
     CacheReset,
-    CacheSingle,
     CacheWrite,
     Dep,
     Loop,
@@ -39,21 +37,6 @@ from .nodes import (
 def describe(node: Node) -> str:
     """The original's description of `node`, e.g. `op add(x,a) >> t0` or `loop l (i in 0..4)`."""
     return _DESCRIBE[type(node)](node)
-
-
-def cache_access_text(access: CacheAccess) -> str:
-    """`A`, `A[]`, `A[i,0..3]`, `A[i,]` (a full slice prints empty), as the original renders it."""
-    if not access.bracketed:
-        return access.base
-    parts = []
-    for ix in access.indices:
-        if isinstance(ix, CacheSingle):
-            parts.append(str(ix.value))
-        elif ix.start is None and ix.end is None:
-            parts.append("")
-        else:
-            parts.append(f"{'' if ix.start is None else ix.start}..{'' if ix.end is None else ix.end}")
-    return f"{access.base}[{','.join(parts)}]"
 
 
 def node_uuid(index: int, description: str) -> str:
@@ -82,11 +65,11 @@ def _branch(n: Branch) -> str:
 _DESCRIBE = {
     Assign: lambda n: f"assign {n.name}",
     Op: lambda n: f"op {n.op}({','.join(str(i) for i in n.inputs)}) >> {n.output}",
-    CacheRead: lambda n: f"cache.read {cache_access_text(n.src)} >> {n.dst}",
-    CacheWrite: lambda n: f"cache.write {n.src} >> {cache_access_text(n.dst)}",
+    CacheRead: lambda n: f"cache.read {n.src} >> {n.dst}",
+    CacheWrite: lambda n: f"cache.write {n.src} >> {n.dst}",
     CacheIncrement: lambda n: _step("increment", n.amount, n.target),
     CacheDecrement: lambda n: _step("decrement", n.amount, n.target),
-    CacheReset: lambda n: f"cache.reset {cache_access_text(n.target)}",
+    CacheReset: lambda n: f"cache.reset {n.target}",
     Yield: lambda n: f"yield {', '.join(n.vars)}",
     Await: lambda n: f"await {', '.join(n.vars)}",
     Loop: lambda n: f"loop {n.name} ({n.var} in {n.start}..{n.end})",

@@ -150,15 +150,19 @@ class CacheAccess:
     bracketed: bool = False
 
     def __str__(self) -> str:
+        """`A`, `A[]`, `A[i,0..3]`, `A[i,]` — as the original renders it (a full slice prints empty),
+        so traces, node descriptions and messages all show one form."""
         if not self.bracketed:
             return self.base
         parts = []
         for ix in self.indices:
             if isinstance(ix, CacheSingle):
                 parts.append(str(ix.value))
+            elif ix.start is None and ix.end is None:
+                parts.append("")
             else:
                 parts.append(f"{'' if ix.start is None else ix.start}..{'' if ix.end is None else ix.end}")
-        return f"{self.base}[{', '.join(parts)}]"
+        return f"{self.base}[{','.join(parts)}]"
 
 
 # --------------------------------------------------------------------------- nodes

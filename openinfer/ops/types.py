@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..dtypes import DTypeInfo
@@ -22,10 +23,7 @@ class TensorType:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     def __str__(self) -> str:
         return f"{self.dtype.name}[{', '.join(str(d) for d in self.shape)}]"

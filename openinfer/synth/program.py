@@ -15,6 +15,7 @@ renderers (openinfer/emit/) turn it into source. Nothing here knows C or GLSL.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -47,10 +48,7 @@ class Buffer:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -245,10 +243,7 @@ class VarInfo:
 
     @property
     def nbytes(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return self.dtype.storage_nbytes(n)
+        return self.dtype.storage_nbytes(math.prod(self.shape))
 
 
 @dataclass(frozen=True)
