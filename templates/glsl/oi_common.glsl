@@ -248,9 +248,11 @@ float oi_logf(float x) {
     if (ix < 0x00800000u || (ix >> 31) != 0u) {         // x < 2^-126 or negative
         if ((ix << 1) == 0u) return -OI_INF;             // log(+-0) = -inf
         if ((ix >> 31) != 0u) return oi_isnan(x) ? x : OI_NAN;
-        k -= 25;                                         // subnormal: scale up
-        x *= 33554432.0;
-        ix = floatBitsToUint(x);
+        // subnormal: normalise the mantissa with integer ops (a float multiply by 2^25 would
+        // see a zero on devices that flush subnormal operands, while the bits above did not)
+        int s = 23 - findMSB(ix);
+        k -= 126 + s;
+        ix = 0x3f800000u | ((ix << uint(s)) & 0x007fffffu);   // the same mantissa in [1, 2)
     } else if (ix >= 0x7f800000u) {
         return x;
     } else if (ix == 0x3f800000u) {

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 import numpy as np
@@ -70,31 +70,65 @@ class ConformanceCase:
         return self.spec.reference(list(self.inputs), inf.attrs, inf)
 
 
-def assert_matches(case: ConformanceCase, actual: np.ndarray, expected: np.ndarray) -> None:
-    """Raise AssertionError naming the first mismatching elements unless `actual` matches."""
+def mismatches(case: ConformanceCase, actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Boolean mask of the elements of `actual` that do not match `expected` under the case's rules."""
+    if not case.out_dtype.is_float:
+        return actual != expected
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    tol = case.tolerance
+    a_nan, e_nan = np.isnan(a), np.isnan(e)
+    both = ~a_nan & ~e_nan
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.where(np.isinf(e) | np.isinf(a), a == e, np.abs(a - e) <= tol.atol + tol.rtol * np.abs(e))
+    bad = (a_nan != e_nan) | (both & ~close)
+    if tol.zero_sign:
+        bad |= both & (a == 0) & (e == 0) & (np.signbit(a) != np.signbit(e))
+    return bad
+
+
+def assert_matches(case: ConformanceCase, actual: np.ndarray, expected: np.ndarray,
+                   flushed_expected: np.ndarray | None = None) -> None:
+    """Raise AssertionError naming the first mismatching elements unless `actual` matches.
+
+    With `flushed_expected` (see `flushing_expected`), an element also matches when it equals
+    the result the op gives with f32 subnormals flushed to zero."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     where = f"{case.id}: "
     if actual.shape != expected.shape:
         raise AssertionError(f"{where}shape {actual.shape}, expected {expected.shape}")
     if actual.dtype != case.out_dtype.np_dtype:
         raise AssertionError(f"{where}dtype {actual.dtype}, expected {case.out_dtype.np_dtype}")
-    if not case.out_dtype.is_float:
-        bad = actual != expected
-    else:
-        a, e = actual.astype(np.float64), expected.astype(np.float64)
-        tol = case.tolerance
-        a_nan, e_nan = np.isnan(a), np.isnan(e)
-        both = ~a_nan & ~e_nan
-        with np.errstate(invalid="ignore", over="ignore"):
-            close = np.where(np.isinf(e) | np.isinf(a), a == e, np.abs(a - e) <= tol.atol + tol.rtol * np.abs(e))
-        bad = (a_nan != e_nan) | (both & ~close)
-        if tol.zero_sign:
-            bad |= both & (a == 0) & (e == 0) & (np.signbit(a) != np.signbit(e))
+    bad = mismatches(case, actual, expected)
+    if flushed_expected is not None:
+        bad &= mismatches(case, actual, np.asarray(flushed_expected))
     if np.any(bad):
         idx = [tuple(int(i) for i in ix) for ix in np.argwhere(bad)[:5]]
         detail = "; ".join(f"at {i}: got {actual[i]!r}, expected {expected[i]!r}, inputs "
                            f"{_inputs_at(case, i)}" for i in idx)
         raise AssertionError(f"{where}{int(np.sum(bad))} of {bad.size} elements differ: {detail}")
+
+
+#: dtypes whose values are f32 values where kernels compute (bf16 subnormals are f32 subnormals
+#: once decoded; f16 and f8 subnormals are normal f32 numbers)
+F32_DOMAIN = ("f32", "bf16")
+
+
+def flush_f32_subnormals(x: np.ndarray) -> np.ndarray:
+    """`x` with every f32 subnormal replaced by a zero of the same sign (what FTZ/DAZ hardware sees)."""
+    x = np.asarray(x)
+    tiny = np.finfo(np.float32).tiny
+    with np.errstate(invalid="ignore"):
+        sub = (x != 0) & (np.abs(x) < tiny)
+    return np.where(sub, np.copysign(np.zeros_like(x), x), x).astype(x.dtype)
+
+
+def flushing_expected(case: ConformanceCase, oracle: Callable[[ConformanceCase], np.ndarray]) -> np.ndarray:
+    """The case's result on a device that flushes f32 subnormals to zero (Vulkan allows it where
+    `shaderDenormPreserveFloat32` is not enabled): the oracle on flushed inputs, output flushed."""
+    inputs = tuple(flush_f32_subnormals(x) if d.name in F32_DOMAIN else x
+                   for x, d in zip(case.inputs, case.input_dtypes, strict=True))
+    out = oracle(replace(case, inputs=inputs))
+    return flush_f32_subnormals(out) if case.out_dtype.name in F32_DOMAIN else out
 
 
 def _inputs_at(case: ConformanceCase, idx: tuple[int, ...]) -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from openinfer.ops import all_ops
 
-from .cases import ConformanceCase, assert_matches, generate_cases
+from .cases import ConformanceCase, assert_matches, flushing_expected, generate_cases
 from .oracle import expected
 
 CASES = generate_cases()
@@ -58,3 +59,22 @@ def test_completed_attrs_reinfer_to_the_same_result() -> None:
         inf = c.infer()
         again = c.spec.infer(c.input_types, dict(inf.attrs), c.output, output_name_is_input=c.mode == "inplace")
         assert again == inf, c.id
+
+
+def test_flush_allowance_accepts_only_the_flushed_result() -> None:
+    """The allowance for GPUs that flush f32 subnormals (tests/vulkan) accepts the exact result
+    and the flushed one, and nothing else."""
+    case = next(c for c in generate_cases() if c.id == "sign/f32/normal/edges")
+    exact = expected(case)
+    flushed = flushing_expected(case, expected)
+    tiny = np.finfo(np.float32).tiny
+    sub = (case.inputs[0] != 0) & (np.abs(case.inputs[0]) < tiny)
+    assert sub.any() and np.all(exact[sub] != 0) and np.all(flushed[sub] == 0)
+    assert_matches(case, exact, exact, flushed)
+    assert_matches(case, flushed, exact, flushed)
+    with pytest.raises(AssertionError):
+        assert_matches(case, flushed, exact)          # strict: the flushed result is wrong
+    wrong = flushed.copy()
+    wrong[sub] = 5
+    with pytest.raises(AssertionError, match="differ"):
+        assert_matches(case, wrong, exact, flushed)

@@ -1,5 +1,5 @@
-"""Every example on lavapipe (devices/lavapipe.json): generated, built, run for several steps and
-compared with the NumPy reference, with the validation layer on and no validation message; the
+"""Every example on lavapipe (devices/lavapipe.json, or OI_VK_ARCH's GPU): generated, built, run
+for several steps and compared with the NumPy reference, with the validation layer on and no validation message; the
 decode-style example needs one submission per step; ada_mock.json generates every example."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
 from openinfer.synth.synthesizer import Synthesizer
 
-from .conftest import ADA_MOCK, LAVAPIPE
+from .conftest import ADA_MOCK, VK_ARCH
 
 EXAMPLES = ("mlp_regression", "residual_mlp_stack", "linear_attention", "moe_routing", "streaming_pipeline",
             "kv_cache_decode", "online_weight_update", "quantized_linear", "stability_guard", "cache_window_slice",
@@ -22,11 +22,11 @@ STEPS = {"cache_window_slice": 6, "kv_cache_decode": 4}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_example_matches_reference_on_lavapipe(example, name):
+def test_example_matches_reference_on_vulkan(example, name):
     model, graph = example(name)
     ref = Reference(model, graph)
     ex_ref = ref.make_executor()
-    sim = Simulator(model, graph, arch=LAVAPIPE)
+    sim = Simulator(model, graph, arch=VK_ARCH)
     ex_sim = sim.make_executor()
     names = outputs_of(ref.bound)
     for step in range(STEPS.get(name, 3)):
@@ -38,7 +38,7 @@ def test_example_matches_reference_on_lavapipe(example, name):
             ex.insert(**inputs)
             ex.run_step()
         rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in names]
-        assert all(r.ok for r in rows), f"{name} on lavapipe, step {step}:\n{table(rows)}"
+        assert all(r.ok for r in rows), f"{name} on {VK_ARCH.stem}, step {step}:\n{table(rows)}"
     assert sim.validation_messages() == 0
 
 
@@ -46,7 +46,7 @@ def test_decode_step_is_one_submission(example):
     """kv_cache_decode's indices come from a persistent counter the host increments itself: no
     mid-step readback, the step is recorded into one command buffer."""
     model, graph = example("kv_cache_decode")
-    sim = Simulator(model, graph, arch=LAVAPIPE)
+    sim = Simulator(model, graph, arch=VK_ARCH)
     ex = sim.make_executor()
     for step in range(4):
         ex.insert(q=np.full(16, step, np.float32))   # recorded, not submitted
@@ -60,7 +60,7 @@ def test_trace_hook_flushes_per_node_and_bisect_finds_nothing(example):
     from openinfer.bisect import bisect
 
     model, graph = example("residual_mlp_stack")
-    sim = Simulator(model, graph, arch=LAVAPIPE)
+    sim = Simulator(model, graph, arch=VK_ARCH)
     report = bisect(sim.bound, sim, seed=3, step=1)
     assert report.first is None and report.nodes_compared > 4, report.text()
     assert sim.validation_messages() == 0
