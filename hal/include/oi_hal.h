@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define OI_HAL_ABI_VERSION 1
+#define OI_HAL_ABI_VERSION 2
 
 /* ------------------------------------------------------------------------------------------
  * Status codes. Every fallible call returns one; nothing in the HAL or in generated code aborts.
@@ -66,6 +66,10 @@ typedef struct oi_oinf_tensor {
     uint64_t dims[8];           /* ndim <= 8 is enforced at open                                  */
     const void *data;           /* NULL when the tensor has no data                               */
     uint64_t nbytes;            /* payload bytes (packed types: ceil(numel*bits/8))              */
+    const void *quant;          /* v2 quant payload (48-byte header, f32 scales, i32 zero points),
+                                   NULL without: quantized weights are dequantized by kernels,
+                                   which read the scales from here (ABI 2)                       */
+    uint64_t quant_nbytes;
 } oi_oinf_tensor;
 
 /* An opened package. Opening validates every table entry once; lookups walk the (validated)
@@ -89,7 +93,9 @@ void oi_oinf_close(oi_oinf *file);
 oi_status oi_oinf_tensor_at(const oi_oinf *file, uint32_t index, oi_oinf_tensor *out);
 
 /* Finds tensor `name` and checks it has data, dtype `dtype` and exactly `nbytes` payload bytes;
- * OI_ERR_MODEL_MISMATCH otherwise. */
+ * OI_ERR_MODEL_MISMATCH otherwise. A quant key, `W#scale` (f32) or `W#zero_point` (i32), names
+ * the scales or zero points inside tensor W's quant payload, as the Python reader's
+ * Model.quant_keys do; a malformed payload is OI_ERR_MODEL_FORMAT. */
 oi_status oi_oinf_require(const oi_oinf *file, const char *name, uint32_t dtype, uint64_t nbytes,
                           const void **data);
 

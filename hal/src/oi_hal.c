@@ -108,7 +108,7 @@ static uint32_t dtype_bits(uint32_t code) {
 static oi_status read_entry(const oi_oinf *f, uint64_t *pos, oi_oinf_tensor *t) {
     reader r = {f->base, f->size, *pos, f->off_data};
     uint32_t flags;
-    uint64_t off, qn, qo;
+    uint64_t off, qn = 0, qo = 0;
     memset(t, 0, sizeof *t);
     if (!rd_string(&r, &t->name, &t->name_len)) return OI_ERR_MODEL_FORMAT;
     if (!rd_u32(&r, &t->dtype) || !rd_u32(&r, &t->ndim) || !rd_u32(&r, &flags)) return OI_ERR_MODEL_FORMAT;
@@ -129,6 +129,13 @@ static oi_status read_entry(const oi_oinf *f, uint64_t *pos, oi_oinf_tensor *t) 
             return OI_ERR_MODEL_FORMAT;
         t->data = f->base + off;
     } else if (t->nbytes != 0 || off != 0) {
+        return OI_ERR_MODEL_FORMAT;
+    }
+    if (flags & 2u) {
+        if (qn < 48u || qo < f->off_data || qo % 8u || qo > f->size || f->size - qo < qn) return OI_ERR_MODEL_FORMAT;
+        t->quant = f->base + qo;
+        t->quant_nbytes = qn;
+    } else if (f->version == 2 && (qn != 0 || qo != 0)) {
         return OI_ERR_MODEL_FORMAT;
     }
     *pos = r.pos;
@@ -219,13 +226,40 @@ oi_status oi_oinf_tensor_at(const oi_oinf *f, uint32_t index, oi_oinf_tensor *ou
     }
 }
 
+/* The scales (f32, code 10) or zero points (i32, code 3) of a quant payload: header <IIIIQQQQ>
+ * (scheme, scale_mode, zp_mode, reserved, scale_axis, scale_count, zp_axis, zp_count), then
+ * f32 scales[scale_count], then i32 zero_points[zp_count] (digest §1.7). */
+static oi_status quant_part(const oi_oinf_tensor *t, int zero_points, uint32_t dtype, uint64_t nbytes,
+                            const void **data) {
+    if (!t->quant) return OI_ERR_MODEL_MISMATCH;
+    const uint8_t *q = t->quant;
+    uint64_t scales, zps;
+    memcpy(&scales, q + 24, 8);
+    memcpy(&zps, q + 40, 8);
+    if (scales > (t->quant_nbytes - 48u) / 4u || zps > (t->quant_nbytes - 48u) / 4u - scales)
+        return OI_ERR_MODEL_FORMAT;
+    uint64_t count = zero_points ? zps : scales;
+    if (dtype != (zero_points ? 3u : 10u) || nbytes != 4u * count || count == 0) return OI_ERR_MODEL_MISMATCH;
+    *data = q + 48u + (zero_points ? 4u * scales : 0u);
+    return OI_OK;
+}
+
 oi_status oi_oinf_require(const oi_oinf *f, const char *name, uint32_t dtype, uint64_t nbytes, const void **data) {
     size_t n = strlen(name);
+    int part = -1;                       /* -1: a tensor, 0: its scales, 1: its zero points */
+    const char *hash = strrchr(name, '#');
+    if (hash) {
+        if (strcmp(hash, "#scale") == 0) part = 0;
+        else if (strcmp(hash, "#zero_point") == 0) part = 1;
+        else return OI_ERR_MODEL_MISMATCH;
+        n = (size_t)(hash - name);
+    }
     uint64_t pos = f->off_tensors;
     oi_oinf_tensor t;
     for (uint32_t i = 0; i < f->n_tensors; ++i) {
         if (read_entry(f, &pos, &t) != OI_OK) return OI_ERR_MODEL_FORMAT;
         if (t.name_len != n || memcmp(t.name, name, n) != 0) continue;
+        if (part >= 0) return quant_part(&t, part, dtype, nbytes, data);
         if (t.dtype != dtype || t.nbytes != nbytes || !t.data) return OI_ERR_MODEL_MISMATCH;
         *data = t.data;
         return OI_OK;

@@ -76,6 +76,7 @@ class _Binder:
         self.ops: dict[int, OpBinding] = {}
         self.loop_bounds: dict[int, tuple[int | None, int | None]] = {}
         self._inferred: dict[tuple, object] = {}
+        self._keys: dict[str, None] | None = None
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str, loc: SourceLoc | None, hint: str | None = None, length: int = 1) -> BindError:
@@ -85,9 +86,16 @@ class _Binder:
         return self.error(f"in `{describe(node)}`: {message}", node.loc, hint)
 
     # ------------------------------------------------------------------ model access
+    def _model_keys(self) -> dict[str, None]:
+        """The model's tensor names, then its quant keys (`W#scale`, `W#zero_point`), in order."""
+        if self._keys is None:
+            self._keys = {} if self.model is None else dict.fromkeys([*self.model.tensor_names,
+                                                                      *self.model.quant_keys])
+        return self._keys
+
     def _model_tensor(self, key: str):
-        """(dtype, shape, has_data) of a model tensor, or None."""
-        if self.model is None or key not in self.model.tensor_names:
+        """(dtype, shape, has_data) of a model tensor or quant key, or None."""
+        if key not in self._model_keys():
             return None
         info = self.model.info(key)
         return info.dtype, tuple(info.shape), info.has_data
@@ -155,9 +163,8 @@ class _Binder:
         found = self._model_tensor(key)
         if found is None:
             if d.ref_name is not None:
-                names = self.model.tensor_names if self.model is not None else []
                 raise self.error(f"`{d.name}`: @ref(\"{key}\") names no tensor of the model", d.loc,
-                                 _suggest(key, names))
+                                 _suggest(key, self._model_keys()))
             return None
         dtype, mshape, has_data = found
         if dtype is not d.dtype or mshape != shape:
@@ -185,7 +192,7 @@ class _Binder:
                 regex += re.escape(piece)
         regex += "$"
         keys: dict[tuple[int, ...], str] = {}
-        for name in (self.model.tensor_names if self.model is not None else []):
+        for name in self._model_keys():
             m = re.match(regex, name)
             if not m:
                 continue

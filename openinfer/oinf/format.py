@@ -41,6 +41,9 @@ FLAG_HAS_QUANT = 2      # v2 only
 #: Quant payload header `<IIIIQQQQ`: scheme, scale_mode, zp_mode, reserved, scale_axis,
 #: scale_count, zp_axis, zp_count; then f32 scales, i32 zero points, zero padding.
 QUANT_HEADER = struct.Struct("<IIIIQQQQ")
+#: Suffixes of the keys that name a tensor's quantization parameters (`W#scale`, `W#zero_point`).
+#: `#` is not allowed in names (NAME_RE), so such a key never names a stored tensor.
+QUANT_SCALE, QUANT_ZERO_POINT = "#scale", "#zero_point"
 SCHEMES = {1: "symmetric", 2: "asymmetric"}
 SCALE_MODES = {1: "per_tensor", 2: "per_channel"}
 ZP_MODES = {0: "none", 1: "per_tensor", 2: "per_channel"}

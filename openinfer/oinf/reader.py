@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import numerics
+from .. import dtypes, numerics
 from ..dtypes import BY_CODE, DTypeInfo, Kind
 from ..errors import OinfError
 from .format import (
@@ -36,6 +36,8 @@ from .format import (
     NAME_RE,
     NAME_RULE,
     QUANT_HEADER,
+    QUANT_SCALE,
+    QUANT_ZERO_POINT,
     SCALE_MODES,
     SCHEMES,
     TABLES_START,
@@ -195,10 +197,43 @@ class Model:
         self.meta(key)
         return self._metadata_infos[key]
 
+    @property
+    def quant_keys(self) -> list[str]:
+        """The keys of the quantization parameters, usable like tensor names: `W#scale` (f32,
+        one per scale) for every v2 tensor `W` with quant, `W#zero_point` (i32) where it has zero
+        points. Graphs read them with @ref / @pattern (docs/dsl.md)."""
+        keys = []
+        for name, info in self._tensors.items():
+            if info.quant is not None:
+                keys.append(name + QUANT_SCALE)
+                if info.quant.zero_points.size:
+                    keys.append(name + QUANT_ZERO_POINT)
+        return keys
+
     def info(self, name: str) -> TensorInfo:
         if name not in self._tensors:
-            raise OinfError(f"no tensor named {name!r}", table="tensors", entry=name, path=str(self.path))
+            quant = self._quant_key_info(name)
+            if quant is None:
+                raise OinfError(f"no tensor named {name!r}", table="tensors", entry=name, path=str(self.path))
+            return quant
         return self._tensors[name]
+
+    def _quant_key_info(self, key: str) -> TensorInfo | None:
+        """A quant key as a 1-D tensor entry whose data is the scales / zero points inside the
+        quant payload (after its 48-byte header)."""
+        base, sep, part = key.rpartition("#")
+        info = self._tensors.get(base) if sep else None
+        if info is None or info.quant is None or "#" + part not in (QUANT_SCALE, QUANT_ZERO_POINT):
+            return None
+        q = info.quant
+        scales = q.scales.size
+        start = info.quant_offset + QUANT_HEADER.size
+        if "#" + part == QUANT_SCALE:
+            return TensorInfo(key, dtypes.F32, (scales,), True, start, 4 * scales, None, 0, 0, info.entry_offset)
+        if not q.zero_points.size:
+            return None
+        return TensorInfo(key, dtypes.I32, (q.zero_points.size,), True, start + 4 * scales, 4 * q.zero_points.size,
+                          None, 0, 0, info.entry_offset)
 
     # -- tensor data -------------------------------------------------------------------------
     def tensor_bytes(self, name: str) -> np.ndarray:

@@ -79,6 +79,23 @@ def _matmul(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return out, pad(a2[:-2]) != pad(b2[:-2])
 
 
+def _dequant_matmul(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    x, w = ins[0].shape, ins[1].shape
+    if len(x) not in (1, 2) or len(w) != 2:
+        raise OpTypeError(f"dequant_matmul: x must be [K] or [M, K] and w [K, N], got {_fmt(x)} and {_fmt(w)}")
+    if x[-1] != w[0]:
+        raise OpTypeError(f"dequant_matmul: inner dims differ: {_fmt(x)} @ {_fmt(w)} ({x[-1]} vs {w[0]})")
+    for name, t in zip(("scale", "zero_point"), ins[2:], strict=False):
+        if t.numel not in (1, w[1]) or len(t.shape) > 1:
+            raise OpTypeError(f"dequant_matmul: {name} must be [{w[1]}] (per output channel) or [1] (per tensor), "
+                              f"got {_fmt(t.shape)}",
+                              "quantize w along its last axis (the `.oinf` quant axis 1 of [K, N])")
+    if len(ins) > 3 and ins[3].shape != ins[2].shape:
+        raise OpTypeError(f"dequant_matmul: zero_point {_fmt(ins[3].shape)} must have scale's shape "
+                          f"{_fmt(ins[2].shape)}")
+    return (*x[:-1], w[1]), False
+
+
 def _axes(op: str, axes: Sequence[int], ndim: int) -> tuple[int, ...]:
     if not axes:
         raise OpTypeError(f"{op}: `axes` must not be empty", "e.g. `axes=[-1]`")
@@ -305,7 +322,7 @@ SHAPE_RULES: dict[str, Rule] = {
     "same": _same, "broadcast": _broadcast, "matmul": _matmul, "reduce": _reduce, "arg_reduce": _arg_reduce,
     "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
-    "pool": _pool,
+    "pool": _pool, "dequant_matmul": _dequant_matmul,
 }
 
 #: One line per rule, for docs/ops.md.
@@ -324,6 +341,7 @@ SHAPE_RULE_DOCS = {
     "concat": "the inputs' common shape with the `axis` dims summed",
     "slice": "x's shape with each sliced axis' length",
     "rope": "x's shape",
+    "dequant_matmul": "x[K] @ w[K, N] -> [N], x[M, K] @ w[K, N] -> [M, N]; scale/zero_point [N] or [1]",
     "sdpa": "q's batch dims (broadcast with k/v's, GQA) + [Sq, Dv]",
     "conv": "[N, O, *spatial], spatial = (size + pads - dilation*(K-1) - 1) // stride + 1",
     "pool": "[N, C, *spatial], spatial = (size + pads - kernel) // stride + 1",

@@ -147,8 +147,8 @@ _BASE = {"f64": (1e-12, 1e-300), "f32": (1e-5, 1e-37), "f16": (1e-3, 2.0 ** -24)
          "f8": (0.25, 2.0 ** -16)}
 _LOOSE = {"f64": (1e-9, 1e-9), "f32": (1e-4, 1e-5), "f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2), "f8": (0.5, 0.25)}
 #: ops whose result is a sum of many terms or a chain of transcendental steps
-_LOOSE_OPS = {"matmul", "sum_axis", "mean_axis", "prod_axis", "softmax", "log_softmax", "layer_norm", "rms_norm",
-              "rope", "sdpa", "conv1d", "conv2d", "avg_pool2d", "gelu", "silu", "sigmoid"}
+_LOOSE_OPS = {"matmul", "dequant_matmul", "sum_axis", "mean_axis", "prod_axis", "softmax", "log_softmax",
+              "layer_norm", "rms_norm", "rope", "sdpa", "conv1d", "conv2d", "avg_pool2d", "gelu", "silu", "sigmoid"}
 #: ops whose zero results may differ in sign between exact and f32 evaluation
 _NO_ZERO_SIGN = _LOOSE_OPS | {"max_pool2d", "exp", "log", "tanh", "erf", "relu", "fma"}
 
@@ -420,6 +420,23 @@ def _matmul(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
             Variant("square_inplace", [mv((3, 3)), mv((3, 3), 4)], inplace=True)]
 
 
+def _dequant_matmul(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Each weight dtype per channel (with and without zero points), per tensor, GEMV and GEMM;
+    the weights span the dtype's whole range, odd K and N exercise the i4/u4 nibble tails."""
+    out = []
+    for wt in (dt.I8, dt.U8, dt.lookup("i4"), dt.lookup("u4")):
+        w = rng.integers(wt.lo, wt.hi + 1, (5, 7)).astype(wt.np_dtype)
+        w[0, :2] = (wt.lo, wt.hi)
+        scale = rng.uniform(0.01, 0.2, 7).astype(np.float32)
+        zp = rng.integers(wt.lo // 2, wt.hi // 2 + 1, 7).astype(np.int32)
+        x2 = values(t, (3, 5), rng, edges=False, scale=1.0)
+        x1 = values(t, (5,), rng, edges=False, scale=1.0)
+        out += [Variant(f"{wt.name}/channel", [(t, x2), (wt, w), (dt.F32, scale)]),
+                Variant(f"{wt.name}/channel_zp_gemv", [(t, x1), (wt, w), (dt.F32, scale), (dt.I32, zp)]),
+                Variant(f"{wt.name}/tensor_zp", [(t, x2), (wt, w), (dt.F32, scale[:1]), (dt.I32, zp[:1])])]
+    return out
+
+
 def _softmax(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     x = values(t, (3, 5), rng, edges=False, scale=3.0)
     e = np.asarray(x, np.float64).copy()
@@ -551,6 +568,7 @@ BUILDERS: dict[str, Builder] = {
     "filter": _filter, "is_finite": _is_finite, "fill": _fill, "cast": _cast,
     **{n: _reduce for n in ("sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis")},
     "argmax_axis": _arg_reduce, "argmin_axis": _arg_reduce, "matmul": _matmul,
+    "dequant_matmul": _dequant_matmul,
     "softmax": _softmax, "log_softmax": _softmax, "layer_norm": _norm, "rms_norm": _norm,
     "gather": _gather, "transpose": _transpose, "reshape": _reshape, "concat": _concat, "slice": _slice,
     "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool, "avg_pool2d": _pool,

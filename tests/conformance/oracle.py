@@ -649,6 +649,26 @@ def _matmul(xs: list[Arr], c: Ctx) -> Arr:
     return Arr(out_shape, res.flat)
 
 
+def _dequant_matmul(xs: list[Arr], c: Ctx) -> Arr:
+    """Exact sum of x[m, k] * (w[k, n] - zp) * scale, rounded once to x's dtype."""
+    x, w, scale = xs[:3]
+    zp = xs[3] if len(xs) > 3 else None
+    k, n = w.shape
+    rows = x.shape[0] if len(x.shape) == 2 else 1
+
+    def per_channel(a: Arr, j: int):
+        return a.flat[j if len(a.flat) > 1 else 0]
+
+    def elem(idx):
+        i, j = (idx if len(x.shape) == 2 else (0, idx[0]))
+        off = per_channel(zp, j) if zp is not None else 0
+        xv = [x.flat[i * k + q] for q in range(k)]
+        return store(fsum(v * ((w[(q, j)] - off) * per_channel(scale, j)) for q, v in enumerate(xv)), c.out)
+
+    shape = (rows, n) if len(x.shape) == 2 else (n,)
+    return build(shape, elem)
+
+
 # --------------------------------------------------------------------------- real-model ops
 
 def _rows(x: Arr, axis: int):
@@ -887,7 +907,8 @@ WHOLE: dict[str, Callable] = {
     "is_finite": _is_finite, "fill": _fill,
     "sum_axis": _sum_like("sum"), "mean_axis": _sum_like("mean"), "prod_axis": _sum_like("prod"),
     "max_axis": _extreme(True), "min_axis": _extreme(False), "argmax_axis": _arg(True), "argmin_axis": _arg(False),
-    "matmul": _matmul, "softmax": _softmax(False), "log_softmax": _softmax(True), "layer_norm": _norm(False),
+    "matmul": _matmul, "dequant_matmul": _dequant_matmul,
+    "softmax": _softmax(False), "log_softmax": _softmax(True), "layer_norm": _norm(False),
     "rms_norm": _norm(True), "gather": _gather, "transpose": _transpose, "reshape": _reshape, "concat": _concat,
     "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool(True),
     "avg_pool2d": _pool(False),

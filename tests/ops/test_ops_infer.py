@@ -16,7 +16,7 @@ ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign
                "and or xor not shl shr popcount eq ne lt le gt ge filter is_finite is_nan is_inf is_neg sum_axis "
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
 BEYOND = ("exp log sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather transpose "
-          "reshape concat slice rope sdpa conv1d conv2d max_pool2d avg_pool2d").split()
+          "reshape concat slice rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul").split()
 
 
 def test_catalogue_is_the_47_plus_the_real_model_ops() -> None:

@@ -14,7 +14,7 @@ in the modules of this package and register with `@family("op", ...)`:
 
     elementwise  every element-wise op (an expression table), cast, fill, and `fused` chains
     reduce       sum/mean/prod/max/min_axis, argmax/argmin_axis, is_finite's 0-d form
-    linalg       matmul
+    linalg       matmul, dequant_matmul
     layout       gather, transpose, reshape, concat, slice
     nn           softmax, log_softmax, layer_norm, rms_norm, rope, sdpa, conv1d/2d, max/avg_pool2d
 

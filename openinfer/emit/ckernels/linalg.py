@@ -1,4 +1,4 @@
-"""matmul in portable C: NumPy matmul semantics (batch broadcast, 1-D operands), accumulating in
+"""matmul and dequant_matmul in portable C: NumPy matmul semantics (batch broadcast, 1-D operands), accumulating in
 the reference's order and precision (openinfer/ops/kernels/reduce.py): each output element adds
 its products in k order; f8/bf16/f16 running sums round to T after every add; a two-dtype `acc`
 rounds (wraps) each product to its first dtype; bool is the OR of ANDs; integers wrap."""
@@ -82,3 +82,27 @@ def emit_matmul(req: KernelRequest, name: str, renderer) -> str:
         s_next = round_to(w, s_next, ct)
     return render("c/ops/matmul.c.j2", mode="dot", **common, init=zero, step=s_next,
                   store=store(out.dtype, "out", f"o_off + i * {n} + j", "s", ct))
+
+
+@family("dequant_matmul")
+def emit_dequant_matmul(req: KernelRequest, name: str, renderer) -> str:
+    """x[M, K] @ dequantize(w[K, N]): the sums of x * (w - zero_point) run in the output row
+    (k-j order: w is read row by row, contiguously), then each column is multiplied by its scale;
+    a narrow output (f16, bf16, f8) keeps one f32 sum per element instead (j-k order)."""
+    x, w, scale = req.inputs[:3]
+    t, wt = x.dtype, w.dtype
+    k, n = w.shape
+    m = x.shape[0] if len(x.shape) == 2 else 1
+    ct = compute_ctype(t)
+    per_channel = scale.numel > 1
+    zp = (f"(int64_t)in3[{'j' if per_channel else '0'}]" if len(req.inputs) > 3 else None)
+    wv = load(wt, "in1", f"k * {n} + j")
+    qv = f"({ct})((int64_t){wv} - {zp})" if zp else f"({ct}){wv}"   # u8/u4 load as uint64_t
+    sv = f"in2[{'j' if per_channel else '0'}]"
+    doc = (f"dequant_matmul: {t.name}{list(x.shape)} @ dequantize({wt.name}{list(w.shape)}, "
+           f"{'per-channel' if per_channel else 'per-tensor'} scale{', zero point' if zp else ''}) "
+           f"-> {req.output.dtype.name}{list(req.output.shape)}")
+    rows = t.name in ("f32", "f64")
+    return render("c/ops/dequant_matmul.c.j2", proto=prototype(req, name), doc=doc, m=m, n=n, k=k, ct=ct,
+                  rows=rows, load_x=load(t, "in0", f"i * {k} + k"), qv=qv, sv=sv,
+                  store=store(req.output.dtype, "out", f"i * {n} + j", f"s * ({ct}){sv}", ct))

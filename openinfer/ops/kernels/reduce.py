@@ -129,8 +129,20 @@ def _matmul2(a: np.ndarray, b: np.ndarray, inf: Inference) -> np.ndarray:
     return finish(np.matmul(conv(a, w), conv(b, w)), w, inf)
 
 
+def dequant_matmul(xs: Arrays, inf: Inference) -> np.ndarray:
+    """x @ ((w - zero_point) * scale), the sum in f32 (f64 for f64 x), rounded to x's dtype."""
+    x, w, scale = xs[:3]
+    work = np.float64 if t_in(inf).name == "f64" else np.float32
+    deq = w.astype(np.float64)
+    if len(xs) > 3:
+        deq = deq - xs[3].astype(np.float64).reshape(-1)
+    deq = (deq * scale.astype(np.float64).reshape(-1)).astype(work)
+    return store(np.matmul(as_float(x, t_in(inf)).astype(work), deq), t_in(inf)).reshape(inf.out_shape)
+
+
 KERNELS = {
     "sum_axis": _sum_like("sum"), "mean_axis": _sum_like("mean"), "prod_axis": _sum_like("prod"),
     "max_axis": _extreme(True), "min_axis": _extreme(False),
     "argmax_axis": _arg(True), "argmin_axis": _arg(False), "matmul": matmul,
+    "dequant_matmul": dequant_matmul,
 }
