@@ -93,7 +93,7 @@ def _load() -> None:
     global _loaded
     with _LOCK:
         if not _loaded:
-            from . import elementwise, layout, linalg, nn, reduce  # noqa: F401  (registration)
+            from . import elementwise, layout, linalg, nn, quant, reduce  # noqa: F401  (registration)
             _loaded = True
 
 
