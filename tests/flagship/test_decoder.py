@@ -123,3 +123,68 @@ def test_every_cpu_target_matches_the_reference(files, target, tmp_path_factory,
             ex.run_step()
         rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in ("logits", "next")]
         assert all(r.ok for r in rows), table(rows)
+
+
+# ------------------------------------------------------------------ i8 / i4 weights (dequant_matmul)
+
+@pytest.fixture(scope="module", params=["i8", "i4"])
+def quant_files(request, tmp_path_factory):
+    cfg = decoder.with_weights(CFG, request.param)
+    return cfg, decoder.write(cfg, tmp_path_factory.mktemp(f"decoder_{request.param}"))
+
+
+def dequantized(model) -> dict:
+    """Every tensor as float64, quantized ones times their per-channel scales (axis 1)."""
+    out = {}
+    for key in model.tensor_names:
+        q = model.info(key).quant
+        out[key] = model.tensor(key).astype(np.float64) * (1.0 if q is None else q.scales.astype(np.float64))
+    return out
+
+
+def test_quantized_decoder_stores_int_weights_and_equals_numpy(quant_files):
+    cfg, (graph, model_path) = quant_files
+    model = oi.ModelLoader.open(model_path)
+    quantized = [k for k in model.tensor_names if model.info(k).quant is not None]
+    assert len(quantized) == 7 * cfg.layers + 1
+    assert all(model.info(k).dtype.name == cfg.weights and model.info(k).quant.scale_axis == 1 for k in quantized)
+    assert model_path.stat().st_size < CFG.weight_bytes() * (0.45 if cfg.weights == "i8" else 0.35)
+    ex = Reference(model, oi.load_graph(graph)).make_executor()
+    plain = NumpyDecoder(dequantized(model), cfg)
+    for token in (3, 17, 200, 5):
+        ex.insert(token=np.array([token], np.int32))
+        ex.run_step()
+        logits, best = plain.step(token)
+        np.testing.assert_allclose(ex.fetch("logits"), logits, rtol=2e-4, atol=2e-4)
+        assert int(ex.fetch("next")[0]) == best
+
+
+@pytest.mark.parametrize("target", ["x86_64-generic", "x86_64-avx2", "x86_64-avx512"])
+def test_quantized_decoder_on_every_cpu_target(quant_files, target, tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sim-cache"))
+    _, (graph, model_path) = quant_files
+    model, g = oi.ModelLoader.open(model_path), oi.load_graph(graph)
+    ref = Reference(model, g)
+    ex_ref, ex_sim = ref.make_executor(), Simulator(model, g, arch=target).make_executor()
+    for token in (3, 17, 200):
+        for ex in (ex_ref, ex_sim):
+            ex.insert(token=np.array([token], np.int32))
+            ex.run_step()
+        rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in ("logits", "next")]
+        assert all(r.ok for r in rows), table(rows)
+
+
+def test_quantized_weights_are_never_dequantized_into_memory(quant_files):
+    """The program reads the stored i8/i4 bytes and f32 scales; no buffer holds a dequantized matrix."""
+    from openinfer.synth.synthesizer import Synthesizer
+
+    cfg, (graph, model_path) = quant_files
+    model = oi.ModelLoader.open(model_path)
+    plan = Synthesizer.from_arch(REPO / "devices" / "x86_64-avx512.json").synthesize(model, oi.load_graph(graph))
+    assert plan.program.weight_bytes == cfg.weight_bytes()
+    mats = {k for k in plan.program.weight_keys if k.rsplit(".", 1)[-1] in decoder.MATRICES}
+    assert mats and all(plan.program.weights[k].dtype.name == cfg.weights for k in mats)
+    smallest_f32_matrix = 4 * cfg.dim * cfg.kv_dim
+    big = [(b.name, b.dtype.name, b.shape) for b in plan.program.buffers.values()
+           if b.model_key is None and b.dtype.storage_nbytes(b.numel) >= smallest_f32_matrix]
+    assert not big, big

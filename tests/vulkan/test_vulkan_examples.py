@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import openinfer as oi
 from openinfer.compare import compare, table
 from openinfer.inputs import outputs_of, random_inputs
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
 from openinfer.synth.synthesizer import Synthesizer
 
-from .conftest import ADA_MOCK, VK_ARCH
+from .conftest import ADA_MOCK, REPO, VK_ARCH
 
 EXAMPLES = ("mlp_regression", "residual_mlp_stack", "linear_attention", "moe_routing", "streaming_pipeline",
             "kv_cache_decode", "online_weight_update", "quantized_linear", "stability_guard", "cache_window_slice",
@@ -71,3 +72,27 @@ def test_example_generates_for_ada_mock(example, name):
     model, graph = example(name)
     plan = Synthesizer.from_arch(ADA_MOCK).synthesize(model, graph)
     assert "meson.build" in plan.files and any(k.endswith(".comp") for k in plan.files) or name == "kv_cache_decode"
+
+
+@pytest.mark.parametrize("weights", ["i8", "i4"])
+def test_quantized_decoder_matches_reference(weights, tmp_path):
+    """The decoder with i8 / i4 weights (dequant_matmul, scales through quant keys) on the GPU."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("decoder_example_vk", REPO / "examples" / "decoder.py")
+    decoder = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = decoder
+    spec.loader.exec_module(decoder)
+    graph_path, model_path = decoder.write(decoder.with_weights(decoder.SIZES["test"], weights), tmp_path)
+    model, graph = oi.ModelLoader.open(model_path), oi.load_graph(graph_path)
+    ref = Reference(model, graph)
+    sim = Simulator(model, graph, arch=VK_ARCH)
+    ex_ref, ex_sim = ref.make_executor(), sim.make_executor()
+    for token in (3, 17, 200):
+        for ex in (ex_ref, ex_sim):
+            ex.insert(token=np.array([token], np.int32))
+            ex.run_step()
+        rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in ("logits", "next")]
+        assert all(r.ok for r in rows), table(rows)
+    assert sim.validation_messages() == 0
