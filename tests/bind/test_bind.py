@@ -142,3 +142,21 @@ def test_sizevar_overrides_win(model):
     assert b.vars["x"].shape == (16,)
     with pytest.raises(BindError, match="non-negative integer"):
         bound("block entry { }", model, B=-1)
+
+
+def test_quant_keys_bind_through_ref_and_pattern(tmp_path):
+    from openinfer import QuantParams, TensorSpec, write_oinf
+
+    path = tmp_path / "q.oinf"
+    write_oinf(path, {f"l.{i}.w": TensorSpec(np.ones((4, 3), np.int8), quant=QuantParams.per_channel(1, [1, 2, 3]))
+                      for i in range(2)} | {"plain": np.ones((4, 3), np.float32)})
+    m = oi.ModelLoader.open(path)
+    g = oi.graph('constant { w(l): i8[4, 3] @pattern("l.{l}.w"); s(l): f32[3] @pattern("l.{l}.w#scale"); }\n'
+                 "dynamic { x: f32[4]; }\nvolatile { y: f32[3]; }\n"
+                 "block entry {\n  loop i (l in 0..2) {\n    op dequant_matmul(x, w[l], s[l]) >> y;\n  }\n"
+                 "  return;\n}\n")
+    bound = bind(g, m)
+    assert bound.vars["s"].prefix_keys == {(0,): "l.0.w#scale", (1,): "l.1.w#scale"}
+    bad = oi.graph('constant { s: f32[3] @ref("plain#scale"); }\nblock entry {\n  return;\n}\n')
+    with pytest.raises(BindError, match=r'@ref\("plain#scale"\) names no tensor'):
+        bind(bad, m)

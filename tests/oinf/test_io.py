@@ -144,3 +144,26 @@ def test_open_does_not_touch_tensor_pages(big_model):
     assert grown_read > 48 * 2**20                    # the measurement does see mapped pages
     del w
     m.close()
+
+
+def test_quant_keys_read_scales_and_zero_points_in_place(tmp_path):
+    from openinfer import QuantParams
+
+    scales, zps = np.array([0.5, 0.25, 2.0], np.float32), np.array([1, -2, 3], np.int32)
+    path = tmp_path / "q.oinf"
+    write_oinf(path, {"a": TensorSpec(np.zeros((2, 3), np.int8), quant=QuantParams.per_channel(1, scales, zps)),
+                      "b": TensorSpec(np.zeros(4, np.int8), quant=QuantParams.per_tensor(0.125)),
+                      "c": np.ones(2, np.float32)})
+    m = ModelLoader.open(path)
+    assert m.quant_keys == ["a#scale", "a#zero_point", "b#scale"]
+    assert m.tensor_names == ["a", "b", "c"]
+    np.testing.assert_array_equal(m.tensor("a#scale"), scales)
+    np.testing.assert_array_equal(m.tensor("a#zero_point"), zps)
+    np.testing.assert_array_equal(m.tensor("b#scale"), [0.125])
+    info = m.info("a#zero_point")
+    assert (info.dtype.name, info.shape) == ("i32", (3,))
+    raw = path.read_bytes()
+    assert raw[info.data_offset:info.data_offset + info.data_nbytes] == zps.tobytes()
+    for missing in ("b#zero_point", "c#scale", "a#bias", "a#", "#scale"):
+        with pytest.raises(OinfError, match="no tensor named"):
+            m.info(missing)

@@ -171,3 +171,88 @@ def test_reference_agrees_with_the_harness_numbers(example):
         ex.insert(q=np.arange(16, dtype=np.float32) + step * 100)
         ex.run_step()
     assert ex.fetch("k_hist")[:, 1].tolist() == [1.0, 101.0, 201.0, 301.0]
+
+
+def test_c_reader_resolves_quant_keys_and_rejects_bad_payloads(tmp_path):
+    """oi_oinf_require finds `W#scale` / `W#zero_point` inside the quant payload (the values the
+    Python reader gives), refuses wrong dtypes, sizes and suffixes, and under ASan never reads
+    past a payload whose counts were corrupted (random flips over the quant bytes)."""
+    from openinfer import QuantParams, TensorSpec, write_oinf
+    from openinfer.resources import hal_dir
+
+    rng = np.random.default_rng(3)
+    scales, zps = rng.uniform(0.01, 1, 6).astype(np.float32), np.arange(-3, 3, dtype=np.int32)
+    path = tmp_path / "q.oinf"
+    write_oinf(path, {"plain": np.ones(4, np.float32),
+                      "w": TensorSpec(rng.integers(-8, 8, (5, 6)).astype(np.int8), dtype="i4",
+                                      quant=QuantParams.per_channel(1, scales, zps))})
+    model = oi.ModelLoader.open(path)
+    q_off = model.info("w").quant_offset
+    src = tmp_path / "quant.c"
+    src.write_text(r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "oi_hal.h"
+static int lookup(const unsigned char *img, size_t len, const char *key, uint32_t code, uint64_t nbytes) {
+    oi_oinf f;
+    const void *p = NULL;
+    if (oi_oinf_open_memory(img, len, &f) != OI_OK) return -1;
+    int st = oi_oinf_require(&f, key, code, nbytes, &p);
+    if (st == OI_OK) {
+        for (uint64_t i = 0; i < nbytes / 4; ++i) {
+            if (code == 10) printf("%.9g ", (double)((const float *)p)[i]);
+            else printf("%d ", ((const int32_t *)p)[i]);
+        }
+        printf("| ");
+    }
+    oi_oinf_close(&f);
+    return st;
+}
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    FILE *fp = fopen(argv[1], "rb");
+    static unsigned char buf[1 << 14];
+    size_t n = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    size_t q = (size_t)atoll(argv[2]);
+    printf("%d\n", lookup(buf, n, "w#scale", 10, 24));
+    printf("%d\n", lookup(buf, n, "w#zero_point", 3, 24));
+    printf("%d %d %d %d\n", lookup(buf, n, "w#scale", 3, 24), lookup(buf, n, "w#scale", 10, 20),
+           lookup(buf, n, "w#bias", 10, 24), lookup(buf, n, "plain#scale", 10, 4));
+    unsigned char *copy = malloc(n);
+    memcpy(copy, buf, n);
+    uint64_t huge = UINT64_MAX / 2;
+    memcpy(copy + q + 24, &huge, 8);                 /* scale_count */
+    printf("%d\n", lookup(copy, n, "w#scale", 10, 24));
+    srand(5);
+    int ok = 0, refused = 0;
+    for (int iter = 0; iter < 2000; ++iter) {
+        memcpy(copy, buf, n);
+        for (int k = 0; k < 3; ++k) copy[q + (size_t)rand() % 96] = (unsigned char)rand();
+        int st = lookup(copy, n, rand() % 2 ? "w#scale" : "w#zero_point", rand() % 2 ? 10 : 3, 24);
+        if (st == OI_OK) ok++; else refused++;
+    }
+    free(copy);
+    printf("\nfuzz %d %d\n", ok, refused);
+    return 0;
+}
+""")
+    exe = tmp_path / "quant"
+    subprocess.run(["cc", "-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=all", "-I", str(hal_dir() / "include"), str(src),
+                    str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)], check=True)
+    run = subprocess.run([str(exe), str(path), str(q_off)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    got_scales = np.array(lines[0].split("|")[0].split(), np.float32)
+    np.testing.assert_array_equal(got_scales, model.tensor("w#scale"))
+    np.testing.assert_array_equal(got_scales, scales)
+    assert lines[0].split("|")[1].strip() == "0"
+    assert [int(v) for v in lines[1].split("|")[0].split()] == zps.tolist()
+    mismatch = "5"      # OI_ERR_MODEL_MISMATCH
+    assert lines[2].split() == [mismatch] * 4, lines[2]
+    assert lines[3].strip() == "4"                   # OI_ERR_MODEL_FORMAT
+    ok, refused = map(int, lines[-1].split()[1:])
+    assert ok + refused == 2000 and refused > 0
+    assert "AddressSanitizer" not in run.stderr and "runtime error" not in run.stderr
