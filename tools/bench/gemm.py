@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 
-os.environ["OI_NUM_THREADS"] = "1"
-os.environ["OPENBLAS_NUM_THREADS"] = "1"
+if __name__ == "__main__":       # 1 thread, before NumPy loads (not when the suite imports this module)
+    os.environ["OI_NUM_THREADS"] = "1"
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -29,24 +30,26 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchlib import cpu_model, interleaved_best  # noqa: E402
+
 import openinfer as oi  # noqa: E402
 from openinfer.compare import compare  # noqa: E402
 from openinfer.dtypes import lookup  # noqa: E402
 from openinfer.sim import Simulator  # noqa: E402
 
 
-def interleaved_best(fns: dict, repeat: int, clock=time.perf_counter) -> dict[str, float]:
-    """Best seconds per call of each function: one warm-up call, then `repeat` rounds in which
-    every function runs once in turn."""
-    for fn in fns.values():
-        fn()
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t = clock()
-            fn()
-            best[name] = min(best[name], clock() - t)
-    return best
+def operands(n: int):
+    """A and B, f32 [n, n], deterministic."""
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+
+
+def graph_text(n: int, *, a_input: bool = False) -> str:
+    """C = A @ B; B a model constant, A one too or (a_input) a dynamic input."""
+    a = f"dynamic {{ a: f32[{n}, {n}]; }}\n" if a_input else ""
+    return (f"{a}constant {{ {'' if a_input else f'a: f32[{n}, {n}]; '}b: f32[{n}, {n}]; }}\n"
+            f"volatile {{ c: f32[{n}, {n}]; }}\n"
+            "block entry { op matmul(a, b) >> c; return; }\n")
 
 
 def main() -> int:
@@ -59,18 +62,14 @@ def main() -> int:
                     help="cpu: this thread's CPU time, which leaves out time other processes take on a busy machine")
     args = ap.parse_args()
     n, repeat = args.size, max(5, args.repeat)
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
+    a, b = operands(n)
     expected = a @ b
     fns, checks, keep = {"numpy (OpenBLAS)": lambda: a @ b}, {}, []
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("OI_CACHE_DIR", str(Path(tmp) / "cache"))
         oi.write_oinf(Path(tmp) / "gemm.oinf", {"a": a, "b": b})
         model = oi.ModelLoader.open(Path(tmp) / "gemm.oinf")
-        graph = oi.graph(f"constant {{ a: f32[{n}, {n}]; b: f32[{n}, {n}]; }}\n"
-                         f"volatile {{ c: f32[{n}, {n}]; }}\n"
-                         "block entry { op matmul(a, b) >> c; return; }\n")
+        graph = oi.graph(graph_text(n))
         for arch in args.arch:
             ex = Simulator(model, graph, arch=arch).make_executor()
             ex.run_step()
@@ -91,25 +90,15 @@ def main() -> int:
             row.update(max_abs_err=checks[name].max_abs, ok=checks[name].ok)
         row["vs_numpy"] = best["numpy (OpenBLAS)"] / min(seconds, row.get("raw_seconds", seconds))
         rows.append(row)
-    print(f"GEMM {n}x{n}x{n} f32, 1 thread, best of {repeat} rounds, {args.clock} clock ({_cpu()})")
+    print(f"GEMM {n}x{n}x{n} f32, 1 thread, best of {repeat} rounds, {args.clock} clock ({cpu_model()})")
     print(f"{'implementation':<26} {'ms':>8} {'GFLOP/s':>8} {'raw GFLOP/s':>12} {'vs numpy':>9}  check")
     for r in rows:
         raw = f"{r['raw_gflops']:12.1f}" if "raw_gflops" in r else " " * 12
         ok = "" if "ok" not in r else ("pass" if r["ok"] else "FAIL")
         print(f"{r['impl']:<26} {r['seconds'] * 1e3:8.2f} {r['gflops']:8.1f} {raw} {r['vs_numpy']:8.2f}x  {ok}")
     args.out.write_text(json.dumps({"benchmark": "gemm", "m": n, "n": n, "k": n, "threads": 1, "repeat": repeat,
-                                    "clock": args.clock, "cpu": _cpu(), "results": rows}, indent=2) + "\n")
+                                    "clock": args.clock, "cpu": cpu_model(), "results": rows}, indent=2) + "\n")
     return 0 if all(r.get("ok", True) for r in rows) else 1
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import OnnxBuilder, best_per_step, cpu_model, ort_session
+
 D, H, O = 1024, 4096, 1024
 REPO = Path(__file__).resolve().parents[2]
 GRAPH = (f"dynamic {{ x: f32[1, {D}]; }}\n"
@@ -36,41 +38,20 @@ GRAPH = (f"dynamic {{ x: f32[1, {D}]; }}\n"
 NUMPY, ORT = "numpy (OpenBLAS)", "onnxruntime"
 
 
-def best_per_step(fn, repeat: int, steps: int, clock) -> float:
-    """Best mean seconds per call of `fn` over `repeat` runs of `steps` calls (after a warm-up)."""
-    for _ in range(max(1, steps // 4)):
-        fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t = clock()
-        for _ in range(steps):
-            fn()
-        best = min(best, (clock() - t) / steps)
-    return best
-
-
 def weights(np) -> dict:
     rng = np.random.default_rng(0)
     return {"w1": rng.standard_normal((D, H), dtype=np.float32) / 32, "b1": rng.standard_normal(H, dtype=np.float32),
             "w2": rng.standard_normal((H, O), dtype=np.float32) / 64, "b2": rng.standard_normal(O, dtype=np.float32)}
 
 
-def onnx_session(w: dict, threads: int):
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"]), helper.make_node("Add", ["h0", "b1"], ["h1"]),
-             helper.make_node("Relu", ["h1"], ["h2"]), helper.make_node("MatMul", ["h2", "w2"], ["y0"]),
-             helper.make_node("Add", ["y0", "b2"], ["y"])]
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, D])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, O])],
-                              initializer=[numpy_helper.from_array(v, k) for k, v in w.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8          # readable by every onnxruntime release of the last years
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+def onnx_model(w: dict):
+    """The same MLP as an ONNX graph (onnx.helper): x an input, the weights initializers."""
+    g = OnnxBuilder("mlp")
+    for k, v in w.items():
+        g.const(v, k)
+    h = g.op("Relu", g.op("Add", g.op("MatMul", "x", "w1"), "b1"))
+    g.op("Add", g.op("MatMul", h, "w2"), "b2", out="y")
+    return g.model([("x", "float32", [1, D])], [("y", "float32", [1, O])])
 
 
 def worker(impl: str, threads: int, repeat: int, steps: int, clock: str) -> dict:
@@ -92,7 +73,7 @@ def worker(impl: str, threads: int, repeat: int, steps: int, clock: str) -> dict
                                        steps, timer)
         return row
     if impl == ORT:
-        sess = onnx_session(w, threads)
+        sess = ort_session(onnx_model(w), threads)
         got = sess.run(None, {"x": x})[0]
         row["seconds"] = best_per_step(lambda: sess.run(None, {"x": x}), repeat, steps, timer)
     else:
@@ -170,8 +151,9 @@ def main() -> int:
                 child_env = dict(env, OI_NUM_THREADS=str(t), OPENBLAS_NUM_THREADS=str(t), OMP_NUM_THREADS=str(t))
                 out = subprocess.run(argv, env=child_env, check=True, capture_output=True, text=True).stdout
                 rows.append(json.loads(out.strip().splitlines()[-1]))
+    cpu = f"{cpu_model()}, {os.cpu_count()} CPUs"
     print(f"MLP {D}->{H}->{O} f32, batch 1: per-step time, best of {args.repeat} x {args.steps} steps "
-          f"({_cpu()}; clock: {'cpu for 1 thread, ' if args.clock == 'cpu' else ''}wall)")
+          f"({cpu}; clock: {'cpu for 1 thread, ' if args.clock == 'cpu' else ''}wall)")
     print(f"{'implementation':<26} {'threads':>7} {'step us':>8} {'raw us':>8} {'vs ORT':>7} {'raw vs ORT':>10}"
           f" {'vs numpy':>8}  check")
     for r in rows:
@@ -187,18 +169,8 @@ def main() -> int:
         print(f"{r['impl']:<26} {r['threads']:>7} {r['seconds'] * 1e6:8.1f} {raw} {vs} {raw_vs} "
               f"{r['vs_numpy']:7.2f}x  {ok}")
     args.out.write_text(json.dumps({"benchmark": "mlp", "shape": [D, H, O], "batch": 1, "repeat": args.repeat,
-                                    "steps": args.steps, "cpu": _cpu(), "results": rows}, indent=2) + "\n")
+                                    "steps": args.steps, "cpu": cpu, "results": rows}, indent=2) + "\n")
     return 0 if all(r.get("ok", True) for r in rows) else 1
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} CPUs"
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs"
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
-"""The machine's roofline: DRAM bandwidth (STREAM-style copy and triad over arrays far larger than
-the last-level cache) and f32 FMA peak (independent FMA chains in AVX2 or AVX-512 registers), at
-1 and 2 threads. Every performance figure in tools/bench is reported against these floors.
+"""The machine's roofline: DRAM bandwidth (STREAM-style copy and triad, and `read`, a read-only sum
+in 1, 2, 4 or 8 interleaved streams per thread, the best kept: the access pattern of a GEMV
+streaming its weights; all over arrays far larger than the last-level cache) and f32 FMA peak
+(independent FMA chains in AVX2 or AVX-512 registers), at 1 and 2 threads. Every performance
+figure in tools/bench is reported against these floors.
 
     python tools/bench/roofline.py [--out roofline.json]
 
@@ -37,7 +39,29 @@ static void *stream(void *p) {
     job *j = p;
     size_t lo = (size_t)N / threads * j->id, hi = (size_t)N / threads * (j->id + 1);
     if (j->kind == 0) memcpy(c + lo, a + lo, (hi - lo) * sizeof(float));
-    else for (size_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0f * c[i];
+    else if (j->kind == 1) for (size_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0f * c[i];
+    else {                         /* read: sum b in j->kind - 1 interleaved streams, as a GEMV reads its weights
+                                      (one sequential stream alone does not reach the DRAM bandwidth) */
+        int ns = j->kind - 1;
+#if defined(__AVX512F__)
+        enum { W = 16 };
+        __m512 acc[8];
+        for (int s = 0; s < ns; ++s) acc[s] = _mm512_setzero_ps();
+        size_t len = (hi - lo) / ns / W * W;
+        for (size_t i = 0; i < len; i += W)
+            for (int s = 0; s < ns; ++s) acc[s] = _mm512_add_ps(acc[s], _mm512_loadu_ps(b + lo + s * len + i));
+        for (int s = 0; s < ns; ++s) j->flops += _mm512_reduce_add_ps(acc[s]);
+#else
+        enum { W = 8 };
+        __m256 acc[8];
+        for (int s = 0; s < ns; ++s) acc[s] = _mm256_setzero_ps();
+        size_t len = (hi - lo) / ns / W * W;
+        for (size_t i = 0; i < len; i += W)
+            for (int s = 0; s < ns; ++s) acc[s] = _mm256_add_ps(acc[s], _mm256_loadu_ps(b + lo + s * len + i));
+        float v[8];
+        for (int s = 0; s < ns; ++s) { _mm256_storeu_ps(v, acc[s]); for (int q = 0; q < 8; ++q) j->flops += v[q]; }
+#endif
+    }
     return NULL;
 }
 
@@ -75,15 +99,17 @@ int main(int argc, char **argv) {
     threads = argc > 1 ? atoi(argv[1]) : 1;
     a = aligned_alloc(64, N * sizeof(float)); b = aligned_alloc(64, N * sizeof(float)); c = aligned_alloc(64, N * sizeof(float));
     for (size_t i = 0; i < N; ++i) { a[i] = 1; b[i] = 2; c[i] = 3; }
-    double copy = 1e30, triad = 1e30;
+    double copy = 1e30, triad = 1e30, read = 1e30, sink = 0;
     for (int r = 0; r < 7; ++r) {
         double t = run(stream, 0, NULL); if (t < copy) copy = t;
         t = run(stream, 1, NULL); if (t < triad) triad = t;
+        for (int ns = 1; ns <= 8; ns *= 2) { t = run(stream, 1 + ns, &sink); if (t < read) read = t; }
     }
     double flops = 0, best = 1e30;
     for (int r = 0; r < 3; ++r) { double f, t = run(fma_peak, 0, &f); if (t < best) { best = t; flops = f; } }
-    printf("{\"threads\": %d, \"copy_gbs\": %.2f, \"triad_gbs\": %.2f, \"fma_gflops\": %.1f}\n", threads,
-           2.0 * N * sizeof(float) / copy / 1e9, 3.0 * N * sizeof(float) / triad / 1e9, flops / best / 1e9);
+    printf("{\"threads\": %d, \"copy_gbs\": %.2f, \"triad_gbs\": %.2f, \"read_gbs\": %.2f, \"fma_gflops\": %.1f}\n",
+           threads, 2.0 * N * sizeof(float) / copy / 1e9, 3.0 * N * sizeof(float) / triad / 1e9,
+           1.0 * N * sizeof(float) / read / 1e9 + sink * 0, flops / best / 1e9);
     return 0;
 }
 """
@@ -108,6 +134,7 @@ def main(argv=None) -> int:
     rows = [measure(t, work) for t in (1, 2)]
     for r in rows:
         print(f"{r['threads']} thread(s): copy {r['copy_gbs']:.1f} GB/s, triad {r['triad_gbs']:.1f} GB/s, "
+              f"read {r['read_gbs']:.1f} GB/s, "
               f"f32 FMA peak {r['fma_gflops']:.0f} GFLOP/s")
     if args.out:
         args.out.write_text(json.dumps(rows, indent=2) + "\n")

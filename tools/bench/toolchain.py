@@ -16,10 +16,8 @@ Best of --repeat runs each.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -31,17 +29,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from benchlib import load_example, machine  # noqa: E402
+
 import openinfer as oi  # noqa: E402
 from openinfer.ir.bind import bind  # noqa: E402
 from openinfer.ir.nodes import walk  # noqa: E402
-
-
-def _example(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_bench", REPO / "examples" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def best(fn, repeat: int) -> float:
@@ -53,26 +45,13 @@ def best(fn, repeat: int) -> float:
     return min(times)
 
 
-def machine() -> dict:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, help="write the results as JSON")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
-    decoder = _example("decoder")
-    models = _example("models")
+    decoder = load_example("decoder")
+    models = load_example("models")
     rows: list[tuple[str, float, str]] = []
     tmp = Path(tempfile.mkdtemp(prefix="oi-bench-"))
 
