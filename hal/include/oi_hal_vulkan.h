@@ -54,6 +54,8 @@ typedef struct oi_vk_pipeline {
 #define OI_VK_FEATURE_INT8 0x40u        /* shaderInt8                                    */
 #define OI_VK_FEATURE_SUBGROUP 0x80u    /* subgroup arithmetic in compute shaders        */
 #define OI_VK_FEATURE_DENORM32 0x100u   /* shaderDenormPreserveFloat32 (float controls)  */
+#define OI_VK_FEATURE_COOPMAT 0x200u    /* VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32
+                                           subgroup matrices, and vulkanMemoryModel          */
 
 /* A short description of the first feature bit set in `missing` ("shaderInt64", ...). */
 const char *oi_vk_feature_name(uint32_t missing);

@@ -48,6 +48,8 @@ const char *oi_vk_feature_name(uint32_t missing) {
     if (missing & OI_VK_FEATURE_INT8) return "shaderInt8";
     if (missing & OI_VK_FEATURE_SUBGROUP) return "subgroup arithmetic";
     if (missing & OI_VK_FEATURE_DENORM32) return "shaderDenormPreserveFloat32";
+    if (missing & OI_VK_FEATURE_COOPMAT)
+        return "cooperative matrices (VK_NV_cooperative_matrix, 16x16x16 f16 -> f32, vulkanMemoryModel)";
     return "(none)";
 }
 
@@ -77,6 +79,40 @@ static const char *vendor_name(uint32_t id) {
     case 0x10005: return "mesa";
     default: return "unknown";
     }
+}
+
+static int has_device_extension(VkPhysicalDevice phys, const char *name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+    VkExtensionProperties *props = malloc(n * sizeof *props);
+    if (!props) return 0;
+    int found = 0;
+    if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, props) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; ++i) found = strcmp(props[i].extensionName, name) == 0;
+    free(props);
+    return found;
+}
+
+/* Whether the device offers the cooperative matrices the GEMM kernels use: 16x16x16 subgroup
+ * matrices of f16 A and B with f32 C and result (VK_NV_cooperative_matrix). */
+static int has_f16_coopmat(VkInstance instance, VkPhysicalDevice phys) {
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+            instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    uint32_t n = 0;
+    if (!get || get(phys, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+    VkCooperativeMatrixPropertiesNV *props = calloc(n, sizeof *props);
+    if (!props) return 0;
+    for (uint32_t i = 0; i < n; ++i) props[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    int found = 0;
+    if (get(phys, &n, props) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; ++i)
+            found = props[i].MSize == 16 && props[i].NSize == 16 && props[i].KSize == 16 &&
+                    props[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && props[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                    props[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && props[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                    props[i].scope == VK_SCOPE_SUBGROUP_NV;
+    free(props);
+    return found;
 }
 
 static VkPhysicalDevice pick_device(VkInstance instance, const char *vendor, const char *name) {
@@ -226,6 +262,11 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
     f11.pNext = &f12;
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     f2.pNext = &f11;
+    /* cooperative matrices (the f16 GEMM kernels): only queried where the extension exists */
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    int coopmat_ext = has_device_extension(ctx->physical, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    if (coopmat_ext) f12.pNext = &fcm;
     vkGetPhysicalDeviceFeatures2(ctx->physical, &f2);
     VkPhysicalDeviceVulkan12Properties p12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
     VkPhysicalDeviceSubgroupProperties sp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -245,10 +286,21 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
         (sp.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
         ctx->features |= OI_VK_FEATURE_SUBGROUP;
     if (p12.shaderDenormPreserveFloat32) ctx->features |= OI_VK_FEATURE_DENORM32;
+    int coopmat = coopmat_ext && fcm.cooperativeMatrix && f12.vulkanMemoryModel && f12.shaderFloat16 &&
+                  has_f16_coopmat(ctx->instance, ctx->physical);
+    if (coopmat) ctx->features |= OI_VK_FEATURE_COOPMAT;
     VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     e12.storageBuffer8BitAccess = f12.storageBuffer8BitAccess;
     e12.shaderInt8 = f12.shaderInt8;
     e12.shaderFloat16 = f12.shaderFloat16;
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV ecm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    const char *device_exts[] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
+    if (coopmat) {
+        ecm.cooperativeMatrix = VK_TRUE;
+        e12.vulkanMemoryModel = VK_TRUE;
+        e12.pNext = &ecm;
+    }
     VkPhysicalDeviceVulkan11Features e11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
     e11.pNext = &e12;
     e11.storageBuffer16BitAccess = f11.storageBuffer16BitAccess;
@@ -267,6 +319,10 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
     di.pNext = &e2;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
+    if (coopmat) {
+        di.enabledExtensionCount = 1;
+        di.ppEnabledExtensionNames = device_exts;
+    }
     if (vkCreateDevice(ctx->physical, &di, NULL, &ctx->device) != VK_SUCCESS) {
         oi_vk_destroy(ctx);
         return OI_ERR_DEVICE;

@@ -42,7 +42,8 @@ WEIGHT_ALIGN = 256
 ARENA, PERSISTENT, WEIGHTS, STATUS = 0, 1, 2, 3
 _FEATURE_BITS = {"int64": "OI_VK_FEATURE_INT64", "fp64": "OI_VK_FEATURE_FP64",
                  "storage8": "OI_VK_FEATURE_STORAGE8", "storage16": "OI_VK_FEATURE_STORAGE16",
-                 "subgroup": "OI_VK_FEATURE_SUBGROUP", "denorm32": "OI_VK_FEATURE_DENORM32"}
+                 "subgroup": "OI_VK_FEATURE_SUBGROUP", "denorm32": "OI_VK_FEATURE_DENORM32",
+                 "float16": "OI_VK_FEATURE_FLOAT16", "coopmat": "OI_VK_FEATURE_COOPMAT"}
 
 
 def _align(n: int, a: int) -> int:

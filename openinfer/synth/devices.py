@@ -274,7 +274,7 @@ def probe_vulkan() -> list[dict]:
         handles = (vp * max(1, count.value))()
         lib.vkEnumeratePhysicalDevices(inst, ctypes.byref(count), handles)
         for i in range(count.value):
-            out.append(_describe_vulkan(lib, handles[i], i))
+            out.append(_describe_vulkan(lib, handles[i], i, inst))
     finally:
         lib.vkDestroyInstance.argtypes = [vp, vp]
         lib.vkDestroyInstance(inst, None)
@@ -283,7 +283,7 @@ def probe_vulkan() -> list[dict]:
     return out
 
 
-def _describe_vulkan(lib, phys, index: int) -> dict:
+def _describe_vulkan(lib, phys, index: int, inst=None) -> dict:
     import ctypes
     import struct
 
@@ -304,8 +304,12 @@ def _describe_vulkan(lib, phys, index: int) -> dict:
     api, driver, vendor, _dev, dtype = struct.unpack_from("=5I", p, 0)
     name = p[20:20 + 256].split(b"\0", 1)[0].decode(errors="replace")
     # VkPhysicalDeviceFeatures2 -> Vulkan11Features -> Vulkan12Features
+    exts = _vk_device_extensions(lib, phys)
+    fcm = ctypes.create_string_buffer(24)           # VkPhysicalDeviceCooperativeMatrixFeaturesNV
+    struct.pack_into("=I4xQ", fcm, 0, 1000249000, 0)
+    coop_ext = "VK_NV_cooperative_matrix" in exts
     f12 = ctypes.create_string_buffer(208)
-    struct.pack_into("=I4xQ", f12, 0, 51, 0)
+    struct.pack_into("=I4xQ", f12, 0, 51, ctypes.addressof(fcm) if coop_ext else 0)
     f11 = ctypes.create_string_buffer(64)
     struct.pack_into("=I4xQ", f11, 0, 49, ctypes.addressof(f12))
     f2 = ctypes.create_string_buffer(240)
@@ -318,7 +322,6 @@ def _describe_vulkan(lib, phys, index: int) -> dict:
     lib.vkGetPhysicalDeviceMemoryProperties(phys, ctypes.addressof(mem))
     heaps = [struct.unpack_from("=QI", mem.raw, 264 + 16 * h) for h in range(u32(mem.raw, 260))]
     local = [size for size, flags in heaps if flags & 1] or [0]
-    exts = _vk_device_extensions(lib, phys)
     storage8, storage16 = bool(u32(f12.raw, 24)), bool(u32(f11.raw, 16))
     fp16, int8 = bool(u32(f12.raw, 44)), bool(u32(f12.raw, 48))
     sg_size, sg_stages, sg_ops = struct.unpack_from("=3I", sg.raw, 16)
@@ -342,13 +345,46 @@ def _describe_vulkan(lib, phys, index: int) -> dict:
             "storage_8bit": storage8, "storage_16bit": storage16,
             "subgroup_ops": bool(sg_stages & 0x20) and bool(sg_ops & 0x4),   # compute stage, arithmetic
             "subgroup_size": max(1, sg_size),
-            "cooperative_matrix": "VK_KHR_cooperative_matrix" in exts,
+            # what the f16 GEMM kernels use (openinfer/emit/glsl/linalg.py): VK_NV_cooperative_matrix
+            # with 16x16x16 f16 x f16 -> f32 subgroup matrices, and the Vulkan memory model
+            "cooperative_matrix": (coop_ext and bool(u32(fcm.raw, 16)) and bool(u32(f12.raw, 180)) and fp16
+                                   and _vk_f16_coopmat(lib, inst, phys)),
             "denorm_preserve_fp32": bool(u32(p12.raw, 560)),
         },
         "memory": {"global_bytes": max(local), "shared_bytes_per_sm": u32(p, lim + 216)},
         "preferences": {"default_precision": "fp32", "prefer_fusion": True, "prefer_persistent_kv": True,
                         "max_kernel_ops": 12},
     }
+
+
+def _vk_f16_coopmat(lib, inst, phys) -> bool:
+    """Whether vkGetPhysicalDeviceCooperativeMatrixPropertiesNV lists 16x16x16 subgroup matrices
+    with f16 A and B and f32 C and D."""
+    import ctypes
+    import struct
+
+    if inst is None:
+        return False
+    vp = ctypes.c_void_p
+    lib.vkGetInstanceProcAddr.argtypes = [vp, ctypes.c_char_p]
+    lib.vkGetInstanceProcAddr.restype = vp
+    addr = lib.vkGetInstanceProcAddr(inst, b"vkGetPhysicalDeviceCooperativeMatrixPropertiesNV")
+    if not addr:
+        return False
+    get = ctypes.CFUNCTYPE(ctypes.c_int32, vp, ctypes.POINTER(ctypes.c_uint32), vp)(addr)
+    n = ctypes.c_uint32(0)
+    if get(phys, ctypes.byref(n), None) != 0 or n.value == 0:
+        return False
+    props = ctypes.create_string_buffer(48 * n.value)       # VkCooperativeMatrixPropertiesNV
+    for i in range(n.value):
+        struct.pack_into("=I4xQ", props, 48 * i, 1000249001, 0)
+    if get(phys, ctypes.byref(n), ctypes.addressof(props)) != 0:
+        return False
+    for i in range(n.value):
+        msize, nsize, ksize, at, bt, ct, dt, scope = struct.unpack_from("=8I", props.raw, 48 * i + 16)
+        if (msize, nsize, ksize, at, bt, ct, dt, scope) == (16, 16, 16, 0, 0, 1, 1, 3):
+            return True
+    return False
 
 
 def _vk_device_extensions(lib, phys) -> set[str]:

@@ -276,7 +276,7 @@ block entry {
     src = sim.plan.files
     assert b"shared float oi_part" in src[next(k for k in src if k.endswith("sum_axis.comp"))]
     assert (b"subgroupAdd" in src[next(k for k in src if k.endswith("sum_axis.comp"))]) == subgroups
-    assert b"shared float oi_ta" in src[next(k for k in src if k.endswith("matmul.comp"))]
+    assert b"shared vec4 oi_as" in src[next(k for k in src if k.endswith("matmul.comp"))]   # register-blocked GEMM
     ex = sim.make_executor()
     for e in (ref, ex):
         e.insert(a=a, b=b, w=w, v=v)

@@ -1,14 +1,23 @@
 """Vulkan benchmarks on a real GPU, with the peers measured in the same run:
 
-- GEMV 8192x8192 (f32 weights, and f16 weights with f32 accumulation): weight bytes streamed per
-  second, against the device's copy bandwidth (a PyTorch device-to-device copy);
-- GEMM 4096^3 f32 against PyTorch/cuBLAS with TF32 off;
-- the decoder's bench size (examples/decoder.py): tokens per second.
+- gemv: GEMV 8192x8192 f32 weights (y = x @ W, x one row): weight bytes streamed per second,
+  against the device's copy bandwidth (a PyTorch device-to-device copy, read + write);
+- gemv-f16: the same with f16 weights and activations, acc=f32;
+- gemm: GEMM 4096^3 f32 against PyTorch/cuBLAS with TF32 off;
+- gemm-f16: GEMM 4096^3 f16 with acc=f32 (the cooperative-matrix kernel where the descriptor
+  declares features.cooperative_matrix) against PyTorch/cuBLAS f16;
+- decoder: the decoder's bench size (examples/decoder.py): tokens per second;
+- peers: the PyTorch figures (copy, cuBLAS f32 / f16, torch GEMV).
 
-    python tools/bench/vulkan_bench.py --arch devices/nvidia-h200.json [--out results.json]
+    python tools/bench/vulkan_bench.py --arch devices/nvidia-h200.json [--rows gemv gemm ...]
+        [--reps 10] [--tune '{"gemv_unroll": 8}' ...] [--out results.json]
 
-Steps are timed through the simulator's executor (one submission per step, waited for), best of
---repeat runs of --steps steps each; inputs are set once (set() stages them without a sync).
+Each matmul row runs `--reps` independent matmuls in one step (one submission, so the per-step
+submit-and-wait cost of a few tens of microseconds is spread over them) and reports the time of
+one; steps are timed through the simulator's executor, best of --repeat runs of --steps steps.
+Every row checks its result against NumPy (rows of it for the GEMMs) and reports the largest
+error relative to the largest magnitude. `--tune` (repeatable) runs the matmul rows once per
+JSON dict of overrides of openinfer/emit/glsl/linalg.py's TUNE (a sweep; labels `@i`).
 """
 
 from __future__ import annotations
@@ -27,6 +36,22 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import openinfer as oi  # noqa: E402
+from openinfer.emit.glsl import linalg  # noqa: E402
+
+ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "peers")
+#: small shapes that select each fast matmul kernel (as tests/vulkan/test_vulkan_matmul.py):
+#: (a shape, b shape, operand dtype, acc, output dtype)
+CHECK_CASES = [
+    ((1, 200), (200, 96), "f32", None, "f32"), ((3, 37), (37, 10), "f32", None, "f32"),
+    ((8, 256), (256, 40), "f32", None, "f32"), ((2, 4, 1, 32), (4, 32, 64), "f32", None, "f32"),
+    ((5, 64), (64, 40), "f16", "f32", "f32"), ((1, 33), (33, 7), "f16", "[f32, f32]", "f16"),
+    ((200, 136), (136, 160), "f32", None, "f32"), ((130, 70), (70, 129), "f32", None, "f32"),
+    ((2, 96, 80), (80, 64), "f32", None, "f32"), ((40, 64), (64,), "f32", None, "f32"),
+    ((3, 20, 16), (16, 44), "f16", "f32", "f32"), ((130, 72), (72, 136), "f16", "[f32, f32]", "f16"),
+    ((256, 256), (256, 256), "f16", "f32", "f32"), ((2, 100, 40), (40, 72), "f16", "[f32, f32]", "f16"),
+    ((136, 64), (64, 136), "f16", "f32", "f32"), ((64, 36), (36, 40), "f16", "f32", "f32"),
+]
+PREFIX = {"check": "check", "gemv": "gemv_f32", "gemv-f16": "gemv_f16", "gemm": "gemm_f32", "gemm-f16": "gemm_f16"}
 
 
 def step_time(ex, inputs: dict, steps: int, repeat: int) -> float:
@@ -50,7 +75,7 @@ def torch_peers(repeat: int) -> dict:
     if not torch.cuda.is_available():
         return {}
     torch.backends.cuda.matmul.allow_tf32 = False
-    out = {}
+    out = {"torch_device": torch.cuda.get_device_name()}
     src = torch.empty(1 << 28, dtype=torch.float32, device="cuda")       # 1 GiB
     dst = torch.empty_like(src)
     ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -69,6 +94,7 @@ def torch_peers(repeat: int) -> dict:
 
     t = timed(lambda: dst.copy_(src))
     out["copy_gbs"] = 2 * src.numel() * 4 / t / 1e9          # read + write
+    src = dst = None                       # free the 2 GiB before the matmuls
     a = torch.randn(4096, 4096, device="cuda")
     b = torch.randn(4096, 4096, device="cuda")
     out["cublas_f32_tflops"] = 2 * 4096 ** 3 / timed(lambda: a @ b) / 1e12
@@ -77,83 +103,202 @@ def torch_peers(repeat: int) -> dict:
     w = torch.randn(8192, 8192, device="cuda")
     x = torch.randn(1, 8192, device="cuda")
     out["torch_gemv_f32_gbs"] = w.numel() * 4 / timed(lambda: x @ w) / 1e9
+    w16, x16 = w.half(), x.half()
+    out["torch_gemv_f16_gbs"] = w16.numel() * 2 / timed(lambda: x16 @ w16) / 1e9
     return out
+
+
+def _rel_err(got: np.ndarray, ref: np.ndarray) -> float:
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    return float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30))
+
+
+def _kernel_doc(sim) -> str:
+    for name, src in sorted(sim.plan.files.items()):
+        if name.endswith("matmul.comp"):
+            return src.decode().splitlines()[1].split("(", 1)[-1].rstrip(")")
+    return ""
+
+
+class Bench:
+    def __init__(self, args, tmp: Path):
+        self.args, self.tmp = args, tmp
+        self.rng = np.random.default_rng(0)
+        self._gemv_model = self._gemm_model = None
+
+    def _sim(self, model, text: str, outputs: set):
+        return oi.Simulator(model, oi.graph(text), arch=self.args.arch, outputs=outputs)
+
+    def gemv_model(self):
+        if self._gemv_model is None:
+            w = self.rng.standard_normal((8192, 8192), dtype=np.float32)
+            self.w = w
+            self.w16 = w.astype(np.float16)
+            oi.write_oinf(self.tmp / "gemv.oinf", tensors={"W": w, "W16": self.w16})
+            self._gemv_model = oi.ModelLoader.open(self.tmp / "gemv.oinf")
+        return self._gemv_model
+
+    def gemm_model(self):
+        if self._gemm_model is None:
+            m = 4096
+            self.a = self.rng.standard_normal((m, m), dtype=np.float32)
+            self.b = self.rng.standard_normal((m, m), dtype=np.float32)
+            self.a16, self.b16 = self.a.astype(np.float16), self.b.astype(np.float16)
+            oi.write_oinf(self.tmp / "gemm.oinf", tensors={"A": self.a, "B": self.b, "A16": self.a16,
+                                                           "B16": self.b16})
+            self._gemm_model = oi.ModelLoader.open(self.tmp / "gemm.oinf")
+        return self._gemm_model
+
+    def gemv(self, f16: bool) -> dict:
+        reps, k = self.args.reps, 8192
+        model = self.gemv_model()
+        xt, wn, acc = ("f16", "W16", ", acc=f32") if f16 else ("f32", "W", "")
+        outs = " ".join(f"y{i}: f32[1, 8192];" for i in range(reps))
+        ops = " ".join(f"op matmul(x, {wn}{acc}) >> y{i};" for i in range(reps))
+        sim = self._sim(model, f"""
+            dynamic {{ x: {xt}[1, 8192]; }}
+            constant {{ {wn}: {xt}[8192, 8192]; }}
+            volatile {{ {outs} }}
+            block entry {{ {ops} }}""", {f"y{i}" for i in range(reps)})
+        ex = sim.make_executor()
+        x = self.rng.standard_normal((1, k)).astype(np.float32)
+        if f16:
+            x = x.astype(np.float16)
+        t = step_time(ex, {"x": x}, self.args.steps, self.args.repeat) / reps
+        w = self.w16 if f16 else self.w
+        ref = x.astype(np.float32) @ w.astype(np.float32)
+        err = max(_rel_err(ex.fetch(f"y{i}"), ref) for i in (0, reps - 1))
+        return {"gbs": w.nbytes / t / 1e9, "us": t * 1e6, "rel_err": err, "kernel": _kernel_doc(sim)}
+
+    def gemm(self, f16: bool) -> dict:
+        reps, m = max(1, self.args.reps // 5), 4096
+        model = self.gemm_model()
+        an, bn, dt, acc = ("A16", "B16", "f16", ", acc=f32") if f16 else ("A", "B", "f32", "")
+        outs = " ".join(f"C{i}: f32[4096, 4096];" for i in range(reps))
+        ops = " ".join(f"op matmul({an}, {bn}{acc}) >> C{i};" for i in range(reps))
+        sim = self._sim(model, f"""
+            dynamic {{ go: bool; }}
+            constant {{ {an}: {dt}[4096, 4096]; {bn}: {dt}[4096, 4096]; }}
+            volatile {{ {outs} }}
+            block entry {{ {ops} }}""", {"C0"})
+        ex = sim.make_executor()
+        t = step_time(ex, {"go": True}, 3, self.args.repeat) / reps
+        a, b = (self.a16, self.b16) if f16 else (self.a, self.b)
+        rows = np.r_[0:8, m - 8:m]
+        ref = a[rows].astype(np.float32) @ b.astype(np.float32)
+        err = _rel_err(ex.fetch("C0")[rows], ref)
+        return {"tflops": 2 * m ** 3 / t / 1e12, "ms": t * 1e3, "rel_err": err, "kernel": _kernel_doc(sim)}
+
+    def check(self) -> dict:
+        """The fast kernels at small shapes against NumPy: how many cases match, the worst error."""
+        decl, vol, ops, inputs, refs = [], [], [], {}, []
+        for i, (sa, sb, d, acc, od) in enumerate(CHECK_CASES):
+            a = self.rng.standard_normal(sa).astype(np.float32)
+            b = self.rng.standard_normal(sb).astype(np.float32)
+            if d == "f16":
+                a, b = a.astype(np.float16), b.astype(np.float16)
+            inputs[f"a{i}"], inputs[f"b{i}"] = a, b
+            r = np.matmul(a.astype(np.float64), b.astype(np.float64))
+            refs.append(r.astype(np.float16).astype(np.float64) if od == "f16" else r)
+            decl.append(f"a{i}: {d}{list(sa)}; b{i}: {d}{list(sb)};")
+            vol.append(f"c{i}: {od}{list(r.shape)};")
+            ops.append(f"op matmul(a{i}, b{i}{', acc=' + acc if acc else ''}) >> c{i};")
+        text = (f"dynamic {{ {' '.join(decl)} }} volatile {{ {' '.join(vol)} }} "
+                f"block entry {{ {' '.join(ops)} return; }}")
+        oi.write_oinf(self.tmp / "empty.oinf", tensors={})
+        sim = oi.Simulator(oi.ModelLoader.open(self.tmp / "empty.oinf"), oi.graph(text), arch=self.args.arch)
+        ex = sim.make_executor()
+        ex.insert(**inputs)
+        ex.run_step()
+        bad, worst = [], 0.0
+        for i, (case, r) in enumerate(zip(CHECK_CASES, refs, strict=True)):
+            got = ex.fetch(f"c{i}").astype(np.float64)
+            big = np.max(np.abs(r))
+            rtol, atol = (1e-4, 2e-5 * big) if case[4] == "f32" else (2e-3, 1e-3 * big)
+            worst = max(worst, _rel_err(got, r))
+            if not np.all(np.abs(got - r) <= atol + rtol * np.abs(r)):
+                bad.append(f"{case}: {_rel_err(got, r):.2e}")
+        kernels = sorted({src.decode().splitlines()[1].split("(", 1)[-1].split(":")[0]
+                          for name, src in sim.plan.files.items() if name.endswith("matmul.comp")})
+        return {"cases": len(CHECK_CASES), "failed": len(bad), "worst_rel_err": worst, "kernels": ", ".join(kernels),
+                "failures": "; ".join(bad)}
+
+    def decoder(self) -> dict:
+        spec = importlib.util.spec_from_file_location("decoder_bench", REPO / "examples" / "decoder.py")
+        decoder = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = decoder
+        spec.loader.exec_module(decoder)
+        cfg = decoder.SIZES["bench"]
+        graph, model_path = decoder.write(cfg, self.tmp / "decoder")
+        ex = oi.Simulator(oi.ModelLoader.open(model_path), oi.load_graph(graph), arch=self.args.arch,
+                          outputs={"next"}).make_executor()
+        token = {"token": np.array([1], np.int32)}
+        ex.insert(**token)
+        ex.run_step()
+        t0 = time.perf_counter()
+        steps = cfg.max_seq - 1
+        for _ in range(steps):
+            ex.insert(**token)
+            ex.run_step()
+        return {"tokens_per_s": steps / (time.perf_counter() - t0), "weight_mb": cfg.weight_bytes() / 1e6}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", default="nvidia-h200")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=10, help="matmuls per step (GEMMs: a fifth of it)")
+    ap.add_argument("--tune", action="append", default=[], help="JSON overrides of linalg.TUNE (repeatable)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="oi-vk-bench-"))
-    rng = np.random.default_rng(0)
-    results: dict = {"arch": args.arch}
+    bench = Bench(args, tmp)
+    results: dict = {"arch": str(args.arch)}
+    base = dict(linalg.TUNE)
+    variants = [json.loads(t) for t in args.tune] or [{}]
 
-    k = n = 8192
-    oi.write_oinf(tmp / "gemv.oinf", tensors={"W": rng.standard_normal((k, n), dtype=np.float32),
-                                               "W16": rng.standard_normal((k, n)).astype(np.float16)})
-    gemv = oi.graph("""
-        dynamic { x: f32[1, 8192]; x16: f16[1, 8192]; }
-        constant { W: f32[8192, 8192]; W16: f16[8192, 8192]; }
-        volatile { y: f32[1, 8192]; y16: f32[1, 8192]; }
-        block entry { op matmul(x, W) >> y; }
-    """)
-    gemv16 = oi.graph("""
-        dynamic { x16: f16[1, 8192]; }
-        constant { W16: f16[8192, 8192]; }
-        volatile { y16: f32[1, 8192]; }
-        block entry { op matmul(x16, W16, acc=f32) >> y16; }
-    """)
-    model = oi.ModelLoader.open(tmp / "gemv.oinf")
-    x = rng.standard_normal((1, k)).astype(np.float32)
-    ex = oi.Simulator(model, gemv, arch=args.arch, outputs={"y"}).make_executor()
-    t = step_time(ex, {"x": x, "x16": x.astype(np.float16)}, 20, args.repeat)
-    results["gemv_f32_gbs"] = k * n * 4 / t / 1e9
-    ex = oi.Simulator(model, gemv16, arch=args.arch).make_executor()
-    t = step_time(ex, {"x16": x.astype(np.float16)}, 20, args.repeat)
-    results["gemv_f16_gbs"] = k * n * 2 / t / 1e9
+    def report(key, value):
+        results[key] = value
+        print(f"{key:<36} {value:.3f}" if isinstance(value, float) else f"{key:<36} {value}", flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=2) + "\n")
 
-    m = 4096
-    oi.write_oinf(tmp / "gemm.oinf", tensors={"A": rng.standard_normal((m, m), dtype=np.float32),
-                                               "B": rng.standard_normal((m, m), dtype=np.float32)})
-    gemm = oi.graph("""
-        dynamic { go: bool; }
-        constant { A: f32[4096, 4096]; B: f32[4096, 4096]; }
-        volatile { C: f32[4096, 4096]; }
-        block entry { op matmul(A, B) >> C; }
-    """)
-    ex = oi.Simulator(oi.ModelLoader.open(tmp / "gemm.oinf"), gemm, arch=args.arch).make_executor()
-    t = step_time(ex, {"go": True}, 3, args.repeat)
-    results["gemm_f32_tflops"] = 2 * m ** 3 / t / 1e12
-
-    spec = importlib.util.spec_from_file_location("decoder_bench", REPO / "examples" / "decoder.py")
-    decoder = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = decoder
-    spec.loader.exec_module(decoder)
-    cfg = decoder.SIZES["bench"]
-    graph, model_path = decoder.write(cfg, tmp / "decoder")
-    ex = oi.Simulator(oi.ModelLoader.open(model_path), oi.load_graph(graph), arch=args.arch,
-                      outputs={"next"}).make_executor()
-    token = {"token": np.array([1], np.int32)}
-    ex.insert(**token)
-    ex.run_step()
-    t0 = time.perf_counter()
-    steps = cfg.max_seq - 1
-    for _ in range(steps):
-        ex.insert(**token)
-        ex.run_step()
-    results["decoder_bench_tokens_per_s"] = steps / (time.perf_counter() - t0)
-    results["decoder_bench_weight_mb"] = cfg.weight_bytes() / 1e6
-
-    results.update(torch_peers(args.repeat))
-    if "copy_gbs" in results:
-        results["gemv_f32_fraction_of_copy"] = results["gemv_f32_gbs"] / results["copy_gbs"]
-        results["gemm_f32_fraction_of_cublas"] = results["gemm_f32_tflops"] / results["cublas_f32_tflops"]
-    for key, value in results.items():
-        print(f"{key:<32} {value:.3f}" if isinstance(value, float) else f"{key:<32} {value}")
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if "peers" in args.rows:            # first: the torch figures survive a later failure
+        for key, value in torch_peers(args.repeat).items():
+            report(key, value)
+    for vi, tune in enumerate(variants):
+        linalg.TUNE.clear()
+        linalg.TUNE.update(base)
+        linalg.TUNE.update({k: tuple(map(tuple, v)) if k == "gemm_tiles" else (tuple(v) if isinstance(v, list) else v)
+                            for k, v in tune.items()})
+        tag = f"@{vi}" if len(variants) > 1 else ""
+        if tag:
+            report(f"tune{tag}", json.dumps(tune))
+        for row, fn in (("check", bench.check), ("gemv", lambda: bench.gemv(False)),
+                        ("gemv-f16", lambda: bench.gemv(True)), ("gemm", lambda: bench.gemm(False)),
+                        ("gemm-f16", lambda: bench.gemm(True))):
+            if row not in args.rows:
+                continue
+            try:
+                res = fn()
+            except Exception as exc:  # noqa: BLE001  (one failing row should not hide the others)
+                report(f"{row}{tag}_error", f"{type(exc).__name__}: {str(exc)[:2000]}")
+                continue
+            for key, value in res.items():
+                report(f"{PREFIX[row]}{tag}_{key}", value)
+    linalg.TUNE.clear()
+    linalg.TUNE.update(base)
+    if "decoder" in args.rows:
+        for key, value in bench.decoder().items():
+            report(f"decoder_bench_{key}", value)
+    for key, num, den in (("gemv_f32_fraction_of_copy", "gemv_f32_gbs", "copy_gbs"),
+                          ("gemv_f16_fraction_of_copy", "gemv_f16_gbs", "copy_gbs"),
+                          ("gemm_f32_fraction_of_cublas", "gemm_f32_tflops", "cublas_f32_tflops"),
+                          ("gemm_f16_fraction_of_cublas", "gemm_f16_tflops", "cublas_f16_tflops")):
+        if num in results and den in results:
+            report(key, results[num] / results[den])
     return 0
 
 

@@ -3,9 +3,33 @@ reference's order and precision (openinfer/ops/kernels/reduce.py): each output e
 products in k order; f8/bf16/f16 running sums round to T after every add; a two-dtype `acc`
 rounds (wraps) each product to its first dtype; bool is the OR of ANDs; integers wrap.
 
-f32 / f64 products without a product dtype use a tiled kernel when the matrices are large enough
-(a TILE x TILE output block per workgroup, A and B tiles staged in shared memory); the sums then
-run in k order all the same.
+Where the reference's sums are f32 sums of exact f32 products (f32 operands without a product
+dtype, or f16/bf16 operands with `acc=f32`, whose products are exact in f32), the summation order
+is free (the tolerance of an f32 reduction covers it), and three fast kernels are used:
+
+- GEMV (`m <= GEMV_MAX_M` rows of A, e.g. one token's activations times a [K, N] weight): one
+  workgroup per block of output columns; the invocations split K (each one reads a vector of
+  adjacent columns of one weight row per step, so a subgroup reads whole 128-byte row segments:
+  coalesced, vec4 / uvec4 loads where N allows), and their partial sums are added in shared memory.
+- GEMM (more rows): register-blocked tiles, BM x BN outputs per workgroup (128x128 with 8x8 per
+  invocation, or 64x64 / 32x32 with 4x4, from the device's limits and the shape), A and B tiles
+  of depth 8 double-buffered in shared memory as vec4 (A transposed), padded against bank
+  conflicts; workgroups in L2-friendly groups of tile rows.
+- f16 GEMM with cooperative matrices (descriptor `features.cooperative_matrix`, f16 operands,
+  `acc=f32`, K and N multiples of 8): 128x128 tiles of depth 32 per workgroup of 8 subgroups,
+  each subgroup a 64x32 block of 16x16x16 f16 x f16 -> f32 matrix multiply-adds
+  (GL_NV_cooperative_matrix, the cooperative-matrix GLSL that shaderc 2023 compiles), operands
+  staged in shared memory with 16-byte loads.
+
+The fast kernels decode f16 with unpackHalf2x16 (exact: every f16 is an f32) and bf16 by a shift.
+Operands are read through extra declarations of their bindings as vec4 / uvec2 / uvec4 arrays
+(every binding offset is a multiple of 64 bytes, see openinfer/emit/vulkan.py). Tile sizes and
+the other knobs are in TUNE (tools/bench/vulkan_bench.py --tune sweeps them on a device).
+
+f64 products (and f32 ones on a device too small for the GEMM tiles) keep the tiled kernel
+(TILE x TILE outputs per workgroup, A and B tiles in shared memory, k order); everything else
+(narrow running sums, product dtypes, integers, bool) keeps the per-element loop, exactly as the
+reference orders it.
 """
 
 from __future__ import annotations
@@ -16,6 +40,23 @@ from ..ckernels.common import contiguous_strides
 from . import Body, family
 from .reduce import NARROW, round_to
 from .types import KernelCtx, lit
+
+#: the GEMV kernel serves matmuls with at most this many rows of A (per batch element)
+GEMV_MAX_M = 8
+#: tuning knobs (tools/bench/vulkan_bench.py --tune can override them for a sweep)
+TUNE = {
+    "gemv_segment_bytes": 128,     # bytes of one weight row a workgroup reads per step
+    "gemv_threads": 131072,        # grow workgroups until this many invocations run...
+    "gemv_max_threads": 512,       # ...up to this many per workgroup
+    "gemv_unroll": 4,              # weight rows in flight per invocation (f32 weights)
+    "gemv_unroll_16bit": 8,        # the same for f16 / bf16 weights
+    "gemm_group": 8,               # tile rows per L2 group
+    "gemm_tiles": ((128, 128, 8, 8), (64, 64, 4, 4), (32, 32, 4, 4)),   # (BM, BN, TM, TN)
+    "gemm_bk": 8,
+    # cooperative-matrix tiles, the first whose BM x BN the shape fills (else the last that fits):
+    # (BM, BN, BK, subgroups down, subgroups across, shared-memory stages)
+    "coop_tiles": ((128, 128, 32, 2, 4, 2),),
+}
 
 
 def _batch_offset(batch_shape, shape, mat_elems: int, bt: str = "bt") -> str:
@@ -30,6 +71,39 @@ def _batch_offset(batch_shape, shape, mat_elems: int, bt: str = "bt") -> str:
             continue
         terms.append(f"(({bt} / {bstr[d]}u) % {batch_shape[d]}u) * {own[d] * mat_elems}u")
     return " + ".join(terms) or "0u"
+
+
+def _prod(shape) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+def _pow2ceil(x: int) -> int:
+    return 1 << max(0, (max(1, x) - 1).bit_length())
+
+
+def _load_f32(t, buf: str, idx: str) -> str:
+    """Element `idx` of a f32 / f16 / bf16 buffer as a float (hardware f16 decode: exact)."""
+    if t.name == "f16":
+        return f"unpackHalf2x16(uint({buf}[{idx}])).x"
+    if t.name == "bf16":
+        return f"uintBitsToFloat(uint({buf}[{idx}]) << 16)"
+    return f"{buf}[{idx}]"
+
+
+def _view(binding: int, name: str, typ: str, readonly: bool = True) -> str:
+    """A second declaration of a binding, as an array of `typ` (vector loads / stores)."""
+    access = "readonly " if readonly else "writeonly "
+    return f"layout(std430, set = 0, binding = {binding}) {access}buffer B{binding}v {{ {typ} {name}[]; }};"
+
+
+_DECODE = """vec4 oi_f16x4(uvec2 u) { return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+vec4 oi_bf16x4(uvec2 u) {
+    return vec4(uintBitsToFloat(u.x << 16), uintBitsToFloat(u.x & 0xffff0000u),
+                uintBitsToFloat(u.y << 16), uintBitsToFloat(u.y & 0xffff0000u));
+}"""
 
 
 @family("matmul")
@@ -62,6 +136,19 @@ def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
             if lct != ct:
                 product = f"{ct}({product})"
         step = "s + pr"
+    # f32 sums of exact f32 products: the order of the sums is free (see the module doc)
+    free_order = (p == w and w.name == "f32" and a.dtype.name in ("f32", "f16", "bf16")
+                  and b.dtype.name in ("f32", "f16", "bf16") and not out.dtype.is_packed and out.numel > 0)
+    if free_order:
+        shape = (batch_shape, a_shape, b_shape, m, n, kk)
+        if m <= GEMV_MAX_M:
+            return _gemv(req, k, *shape, doc)
+        coop = _coop_config(req, k, m, n, kk)
+        if coop is not None:
+            return _gemm_coop(req, k, *shape, doc, coop)
+        cfg = _gemm_config(k, m, n)
+        if cfg is not None:
+            return _gemm(req, k, *shape, doc, cfg)
     if (t.name in ("f32", "f64") and p == w and w == t and not out.dtype.is_packed and m >= 16 and n >= 16
             and kk >= 16):
         return _tiled(req, k, ct, batch_shape, a_shape, b_shape, m, n, kk, doc)
@@ -81,6 +168,447 @@ def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
     lines += ["}", "return s;"]
     return Body(value="\n".join(lines), vct=ct, doc=doc)
 
+
+def _groups(total: int) -> tuple[int, int, int]:
+    gx = min(total, 65535)
+    return gx, -(-total // gx), 1
+
+
+# ------------------------------------------------------------------------------------ GEMV
+
+def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Body:
+    """y[bt] (m x n, m small) = x[bt] @ W[bt]: a workgroup per CL*V output columns; invocation
+    (ks, cl) reads V adjacent columns of weight rows ks, ks + KS, ... and keeps m x V partial
+    sums; the KS partial sums of a column are added in shared memory (a tree)."""
+    a, b = req.inputs
+    out = req.output
+    ta, tb = a.dtype, b.dtype
+    esize = tb.bits // 8
+    if tb.name == "f32":
+        vw = 4 if n % 4 == 0 else 1
+    else:
+        vw = 8 if n % 8 == 0 else (4 if n % 4 == 0 else 1)
+    nvec = -(-n // vw)
+    cl_n = max(1, TUNE["gemv_segment_bytes"] // (vw * esize))
+    cl_n = min(_pow2ceil(cl_n), 32, _pow2ceil(nvec))
+    nb = _prod(batch_shape)
+    ncb = -(-nvec // cl_n)
+    total = nb * ncb
+    chunks = max(1, vw // 4)
+    vt = "vec4" if vw >= 4 else "float"
+    red_bytes = 16 if vw >= 4 else 4
+    max_wg = 1 << (k.caps.max_wg.bit_length() - 1)
+    threads = min(256, max_wg)
+    unroll = max(1, TUNE["gemv_unroll"] if tb.name == "f32" else TUNE["gemv_unroll_16bit"])
+
+    def fits(tn: int) -> bool:
+        return tn <= max_wg and tn * chunks * red_bytes <= k.caps.max_shared
+
+    while (threads < TUNE["gemv_max_threads"] and fits(threads * 2) and total * threads < TUNE["gemv_threads"]
+           and kk >= (threads * 2 // cl_n) * unroll * 2):
+        threads *= 2
+    while threads > cl_n and (threads // cl_n > _pow2ceil(kk) or not fits(threads)):
+        threads //= 2
+    threads = max(threads, cl_n)
+    ks_n = threads // cl_n
+
+    a_off = _batch_offset(batch_shape, a_shape, m * kk)
+    b_off = _batch_offset(batch_shape, b_shape, kk * n)
+    views, functions = [], ""
+    if vw > 1:
+        vtype = {"f32": "vec4", "f16": "uvec4" if vw == 8 else "uvec2", "bf16": "uvec4" if vw == 8 else "uvec2"}
+        views.append(_view(1, "oi_wv", vtype[tb.name]))
+        if tb.name != "f32":
+            functions = _DECODE
+
+    def wload(j: int, q: str) -> list[str]:
+        idx = f"bo + ({q}) * {n}u + col"
+        if vw == 1:
+            return [f"float w{j}_0 = {_load_f32(tb, 'in1', idx)};"]
+        if tb.name == "f32":
+            return [f"vec4 w{j}_0 = oi_wv[({idx}) >> 2];"]
+        if vw == 4:
+            return [f"vec4 w{j}_0 = oi_{tb.name}x4(oi_wv[({idx}) >> 2]);"]
+        return [f"uvec4 h{j} = oi_wv[({idx}) >> 3];",
+                f"vec4 w{j}_0 = oi_{tb.name}x4(h{j}.xy);", f"vec4 w{j}_1 = oi_{tb.name}x4(h{j}.zw);"]
+
+    def step(js: list[tuple[int, str]]) -> list[str]:
+        body = []
+        for j, q in js:
+            body += wload(j, q)
+        for j, q in js:
+            for r in range(m):
+                body.append(f"float x{j}_{r} = {_load_f32(ta, 'in0', f'ao + {r * kk}u + ({q})')};")
+        for j, _ in js:
+            for r in range(m):
+                for c in range(chunks):
+                    body.append(f"s{r}_{c} += x{j}_{r} * w{j}_{c};")
+        return ["    " + x for x in body]
+
+    lines = ["uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;",
+             f"if (g >= {total}u) return;",
+             f"uint bt = g / {ncb}u, lid = gl_LocalInvocationID.x;",
+             f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;",
+             f"uint col = ((g % {ncb}u) * {cl_n}u + cl) * {vw}u;",
+             f"uint ao = {a_off}, bo = {b_off};"]
+    zero = "vec4(0.0)" if vt == "vec4" else "0.0"
+    lines += [f"{vt} s{r}_{c} = {zero};" for r in range(m) for c in range(chunks)]
+    lines += [f"if (col < {n}u) {{", "    uint q = ks;"]
+    if unroll > 1 and kk > ks_n:
+        lines.append(f"    for (; q + {(unroll - 1) * ks_n}u < {kk}u; q += {unroll * ks_n}u) {{")
+        lines += ["    " + x for x in step([(j, f"q + {j * ks_n}u") for j in range(unroll)])]
+        lines.append("    }")
+    lines.append(f"    for (; q < {kk}u; q += {ks_n}u) {{")
+    lines += ["    " + x for x in step([(0, "q")])]
+    lines += ["    }", "}"]
+    for r in range(m):
+        if r:
+            lines.append("barrier();")
+        lines += [f"oi_red[lid * {chunks}u + {c}u] = s{r}_{c};" for c in range(chunks)]
+        lines.append("barrier();")
+        s = ks_n // 2
+        while s >= 1:
+            lines.append(f"if (ks < {s}u) {{")
+            lines += [f"    oi_red[lid * {chunks}u + {c}u] += oi_red[(lid + {s * cl_n}u) * {chunks}u + {c}u];"
+                      for c in range(chunks)]
+            lines.append("}")
+            if s > 1:
+                lines.append("barrier();")
+            s //= 2
+        lines.append(f"if (ks == 0u && col < {n}u) {{")
+        lines.append(f"    uint o = (bt * {m}u + {r}u) * {n}u + col;")
+        for c in range(chunks):
+            lines.append(f"    {vt} v{c} = oi_red[lid * {chunks}u + {c}u];")
+            if vt == "float":
+                lines.append(f"    out_[o] = {k.store(out.dtype, f'v{c}', 'float')};")
+            else:
+                for e in range(4):
+                    lines.append(f"    out_[o + {c * 4 + e}u] = {k.store(out.dtype, f'v{c}.' + 'xyzw'[e], 'float')};")
+        lines.append("}")
+    shared = "\n".join(views + [f"shared {vt} oi_red[{threads * chunks}];"])
+    how = f"GEMV: {cl_n * vw} columns x {ks_n} slices of K per workgroup, {vw}-wide loads"
+    return Body(main="\n".join(lines), functions=functions, doc=f"{doc} ({how})", local_size=threads,
+                shared=shared, groups=_groups(total))
+
+
+# ------------------------------------------------------------------------------------ GEMM (f32 sums)
+
+def _gemm_config(k: KernelCtx, m: int, n: int):
+    """The largest register-blocked tile the device and the shape suit, or None."""
+    bk = TUNE["gemm_bk"]
+    for bm, bn, tm, tn in TUNE["gemm_tiles"]:
+        threads = (bm // tm) * (bn // tn)
+        shared = 2 * bk * ((bm // 4 + 1) + (bn // 4 + 1)) * 16
+        if threads > k.caps.max_wg or shared > k.caps.max_shared:
+            continue
+        if bm > 32 and (m < bm or n < bn):
+            continue
+        return bm, bn, tm, tn, bk
+    return None
+
+
+def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) -> Body:
+    """C[bt] in BM x BN tiles, one per workgroup of (BM/TM)(BN/TN) invocations each owning a
+    TM x TN block (vec4 groups of rows and columns spread so that shared-memory reads are
+    conflict-free); A (transposed) and B tiles of depth BK double-buffered in shared memory."""
+    bm, bn, tm, tn, bk = cfg
+    a, b = req.inputs
+    out = req.output
+    ta, tb = a.dtype, b.dtype
+    txn, tyn = bn // tn, bm // tm
+    threads = txn * tyn
+    sa, sb = bm // 4 + 1, bn // 4 + 1          # padded rows (vec4) of the shared tiles
+    gm, gn = tm // 4, tn // 4                   # vec4 groups per invocation
+    tiles_m, tiles_n = -(-m // bm), -(-n // bn)
+    per_batch = tiles_m * tiles_n
+    nb = _prod(batch_shape)
+    total = nb * per_batch
+    ntiles = -(-kk // bk)
+    group = max(1, TUNE["gemm_group"])
+    a_off = _batch_offset(batch_shape, a_shape, m * kk)
+    b_off = _batch_offset(batch_shape, b_shape, kk * n)
+    views, functions = [], ""
+    bvec = n % 4 == 0
+    if bvec:
+        views.append(_view(1, "oi_bv", "vec4" if tb.name == "f32" else "uvec2"))
+        if tb.name != "f32":
+            functions = _DECODE
+    ovec = n % 4 == 0 and out.dtype.name == "f32"
+    if ovec:
+        views.append(_view(2, "oi_cv", "vec4", readonly=False))
+
+    units_a, units_b = bm * bk // 4, bk * bn // 4
+    la, lb = -(-units_a // threads), -(-units_b // threads)
+
+    def load(k0: str) -> list[str]:
+        body = []
+        for e in range(la):
+            u = f"(lid + {e * threads}u)"
+            vals = []
+            for i in range(4):
+                row, q = f"row0 + ({u} / {bk}u) * 4u + {i}u", f"{k0} + {u} % {bk}u"
+                x = _load_f32(ta, "in0", f"ao + ({row}) * {kk}u + ({q})")
+                vals.append(f"(({row}) < {m}u && ({q}) < {kk}u) ? {x} : 0.0")
+            st = f"ra{e} = vec4({', '.join(vals)});"
+            body.append(f"if ({u} < {units_a}u) {st}" if units_a % threads else st)
+        for e in range(lb):
+            u = f"(lid + {e * threads}u)"
+            q, c = f"{k0} + {u} / {bn // 4}u", f"col0 + ({u} % {bn // 4}u) * 4u"
+            if bvec:
+                v = f"(({q}) < {kk}u && ({c}) < {n}u) ? " + (
+                    f"oi_bv[(bo + ({q}) * {n}u + ({c})) >> 2]" if tb.name == "f32"
+                    else f"oi_{tb.name}x4(oi_bv[(bo + ({q}) * {n}u + ({c})) >> 2])") + " : vec4(0.0)"
+            else:
+                v = "vec4(" + ", ".join(
+                    f"(({q}) < {kk}u && ({c}) + {i}u < {n}u) ? "
+                    f"{_load_f32(tb, 'in1', f'bo + ({q}) * {n}u + ({c}) + {i}u')} : 0.0" for i in range(4)) + ")"
+            st = f"rb{e} = {v};"
+            body.append(f"if ({u} < {units_b}u) {st}" if units_b % threads else st)
+        return body
+
+    def store(buf: str) -> list[str]:
+        body = []
+        for e in range(la):
+            u = f"(lid + {e * threads}u)"
+            st = f"oi_as[{buf} * {bk * sa}u + ({u} % {bk}u) * {sa}u + {u} / {bk}u] = ra{e};"
+            body.append(f"if ({u} < {units_a}u) {st}" if units_a % threads else st)
+        for e in range(lb):
+            u = f"(lid + {e * threads}u)"
+            st = f"oi_bs[{buf} * {bk * sb}u + ({u} / {bn // 4}u) * {sb}u + {u} % {bn // 4}u] = rb{e};"
+            body.append(f"if ({u} < {units_b}u) {st}" if units_b % threads else st)
+        return body
+
+    lines = ["uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;",
+             f"if (g >= {total}u) return;",
+             f"uint bt = g / {per_batch}u, t = g % {per_batch}u;",
+             # groups of `group` tile rows, column-major inside a group (tiles sharing B stay in L2)
+             f"uint first = (t / {group * tiles_n}u) * {group}u;",
+             f"uint gsz = min({tiles_m}u - first, {group}u);",
+             f"uint tr = first + (t % {group * tiles_n}u) % gsz, tc = (t % {group * tiles_n}u) / gsz;",
+             f"uint row0 = tr * {bm}u, col0 = tc * {bn}u;",
+             f"uint lid = gl_LocalInvocationID.x, tx = lid % {txn}u, ty = lid / {txn}u;",
+             f"uint ao = {a_off}, bo = {b_off};"]
+    lines += [f"vec4 c{i}_{j} = vec4(0.0);" for i in range(tm) for j in range(gn)]
+    lines += [f"vec4 ra{e} = vec4(0.0);" for e in range(la)] + [f"vec4 rb{e} = vec4(0.0);" for e in range(lb)]
+    lines += load("0u") + store("0u") + ["barrier();"]
+    lines.append(f"for (uint kt = 0u; kt < {ntiles}u; ++kt) {{")
+    lines.append("    uint cur = kt & 1u;")
+    if ntiles > 1:
+        lines.append(f"    if (kt + 1u < {ntiles}u) {{")
+        lines += ["        " + x for x in load(f"(kt + 1u) * {bk}u")]
+        lines.append("    }")
+    lines.append(f"    for (uint q = 0u; q < {bk}u; ++q) {{")
+    lines.append(f"        uint pa = cur * {bk * sa}u + q * {sa}u + ty, pb = cur * {bk * sb}u + q * {sb}u + tx;")
+    lines += [f"        vec4 a{i} = oi_as[pa + {i * (bm // 4 // gm)}u];" for i in range(gm)]
+    lines += [f"        vec4 b{j} = oi_bs[pb + {j * (bn // 4 // gn)}u];" for j in range(gn)]
+    for i in range(tm):
+        for j in range(gn):
+            lines.append(f"        c{i}_{j} += a{i // 4}." + "xyzw"[i % 4] + f" * b{j};")
+    lines.append("    }")
+    if ntiles > 1:
+        lines.append(f"    if (kt + 1u < {ntiles}u) {{")
+        lines += ["        " + x for x in store("(cur ^ 1u)")]
+        lines.append("    }")
+    lines += ["    barrier();", "}"]
+    for i in range(tm):
+        row = f"row0 + {(i // 4) * (bm // gm)}u + ty * 4u + {i % 4}u"
+        lines.append(f"if ({row} < {m}u) {{")
+        lines.append(f"    uint o = (bt * {m}u + {row}) * {n}u;")
+        for j in range(gn):
+            col = f"col0 + {j * (bn // gn)}u + tx * 4u"
+            if ovec:
+                lines.append(f"    if ({col} < {n}u) oi_cv[(o + {col}) >> 2] = c{i}_{j};")
+            else:
+                for e in range(4):
+                    lines.append(f"    if ({col} + {e}u < {n}u) out_[o + {col} + {e}u] = "
+                                 f"{k.store(out.dtype, f'c{i}_{j}.' + 'xyzw'[e], 'float')};")
+        lines.append("}")
+    shared = "\n".join(views + [f"shared vec4 oi_as[{2 * bk * sa}];", f"shared vec4 oi_bs[{2 * bk * sb}];"])
+    how = f"GEMM: {bm}x{bn} tiles, {tm}x{tn} per invocation, depth {bk}, double-buffered shared memory"
+    return Body(main="\n".join(lines), functions=functions, doc=f"{doc} ({how})", local_size=threads,
+                shared=shared, groups=_groups(total))
+
+
+# ------------------------------------------------------------------------------------ cooperative matrix
+
+def _coop_shared(cfg) -> tuple[int, int, int]:
+    """uvec4 elements of the A and B tile buffers and of a separate output staging area."""
+    bm, bn, bk, wm, wn, stages = cfg[:6]
+    a, b = stages * bm * (bk // 8 + 1), stages * bk * (bn // 8 + 1)
+    staging = wm * wn * 64                       # a 16x16 f32 fragment per subgroup
+    return max(a, 1), max(b, 1), 0 if staging <= a else staging
+
+
+def _coop_config(req, k: KernelCtx, m: int, n: int, kk: int):
+    """The cooperative-matrix tile for this matmul, or None when the kernel does not apply."""
+    a, b = req.inputs
+    if not (k.caps.coopmat and k.caps.float16 and k.caps.subgroup_size == 32 and a.dtype.name == "f16"
+            and b.dtype.name == "f16" and kk % 8 == 0 and n % 8 == 0 and m >= 16 and n >= 16 and kk >= 16):
+        return None
+    fitting = []
+    for cfg in TUNE["coop_tiles"]:
+        bm, bn, bk, wm, wn, stages = cfg[:6]
+        if wm * wn * 32 > k.caps.max_wg or sum(_coop_shared(cfg)) * 16 > k.caps.max_shared:
+            continue
+        if stages == 0 and (m % bm or n % bn or kk % 16):
+            continue                         # fragments straight from memory: whole tiles only
+        if m >= bm and n >= bn:
+            return cfg
+        fitting.append(cfg)
+    return fitting[-1] if fitting else None
+
+
+def _gemm_coop(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) -> Body:
+    """C[bt] in BM x BN tiles per workgroup of WM x WN subgroups; each subgroup owns a
+    (BM/WM) x (BN/WN) block of 16x16 f32 accumulator fragments. A and B tiles (depth BK) are
+    copied to shared memory as uvec4 (8 halves; rows padded by 16 bytes), in two stages (the next
+    tile goes to the other buffer: one barrier per tile) or one (two barriers per tile); either
+    way the next tile's global loads are in flight during the current tile's MMAs."""
+    k.need("coopmat", "an f16 matrix multiply with cooperative matrices")
+    k.need("float16", "cooperative matrices of f16")
+    out = req.output
+    bm, bn, bk, wm, wn, stages = cfg[:6]
+    fw = cfg[6] if len(cfg) > 6 else 16              # fragment width: 16x16x16 (or 16x8x16) MMAs
+    threads = wm * wn * 32
+    fm, fn = bm // wm // 16, bn // wn // fw          # fragments per subgroup
+    sa, sb = bk // 8 + 1, bn // 8 + 1                # padded shared rows, in uvec4
+    n_sa, n_sb, n_st = _coop_shared(cfg)
+    tiles_m, tiles_n = -(-m // bm), -(-n // bn)
+    per_batch = tiles_m * tiles_n
+    nb = _prod(batch_shape)
+    total = nb * per_batch
+    ntiles = -(-kk // bk)
+    group = max(1, TUNE["gemm_group"])
+    a_off = _batch_offset(batch_shape, a_shape, m * kk)
+    b_off = _batch_offset(batch_shape, b_shape, kk * n)
+    units_a, units_b = bm * bk // 8, bk * bn // 8
+    la, lb = -(-units_a // threads), -(-units_b // threads)
+    fa = "fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>"
+    fbt = f"fcoopmatNV<16, gl_ScopeSubgroup, 16, {fw}>"
+    fc = f"fcoopmatNV<32, gl_ScopeSubgroup, 16, {fw}>"
+
+    def load(k0: str) -> list[str]:
+        body = []
+        for e in range(la):
+            u = f"(lid + {e * threads}u)"
+            row, q = f"row0 + {u} / {bk // 8}u", f"{k0} + ({u} % {bk // 8}u) * 8u"
+            st = (f"ra{e} = (({row}) < {m}u && ({q}) < {kk}u) ? oi_av[(ao + ({row}) * {kk}u + ({q})) >> 3] "
+                  ": uvec4(0u);")
+            body.append(f"if ({u} < {units_a}u) {st}" if units_a % threads else st)
+        for e in range(lb):
+            u = f"(lid + {e * threads}u)"
+            q, c = f"{k0} + {u} / {bn // 8}u", f"col0 + ({u} % {bn // 8}u) * 8u"
+            st = (f"rb{e} = (({q}) < {kk}u && ({c}) < {n}u) ? oi_bv[(bo + ({q}) * {n}u + ({c})) >> 3] "
+                  ": uvec4(0u);")
+            body.append(f"if ({u} < {units_b}u) {st}" if units_b % threads else st)
+        return body
+
+    def store(buf: str) -> list[str]:
+        body = []
+        for e in range(la):
+            u = f"(lid + {e * threads}u)"
+            st = f"oi_sa[{buf} * {bm * sa}u + ({u} / {bk // 8}u) * {sa}u + {u} % {bk // 8}u] = ra{e};"
+            body.append(f"if ({u} < {units_a}u) {st}" if units_a % threads else st)
+        for e in range(lb):
+            u = f"(lid + {e * threads}u)"
+            st = f"oi_sb[{buf} * {bk * sb}u + ({u} / {bn // 8}u) * {sb}u + {u} % {bn // 8}u] = rb{e};"
+            body.append(f"if ({u} < {units_b}u) {st}" if units_b % threads else st)
+        return body
+
+    def compute(buf: str) -> list[str]:
+        body = [f"for (uint q = 0u; q < {bk // 16}u; ++q) {{"]
+        for i in range(fm):
+            body.append(f"    coopMatLoadNV(fa{i}, oi_sa, {buf} * {bm * sa}u + (wr + {i * 16}u) * {sa}u + q * 2u, "
+                        f"{sa}u, false);")
+        for j in range(fn):
+            body.append(f"    coopMatLoadNV(fb{j}, oi_sb, {buf} * {bk * sb}u + q * {16 * sb}u + (wc + {j * fw}u) / 8u, "
+                        f"{sb}u, false);")
+        for i in range(fm):
+            for j in range(fn):
+                body.append(f"    acc{i}_{j} = coopMatMulAddNV(fa{i}, fb{j}, acc{i}_{j});")
+        return body + ["}"]
+
+    def ind(xs: list[str], d: int = 1) -> list[str]:
+        return ["    " * d + x for x in xs]
+
+    lines = ["uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;",
+             f"if (g >= {total}u) return;",
+             f"uint bt = g / {per_batch}u, t = g % {per_batch}u;",
+             f"uint first = (t / {group * tiles_n}u) * {group}u;",
+             f"uint gsz = min({tiles_m}u - first, {group}u);",
+             f"uint tr = first + (t % {group * tiles_n}u) % gsz, tc = (t % {group * tiles_n}u) / gsz;",
+             f"uint row0 = tr * {bm}u, col0 = tc * {bn}u;",
+             "uint lid = gl_LocalInvocationID.x, sg = lid / 32u, lane = lid % 32u;",
+             f"uint wr = (sg / {wn}u) * {bm // wm}u, wc = (sg % {wn}u) * {bn // wn}u;",
+             f"uint ao = {a_off}, bo = {b_off};"]
+    lines += [f"{fc} acc{i}_{j} = {fc}(0.0);" for i in range(fm) for j in range(fn)]
+    lines += [f"{fa} fa{i};" for i in range(fm)] + [f"{fbt} fb{j};" for j in range(fn)]
+    if stages:
+        lines += [f"uvec4 ra{e} = uvec4(0u);" for e in range(la)] + [f"uvec4 rb{e} = uvec4(0u);" for e in range(lb)]
+    if stages == 0:
+        # no shared memory: each subgroup loads its fragments from the buffers (L1 / L2 serve the
+        # reuse across subgroups); whole tiles only (see _coop_config)
+        lines.append(f"for (uint q = 0u; q < {kk // 16}u; ++q) {{")
+        for i in range(fm):
+            lines.append(f"    coopMatLoadNV(fa{i}, oi_av, (ao + (row0 + wr + {i * 16}u) * {kk}u + q * 16u) >> 3, "
+                         f"{kk // 8}u, false);")
+        for j in range(fn):
+            lines.append(f"    coopMatLoadNV(fb{j}, oi_bv, (bo + q * {16 * n}u + col0 + wc + {j * fw}u) >> 3, "
+                         f"{n // 8}u, false);")
+        for i in range(fm):
+            for j in range(fn):
+                lines.append(f"    acc{i}_{j} = coopMatMulAddNV(fa{i}, fb{j}, acc{i}_{j});")
+        lines.append("}")
+    else:
+        lines += load("0u")
+    if stages == 0:
+        pass
+    elif stages == 2:
+        lines += store("0u") + ["barrier();"]
+        lines.append(f"for (uint kt = 0u; kt < {ntiles}u; ++kt) {{")
+        lines.append("    uint cur = kt & 1u;")
+        if ntiles > 1:
+            lines += ind([f"if (kt + 1u < {ntiles}u) {{"] + ind(load(f"(kt + 1u) * {bk}u")) + ["}"])
+        lines += ind(compute("cur"))
+        if ntiles > 1:
+            lines += ind([f"if (kt + 1u < {ntiles}u) {{"] + ind(store("(cur ^ 1u)")) + ["}"])
+        lines += ["    barrier();", "}"]
+    else:
+        lines.append(f"for (uint kt = 0u; kt < {ntiles}u; ++kt) {{")
+        lines += ind(["if (kt > 0u) barrier();"] + store("0u") + ["barrier();"])
+        if ntiles > 1:
+            lines += ind([f"if (kt + 1u < {ntiles}u) {{"] + ind(load(f"(kt + 1u) * {bk}u")) + ["}"])
+        lines += ind(compute("0u"))
+        lines += ["}", "barrier();"]
+    direct = m % bm == 0 and n % bn == 0 and out.dtype.name == "f32"
+    stage = "oi_st" if n_st else "oi_sa"
+    for i in range(fm):
+        for j in range(fn):
+            if direct:
+                lines.append(f"coopMatStoreNV(acc{i}_{j}, out_, (bt * {m}u + row0 + wr + {i * 16}u) * {n}u + col0 + "
+                             f"wc + {j * fw}u, {n}u, false);")
+                continue
+            # edge tiles (or another output dtype): through shared memory, element by element
+            lines.append(f"coopMatStoreNV(acc{i}_{j}, {stage}, sg * 64u, {fw // 4}u, false);")
+            lines.append("barrier();")
+            lines.append(f"for (uint e = lane; e < {16 * fw}u; e += 32u) {{")
+            lines.append(f"    uint r = row0 + wr + {i * 16}u + e / {fw}u, c = col0 + wc + {j * fw}u + e % {fw}u;")
+            lines.append(f"    float v = uintBitsToFloat({stage}[sg * 64u + e / 4u][e % 4u]);")
+            lines.append(f"    if (r < {m}u && c < {n}u) out_[(bt * {m}u + r) * {n}u + c] = "
+                         f"{k.store(out.dtype, 'v', 'float')};")
+            lines.append("}")
+            lines.append("barrier();")
+    decl = [_view(0, "oi_av", "uvec4"), _view(1, "oi_bv", "uvec4"), f"shared uvec4 oi_sa[{n_sa}];",
+            f"shared uvec4 oi_sb[{n_sb}];"]
+    if n_st and not direct:
+        decl.append(f"shared uvec4 oi_st[{n_st}];")
+    how = (f"cooperative-matrix GEMM: {bm}x{bn} tiles of depth {bk}, {stages} shared stage(s), {wm}x{wn} subgroups "
+           f"of {fm}x{fn} 16x{fw}x16 f16 -> f32 fragments")
+    return Body(main="\n".join(lines), doc=f"{doc} ({how})", local_size=threads, shared="\n".join(decl),
+                groups=_groups(total))
+
+
+# ------------------------------------------------------------------------------------ f64 tiles
 
 def _tiled(req, k: KernelCtx, ct, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Body:
     """C[bt] tile (TILE x TILE) per workgroup of TILE*TILE invocations; A/B tiles in shared

@@ -26,6 +26,9 @@ FEATURES = {
                   "features.fp16, features.int16 or features.storage_16bit"),
     "subgroup": ("subgroup arithmetic", "features.subgroup_ops"),
     "denorm32": ("the DenormPreserve float control for f32", "features.denorm_preserve_fp32"),
+    "float16": ("f16 arithmetic types (shaderFloat16)", "features.fp16"),
+    "coopmat": ("cooperative matrices (VK_NV_cooperative_matrix: 16x16x16 f16 x f16 -> f32 per subgroup, "
+                "with vulkanMemoryModel)", "features.cooperative_matrix"),
 }
 
 FLOAT_CT = ("float", "double")
@@ -45,6 +48,8 @@ class Caps:
     subgroup: bool = False
     subgroup_size: int = 0
     denorm32: bool = False               # request DenormPreserve for f32 (float controls)
+    float16: bool = False                # shaderFloat16 (f16 arithmetic types)
+    coopmat: bool = False                # cooperative matrices (see FEATURES)
     wg: int = 256                        # default workgroup size (invocations)
     max_wg: int = 1024                   # maxComputeWorkGroupInvocations
     max_shared: int = 16384              # bytes of shared memory per workgroup
@@ -63,7 +68,8 @@ class Caps:
         return cls(fp64=bool(f.get("fp64", False)), int64=bool(f.get("int64", False)),
                    storage8=bool(f.get("storage_8bit", f.get("int8", False))), storage16=bool(storage16),
                    subgroup=bool(f.get("subgroup_ops", False)), subgroup_size=int(f.get("subgroup_size", 0)),
-                   denorm32=bool(f.get("denorm_preserve_fp32", False)),
+                   denorm32=bool(f.get("denorm_preserve_fp32", False)), float16=bool(f.get("fp16", False)),
+                   coopmat=bool(f.get("cooperative_matrix", False)),
                    wg=wg, max_wg=max_wg, max_shared=int(lim["max_shared_memory_bytes"]),
                    max_push=int(lim["max_push_constants_bytes"]), max_range=int(lim["max_storage_buffer_range_bytes"]),
                    max_bindings=min(16, int(lim.get("max_storage_buffers_per_stage", 16))),
