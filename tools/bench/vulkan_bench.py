@@ -6,7 +6,8 @@
 - gemm: GEMM 4096^3 f32 against PyTorch/cuBLAS with TF32 off;
 - gemm-f16: GEMM 4096^3 f16 with acc=f32 (the cooperative-matrix kernel where the descriptor
   declares features.cooperative_matrix) against PyTorch/cuBLAS f16;
-- decoder: the decoder's bench size (examples/decoder.py): tokens per second;
+- decoder: the decoder's bench size (examples/decoder.py) with f32, i8 and i4 weights
+  (`--decoder-weights`): tokens per second;
 - peers: the PyTorch figures (copy, cuBLAS f32 / f16, torch GEMV).
 
     python tools/bench/vulkan_bench.py --arch devices/nvidia-h200.json [--rows gemv gemm ...]
@@ -223,13 +224,13 @@ class Bench:
         return {"cases": len(CHECK_CASES), "failed": len(bad), "worst_rel_err": worst, "kernels": ", ".join(kernels),
                 "failures": "; ".join(bad)}
 
-    def decoder(self) -> dict:
+    def decoder(self, weights: str) -> dict:
         spec = importlib.util.spec_from_file_location("decoder_bench", REPO / "examples" / "decoder.py")
         decoder = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = decoder
         spec.loader.exec_module(decoder)
-        cfg = decoder.SIZES["bench"]
-        graph, model_path = decoder.write(cfg, self.tmp / "decoder")
+        cfg = decoder.with_weights(decoder.SIZES["bench"], weights)
+        graph, model_path = decoder.write(cfg, self.tmp / f"decoder_{weights}")
         ex = oi.Simulator(oi.ModelLoader.open(model_path), oi.load_graph(graph), arch=self.args.arch,
                           outputs={"next"}).make_executor()
         token = {"token": np.array([1], np.int32)}
@@ -251,6 +252,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--reps", type=int, default=10, help="matmuls per step (GEMMs: a fifth of it)")
+    ap.add_argument("--decoder-weights", nargs="+", choices=("f32", "i8", "i4"), default=["f32", "i8", "i4"],
+                    help="the decoder row's weight storage (examples/decoder.py --weights)")
     ap.add_argument("--tune", action="append", default=[], help="JSON overrides of linalg.TUNE (repeatable)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="oi-vk-bench-"))
@@ -291,8 +294,9 @@ def main(argv=None) -> int:
     linalg.TUNE.clear()
     linalg.TUNE.update(base)
     if "decoder" in args.rows:
-        for key, value in bench.decoder().items():
-            report(f"decoder_bench_{key}", value)
+        for weights in args.decoder_weights:
+            for key, value in bench.decoder(weights).items():
+                report(f"decoder_bench_{weights}_{key}", value)
     for key, num, den in (("gemv_f32_fraction_of_copy", "gemv_f32_gbs", "copy_gbs"),
                           ("gemv_f16_fraction_of_copy", "gemv_f16_gbs", "copy_gbs"),
                           ("gemm_f32_fraction_of_cublas", "gemm_f32_tflops", "cublas_f32_tflops"),

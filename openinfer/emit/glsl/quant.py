@@ -1,15 +1,22 @@
 """dequant_matmul in GLSL: x @ ((w - zero_point) * scale) with i8/u8/i4/u4 weights read as
 stored (8-bit storage, or the bytes of packed nibbles) and dequantized in registers.
 
-One invocation per output element sums x[i, k] * (w[k, j] - zp) in f32 (f64 for f64 x) over k and
-multiplies by the column's scale once; adjacent invocations read adjacent columns of a weight
-row, so the reads of a subgroup coalesce (packed nibbles: two invocations share a byte).
+GEMV (f32 x with at most 8 rows, N a multiple of 16 for 8-bit and of 32 for 4-bit weights): each
+invocation reads 16 bytes of a weight row at a time (16 or 32 columns, unpacked with
+bitfieldExtract: packing is LSB-first, so element e of a 32-bit word sits at bit e * bits), for
+rows ks, ks + KS, ...; a workgroup owns CL such column groups and splits K over KS = threads / CL
+slices whose partial sums are added in shared memory (a tree). Zero points are subtracted per
+column in registers and the scale applied once per column at the end.
+
+Otherwise one invocation per output element sums x[i, k] * (w[k, j] - zp) in f32 (f64 for f64 x)
+over k and multiplies by the column's scale once.
 """
 
 from __future__ import annotations
 
 from ...synth.program import KernelRequest
 from . import Body, family
+from .linalg import _groups, _view
 from .types import KernelCtx, lit
 
 
@@ -17,6 +24,9 @@ from .types import KernelCtx, lit
 def emit_dequant_matmul(req: KernelRequest, k: KernelCtx) -> Body:
     x, w, scale = req.inputs[:3]
     kk, n = w.shape
+    gemv = _gemv(req, k)
+    if gemv is not None:
+        return gemv
     ct = k.ct(x.dtype)
     channel = "col" if scale.numel > 1 else "0u"
     q = k.load(w.dtype, "in1", f"q * {n}u + col", "int")
@@ -30,3 +40,78 @@ def emit_dequant_matmul(req: KernelRequest, k: KernelCtx) -> Body:
            f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale"
            f"{', zero point' if len(req.inputs) > 3 else ''})")
     return Body(value="\n".join(lines), vct=ct, doc=doc)
+
+
+def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
+    x, w, scale = req.inputs[:3]
+    kk, n = w.shape
+    m = x.shape[0] if len(x.shape) == 2 else 1
+    bits = w.dtype.bits
+    cols = 128 // bits                                # columns per 16-byte load
+    if x.dtype.name != "f32" or m > 8 or n % cols:
+        return None
+    nvec = n // cols
+    cl_n = 2 if nvec >= 256 else 1                    # 32- or 16-byte row segments per workgroup
+    threads = min(256, 1 << (k.caps.max_wg.bit_length() - 1))
+    while threads > cl_n and (threads // cl_n > kk or threads * cols * 4 > k.caps.max_shared):
+        threads //= 2
+    if threads * cols * 4 > k.caps.max_shared:
+        return None
+    ks_n = threads // cl_n
+    chunks = cols // 4                                # vec4 accumulators per row of x
+    signed = w.dtype.is_signed
+    per_word = 32 // bits
+
+    def at(c: int, e: int) -> str:                    # the channel index of lane e of chunk c
+        return f"col + {4 * c + e}u" if scale.numel > 1 else "0u"
+
+    lines = ["uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;",
+             f"if (g >= {nvec // cl_n + (nvec % cl_n > 0)}u) return;",
+             "uint lid = gl_LocalInvocationID.x;",
+             f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;",
+             f"uint cv = g * {cl_n}u + cl;                  // this invocation's 16-byte column group",
+             f"uint col = cv * {cols}u;"]
+    lines += [f"vec4 s{r}_{c} = vec4(0.0);" for r in range(m) for c in range(chunks)]
+    if len(req.inputs) > 3:
+        lines += [f"vec4 z{c} = vec4({', '.join(f'float(in3[{at(c, e)}])' for e in range(4))});"
+                  for c in range(chunks)]
+    lines += [f"if (cv < {nvec}u) {{", f"    for (uint q = ks; q < {kk}u; q += {ks_n}u) {{",
+              f"        uvec4 wq = oi_wq[q * {nvec}u + cv];"]
+    for r in range(m):
+        lines.append(f"        float x{r} = in0[{r * kk}u + q];")
+    for c in range(chunks):
+        word = "xyzw"[(4 * c) // per_word]
+        base = (4 * c) % per_word
+        parts = [f"bitfieldExtract({'int' if signed else 'uint'}(wq.{word}), {(base + e) * bits}, {bits})"
+                 for e in range(4)]
+        lines.append(f"        vec4 w{c} = vec4({', '.join(parts)})" + (f" - z{c};" if len(req.inputs) > 3 else ";"))
+        for r in range(m):
+            lines.append(f"        s{r}_{c} += x{r} * w{c};")
+    lines += ["    }", "}"]
+    for r in range(m):
+        if r:
+            lines.append("barrier();")
+        lines += [f"oi_red[lid * {chunks}u + {c}u] = s{r}_{c};" for c in range(chunks)]
+        lines.append("barrier();")
+        s = ks_n // 2
+        while s >= 1:
+            lines.append(f"if (ks < {s}u) {{")
+            lines += [f"    oi_red[lid * {chunks}u + {c}u] += oi_red[(lid + {s * cl_n}u) * {chunks}u + {c}u];"
+                      for c in range(chunks)]
+            lines.append("}")
+            if s > 1:
+                lines.append("barrier();")
+            s //= 2
+        lines.append(f"if (ks == 0u && cv < {nvec}u) {{")
+        for c in range(chunks):
+            lines.append(f"    vec4 v{c} = oi_red[lid * {chunks}u + {c}u];")
+            for e in range(4):
+                sc = f"in2[{at(c, e)}]"
+                lines.append(f"    out_[{r * n}u + col + {4 * c + e}u] = "
+                             f"{k.store(req.output.dtype, f'(v{c}.' + 'xyzw'[e] + f' * {sc})', 'float')};")
+        lines.append("}")
+    shared = "\n".join([_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{threads * chunks}];"])
+    doc = (f"dequant_matmul GEMV: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}), "
+           f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, 16-byte weight loads")
+    return Body(main="\n".join(lines), doc=doc, local_size=threads, shared=shared,
+                groups=_groups(nvec // cl_n + (nvec % cl_n > 0)))
