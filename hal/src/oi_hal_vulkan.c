@@ -49,7 +49,8 @@ const char *oi_vk_feature_name(uint32_t missing) {
     if (missing & OI_VK_FEATURE_SUBGROUP) return "subgroup arithmetic";
     if (missing & OI_VK_FEATURE_DENORM32) return "shaderDenormPreserveFloat32";
     if (missing & OI_VK_FEATURE_COOPMAT)
-        return "cooperative matrices (VK_NV_cooperative_matrix, 16x16x16 f16 -> f32, vulkanMemoryModel)";
+        return "cooperative matrices (VK_NV_cooperative_matrix, 16x16x16 f16 -> f32, "
+               "vulkanMemoryModel with device scope)";
     return "(none)";
 }
 
@@ -286,7 +287,10 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
         (sp.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
         ctx->features |= OI_VK_FEATURE_SUBGROUP;
     if (p12.shaderDenormPreserveFloat32) ctx->features |= OI_VK_FEATURE_DENORM32;
-    int coopmat = coopmat_ext && fcm.cooperativeMatrix && f12.vulkanMemoryModel && f12.shaderFloat16 &&
+    /* The memory model comes with device scope: with vulkanMemoryModel on and device scope off, a
+     * shader may not use Device-scope barriers, which the other kernels' buffer barriers are. */
+    int coopmat = coopmat_ext && fcm.cooperativeMatrix && f12.vulkanMemoryModel &&
+                  f12.vulkanMemoryModelDeviceScope && f12.shaderFloat16 &&
                   has_f16_coopmat(ctx->instance, ctx->physical);
     if (coopmat) ctx->features |= OI_VK_FEATURE_COOPMAT;
     VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
@@ -299,6 +303,7 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
     if (coopmat) {
         ecm.cooperativeMatrix = VK_TRUE;
         e12.vulkanMemoryModel = VK_TRUE;
+        e12.vulkanMemoryModelDeviceScope = VK_TRUE;
         e12.pNext = &ecm;
     }
     VkPhysicalDeviceVulkan11Features e11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};

@@ -347,7 +347,8 @@ def _describe_vulkan(lib, phys, index: int, inst=None) -> dict:
             "subgroup_size": max(1, sg_size),
             # what the f16 GEMM kernels use (openinfer/emit/glsl/linalg.py): VK_NV_cooperative_matrix
             # with 16x16x16 f16 x f16 -> f32 subgroup matrices, and the Vulkan memory model
-            "cooperative_matrix": (coop_ext and bool(u32(fcm.raw, 16)) and bool(u32(f12.raw, 180)) and fp16
+            "cooperative_matrix": (coop_ext and bool(u32(fcm.raw, 16)) and bool(u32(f12.raw, 180))   # memory model
+                                   and bool(u32(f12.raw, 184)) and fp16                             # device scope
                                    and _vk_f16_coopmat(lib, inst, phys)),
             "denorm_preserve_fp32": bool(u32(p12.raw, 560)),
         },
