@@ -10,7 +10,9 @@ Covered (f32): matmul (packed GEMM with a register-blocked microkernel, GEMV and
 paths, batch dims and 1-D operands as NumPy; the GEMV paths also take f16 / bf16 operands with an
 f32 accumulator), element-wise arithmetic and activations, alone or as a fused chain (same shape,
 bias and per-row broadcasts, in place), sum/mean/max/min over contiguous axes, softmax over the
-last axis, layer_norm and rms_norm. Large kernels split their work over the kernel context's pool.
+last axis, layer_norm and rms_norm, and dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights
+(few rows of x: the weight-only quantized GEMV). Large kernels split their work over the kernel
+context's pool.
 """
 
 from __future__ import annotations
@@ -354,3 +356,53 @@ def _rowwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     return r.render("rowwise.c.j2", req, name, ("core", "math") if req.op == "softmax" else ("core",), op=req.op,
                     n=n, rows=rows, eps=eps, has_gamma=len(req.inputs) > 1, has_beta=len(req.inputs) > 2,
                     **_par_rows(rows, n, _PAR_ELEMS_MATH if req.op == "softmax" else _PAR_ELEMS))
+
+
+# ---------------------------------------------------------------------------------------- dequant_matmul
+
+#: Rows of x one pass over w serves (the widened weights are shared by the group's FMAs).
+_DQ_MR = 4
+
+
+def _dq_kernel(r: Avx2Renderer, rows: int, bits: int) -> tuple[int, int, int]:
+    """(rows, ku, vs) of the dequant kernel for `rows` rows of x: w rows per pass, and vectors per
+    register sub-chunk of a 64-byte line of w. The sub-chunk's sums (rows x vs) and the vectors of
+    one load take at most half the registers, the broadcast x values the rest. Every row count
+    gets >= 3 sums per sub-chunk, independent FMA chains enough without the f32 vecmat's second
+    sums for odd rows of w."""
+    g = 2 if bits == 4 else 1                       # vectors one load of 4-bit w fills (even, odd columns)
+    lv = (128 if bits == 4 else 64) // r.vec.lanes  # vectors per line
+    ku = 8 if rows <= 2 else 4
+    vs = max([v for v in range(g, lv + 1, g) if lv % v == 0 and rows * v + g + 2 <= r.vec.regs // 2] or [g])
+    return rows, ku, vs
+
+
+@emitter("dequant_matmul")
+def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
+    """f32 x with i8 / u8 / i4 / u4 weights (4-bit: N even); anything else is the portable kernel."""
+    x, w, scale = req.inputs[:3]
+    zp = req.inputs[3] if len(req.inputs) > 3 else None
+    wt = w.dtype.name
+    if x.dtype.name != "f32" or req.output.dtype.name != "f32" or req.acc or wt not in ("i8", "u8", "i4", "u4"):
+        return None
+    bits = 4 if wt in ("i4", "u4") else 8
+    k, n = w.shape
+    m = x.shape[0] if len(x.shape) == 2 else 1
+    if 0 in (m, n, k) or (bits == 4 and n % 2):
+        return None
+    line = 128 if bits == 4 else 64
+    rows = [_DQ_MR] * (m >= _DQ_MR) + [m % _DQ_MR] * bool(m % _DQ_MR)
+    groups = -(-m // _DQ_MR)
+    parallel = m * n * k >= _PAR_MACS
+    want = -(-2 * r.device.threads // groups) if parallel else 1
+    cw = max(line, 4096 // min(m, _DQ_MR) // line * line)   # the f32 sums of a chunk: <= 16 KiB
+    cw = min(cw, _round_up(-(-n // want), line))
+    nunits = -(-n // cw)
+    units = groups * nunits
+    doc = (f"dequant_matmul: f32{list(x.shape)} @ dequantize({wt}{list(w.shape)}, "
+           f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale{', zero point' if zp else ''}) "
+           f"-> f32{list(req.output.shape)}")
+    return r.render("dequant.c.j2", req, name, ("core",), doc=doc, m=m, n=n, k=k, wt=wt, bits=bits,
+                    signed=wt[0] == "i", zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
+                    scale_channel=scale.numel > 1, mr=_DQ_MR, kernels=[_dq_kernel(r, i, bits) for i in rows], cw=cw,
+                    groups=groups, units=units, parallel=parallel and units > 1)
