@@ -1,7 +1,22 @@
 """Composite real-model ops in portable C: softmax, log_softmax, layer_norm, rms_norm, rope, sdpa,
 conv1d/conv2d, max_pool2d/avg_pool2d (openinfer/ops/kernels/nn.py). Each computes in `float`
-(`double` for f64) from start to end and rounds once on store; sums run sequentially (the
-reference's NumPy sums are pairwise: equal within the ops' tolerances)."""
+(`double` for f64) from start to end and rounds once on store.
+
+When every float operand is f32 (or every one f64) the heavy ones take kernels written for the
+compiler's auto-vectoriser, their sums reordered (equal within the ops' tolerances; the reference's
+NumPy sums are pairwise anyway) and large ones split over the context's pool:
+
+- conv1d/conv2d: conv_tiled.c.j2, a direct convolution over a zero-padded copy of the input with
+  [output channels x output columns] accumulator tiles in registers;
+- sdpa with 4+ query rows (and up to SDPA_STACK_KEYS keys): sdpa_tiled.c.j2, QK^T and PV as
+  register-tiled small GEMMs with a vectorisable exp in between;
+- softmax / log_softmax over the last axis, layer_norm / rms_norm: softmax_rows.c.j2 and
+  norm_rows.c.j2, lane-wise partial sums.
+
+f16 / bf16 / f8 keep the sequential kernels (conv.c.j2, sdpa.c.j2, softmax.c.j2, norm.c.j2) and
+their summation order, as do decoding sdpa (fewer query rows) and softmax over an inner axis.
+Pooling (pool.c.j2) keeps every type's order and vectorises the outputs whose window has no
+padding."""
 
 from __future__ import annotations
 
@@ -26,6 +41,42 @@ from .common import (
 #: sdpa keeps a query row's scores on the stack up to this many keys, then switches to an
 #: online softmax (running max, rescaled sums) that needs no per-row buffer.
 SDPA_STACK_KEYS = 4096
+
+
+#: sdpa takes the register-tiled kernel (K transposed into scratch once per chunk of query rows)
+#: from this many query rows; fewer (decoding) keep the row-at-a-time kernel.
+_SDPA_TILED_ROWS = 4
+#: sdpa work units wanted at least (batch entries x chunks of query rows)
+_SDPA_UNITS = 4
+#: Vector registers' worth of accumulators the register-tiled kernels keep (conv, sdpa).
+_ACC_VECTORS = 16
+#: Output channels per conv tile at most (the tile's inner loop is unrolled over them).
+_MAX_OCB = 16
+#: Multiply-adds below which a kernel stays on the calling thread (waking a worker costs tens
+#: of microseconds), and the least a pool claim should carry.
+_PAR_MACS = 1 << 21
+#: Elements below which a row kernel runs on the calling thread (exp costs ~1 ns an element).
+_PAR_ELEMS = 1 << 18
+_PAR_ELEMS_MATH = 1 << 15
+_GRAIN_MACS = 1 << 17
+
+
+def _par_rows(rows: int, n: int, par_elems: int) -> dict:
+    """Row kernels: split rows over the pool when there are at least `par_elems` elements, each
+    pool claim carrying about par_elems / 8 of them."""
+    return {"parallel": rows > 1 and rows * n >= par_elems, "grain": max(1, -(-par_elems // (8 * n)))}
+
+
+def _vector_bits(renderer) -> int:
+    """The SIMD width the kernels are compiled for (the renderer's ISA; 128: SSE2 / NEON)."""
+    return {"avx512": 512, "avx2": 256}.get(getattr(renderer, "isa", "generic"), 128)
+
+
+def _wide_float(req: KernelRequest) -> bool:
+    """Every float operand and the output f32, or every one f64 (the paths whose sums may be
+    reordered; f16 / bf16 / f8 keep the sequential kernels)."""
+    names = {t.dtype.name for t in (*req.inputs, req.output) if t.dtype.is_float}
+    return len(names) == 1 and names <= {"f32", "f64"} and not req.acc
 
 
 def _minmax(ct: str, is_max: bool = True) -> str:
@@ -53,6 +104,16 @@ def emit_softmax(req: KernelRequest, name: str, renderer) -> str:
     load_j = load(t, "in0", idx)
     log = req.op == "log_softmax"
     doc = f"{req.op} of {x} along axis {axis}"
+    if inner == 1 and n > 0 and outer > 0 and _wide_float(req):
+        lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
+
+        def exp(arg: str) -> str:
+            return f"{name}_exp({arg}, lo)" if ct == "float" else f"exp({arg})"
+        return render("c/ops/softmax_rows.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n,
+                      rows=outer, lanes=lanes, block=256, exp=exp, log=log, log_fn=fn("log", ct),
+                      aliased=req.aliased, neg_inf=literal_ct(ct, float("-inf")),
+                      pos_inf=literal_ct(ct, float("inf")), nan_value=literal_ct(ct, float("nan")),
+                      **_par_rows(outer, n, _PAR_ELEMS_MATH))
     return render("c/ops/softmax.c.j2", proto=prototype(req, name), doc=doc, ct=ct, outer=outer, inner=inner, n=n,
                   neg_inf=literal_ct(ct, float("-inf")), max=_minmax(ct), load_j=load_j, exp=fn("exp", ct),
                   log=log, logf=fn("log", ct),
@@ -75,6 +136,13 @@ def emit_norm(req: KernelRequest, name: str, renderer) -> str:
     beta = load(t, "in2", "j") if len(req.inputs) > 2 else None
     doc = f"{req.op} of {x} over dims {axis}.. ({n} elements per row)" + \
         (", times gamma" if gamma else "") + (", plus beta" if beta else "")
+    outer = numel(x.shape[:axis])
+    if n > 0 and outer > 0 and _wide_float(req):
+        return render("c/ops/norm_rows.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n,
+                      rows=outer, rms=rms, lanes=_vector_bits(renderer) // (64 if ct == "double" else 32),
+                      count=literal_ct(ct, n), sqrt=fn("sqrt", ct), eps=scalar_attr(req, "eps", ct),
+                      gamma=gamma is not None, beta=beta is not None, aliased=req.aliased,
+                      **_par_rows(outer, n, _PAR_ELEMS))
     return render("c/ops/norm.c.j2", proto=prototype(req, name), doc=doc, ct=ct, outer=numel(x.shape[:axis]), n=n,
                   rms=rms, load_x=load(t, "in0", "base + j"), count=literal_ct(ct, n), sqrt=fn("sqrt", ct),
                   eps=scalar_attr(req, "eps", ct), gamma=gamma, beta=beta,
@@ -150,18 +218,47 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
         full = (1,) * (len(batch) + 2 - len(mask.shape)) + tuple(mask.shape)
         mst = contiguous_strides(full)
         m_off = " + ".join(f"{b} * {mst[d]}" for d, b in enumerate(bvars) if full[d] != 1) or "0"
-        mi = f"i * {mst[-2]}" if full[-2] != 1 else None
-        mj = f"j * {mst[-1]}" if full[-1] != 1 else None
-        idx = " + ".join(x for x in ("mb", mi, mj) if x)
         mask_kind = "bool" if mask.dtype.name == "bool" else "add"
-        load_m = load(mask.dtype, "in3", idx)
-        if mask_kind == "add":
-            load_m = _conv(load_m, compute_ctype(mask.dtype), ct)
+
+        def mask_load(i: str, j: str) -> str:
+            mi = f"{i} * {mst[-2]}" if full[-2] != 1 else None
+            mj = f"{j} * {mst[-1]}" if full[-1] != 1 else None
+            m = load(mask.dtype, "in3", " + ".join(x for x in ("mb", mi, mj) if x))
+            return _conv(m, compute_ctype(mask.dtype), ct) if mask_kind == "add" else m
+        load_m = mask_load("i", "j")
     scale = scalar_attr(req, "scale", ct)
     causal = bool(static_attr(req, "causal"))
     mode = "scores" if sk <= SDPA_STACK_KEYS else "online"
     doc = (f"sdpa: q {q}, k {k}, v {v}" + (f", mask {mask}" if mask else "") + (", causal" if causal else "")
            + (f", {group} query heads per kv head" if group > 1 else "") + f" -> {req.output}")
+    if mode == "scores" and sq >= _SDPA_TILED_ROWS and _wide_float(req) and not req.aliased and dk and dv:
+        from ..cstyle import ctype
+
+        lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
+        # rows x vectors of the register tiles (16 accumulators): 8 x 2 with 32 vector registers,
+        # 4 x 4 with 16 (measured best of 4..16 rows on Zen 4 with GCC 12)
+        ib, jv = (8, 2) if _vector_bits(renderer) == 512 else (4, 4)
+        # query rows per work unit (each transposes its K once): all of them, unless that leaves
+        # fewer than _SDPA_UNITS units for the pool
+        nb = numel(batch)
+        nchunk = max(1, min(-(-sq // ib), -(-_SDPA_UNITS // max(nb, 1))))
+        rows = -(-sq // nchunk)
+        qc = -(-rows // ib) * ib
+        nchunk = -(-sq // qc)
+        units = nb * nchunk
+        return render("c/ops/sdpa_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct,
+                      batch=[[b, n] for b, n in zip(bvars, batch, strict=True)], sq=sq, sk=sk, dk=dk, dv=dv,
+                      q_off=off(q.shape[:-2], sq * dk), k_off=off(k.shape[:-2], sk * dk, True),
+                      v_off=off(v.shape[:-2], sk * dv, True), o_off=offset(bvars, _bstrides(batch, batch, sq * dv)),
+                      mask=mask_kind, mask_ctype=ctype(mask.dtype) if mask is not None else None, m_off=m_off,
+                      load_m=mask_load("qi", "kj") if mask is not None else None, scale=scale, causal=causal,
+                      causal_shift=f"({sk - sq})",
+                      neg_inf=literal_ct(ct, float("-inf")), pos_inf=literal_ct(ct, float("inf")),
+                      nan_value=literal_ct(ct, float("nan")), lanes=lanes, ib=ib, jt=min(sk, jv * lanes),
+                      et=min(dv, jv * lanes), qc=qc, nchunk=nchunk, units=units,
+                      parallel=units > 1 and nb * sq * sk * (dk + dv) >= _PAR_MACS,
+                      exp=f"{name}_exp" if ct == "float" else "exp", mac=f"{name.upper()}_MAC", fma=fn("fma", ct),
+                      fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA")
     oidx = f"ob + i * {dv} + e"
     return render("c/ops/sdpa.c.j2", proto=prototype(req, name), doc=doc, ct=ct, mode=mode,
                   batch=[[b, n] for b, n in zip(bvars, batch, strict=True)], sq=sq, sk=sk, dk=dk, dv=dv,
@@ -200,12 +297,58 @@ def emit_conv(req: KernelRequest, name: str, renderer) -> str:
     cg, og = c // groups, o // groups
     doc = (f"{req.op}: {x} * {wt}" + (" + bias" if len(req.inputs) > 2 else "") + f", stride {list(stride)}, "
            f"padding {list(pad)}, dilation {list(dil)}, groups {groups} -> {req.output}")
+    if _wide_float(req) and not req.aliased and numel(req.output.shape) > 0:
+        return _conv_tiled(req, name, renderer, doc, ct, n=n, c=c, h=h, w=w, o=o, cg=cg, og=og, kh=kh, kw=kw,
+                           oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl)
     return render("c/ops/conv.c.j2", proto=prototype(req, name), doc=doc, ct=ct, n=n, c=c, h=h, w=w, o=o, cg=cg,
                   og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl,
                   load_x=load(t, "in0", f"xg + ci * {h * w} + ih * {w} + iw"),
                   load_w=load(t, "in1", f"wo + ci * {kh * kw} + kh * {kw} + kw"),
                   bias=len(req.inputs) > 2, load_b=load(t, "in2", "oc") if len(req.inputs) > 2 else "",
                   store=store(out, "out", f"((nb * {o} + oc) * {oh} + oh) * {ow} + ow", "acc", ct))
+
+
+def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n, c, h, w, o, cg, og, kh, kw, oh,
+                ow, sh, sw, dh, dw, pt, pl) -> str:
+    """conv_tiled.c.j2: register-tiled direct convolution over a zero-padded, phase-split copy of
+    the input (f32 / f64)."""
+    lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
+    budget = _ACC_VECTORS * lanes                   # accumulator elements kept in registers
+    owt = min(ow, max(lanes, budget // 4 // lanes * lanes))
+    ocb = max(1, min(og, _MAX_OCB, budget // (-(-owt // lanes) * lanes)))
+    inside = (ow - 1) + (kw - 1) * dw < w and (oh - 1) * sh + (kh - 1) * dh < h
+    padded = not (pt == 0 and pl == 0 and sw == 1 and inside)
+    if padded:
+        hp, lp = (oh - 1) * sh + (kh - 1) * dh + 1, ow + (kw - 1) * dw // sw
+        phases = []
+        for ph in range(sw):      # padded column q * sw + ph is input column q * sw + ph - pl
+            lo = min(lp, max(0, -(-(pl - ph) // sw)))
+            hi = max(lo, min(lp, -(-(w + pl - ph) // sw)))
+            shift = ph - pl
+            src = "q" if sw == 1 else f"q * {sw}"
+            src += f" + {shift}" if shift > 0 else f" - {-shift}" if shift < 0 else ""
+            phases.append({"lo": lo, "hi": hi, "src": src})
+    else:
+        hp, lp, phases = h, w, []
+    rs = sw * lp
+    nobg = -(-og // ocb)
+    nob = nobg * (c // cg)
+    units = n * nob * oh
+    macs_unit = ocb * ow * cg * kh * kw
+    parallel = units * macs_unit >= _PAR_MACS and units > 1
+    grain = max(1, -(-_GRAIN_MACS // macs_unit))
+    fma = fn("fma", ct)
+    return render("c/ops/conv_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n, c=c, h=h,
+                  w=w, o=o, cg=cg, og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
+                  bias=len(req.inputs) > 2, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
+                  owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain,
+                  mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA")
+
+
+def _inside(n_out: int, stride: int, k: int, pad: int, size: int) -> tuple[int, int]:
+    """[lo, hi): the outputs whose window of k cells (from o * stride - pad) lies inside [0, size)."""
+    inside = [o for o in range(n_out) if o * stride - pad >= 0 and o * stride - pad + k <= size]
+    return (inside[0], inside[-1] + 1) if inside else (0, 0)
 
 
 @family("max_pool2d", "avg_pool2d")
@@ -220,14 +363,18 @@ def emit_pool(req: KernelRequest, name: str, renderer) -> str:
     pad = static_attr(req, "padding")
     is_max = req.op == "max_pool2d"
     if is_max:
-        init, step, final = literal_ct(ct, float("-inf")), f"{_minmax(ct)}(acc, v)", "acc"
+        init, step, final = literal_ct(ct, float("-inf")), f"{name}_max(acc, v)", "acc"
     else:
         init, step = literal_ct(ct, 0), "acc + v"
         final = (f"acc / {literal_ct(ct, kh * kw)}" if static_attr(req, "count_include_pad")
                  else f"acc / ({ct})cnt")
     doc = f"{req.op}: {x}, kernel [{kh}, {kw}], stride [{sh}, {sw}], padding {list(pad)} -> {req.output}"
+    ih_lo, ih_hi = _inside(oh, sh, kh, pad[0], h)
+    iw_lo, iw_hi = _inside(ow, sw, kw, pad[1], w)
     return render("c/ops/pool.c.j2", proto=prototype(req, name), doc=doc, ct=ct, planes=n * c, h=h, w=w, oh=oh,
                   ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pt=pad[0], pl=pad[1], init=init, step=step,
-                  use_cnt="cnt" in final,
+                  use_cnt="cnt" in final, is_max=is_max, name=name, ut="uint32_t" if ct == "float" else "uint64_t",
+                  ih_lo=ih_lo, ih_hi=ih_hi, iw_lo=iw_lo, iw_hi=iw_hi,
                   load_x=load(t, "in0", f"p * {h * w} + ih * {w} + iw"),
+                  load_inner=load(t, "in0", f"row + kh * {w} + ow * {sw} + kw"),
                   store=store(out, "out", f"(p * {oh} + oh) * {ow} + ow", final, ct))

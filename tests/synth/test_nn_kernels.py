@@ -1,0 +1,267 @@
+"""The register-tiled f32 / f64 kernels of the nn family (openinfer/emit/ckernels/nn.py:
+templates/c/ops/conv_tiled, sdpa_tiled, softmax_rows, norm_rows, pool) against the NumPy reference.
+
+The conformance cases' shapes are small; these reach what they miss: conv tiles with output-channel
+and column tails, strides (the phase-split padded copy), dilation, groups, asymmetric padding, the
+unpadded direct path and conv1d; pooling borders and interiors with NaN / signed zeros / inf;
+sdpa from 4 query rows (bool masks of every broadcast form, additive masks, causal with fewer or
+more queries than keys, grouped kv heads, rows with no key, NaN and +inf scores, key and value
+tails); softmax / log_softmax / layer_norm / rms_norm rows longer and shorter than a vector, in
+place, with NaN and infinite rows. Each graph runs on every x86-64 target with 1 and 2 pool threads
+(the large cases take the pool), and once more built with AddressSanitizer + UBSan.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import openinfer as oi
+from openinfer.compare import compare, table
+from openinfer.dtypes import lookup
+from openinfer.ops import TensorType, get
+from openinfer.reference.executor import Reference
+from openinfer.sim import Simulator
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+DEVICES = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512")
+SANITIZE = ["-Db_sanitize=address,undefined", "-Db_lundef=false", "-Doptimization=0"]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return repr(v)
+
+
+def _conv_cases(t: str, rng) -> list[tuple]:
+    def v(*shape, scale=1.0):
+        return rng.normal(0, scale, shape).astype(t)
+    special_x = v(1, 3, 9, 10)
+    special_x[0, 1, 4, 5] = np.nan
+    special_w = v(4, 3, 3, 3)
+    special_w[2, 0, 0, 0] = np.inf           # times a padding zero: NaN on the border, as the reference
+    return [
+        ("conv2d", [v(2, 6, 9, 11), v(10, 3, 3, 3), v(10)],
+         {"groups": 2, "stride": [1, 2], "padding": [1, 0, 2, 1], "dilation": [1, 2]}),
+        ("conv2d", [v(1, 5, 20, 37), v(19, 5, 3, 3), v(19)], {"padding": 1}),            # OC and column tails
+        ("conv2d", [v(1, 4, 8, 8), v(6, 4, 1, 1)], {}),                                    # direct (unpadded)
+        ("conv2d", [v(1, 4, 9, 12), v(5, 4, 2, 3), v(5)], {"dilation": [2, 1]}),           # direct, dilated
+        ("conv2d", [v(1, 3, 12, 13), v(8, 3, 5, 5)], {"stride": 2, "padding": 2}),         # two phases
+        ("conv2d", [v(1, 2, 11, 16), v(3, 2, 3, 3)], {"stride": 3, "padding": [0, 2, 1, 0]}),
+        ("conv2d", [v(1, 16, 40, 40), v(32, 16, 3, 3), v(32)], {"padding": 1}),           # the pool's share
+        ("conv2d", [special_x, special_w, v(4)], {"padding": 1}),
+        ("conv1d", [v(2, 6, 30), v(8, 3, 4), v(8)], {"groups": 2, "stride": 3, "padding": [2, 1], "dilation": 2}),
+        ("conv1d", [v(1, 8, 4), v(16, 8, 4), v(16)], {}),                                 # one output column
+        ("conv1d", [v(3, 5, 70), v(7, 5, 3)], {"padding": 1}),
+    ]
+
+
+def _pool_cases(t: str, rng) -> list[tuple]:
+    x = rng.normal(0, 1, (2, 3, 11, 13)).astype(t)
+    x[0, 0, 0, :8] = [np.nan, 0.0, -0.0, 0.0, -0.0, -0.0, np.inf, -np.inf]
+    x[0, 1, 5, 5] = np.nan
+    x[1, 2, 3:5, 3:5] = -0.0
+    big = rng.normal(0, 1, (1, 16, 32, 32)).astype(t)
+    out = []
+    for op in ("max_pool2d", "avg_pool2d"):
+        out += [(op, [x], {"kernel": 2}), (op, [x], {"kernel": [3, 2], "stride": [2, 1], "padding": 1}),
+                (op, [x], {"kernel": 3, "stride": 1, "padding": [1, 0, 0, 1]}), (op, [big], {"kernel": 2})]
+    out.append(("avg_pool2d", [x], {"kernel": 3, "stride": 2, "padding": 1, "count_include_pad": True}))
+    return out
+
+
+def _sdpa_cases(t: str, rng) -> list[tuple]:
+    def v(*shape):
+        return rng.normal(0, 1, shape).astype(t)
+    keep = rng.random((2, 9, 33)) < 0.6
+    keep[1, 3] = False                               # a query with no key: zeros
+    keep_row = np.arange(128) < 112                  # the encoder's padding mask
+    nan_q, inf_k = v(2, 6, 8), v(2, 21, 8)
+    nan_q[0, 2, 3] = np.nan                          # that row: NaN
+    inf_k[1, 4, 0] = np.inf                          # +inf scores where q[..., 0] > 0: NaN rows
+    return [
+        ("sdpa", [v(4, 128, 64), v(4, 128, 64), v(4, 128, 64), keep_row], {}),                 # the pool's share
+        ("sdpa", [v(2, 3, 37, 20), v(2, 3, 45, 20), v(2, 3, 45, 13)], {"causal": True, "scale": 0.3}),
+        ("sdpa", [v(1, 4, 10, 16), v(1, 2, 6, 16), v(1, 2, 6, 16)], {"causal": True}),          # gqa, sq > sk
+        ("sdpa", [v(2, 9, 8), v(2, 33, 8), v(2, 33, 70), keep], {}),
+        ("sdpa", [v(3, 6, 24), v(3, 40, 24), v(3, 40, 5), v(1, 6, 40)], {}),                    # additive mask
+        ("sdpa", [v(5, 7), v(11, 7), v(11, 3)], {"scale": 2.0}),                                 # no batch
+        ("sdpa", [nan_q, inf_k, v(2, 21, 9)], {}),
+        ("sdpa", [v(2, 4, 8), v(2, 300, 8), v(2, 300, 16), rng.random((4, 300)) < 0.1], {}),
+    ]
+
+
+def _row_cases(t: str, rng) -> list[tuple]:
+    x = rng.normal(0, 3, (6, 37)).astype(t)
+    x[1] = -np.inf                                   # softmax: NaN row
+    x[2, 5] = np.nan
+    x[3, 7] = np.inf
+    x[4, :36] = -np.inf                              # one finite element
+    long = rng.normal(0, 3, (5, 300)).astype(t)
+    g, b = rng.normal(1, 0.1, 37).astype(t), rng.normal(0, 0.1, 37).astype(t)
+    y = rng.normal(2, 3, (6, 37)).astype(t)
+    y[2, 5] = np.nan
+    big = rng.normal(0, 1, (512, 256)).astype(t)     # the pool's share
+    out = []
+    for op in ("softmax", "log_softmax"):
+        out += [(op, [x], {}), (op, [long], {}), (op, [big], {}), (op, [x[:, :5]], {})]
+    out += [("layer_norm", [y, g, b], {"eps": 1e-5}), ("layer_norm", [y], {}), ("layer_norm", [long], {"axis": 0}),
+            ("rms_norm", [y, g], {}), ("rms_norm", [long], {}), ("layer_norm", [big], {"eps": 1e-12}),
+            ("rms_norm", [y[:, :3], g[:3]], {})]
+    return out
+
+
+def cases() -> list[tuple[str, tuple]]:
+    out = []
+    for t in ("float32", "float64"):
+        rng = np.random.default_rng(11)
+        for fam, make in (("conv", _conv_cases), ("pool", _pool_cases), ("sdpa", _sdpa_cases), ("rows", _row_cases)):
+            for k, c in enumerate(make(t, rng)):
+                out.append((f"{fam}{k}_{'f32' if t == 'float32' else 'f64'}", c))
+    return out
+
+
+def graph_text(all_cases) -> tuple[str, dict[str, np.ndarray], list[str]]:
+    """One program holding every case: inputs dynamic, outputs volatile; in-place copies of a few
+    row kernels (the output aliasing the input)."""
+    dyn, vol, body, inputs, outs = [], [], [], {}, []
+    for name, (op, ins, attrs) in all_cases:
+        names, types = [], []
+        for j, x in enumerate(ins):
+            dt = "bool" if x.dtype == np.bool_ else ("f32" if x.dtype == np.float32 else "f64")
+            n = f"{name}_x{j}"
+            dyn.append(f"{n}: {dt}[{', '.join(map(str, x.shape))}];")
+            inputs[n] = x
+            names.append(n)
+            types.append(TensorType(lookup(dt), x.shape))
+        inf = get(op).infer(types, dict(attrs))
+        vol.append(f"{name}: {inf.out_dtype.name}[{', '.join(map(str, inf.out_shape))}];")
+        args = ", ".join(names + [f"{a}={_fmt(v)}" for a, v in attrs.items()])
+        body.append(f"op {op}({args}) >> {name};")
+        outs.append(name)
+        if op in ("log_softmax", "layer_norm") and len(ins) == 1 and "axis" not in attrs:   # in place
+            body.append(f"op {op}({names[0]}) >> {names[0]};")
+            outs.append(names[0])
+    text = ("dynamic {\n  " + "\n  ".join(dyn) + "\n}\nvolatile {\n  " + "\n  ".join(vol) + "\n}\n"
+            "block entry {\n  " + "\n  ".join(body) + "\n  return;\n}\n")
+    return text, inputs, outs
+
+
+def check(tmp_path: Path, device: str, threads=("1", "2"), build_options=None) -> None:
+    text, inputs, outs = graph_text(cases())
+    model = tmp_path / "model.oinf"
+    oi.write_oinf(model, {"unused": np.zeros(1, np.float32)})
+    m = oi.ModelLoader.open(model)
+    graph = oi.graph(text)
+    ref = Reference(m, graph).make_executor()
+    ref.insert(**inputs)
+    with np.errstate(all="ignore"):
+        ref.run_step()
+    sim = Simulator(m, graph, arch=REPO / "devices" / f"{device}.json", build_options=build_options)
+    for n_threads in threads:
+        saved = os.environ.get("OI_NUM_THREADS")
+        os.environ["OI_NUM_THREADS"] = n_threads      # read when the model is created
+        try:
+            ex = sim.make_executor()
+        finally:
+            if saved is None:
+                os.environ.pop("OI_NUM_THREADS", None)
+            else:
+                os.environ["OI_NUM_THREADS"] = saved
+        ex.insert(**inputs)
+        ex.run_step()
+        with np.errstate(all="ignore"):
+            rows = [compare(n, sim.vars[n].dtype, ref.fetch(n), ex.fetch(n)) for n in outs]
+        assert all(r.ok for r in rows), f"{device} threads={n_threads}\n" + table([r for r in rows if not r.ok])
+
+
+@pytest.fixture(autouse=True)
+def sim_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.split(":", 1)[-1].split())
+
+
+NEEDS = {"x86_64-generic": set(), "x86_64-avx2": {"avx2", "fma"},
+         "x86_64-avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"}}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tiled_nn_kernels_match_reference(tmp_path, device):
+    if not NEEDS[device] <= _cpu_flags():
+        pytest.skip(f"this CPU cannot run {device}")
+    check(tmp_path, device)
+
+
+def test_tiled_kernels_selected():
+    """f32 / f64 requests take the tiled kernels; narrow floats and decoding sdpa keep the
+    sequential ones (their sums round in the reference's order)."""
+    from openinfer.emit.ckernels import emit_kernel
+    from openinfer.synth.program import KernelRequest
+
+    def source(op, shapes, out, dtype="f32", **attrs):
+        t = lookup(dtype)
+        types = tuple(TensorType(t, s) for s in shapes)
+        inf = get(op).infer(list(types), attrs)
+        req = KernelRequest(op, "normal", types, TensorType(t, out), tuple(sorted(inf.attrs.items())), (), None,
+                            False)
+        return emit_kernel(req, "k", None).definition
+
+    assert "k_units" in source("conv2d", [(1, 3, 8, 8), (4, 3, 3, 3)], (1, 4, 6, 6))
+    assert "k_units" not in source("conv2d", [(1, 3, 8, 8), (4, 3, 3, 3)], (1, 4, 6, 6), "f16")
+    assert "k_units" in source("sdpa", [(2, 8, 4), (2, 8, 4), (2, 8, 4)], (2, 8, 4), "f64")
+    assert "k_units" not in source("sdpa", [(2, 1, 4), (2, 8, 4), (2, 8, 4)], (2, 1, 4))
+    assert "k_rows" in source("softmax", [(3, 9)], (3, 9))
+    assert "k_rows" not in source("softmax", [(3, 9)], (3, 9), "bf16")
+    assert "k_rows" in source("layer_norm", [(3, 9)], (3, 9))
+
+
+# --------------------------------------------------------------------------- sanitizers
+
+def _libasan() -> str | None:
+    try:
+        path = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if path and os.path.isabs(path) and os.path.exists(path) else None
+
+
+def _sanitizer_child(tmp: str) -> int:
+    """Runs in the child interpreter (libasan preloaded)."""
+    os.environ["OI_CACHE_DIR"] = str(Path(tmp) / "cache")
+    for device in ("x86_64-generic", "x86_64-avx512"):
+        if NEEDS[device] <= _cpu_flags():
+            check(Path(tmp), device, threads=("1", "2"), build_options=SANITIZE)
+    print("sanitized nn kernels: ok", flush=True)
+    return 0
+
+
+def test_tiled_nn_kernels_clean_under_asan_and_ubsan(tmp_path):
+    libasan = _libasan()
+    if libasan is None:
+        pytest.skip("gcc's libasan.so not found")
+    env = dict(os.environ, LD_PRELOAD=libasan, PYTHONPATH=os.pathsep.join([str(REPO), str(HERE)]),
+               ASAN_OPTIONS="detect_leaks=0:abort_on_error=1", UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    code = f"import sys; from test_nn_kernels import _sanitizer_child; sys.exit(_sanitizer_child({str(tmp_path)!r}))"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900,
+                          cwd=str(REPO))
+    report = (proc.stdout[-6000:] + "\n" + proc.stderr[-6000:]).strip()
+    assert proc.returncode == 0, report
+    assert "runtime error" not in proc.stderr and "AddressSanitizer" not in proc.stderr, report
