@@ -125,7 +125,10 @@ int oi_pool_threads(const oi_pool *pool);
 /* Queue one task; oi_pool_wait() blocks until every queued task has finished. */
 oi_status oi_pool_submit(oi_pool *pool, oi_task_fn fn, void *arg);
 void oi_pool_wait(oi_pool *pool);
-/* Runs fn(ctx, i) for i in [0, n) split over the pool (the caller's thread takes a share). */
+/* Runs fn(ctx, i) for i in [0, n) split over the pool (the caller's thread takes a share), in
+ * ranges whose bounds are multiples of `grain` (the last may end at n). For low latency between
+ * kernels, idle workers spin for ~100 us after each parallel_for before they sleep (never when
+ * the pool has more threads than the machine has CPUs). */
 typedef void (*oi_range_fn)(void *ctx, int64_t begin, int64_t end);
 void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn fn, void *ctx);
 

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -277,21 +279,119 @@ uint64_t oi_now_ns(void) {
 
 /* ------------------------------------------------------------------------------------------ threads */
 
+/*
+ * The pool has two ways of handing work to its workers.
+ *
+ *  1. The task queue (oi_pool_submit / oi_pool_wait), for yield/await consumers: a FIFO list
+ *     under `mu`; `pending` counts queued + running tasks and `idle` is signalled when it drops to
+ *     zero. Tasks are coarse (a whole block), so a mutex costs nothing here.
+ *
+ *  2. The parallel_for slot, for kernels. A batch-1 GEMV takes a few hundred microseconds, and
+ *     waking a sleeping thread (futex wake, scheduler, cache warm-up) costs tens of microseconds
+ *     each way, so a pool whose workers sleep between kernels loses most of its gain to wake-up
+ *     latency. Hence: an idle worker *spins* for a while, watching `gen`, so that the next kernel
+ *     starts on every thread within a few hundred nanoseconds; no mutex is taken on that path.
+ *     The spin is bounded (OI_POOL_SPIN_NS, ~100 us, timed with the monotonic clock and using
+ *     the CPU's pause/yield hint so the sibling hyper-thread keeps running): a library that
+ *     goes idle then sleeps on the condition variable `work`, so it does not burn cores. A
+ *     spinning worker also calls sched_yield() every ~25 us, so on a busy machine a thread
+ *     waiting for its CPU gets it, and a pool with more threads than online CPUs does not spin
+ *     at all (its workers would only take CPU time from the threads doing the work).
+ *
+ * The slot protocol (one job at a time; the job's fields live in the pool):
+ *
+ *   owner (the parallel_for caller)           worker
+ *   -------------------------------           ------
+ *   exchange(busy, 1)  [acquire]              g = load(gen)  [acquire]; g odd and not yet seen:
+ *   write job fields, next = 0                  fetch_add(inside, 1)      [seq_cst]
+ *   store(gen, g odd: open)     [seq_cst]       if load(gen) == g         [seq_cst]
+ *   if load(sleepers) > 0: broadcast(work)        claim chunks, run them
+ *   claim chunks, run them                      fetch_sub(inside, 1)      [seq_cst]
+ *   store(gen, g + 1: closed)   [seq_cst]         if it was the last one and
+ *   spin until load(inside) == 0 [seq_cst]          load(owner_waiting):    [seq_cst]
+ *     (past the budget: store(owner_waiting, 1),      broadcast(left) under mu
+ *      then wait on `left` under mu)
+ *   store(busy, 0)              [release]
+ *
+ *   - Chunks are claimed with fetch_add on `next` (relaxed: it only has to hand every chunk
+ *     index out once; the data the chunks use is published by the `gen` store). The caller runs
+ *     chunks too, so a worker that arrives late just finds fewer (or no) chunks left.
+ *   - The job's fields must not be read once the owner has left (the next owner rewrites them).
+ *     A worker registers in `inside` *before* re-checking `gen`; the owner closes `gen` *before*
+ *     reading `inside`. With all four accesses seq_cst, either the owner sees the worker's
+ *     increment (and waits for it) or the worker sees the job closed (and touches nothing):
+ *     the classic store-then-load (Dekker) pairing, which needs seq_cst, not acquire/release.
+ *   - Completion: when `inside` is 0 after the close, every chunk has been claimed (the owner's
+ *     loop ended) and every claimed chunk has finished; the decrements (release, and a release
+ *     sequence on `inside`) make the workers' outputs visible to the owner's load of 0.
+ *   - Sleeping: a worker that exhausted its spin budget increments `sleepers` under `mu` and then
+ *     re-reads `gen` before pthread_cond_wait; the owner stores `gen` and then reads `sleepers`
+ *     (the same seq_cst pairing), so either the worker sees the new job or the owner sees the
+ *     sleeper and broadcasts under `mu` (which cannot be missed, as the sleeper holds `mu` until
+ *     it waits). Hence no wake-up is lost and the hot path takes no lock when nobody sleeps.
+ *     The owner waiting for the last chunks does the same: it spins for the budget, then sets
+ *     `owner_waiting` and sleeps on `left` while `inside` != 0; the worker whose decrement
+ *     reaches 0 reads `owner_waiting` after it (the same pairing) and broadcasts under `mu`.
+ *   - `gen` only grows (odd: open, even: closed), so a stale value never matches a later job.
+ *
+ * parallel_for inside a pool task (a yield/await consumer running on a worker), or nested inside
+ * a chunk, finds the slot busy when another parallel_for holds it; it then queues helper tasks
+ * (path 1) as before. Its caller never waits for a helper that has not started: after running
+ * the chunks itself it removes its helpers still in the queue, and waits only for those a worker
+ * already took (which finish without needing anything from the caller). So no parallel_for ever
+ * waits for a worker that is busy elsewhere, and nothing can deadlock.
+ */
+
+#ifndef OI_POOL_SPIN_NS
+#define OI_POOL_SPIN_NS 100000u   /* how long an idle worker (or a waiting owner) spins */
+#endif
+#define OI_CACHE_LINE 64
+#define OI_SPIN_YIELD_EVERY 1024u /* pauses (~25 us) between sched_yield()s of a spinning worker */
+#define OI_CHUNKS_PER_THREAD 8    /* dynamic chunks per thread: balance without much claiming */
+
+static inline void cpu_relax(void) {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 typedef struct task {
     oi_task_fn fn;
     void *arg;
     struct task *next;
 } task;
 
+/* One parallel_for: [0, n) in `nchunks` chunks of `chunk` indices (the last may be shorter). */
+typedef struct range {
+    oi_range_fn fn;
+    void *ctx;
+    int64_t n, chunk, nchunks;
+    _Alignas(OI_CACHE_LINE) atomic_int_fast64_t next;   /* next unclaimed chunk index */
+} range;
+
 struct oi_pool {
+    /* the task queue and the lifecycle: under mu */
     pthread_mutex_t mu;
-    pthread_cond_t work;      /* signalled when a task is queued or on shutdown */
-    pthread_cond_t idle;      /* signalled when the last pending task finishes  */
+    pthread_cond_t work;      /* signalled when a task is queued, a job is opened with sleepers,
+                                 or on shutdown */
+    pthread_cond_t idle;      /* signalled when the last pending task finishes */
+    pthread_cond_t left;      /* signalled when the last worker leaves a job whose owner sleeps */
     task *head, *tail;
     int64_t pending;          /* queued + running tasks */
-    int stop;
     int n_threads;
+    uint64_t spin_ns;         /* OI_POOL_SPIN_NS, or 0 when there are more threads than CPUs */
     pthread_t *threads;
+    atomic_int stop;          /* written under mu; also read by spinning workers */
+    atomic_int queued;        /* tasks in the queue: lets spinning workers see one without mu */
+    atomic_int sleepers;      /* workers about to wait or waiting on `work` */
+    /* the parallel_for slot (see the comment above); hot words on lines of their own */
+    _Alignas(OI_CACHE_LINE) atomic_uint_fast64_t gen;   /* odd: job open; even: closed */
+    _Alignas(OI_CACHE_LINE) atomic_int inside;          /* workers registered in the job */
+    atomic_int owner_waiting;                           /* the owner sleeps on `left` */
+    _Alignas(OI_CACHE_LINE) atomic_int busy;            /* 1 while a parallel_for owns the slot */
+    range job;
 };
 
 int oi_default_threads(int fallback) {
@@ -304,33 +404,127 @@ int oi_default_threads(int fallback) {
     return fallback > 0 ? fallback : 1;
 }
 
+/* Claims chunks of `r` until none is left and runs them. */
+static void run_range(range *r) {
+    const oi_range_fn fn = r->fn;
+    void *const ctx = r->ctx;
+    const int64_t n = r->n, chunk = r->chunk, nchunks = r->nchunks;
+    for (;;) {
+        /* each thread overshoots nchunks by at most one claim: no overflow */
+        int64_t i = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+        if (i >= nchunks) return;
+        int64_t b = i * chunk;
+        fn(ctx, b, n - b > chunk ? b + chunk : n);
+    }
+}
+
+/* A worker joins job `g` of the slot (seen open in `gen`); see the protocol above. */
+static void join_job(oi_pool *pool, uint_fast64_t g) {
+    atomic_fetch_add_explicit(&pool->inside, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&pool->gen, memory_order_seq_cst) == g) run_range(&pool->job);
+    if (atomic_fetch_sub_explicit(&pool->inside, 1, memory_order_seq_cst) == 1 &&
+        atomic_load_explicit(&pool->owner_waiting, memory_order_seq_cst)) {
+        /* the owner stopped spinning: wake it (a stale wake of a later owner is harmless) */
+        pthread_mutex_lock(&pool->mu);
+        pthread_cond_broadcast(&pool->left);
+        pthread_mutex_unlock(&pool->mu);
+    }
+}
+
 static void *worker(void *p) {
     oi_pool *pool = p;
-    pthread_mutex_lock(&pool->mu);
+    uint_fast64_t seen = 0;   /* last job joined (or found closed) */
     for (;;) {
-        while (!pool->head && !pool->stop) pthread_cond_wait(&pool->work, &pool->mu);
-        if (!pool->head && pool->stop) break;
-        task *t = pool->head;
-        pool->head = t->next;
-        if (!pool->head) pool->tail = NULL;
-        pthread_mutex_unlock(&pool->mu);
-        t->fn(t->arg);
-        free(t);
+        /* Spin phase, no lock: join every newly opened job; leave for a queued task, shutdown,
+         * or when the spin budget is spent. */
+        uint64_t start = oi_now_ns();
+        unsigned spins = 0;
+        for (;;) {
+            uint_fast64_t g = atomic_load_explicit(&pool->gen, memory_order_acquire);
+            if ((g & 1u) && g != seen) {
+                seen = g;
+                join_job(pool, g);
+                start = oi_now_ns();
+                continue;
+            }
+            if (atomic_load_explicit(&pool->queued, memory_order_relaxed) > 0 ||
+                atomic_load_explicit(&pool->stop, memory_order_relaxed))
+                break;
+            if (++spins % OI_SPIN_YIELD_EVERY == 0) sched_yield();   /* let a waiting thread run */
+            else cpu_relax();
+            if (spins % 64u == 0 && oi_now_ns() - start >= pool->spin_ns) break;
+        }
         pthread_mutex_lock(&pool->mu);
-        if (--pool->pending == 0) pthread_cond_broadcast(&pool->idle);
+        if (pool->head) {
+            task *t = pool->head;
+            pool->head = t->next;
+            if (!pool->head) pool->tail = NULL;
+            atomic_fetch_sub_explicit(&pool->queued, 1, memory_order_relaxed);
+            pthread_mutex_unlock(&pool->mu);
+            t->fn(t->arg);
+            free(t);
+            pthread_mutex_lock(&pool->mu);
+            if (--pool->pending == 0) pthread_cond_broadcast(&pool->idle);
+            pthread_mutex_unlock(&pool->mu);
+            continue;
+        }
+        if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) { /* queue drained */
+            pthread_mutex_unlock(&pool->mu);
+            break;
+        }
+        /* Sleep phase: announce, then re-check the slot (pairs with the owner's store of `gen`
+         * then load of `sleepers`); tasks and stop are under mu, so they cannot be missed. */
+        atomic_fetch_add_explicit(&pool->sleepers, 1, memory_order_seq_cst);
+        uint_fast64_t g = atomic_load_explicit(&pool->gen, memory_order_seq_cst);
+        if (!((g & 1u) && g != seen)) pthread_cond_wait(&pool->work, &pool->mu);
+        atomic_fetch_sub_explicit(&pool->sleepers, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&pool->mu);
     }
-    pthread_mutex_unlock(&pool->mu);
     return NULL;
 }
 
 oi_status oi_pool_create(int threads, oi_pool **out) {
-    oi_pool *pool = calloc(1, sizeof *pool);
+    if (!out) return OI_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    /* OI_ALIGN-aligned: the slot's cache-line alignment must hold on the heap too */
+    oi_pool *pool = oi_aligned_alloc(sizeof *pool);
     if (!pool) return OI_ERR_OUT_OF_MEMORY;
-    pthread_mutex_init(&pool->mu, NULL);
-    pthread_cond_init(&pool->work, NULL);
-    pthread_cond_init(&pool->idle, NULL);
+    atomic_init(&pool->stop, 0);
+    atomic_init(&pool->queued, 0);
+    atomic_init(&pool->sleepers, 0);
+    atomic_init(&pool->gen, 0);
+    atomic_init(&pool->inside, 0);
+    atomic_init(&pool->owner_waiting, 0);
+    atomic_init(&pool->busy, 0);
+    atomic_init(&pool->job.next, 0);
+    if (pthread_mutex_init(&pool->mu, NULL) != 0) {
+        oi_aligned_free(pool);
+        return OI_ERR_THREAD;
+    }
+    if (pthread_cond_init(&pool->work, NULL) != 0) {
+        pthread_mutex_destroy(&pool->mu);
+        oi_aligned_free(pool);
+        return OI_ERR_THREAD;
+    }
+    if (pthread_cond_init(&pool->idle, NULL) != 0) {
+        pthread_cond_destroy(&pool->work);
+        pthread_mutex_destroy(&pool->mu);
+        oi_aligned_free(pool);
+        return OI_ERR_THREAD;
+    }
+    if (pthread_cond_init(&pool->left, NULL) != 0) {
+        pthread_cond_destroy(&pool->idle);
+        pthread_cond_destroy(&pool->work);
+        pthread_mutex_destroy(&pool->mu);
+        oi_aligned_free(pool);
+        return OI_ERR_THREAD;
+    }
     /* The calling thread is one of the `threads`: it runs its share of parallel_for itself. */
     int workers = threads > 1 ? threads - 1 : 0;
+    /* Spinning only pays when every thread has a CPU: oversubscribed, a spinning worker takes
+     * the CPU from a thread with work, so the workers sleep at once (the pre-spin behaviour). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    pool->spin_ns = cpus > 0 && threads > cpus ? 0 : OI_POOL_SPIN_NS;
     if (workers) {
         pool->threads = calloc((size_t)workers, sizeof(pthread_t));
         if (!pool->threads) {
@@ -352,18 +546,29 @@ oi_status oi_pool_create(int threads, oi_pool **out) {
 void oi_pool_destroy(oi_pool *pool) {
     if (!pool) return;
     pthread_mutex_lock(&pool->mu);
-    pool->stop = 1;
+    atomic_store_explicit(&pool->stop, 1, memory_order_relaxed);
     pthread_cond_broadcast(&pool->work);
     pthread_mutex_unlock(&pool->mu);
+    /* workers drain the queue, then exit */
     for (int i = 0; i < pool->n_threads; ++i) pthread_join(pool->threads[i], NULL);
-    free(pool->threads);
     pthread_cond_destroy(&pool->work);
     pthread_cond_destroy(&pool->idle);
+    pthread_cond_destroy(&pool->left);
     pthread_mutex_destroy(&pool->mu);
-    free(pool);
+    free(pool->threads);
+    oi_aligned_free(pool);
 }
 
 int oi_pool_threads(const oi_pool *pool) { return pool ? pool->n_threads + 1 : 1; }
+
+/* Appends `t` to the queue; caller holds mu. */
+static void enqueue_locked(oi_pool *pool, task *t) {
+    if (pool->tail) pool->tail->next = t; else pool->head = t;
+    pool->tail = t;
+    pool->pending++;
+    atomic_fetch_add_explicit(&pool->queued, 1, memory_order_relaxed);
+    pthread_cond_signal(&pool->work);
+}
 
 oi_status oi_pool_submit(oi_pool *pool, oi_task_fn fn, void *arg) {
     if (!pool || pool->n_threads == 0) { /* no workers: run inline, in submission order */
@@ -376,10 +581,7 @@ oi_status oi_pool_submit(oi_pool *pool, oi_task_fn fn, void *arg) {
     t->arg = arg;
     t->next = NULL;
     pthread_mutex_lock(&pool->mu);
-    if (pool->tail) pool->tail->next = t; else pool->head = t;
-    pool->tail = t;
-    pool->pending++;
-    pthread_cond_signal(&pool->work);
+    enqueue_locked(pool, t);
     pthread_mutex_unlock(&pool->mu);
     return OI_OK;
 }
@@ -391,36 +593,18 @@ void oi_pool_wait(oi_pool *pool) {
     pthread_mutex_unlock(&pool->mu);
 }
 
-/* parallel_for: chunks are claimed from a shared counter by the caller and by helper tasks. The
- * caller never waits for a helper that has not started: after the last chunk is claimed it
- * removes its helpers still in the queue, so a parallel_for inside a pool task (a yield/await
- * consumer) cannot deadlock waiting for workers that are all busy. */
+/* ---- parallel_for, slot busy: helper tasks through the queue (see the comment above) ---- */
+
 typedef struct range_job {
-    oi_range_fn fn;
-    void *ctx;
-    int64_t n, grain;
-    int64_t next;             /* next unclaimed begin index (under job mutex) */
+    range r;
     int64_t outstanding;      /* helper tasks submitted and neither finished nor unqueued */
     pthread_mutex_t mu;
     pthread_cond_t done;
 } range_job;
 
-static int claim(range_job *job, int64_t *begin, int64_t *end) {
-    pthread_mutex_lock(&job->mu);
-    int ok = job->next < job->n;
-    if (ok) {
-        *begin = job->next;
-        *end = job->next + job->grain < job->n ? job->next + job->grain : job->n;
-        job->next = *end;
-    }
-    pthread_mutex_unlock(&job->mu);
-    return ok;
-}
-
 static void range_helper(void *arg) {
     range_job *job = arg;
-    int64_t b, e;
-    while (claim(job, &b, &e)) job->fn(job->ctx, b, e);
+    run_range(&job->r);
     pthread_mutex_lock(&job->mu);
     if (--job->outstanding == 0) pthread_cond_broadcast(&job->done);
     pthread_mutex_unlock(&job->mu);
@@ -438,6 +622,7 @@ static int64_t unqueue(oi_pool *pool, range_job *job) {
             free(t);
             removed++;
             pool->pending--;
+            atomic_fetch_sub_explicit(&pool->queued, 1, memory_order_relaxed);
             continue;
         }
         prev = t;
@@ -449,6 +634,37 @@ static int64_t unqueue(oi_pool *pool, range_job *job) {
     return removed;
 }
 
+static void parallel_for_queued(oi_pool *pool, range_job *job, int helpers) {
+    int submitted = 0;
+    for (int i = 0; i < helpers; ++i) {
+        task *t = malloc(sizeof *t);
+        if (!t) break; /* fewer helpers: the caller does more of the work */
+        t->fn = range_helper;
+        t->arg = job;
+        t->next = NULL;
+        /* counted before it is queued: a helper may run and finish before this loop ends */
+        pthread_mutex_lock(&job->mu);
+        job->outstanding++;
+        pthread_mutex_unlock(&job->mu);
+        pthread_mutex_lock(&pool->mu);
+        enqueue_locked(pool, t);
+        pthread_mutex_unlock(&pool->mu);
+        submitted++;
+    }
+    run_range(&job->r);
+    if (submitted) {
+        int64_t removed = unqueue(pool, job);
+        /* Helpers a worker already took finish (they find no chunk left or end their last one);
+         * the job lives on this stack, so wait for every one of them. */
+        pthread_mutex_lock(&job->mu);
+        job->outstanding -= removed;
+        while (job->outstanding > 0) pthread_cond_wait(&job->done, &job->mu);
+        pthread_mutex_unlock(&job->mu);
+    }
+}
+
+/* ---- parallel_for ---- */
+
 void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
@@ -456,39 +672,58 @@ void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn f
         fn(ctx, 0, n);
         return;
     }
-    range_job job = {fn, ctx, n, grain, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
-    int64_t chunks = (n + grain - 1) / grain;
-    int helpers = (int)(chunks - 1 < pool->n_threads ? chunks - 1 : pool->n_threads);
-    int submitted = 0;
-    for (int i = 0; i < helpers; ++i) {
-        task *t = malloc(sizeof *t);
-        if (!t) break; /* fewer helpers: the caller does more of the work */
-        t->fn = range_helper;
-        t->arg = &job;
-        t->next = NULL;
-        /* counted before it is queued: a helper may run and finish before this loop ends */
-        pthread_mutex_lock(&job.mu);
-        job.outstanding++;
-        pthread_mutex_unlock(&job.mu);
+    /* Chunks are whole multiples of `grain` (so chunk boundaries stay where the kernel expects
+     * them), about OI_CHUNKS_PER_THREAD per thread: enough for dynamic balance when a thread is
+     * late or descheduled, few enough that claiming (one shared atomic) stays negligible. */
+    const int threads = pool->n_threads + 1;
+    const int64_t units = n / grain + (n % grain != 0);
+    const int64_t want = (int64_t)threads * OI_CHUNKS_PER_THREAD;
+    const int64_t chunk = grain * (units > want ? units / want : 1);
+    const int64_t nchunks = n / chunk + (n % chunk != 0);
+    const int helpers = (int)(nchunks - 1 < pool->n_threads ? nchunks - 1 : pool->n_threads);
+
+    if (atomic_exchange_explicit(&pool->busy, 1, memory_order_acquire) != 0) {
+        /* another parallel_for (a concurrent consumer task, or an enclosing one) owns the slot */
+        range_job job = {{fn, ctx, n, chunk, nchunks, 0}, 0, PTHREAD_MUTEX_INITIALIZER,
+                         PTHREAD_COND_INITIALIZER};
+        parallel_for_queued(pool, &job, helpers);
+        pthread_mutex_destroy(&job.mu);
+        pthread_cond_destroy(&job.done);
+        return;
+    }
+    pool->job.fn = fn;
+    pool->job.ctx = ctx;
+    pool->job.n = n;
+    pool->job.chunk = chunk;
+    pool->job.nchunks = nchunks;
+    atomic_store_explicit(&pool->job.next, 0, memory_order_relaxed);
+    /* only the owner writes gen, and busy's acquire ordered us after the previous owner */
+    const uint_fast64_t g = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&pool->gen, g, memory_order_seq_cst);          /* open */
+    if (atomic_load_explicit(&pool->sleepers, memory_order_seq_cst) > 0) {
         pthread_mutex_lock(&pool->mu);
-        if (pool->tail) pool->tail->next = t; else pool->head = t;
-        pool->tail = t;
-        pool->pending++;
-        pthread_cond_signal(&pool->work);
+        pthread_cond_broadcast(&pool->work);
         pthread_mutex_unlock(&pool->mu);
-        submitted++;
     }
-    int64_t b, e;
-    while (claim(&job, &b, &e)) fn(ctx, b, e);
-    if (submitted) {
-        int64_t removed = unqueue(pool, &job);
-        /* Helpers a worker already took finish (they find no chunk left or end their last one);
-         * the job lives on this stack, so wait for every one of them. */
-        pthread_mutex_lock(&job.mu);
-        job.outstanding -= removed;
-        while (job.outstanding > 0) pthread_cond_wait(&job.done, &job.mu);
-        pthread_mutex_unlock(&job.mu);
+    run_range(&pool->job);
+    atomic_store_explicit(&pool->gen, g + 1, memory_order_seq_cst);      /* close */
+    /* Wait for the workers still inside (running their last chunk): spin for the spin budget,
+     * then sleep on `left` (the owner_waiting / inside pairing is the Dekker one again). */
+    if (atomic_load_explicit(&pool->inside, memory_order_seq_cst) != 0) {
+        uint64_t start = oi_now_ns();
+        unsigned spins = 0;
+        while (atomic_load_explicit(&pool->inside, memory_order_seq_cst) != 0) {
+            cpu_relax();
+            if (++spins % 64u == 0 && oi_now_ns() - start >= pool->spin_ns) {
+                atomic_store_explicit(&pool->owner_waiting, 1, memory_order_seq_cst);
+                pthread_mutex_lock(&pool->mu);
+                while (atomic_load_explicit(&pool->inside, memory_order_seq_cst) != 0)
+                    pthread_cond_wait(&pool->left, &pool->mu);
+                pthread_mutex_unlock(&pool->mu);
+                atomic_store_explicit(&pool->owner_waiting, 0, memory_order_relaxed);
+                break;
+            }
+        }
     }
-    pthread_mutex_destroy(&job.mu);
-    pthread_cond_destroy(&job.done);
+    atomic_store_explicit(&pool->busy, 0, memory_order_release);
 }
