@@ -208,14 +208,34 @@ def manifest(prog: Program, mem: MemoryPlan, device: devices.Device) -> str:
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
+#: the journal of renames a write_tree is doing (see write_tree)
+PENDING_RENAMES = ".openinfer-pending-renames.json"
+
+
+def finish_pending_renames(out_dir: Path) -> None:
+    """Complete the renames of a write_tree that was killed among them (its journal is left)."""
+    journal = out_dir / PENDING_RENAMES
+    if not journal.exists():
+        return
+    for tmp, dest in json.loads(journal.read_text()):
+        if (out_dir / tmp).exists():
+            os.replace(out_dir / tmp, out_dir / dest)
+    journal.unlink()
+
+
 def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
     """Write `files` under `out_dir`: only changed ones; drop stale generated files.
 
     Two phases keep a failure from leaving a mix of old and new files: every changed file is
     first written completely to a temporary name beside its destination (any error there removes
-    the temporaries and leaves the output as it was); only then are they renamed into place.
+    the temporaries and leaves the output as it was); only then are they renamed into place. The
+    renames are listed first in a journal (PENDING_RENAMES, written atomically): a process killed
+    among them leaves the journal behind, and the next write_tree into the directory finishes
+    those renames before anything else, so the tree only ever moves from one whole generation to
+    the next.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
+    finish_pending_renames(out_dir)
     staged: list[tuple[Path, Path]] = []
     try:
         for rel in sorted(files):
@@ -236,9 +256,18 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
             tmp.unlink(missing_ok=True)
         raise
     changed: list[Path] = []
+    journal = out_dir / PENDING_RENAMES
+    if staged:
+        fd, tmp_journal = tempfile.mkstemp(dir=out_dir, prefix=f"{PENDING_RENAMES}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump([[str(t.relative_to(out_dir)), str(d.relative_to(out_dir))] for t, d in staged], fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_journal, journal)
     for tmp, path in staged:
         os.replace(tmp, path)
         changed.append(path)
+    journal.unlink(missing_ok=True)
     listing = out_dir / FILE_LIST
     previous = set(listing.read_text().split("\n")) if listing.exists() else set()
     for rel in sorted(previous - set(files) - {""}):

@@ -12,7 +12,7 @@ import pytest
 
 import openinfer as oi
 from openinfer.synth.memplan import plan
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synth.synthesizer import PENDING_RENAMES, Synthesizer
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"
@@ -141,7 +141,9 @@ def test_a_failing_write_leaves_the_previous_output(tmp_path, example, monkeypat
 
 
 def test_killing_gen_midway_leaves_the_previous_output(tmp_path, example_models):
-    """SIGKILL a `gen` of a large graph while it renders: the earlier output stays whole."""
+    """SIGKILL `gen` at several moments: killed while staging, the earlier output stays as it was;
+    killed among the final renames, the journal it leaves lets the next `gen` finish them. Either
+    way no file is ever half-written and the tree ends as one whole generation."""
     import signal
     import time
 
@@ -150,17 +152,60 @@ def test_killing_gen_midway_leaves_the_previous_output(tmp_path, example_models)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "openinfer", "gen", str(graph), "--model", str(example_models / "mlp_regression.oinf"),
            "--arch", "x86_64-generic", "--out", str(out)]
+    reference_out = tmp_path / "after"
+    subprocess.run(cmd[:-1] + [str(reference_out), "--outputs", "y"], check=True, env=env, capture_output=True)
+    after = {out / p.relative_to(reference_out): p.read_bytes() for p in reference_out.rglob("*") if p.is_file()}
     subprocess.run(cmd, check=True, env=env, capture_output=True)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert before != after
     for delay in (0.05, 0.2, 0.4, 0.8):
         proc = subprocess.Popen(cmd + ["--outputs", "y"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        journal = out / PENDING_RENAMES
+        if proc.returncode != 0 and journal.exists():        # killed among the renames
+            new = {p: (after[p] if p in after else p.read_bytes()) for p in before}
+            for p in before:
+                assert p.read_bytes() in (before[p], new[p]), f"killed after {delay} s: {p.name} is torn"
+            subprocess.run(cmd + ["--outputs", "y"], check=True, env=env, capture_output=True)
+            assert not journal.exists()
         files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and not p.name.endswith(".tmp")}
-        if proc.returncode == 0:
-            before = files           # it finished before the kill: that is the output now
+        if proc.returncode == 0 or files == after:
+            assert files == after, f"killed after {delay} s: the output is not the new generation"
+            before = files           # it finished (or was finished): that is the output now
         else:
             assert files == before, f"killed after {delay} s: the output changed"
         for leftover in out.rglob("*.tmp"):
             leftover.unlink()
+
+
+def test_a_write_stopped_among_its_renames_is_finished_by_the_next(tmp_path, monkeypatch):
+    """Deterministic version of the kill above: the process dies after the first of three renames.
+    The journal is left; the next write_tree (of anything) first completes the old generation."""
+    from openinfer.synth import synthesizer
+
+    old = {"a.c": b"old a", "b.c": b"old b", "c.h": b"old c"}
+    new = {"a.c": b"new a", "b.c": b"new b", "c.h": b"new c"}
+    synthesizer.write_tree(tmp_path, old)
+    real_replace, calls = os.replace, []
+
+    class Killed(BaseException):
+        pass
+
+    def dying_replace(src, dst):
+        calls.append(dst)
+        if len(calls) == 3:                 # the journal, then the first file, then death
+            raise Killed
+        real_replace(src, dst)
+
+    monkeypatch.setattr(synthesizer.os, "replace", dying_replace)
+    with pytest.raises(Killed):
+        synthesizer.write_tree(tmp_path, new)
+    monkeypatch.setattr(synthesizer.os, "replace", real_replace)
+    assert (tmp_path / PENDING_RENAMES).exists()
+    assert [(tmp_path / n).read_bytes() for n in sorted(new)] == [b"new a", b"old b", b"old c"]
+    synthesizer.write_tree(tmp_path, new)
+    assert not (tmp_path / PENDING_RENAMES).exists()
+    assert {n: (tmp_path / n).read_bytes() for n in new} == new
+    assert not list(tmp_path.glob("*.tmp"))
