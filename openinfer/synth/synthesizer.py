@@ -260,7 +260,7 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
     if staged:
         fd, tmp_journal = tempfile.mkstemp(dir=out_dir, prefix=f"{PENDING_RENAMES}.", suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
-            json.dump([[str(t.relative_to(out_dir)), str(d.relative_to(out_dir))] for t, d in staged], fh)
+            json.dump([[os.path.relpath(t, out_dir), os.path.relpath(d, out_dir)] for t, d in staged], fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp_journal, journal)
