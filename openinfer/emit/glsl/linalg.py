@@ -264,17 +264,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     for r in range(m):
         if r:
             lines.append("barrier();")
-        lines += [f"oi_red[lid * {chunks}u + {c}u] = s{r}_{c};" for c in range(chunks)]
-        lines.append("barrier();")
-        s = ks_n // 2
-        while s >= 1:
-            lines.append(f"if (ks < {s}u) {{")
-            lines += [f"    oi_red[lid * {chunks}u + {c}u] += oi_red[(lid + {s * cl_n}u) * {chunks}u + {c}u];"
-                      for c in range(chunks)]
-            lines.append("}")
-            if s > 1:
-                lines.append("barrier();")
-            s //= 2
+        lines += reduce_k_slices(r, chunks, ks_n, cl_n)
         lines.append(f"if (ks == 0u && col < {n}u) {{")
         lines.append(f"    uint o = (bt * {m}u + {r}u) * {n}u + col;")
         for c in range(chunks):
@@ -289,6 +279,24 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     how = f"GEMV: {cl_n * vw} columns x {ks_n} slices of K per workgroup, {vw}-wide loads"
     return Body(main="\n".join(lines), functions=functions, doc=f"{doc} ({how})", local_size=threads,
                 shared=shared, groups=_groups(total))
+
+
+def reduce_k_slices(r: int, chunks: int, ks_n: int, cl_n: int) -> list[str]:
+    """Sum row r's partial sums s{r}_{c} over the ks_n K slices of a split-K GEMV workgroup
+    (invocation lid = ks * cl_n + cl) with a tree in `shared oi_red[]`; afterwards slice 0's
+    entries oi_red[lid * chunks + c] hold the totals. The caller puts a barrier() between rows."""
+    lines = [f"oi_red[lid * {chunks}u + {c}u] = s{r}_{c};" for c in range(chunks)]
+    lines.append("barrier();")
+    s = ks_n // 2
+    while s >= 1:
+        lines.append(f"if (ks < {s}u) {{")
+        lines += [f"    oi_red[lid * {chunks}u + {c}u] += oi_red[(lid + {s * cl_n}u) * {chunks}u + {c}u];"
+                  for c in range(chunks)]
+        lines.append("}")
+        if s > 1:
+            lines.append("barrier();")
+        s //= 2
+    return lines
 
 
 # ------------------------------------------------------------------------------------ GEMM (f32 sums)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...synth.program import KernelRequest
 from . import Body, family
-from .linalg import _groups, _view
+from .linalg import _groups, _view, reduce_k_slices
 from .types import KernelCtx, lit
 
 
@@ -91,17 +91,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     for r in range(m):
         if r:
             lines.append("barrier();")
-        lines += [f"oi_red[lid * {chunks}u + {c}u] = s{r}_{c};" for c in range(chunks)]
-        lines.append("barrier();")
-        s = ks_n // 2
-        while s >= 1:
-            lines.append(f"if (ks < {s}u) {{")
-            lines += [f"    oi_red[lid * {chunks}u + {c}u] += oi_red[(lid + {s * cl_n}u) * {chunks}u + {c}u];"
-                      for c in range(chunks)]
-            lines.append("}")
-            if s > 1:
-                lines.append("barrier();")
-            s //= 2
+        lines += reduce_k_slices(r, chunks, ks_n, cl_n)
         lines.append(f"if (ks == 0u && cv < {nvec}u) {{")
         for c in range(chunks):
             lines.append(f"    vec4 v{c} = oi_red[lid * {chunks}u + {c}u];")
