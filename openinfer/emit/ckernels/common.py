@@ -11,6 +11,7 @@ Values carry their C compute type ("vct"): a `double` stored into f16/bf16/f8 ro
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -239,3 +240,36 @@ def scalar_attr(req: KernelRequest, name: str, ct: str, bound: DTypeInfo | None 
         return (f"(({ct})oi_f64_to_sint_sat(trunc({p}), 64))" if ct == "int64_t"
                 else f"oi_f64_to_uint_sat(trunc({p}), 64)")
     return f"(({ct}){p})"
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """conv1d / conv2d sizes as one 2-D problem (conv1d is H = KH = 1): batch n, channels c,
+    input h x w, outputs o, per-group channels cg / og, kernel kh x kw, output oh x ow, strides,
+    dilations and the top / left padding. Shared by the C and GLSL conv emitters."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    o: int
+    cg: int
+    og: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+
+    @classmethod
+    def of(cls, req: KernelRequest, stride, dil, pad, groups: int) -> ConvGeometry:
+        x, wt, out = req.inputs[0].shape, req.inputs[1].shape, req.output.shape
+        if req.op == "conv1d":
+            return cls(x[0], x[1], 1, x[2], wt[0], x[1] // groups, wt[0] // groups, 1, wt[2], 1, out[2],
+                       1, stride[0], 1, dil[0], 0, pad[0])
+        return cls(*x, wt[0], x[1] // groups, wt[0] // groups, *wt[2:], *out[2:], *stride, *dil, *pad[:2])

@@ -20,12 +20,15 @@ padding."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 
 from ...synth.program import KernelRequest
 from ..env import render
 from . import family, prototype
 from .common import (
+    ConvGeometry,
     compute_ctype,
     contiguous_strides,
     fn,
@@ -283,25 +286,13 @@ def emit_conv(req: KernelRequest, name: str, renderer) -> str:
     ct = compute_ctype(t)
     groups = static_attr(req, "groups")
     stride, dil, pad = static_attr(req, "stride"), static_attr(req, "dilation"), static_attr(req, "padding")
-    if req.op == "conv1d":   # as 2-D with H = KH = 1
-        n, c, h, w = x.shape[0], x.shape[1], 1, x.shape[2]
-        kh, kw = 1, wt.shape[2]
-        oh, ow = 1, req.output.shape[2]
-        sh, sw, dh, dw, pt, pl = 1, stride[0], 1, dil[0], 0, pad[0]
-    else:
-        n, c, h, w = x.shape
-        kh, kw = wt.shape[2:]
-        oh, ow = req.output.shape[2:]
-        (sh, sw), (dh, dw), (pt, pl) = stride, dil, pad[:2]
-    o = wt.shape[0]
-    cg, og = c // groups, o // groups
+    g = ConvGeometry.of(req, stride, dil, pad, groups)
+    h, w, o, kh, kw, oh, ow = g.h, g.w, g.o, g.kh, g.kw, g.oh, g.ow
     doc = (f"{req.op}: {x} * {wt}" + (" + bias" if len(req.inputs) > 2 else "") + f", stride {list(stride)}, "
            f"padding {list(pad)}, dilation {list(dil)}, groups {groups} -> {req.output}")
     if _wide_float(req) and not req.aliased and numel(req.output.shape) > 0:
-        return _conv_tiled(req, name, renderer, doc, ct, n=n, c=c, h=h, w=w, o=o, cg=cg, og=og, kh=kh, kw=kw,
-                           oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl)
-    return render("c/ops/conv.c.j2", proto=prototype(req, name), doc=doc, ct=ct, n=n, c=c, h=h, w=w, o=o, cg=cg,
-                  og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl,
+        return _conv_tiled(req, name, renderer, doc, ct, **asdict(g))
+    return render("c/ops/conv.c.j2", proto=prototype(req, name), doc=doc, ct=ct, **asdict(g),
                   load_x=load(t, "in0", f"xg + ci * {h * w} + ih * {w} + iw"),
                   load_w=load(t, "in1", f"wo + ci * {kh * kw} + kh * {kw} + kw"),
                   bias=len(req.inputs) > 2, load_b=load(t, "in2", "oc") if len(req.inputs) > 2 else "",

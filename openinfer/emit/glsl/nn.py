@@ -7,10 +7,12 @@ elements); sdpa, conv and pooling compute one output element per invocation.
 
 from __future__ import annotations
 
+from dataclasses import astuple
+
 import numpy as np
 
 from ...synth.program import KernelRequest
-from ..ckernels.common import contiguous_strides, numel
+from ..ckernels.common import ConvGeometry, contiguous_strides, numel
 from . import Body, family
 from .types import KernelCtx, lit
 
@@ -215,18 +217,8 @@ def emit_conv(req: KernelRequest, k: KernelCtx) -> Body:
     ct = k.ct(t)
     groups = k.static("groups")
     stride, dil, pad = k.static("stride"), k.static("dilation"), k.static("padding")
-    if req.op == "conv1d":
-        n, c, h, w = x.shape[0], x.shape[1], 1, x.shape[2]
-        kh, kw = 1, wt.shape[2]
-        oh, ow = 1, req.output.shape[2]
-        sh, sw, dh, dw, pt, pl = 1, stride[0], 1, dil[0], 0, pad[0]
-    else:
-        n, c, h, w = x.shape
-        kh, kw = wt.shape[2:]
-        oh, ow = req.output.shape[2:]
-        (sh, sw), (dh, dw), (pt, pl) = stride, dil, pad[:2]
-    o = wt.shape[0]
-    cg, og = c // groups, o // groups
+    geo = ConvGeometry.of(req, stride, dil, pad, groups)
+    n, c, h, w, o, cg, og, kh, kw, oh, ow, sh, sw, dh, dw, pt, pl = astuple(geo)
     bias = f" + {k.load(t, 'in2', 'oc')}" if len(req.inputs) > 2 else ""
     lines = [f"uint ow = i % {ow}u, oh = (i / {ow}u) % {oh}u, oc = (i / {ow * oh}u) % {o}u, nb = i / {ow * oh * o}u;",
              f"uint xg = (nb * {c}u + (oc / {og}u) * {cg}u) * {h * w}u, wo = oc * {cg * kh * kw}u;",
