@@ -21,10 +21,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import SynthesisError
 from ..synth.program import KernelRequest
 from .ckernels import KernelSource, prototype
 from .ckernels.common import literal
-from .cstyle import CRenderer
+from .cstyle import CRenderer, ctype
 from .env import render
 
 
@@ -79,6 +80,12 @@ def emitter(*ops: str):
     return deco
 
 
+def pack_prototype(req: KernelRequest, name: str, i: int) -> str:
+    """The function create() runs to put input `i` of kernel `name` in the kernel's layout."""
+    c = ctype(req.inputs[i].dtype)
+    return f"void {name}_pack{i}(const {c} *restrict src, {c} *restrict packed)"
+
+
 class Avx2Renderer(CRenderer):
     """x86-64-v3: 256-bit vectors with FMA."""
 
@@ -93,8 +100,20 @@ class Avx2Renderer(CRenderer):
         emit = _EMITTERS.get(req.op)
         body = emit(self, req, name) if emit is not None else None
         if body is None:
+            if req.packed:
+                raise SynthesisError(f"internal: {name} takes packed inputs but has no {self.isa} kernel")
             return super().kernel(req, name)
-        return KernelSource(name, prototype(req, name), body)
+        return KernelSource(name, prototype(req, name), body, tuple(pack_prototype(req, name, i) for i in req.packed))
+
+    @classmethod
+    def packed_inputs_for(cls, device) -> Callable[[KernelRequest], dict[int, int]]:
+        """openinfer/synth/prepack.py: a constant B of the GEMM path arrives in its NR-column
+        panels (the pack the GEMM otherwise does on every call: 5-8% of a [128, 1024] @ [1024,
+        256] product, more when B comes from L3)."""
+        def packed(req: KernelRequest) -> dict[int, int]:
+            elems = _packed_b_elems(cls, device, req)
+            return {} if elems is None else {1: elems}
+        return packed
 
     def render(self, template: str, req: KernelRequest, name: str, sections: tuple[str, ...], **ctx) -> str:
         return render(f"c/avx/{template}", v=self.vec, sections=sections, name=name, proto=prototype(req, name),
@@ -106,10 +125,12 @@ class Avx512Renderer(Avx2Renderer):
 
     isa = "avx512"
     vec = AVX512
-    #: 14x32: 28 of the 32 zmm registers accumulate, 2 hold B, 1 the broadcast A value; per k
-    #: it issues 28 FMAs for 2 vector loads and 14 broadcasts, the fewest loads per FMA. On Zen 4
-    #: (512-bit FMAs in two halves) 14x32, 12x32, 8x48 and 6x64 measured within 3% of each other.
-    gemm_mr, gemm_nv = 14, 2
+    #: 8x32: 16 of the 32 zmm registers accumulate, 2 hold B, 1 the broadcast A value. On Zen 4
+    #: (512-bit FMAs in two halves, broadcasts from memory nearly free) 8x32, 8x48, 6x64 and 4x64
+    #: run within 2% of each other at 1024^3 (109-111 GFLOP/s of a 117 peak) and 14x32 ~5% below;
+    #: 8 rows also divide the usual row counts (128-token encoder: 14 left a 2-row edge panel, and
+    #: its [128, 1024] @ [1024, 256] ran at 101 GFLOP/s against 110 with 8 rows).
+    gemm_mr, gemm_nv = 8, 2
 
 
 def _dtype(req: KernelRequest) -> str | None:
@@ -249,19 +270,38 @@ def _batch_offset(batch: tuple[int, ...], own: tuple[int, ...], mat_elems: int) 
 GEMM_KC = 128
 
 
-def gemm_blocking(r: Avx2Renderer, m: int, n: int, k: int) -> tuple[int, int]:
-    """(KC, NC): the packed B block (KC x NC) takes half of L2; both clamped to the problem."""
-    nr = r.gemm_nv * r.vec.lanes
-    l2 = r.device.cache_bytes("l2", 1 << 20)
+def gemm_blocking(nr: int, device, m: int, n: int, k: int) -> tuple[int, int]:
+    """(KC, NC) for NR-column panels: the packed B block (KC x NC) takes half of L2; both clamped
+    to the problem."""
+    l2 = device.cache_bytes("l2", 1 << 20)
     nc = max(nr, l2 // 2 // (4 * GEMM_KC) // nr * nr)
     return min(GEMM_KC, k), min(nc, -(-n // nr) * nr)
 
 
-@emitter("matmul")
-def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
+@dataclass(frozen=True)
+class _MatmulProblem:
+    """A matmul request as the kernels see it: [m, k] @ [k, n] per batch item, A rows of items
+    that share one B stacked into m."""
+
+    m: int
+    n: int
+    k: int
+    nbatch: int
+    offsets: dict        # C expressions of the batch items' element offsets in A and B
+    dtype: str
+
+    @property
+    def gemm(self) -> bool:
+        """The packed GEMM path (f32 with more than a few rows of A and columns of B)."""
+        return self.n != 1 and self.m > _SKINNY and self.dtype == "f32"
+
+
+def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> _MatmulProblem | None:
     dtype = _dtype(req)
-    if dtype not in ("f32", "f16", "bf16") or (dtype != "f32" and not _half_gemv(r, req, dtype)):
+    if dtype not in ("f32", "f16", "bf16"):
         return None
+    if dtype != "f32" and not (req.acc and (dtype == "bf16" or "f16c" in device.features or r.vec.bits == 512)):
+        return None       # f16 / bf16 without an f32 accumulator rounds after every add: portable C
     a, b = req.inputs
     a2 = (1,) + a.shape if len(a.shape) == 1 else a.shape
     b2 = b.shape + (1,) if len(b.shape) == 1 else b.shape
@@ -275,14 +315,32 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if nbatch > 1 and all(d == 1 for d in b_bat) and pad_a == batch:
         m, nbatch, batch, a_bat = m * nbatch, 1, (), ()     # one B for all items: stack the A rows
     offsets = {"a_batch": _batch_offset(batch, a_bat, m * k), "b_batch": _batch_offset(batch, b_bat, k * n)}
+    return _MatmulProblem(m, n, k, nbatch, offsets, dtype)
+
+
+def _packed_b_elems(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> int | None:
+    """Elements of B in the GEMM's packed layout when the request takes the GEMM path with one B
+    for every batch item (a weight matrix), else None."""
+    mm = _matmul_problem(r, device, req) if req.op == "matmul" else None
+    if mm is None or not mm.gemm or mm.nbatch != 1 or len(req.inputs[1].shape) != 2:
+        return None
+    return mm.k * _round_up(mm.n, r.gemm_nv * r.vec.lanes)
+
+
+@emitter("matmul")
+def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
+    mm = _matmul_problem(r, r.device, req)
+    if mm is None:
+        return None
+    m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
     parallel = nbatch * m * n * k >= _PAR_MACS
     if n == 1 or m <= _SKINNY:
-        return _gemv(r, req, name, m, n, k, nbatch, parallel, offsets, dtype)
-    if dtype != "f32":
+        return _gemv(r, req, name, m, n, k, nbatch, parallel, mm.offsets, mm.dtype)
+    if not mm.gemm:
         return None
     mr, nv, lanes = r.gemm_mr, r.gemm_nv, r.vec.lanes
     nr = nv * lanes
-    kc, nc = gemm_blocking(r, m, n, k)
+    kc, nc = gemm_blocking(nr, r.device, m, n, k)
     cols = ([(nv, 0)] if n >= nr else [])
     edge = None
     if n % nr:
@@ -292,14 +350,8 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
     return r.render("gemm.c.j2", req, name, ("core",), m=m, n=n, k=k, mr=mr, nv=nv, nr=nr, kc=kc, nc=nc,
                     nblocks=-(-n // nc), batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols],
-                    row_kernels=rows, full_nv=n >= nr, edge=edge, parallel=parallel,
-                    **offsets)
-
-
-def _half_gemv(r: Avx2Renderer, req: KernelRequest, dtype: str) -> bool:
-    """f16 / bf16 matmul with an f32 accumulator: the GEMV paths widen on load (f16 needs F16C
-    on AVX2). Without the accumulator the reference rounds after every add: portable C."""
-    return bool(req.acc) and (dtype == "bf16" or "f16c" in r.device.features or r.vec.bits == 512)
+                    row_kernels=rows, full_nv=n >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
+                    **mm.offsets)
 
 
 def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int, nbatch: int, parallel: bool,

@@ -8,7 +8,7 @@ operands, scalars and indices — and the templates in templates/c/ lay the file
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -150,6 +150,13 @@ class CRenderer:
 
     def ptr(self, frame: str, op: P.Operand, view: StatementView | None = None) -> str:
         """C pointer expression for operand `op` in `frame` (adds range checks to `view`)."""
+        packed = self.global_buffer(op.var)
+        if packed is not None and packed.packed_from is not None:
+            source = replace(op, var=packed.packed_from[0])
+            self.ptr(frame, source, view)          # the constant's own index and presence checks
+            if source.var not in self.p.prefix_tables:
+                return f"m->{packed.name}"
+            return f"(m->{packed.name} + ({self.prefix_flat(frame, source)}) * {packed.shape[-1]})"
         if op.var in self.p.prefix_tables:
             flat = self.prefix_flat(frame, op, view)
             expr = f"m->p_{c_name(op.var)}[{flat}]"
@@ -441,11 +448,14 @@ class CRenderer:
             prefix_tables.append({"field": f"p_{c_name(pt.var)}", "ctype": ctype(pt.dtype), "count": len(pt.keys),
                                   "pattern": pt.pattern, "entries": entries, "code": pt.dtype.code,
                                   "nbytes": nbytes, "dtype": pt.dtype.name, "shape": str(list(pt.shape))})
-        persistents, consts, const_inits, persistent_inits = [], [], [], []
+        persistents, consts, const_inits, persistent_inits, packs = [], [], [], [], []
         for buf in sorted(p.buffers.values(), key=lambda b: b.name):
-            if buf.storage == "persistent":
+            if buf.storage in ("persistent", "packed"):
                 persistents.append({"field": buf.name, "ctype": ctype(buf.dtype), "offset": plan.offset(buf.name)})
+            if buf.storage == "persistent":
                 persistent_inits.append(self.persistent_init(buf))
+            elif buf.storage == "packed":
+                packs += self.pack_calls(buf)
             elif buf.storage == "const":
                 consts.append({"field": buf.name, "ctype": ctype(buf.dtype), "offset": plan.offset(buf.name)})
                 const_inits.append(self.persistent_init(buf))
@@ -502,12 +512,22 @@ class CRenderer:
             "vars": [self.var_view(v) for v in p.vars],
             "frame_fields": [{"field": k, "ctype": v} for k, v in sorted(frame_fields.items())],
             "frame_pointers": frame_pointers, "weights": weights, "prefix_tables": prefix_tables,
-            "persistents": persistents, "consts": consts, "const_inits": const_inits,
+            "persistents": persistents, "consts": consts, "const_inits": const_inits, "packs": packs,
             "persistent_inits": persistent_inits, "frame_inits": frame_inits, "consumers": consumers,
             "blocks": blocks, "inputs": inputs, "inputs_bytes": max(1, (len(inputs) + 7) // 8), "gets": gets,
             "nodes": nodes, "threads": self.device.threads, "embedded": self.embed,
             "dynamic_vars": [{"cname": c_name(v.name), "shape": list(v.shape)} for v in p.vars if v.dynamic_shape],
         }
+
+    def pack_calls(self, buf: P.Buffer) -> list[str]:
+        """create(): the calls that fill a `packed` buffer from its model constant, entry by entry."""
+        source, kernel, index = buf.packed_from
+        fn = f"{self.kernel_names[kernel]}_pack{index}"
+        pt = self.p.prefix_tables.get(source)
+        if pt is None:
+            return [f"{fn}(m->{self.wfield[self.global_buffer(source).model_key]}, m->{buf.name});"]
+        return [f"{fn}(m->p_{c_name(source)}[{i}], m->{buf.name} + {i * buf.shape[-1]});"
+                for i, key in enumerate(pt.keys) if key]
 
     def var_view(self, v: P.VarInfo) -> dict:
         return {"id": v.id, "name": v.name, "kind": v.kind, "kind_code": _KIND_CODES[v.kind], "dtype": v.dtype,

@@ -161,37 +161,12 @@ class _Fuser:
         return tuple(out)
 
 
-def _renumber(stmts, new_id: dict[int, int]):
-    out = []
-    for s in stmts:
-        if isinstance(s, P.Call):
-            s = replace(s, kernel=new_id[s.kernel])
-        elif isinstance(s, P.Loop):
-            s = replace(s, body=tuple(_renumber(s.body, new_id)))
-        out.append(s)
-    return tuple(out)
-
-
-def _used_kernels(stmts, used: set[int]) -> None:
-    for s in stmts:
-        if isinstance(s, P.Call):
-            used.add(s.kernel)
-        elif isinstance(s, P.Loop):
-            _used_kernels(s.body, used)
-
-
 def fuse(prog: P.Program, *, max_ops: int = 8, dep_names: set[str] | None = None) -> P.Program:
     """The program with element-wise chains fused (see the module docstring)."""
     f = _Fuser(prog, max_ops, dep_names or set())
     blocks = {name: f.block(stmts) for name, stmts in prog.blocks.items()}
     if not f.fused_nodes:
         return prog
-    # drop the kernels only the fused-away calls used, keeping first-use order (deterministic)
-    used: set[int] = set()
-    for stmts in blocks.values():
-        _used_kernels(stmts, used)
-    keep = [i for i in range(len(f.kernels)) if i in used]
-    new_id = {old: new for new, old in enumerate(keep)}
-    blocks = {name: _renumber(stmts, new_id) for name, stmts in blocks.items()}
-    return replace(prog, blocks=blocks, kernels=tuple(f.kernels[i] for i in keep),
-                   fused_nodes=frozenset(f.fused_nodes))
+    # drop the kernels only the fused-away calls used
+    blocks, kernels, _ = P.prune_kernels(blocks, f.kernels)
+    return replace(prog, blocks=blocks, kernels=kernels, fused_nodes=frozenset(f.fused_nodes))

@@ -3,7 +3,7 @@
 Regions (their sizes become the generated header's macros):
   arena       pinned buffers (dynamic inputs, observable volatiles, @init constants) at fixed
               offsets, followed by the planned area that buffers with disjoint lifetimes share;
-  persistent  persistent variables and dense tables;
+  persistent  persistent variables and dense tables, and constants pre-packed at create time;
   weights     model tensors used in place from the .oinf image (no offsets to plan).
 
 Lifetimes. The entry frame's schedule is flattened into positions (branch targets inlined at each
@@ -192,7 +192,7 @@ def plan(prog: P.Program) -> MemoryPlan:
             pinned_off += align(b.nbytes)
     persist_off = 0
     for b in sorted(prog.buffers.values(), key=lambda b: b.name):
-        if b.storage == "persistent":
+        if b.storage in ("persistent", "packed"):
             placements[b.name] = Placement(b.name, "persistent", persist_off, b.nbytes, -1, -1)
             persist_off += align(b.nbytes)
 

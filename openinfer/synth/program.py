@@ -16,7 +16,7 @@ renderers (openinfer/emit/) turn it into source. Nothing here knows C or GLSL.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 from ..dtypes import DTypeInfo
@@ -30,7 +30,9 @@ from ..ops.types import TensorType
 #:   pinned      arena memory never shared: dynamic inputs and observable volatile variables
 #:   planned     arena memory shared between buffers whose lifetimes do not overlap
 #:   persistent  persistent state (plain values and tables), kept across steps
-STORAGES = ("weight", "const", "pinned", "planned", "persistent")
+#:   packed      a constant in a kernel's own layout, made once at create time (prepack.py); it
+#:               lives in the persistent region, which is kept for the program's life
+STORAGES = ("weight", "const", "pinned", "planned", "persistent", "packed")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class Buffer:
     init: bool | int | float | None = None
     #: volatile buffers re-initialised at the start of every step (first use is not a full write)
     needs_init: bool = False
+    #: storage "packed": (the constant or prefix table it is made from, the kernel whose pack
+    #: function makes it, that kernel's input); a prefix table's packed form is a dense table of
+    #: packed entries
+    packed_from: tuple[str, int, int] | None = None
 
     @property
     def numel(self) -> int:
@@ -116,6 +122,9 @@ class KernelRequest:
     #: step's arguments come from: ("in", i) the call's input i, ("step", j) step j's result
     chain: tuple[KernelRequest, ...] = ()
     chain_args: tuple[tuple[tuple[str, int], ...], ...] = ()
+    #: inputs that arrive in the target's pre-packed layout (openinfer/synth/prepack.py): the
+    #: target renders the kernel for that layout and a function that packs such an input
+    packed: tuple[int, ...] = ()
 
     def attr(self, name: str, default=None):
         for k, v in self.attrs:
@@ -294,3 +303,35 @@ class Program:
 
     def buffer(self, frame: str, var: str) -> Buffer:
         return self.buffers[self.frames[frame][var]]
+
+
+def _renumber(stmts, new_id: dict[int, int]) -> tuple[Statement, ...]:
+    out = []
+    for s in stmts:
+        if isinstance(s, Call):
+            s = replace(s, kernel=new_id[s.kernel])
+        elif isinstance(s, Loop):
+            s = replace(s, body=_renumber(s.body, new_id))
+        out.append(s)
+    return tuple(out)
+
+
+def _used_kernels(stmts, used: set[int]) -> None:
+    for s in stmts:
+        if isinstance(s, Call):
+            used.add(s.kernel)
+        elif isinstance(s, Loop):
+            _used_kernels(s.body, used)
+
+
+def prune_kernels(blocks: dict[str, tuple[Statement, ...]], kernels) -> tuple[
+        dict[str, tuple[Statement, ...]], tuple[KernelRequest, ...], dict[int, int]]:
+    """Drops the kernels no call uses any more (after a pass replaced them), keeping the others'
+    order (deterministic); returns the renumbered blocks, the kernels and the old -> new ids."""
+    used: set[int] = set()
+    for stmts in blocks.values():
+        _used_kernels(stmts, used)
+    keep = [i for i in range(len(kernels)) if i in used]
+    new_id = {old: new for new, old in enumerate(keep)}
+    return ({name: _renumber(stmts, new_id) for name, stmts in blocks.items()},
+            tuple(kernels[i] for i in keep), new_id)

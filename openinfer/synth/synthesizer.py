@@ -25,6 +25,7 @@ from . import devices
 from .fusion import fuse
 from .lower import lower
 from .memplan import MemoryPlan, plan
+from .prepack import prepack
 from .program import Program
 
 #: Written into the output directory: the files the last generation produced (so the next one
@@ -112,6 +113,9 @@ class Synthesizer:
         prefs = self.device.preferences
         if prefs.get("prefer_fusion", True) and getattr(renderer_cls, "supports_fusion", False):
             prog = fuse(prog, max_ops=int(prefs.get("max_kernel_ops", 8)), dep_names=dep_names(g))
+        packed_inputs = getattr(renderer_cls, "packed_inputs_for", None)
+        if prefs.get("prepack_weights", True) and packed_inputs is not None:
+            prog = prepack(prog, packed_inputs(self.device))
         mem = plan(prog)
         renderer = renderer_cls(prog, mem, self.device, embed_weights=embed_weights)
         files = {k: v.encode() for k, v in renderer.files().items()}

@@ -22,7 +22,6 @@ preloaded: an ASan runtime cannot be loaded into a running interpreter).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 import zlib
@@ -43,6 +42,7 @@ if str(TESTS) not in sys.path:
 
 from conformance.cases import ConformanceCase, assert_matches, generate_cases  # noqa: E402
 from conformance.oracle import expected  # noqa: E402
+from sanitized import SANITIZE, run_sanitized  # noqa: E402
 
 REPO = TESTS.parent
 DEVICES = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512")
@@ -474,9 +474,6 @@ def sanitizer_cases() -> list[ConformanceCase]:
     return out
 
 
-SANITIZE = ["-Db_sanitize=address,undefined", "-Db_lundef=false", "-Doptimization=0"]
-
-
 def _sanitizer_child(cache: str) -> int:
     """Runs in the child interpreter (libasan preloaded): build, run, compare; exit status.
     -O0: the host schedule of 1,450 nodes compiles 4x faster, and the checks are the same."""
@@ -500,27 +497,6 @@ def _sanitizer_child(cache: str) -> int:
     return 1 if bad else 0
 
 
-def _libasan() -> str | None:
-    try:
-        path = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
-                              timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return path if path and os.path.isabs(path) and os.path.exists(path) else None
-
-
 def test_kernels_clean_under_asan_and_ubsan(tmp_path) -> None:
     """One case per (op, dtype, mode) built with -fsanitize=address,undefined: no report, same results."""
-    libasan = _libasan()
-    if libasan is None:
-        pytest.skip("gcc's libasan.so not found")
-    env = dict(os.environ, LD_PRELOAD=libasan, PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS), str(HERE)]),
-               ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
-               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    code = ("import sys; from test_c_conformance import _sanitizer_child; "
-            f"sys.exit(_sanitizer_child({str(tmp_path)!r}))")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900,
-                          cwd=str(REPO))
-    report = (proc.stdout[-6000:] + "\n" + proc.stderr[-6000:]).strip()
-    assert proc.returncode == 0, report
-    assert "runtime error" not in proc.stderr and "AddressSanitizer" not in proc.stderr, report
+    run_sanitized(__file__, "_sanitizer_child", str(tmp_path))

@@ -14,12 +14,11 @@ place, with NaN and infinite rows. Each graph runs on every x86-64 target with 1
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from sanitized import SANITIZE, run_sanitized
 
 import openinfer as oi
 from openinfer.compare import compare, table
@@ -31,7 +30,6 @@ from openinfer.sim import Simulator
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DEVICES = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512")
-SANITIZE = ["-Db_sanitize=address,undefined", "-Db_lundef=false", "-Doptimization=0"]
 
 
 def _fmt(v) -> str:
@@ -234,15 +232,6 @@ def test_tiled_kernels_selected():
 
 # --------------------------------------------------------------------------- sanitizers
 
-def _libasan() -> str | None:
-    try:
-        path = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
-                              timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return path if path and os.path.isabs(path) and os.path.exists(path) else None
-
-
 def _sanitizer_child(tmp: str) -> int:
     """Runs in the child interpreter (libasan preloaded)."""
     os.environ["OI_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -254,14 +243,4 @@ def _sanitizer_child(tmp: str) -> int:
 
 
 def test_tiled_nn_kernels_clean_under_asan_and_ubsan(tmp_path):
-    libasan = _libasan()
-    if libasan is None:
-        pytest.skip("gcc's libasan.so not found")
-    env = dict(os.environ, LD_PRELOAD=libasan, PYTHONPATH=os.pathsep.join([str(REPO), str(HERE)]),
-               ASAN_OPTIONS="detect_leaks=0:abort_on_error=1", UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    code = f"import sys; from test_nn_kernels import _sanitizer_child; sys.exit(_sanitizer_child({str(tmp_path)!r}))"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900,
-                          cwd=str(REPO))
-    report = (proc.stdout[-6000:] + "\n" + proc.stderr[-6000:]).strip()
-    assert proc.returncode == 0, report
-    assert "runtime error" not in proc.stderr and "AddressSanitizer" not in proc.stderr, report
+    run_sanitized(__file__, "_sanitizer_child", str(tmp_path))

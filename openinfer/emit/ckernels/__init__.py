@@ -49,6 +49,8 @@ class KernelSource:
     name: str
     prototype: str      # "oi_status name(...)" without the trailing semicolon
     definition: str     # the full function definition
+    #: other functions of the definition the model calls (a packed input's pack function)
+    helpers: tuple[str, ...] = ()
 
 
 def prototype(req: KernelRequest, name: str) -> str:
