@@ -236,7 +236,7 @@ static oi_status setup(oi_cache_window_slice *m) {
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w1_zero = p;
-return oi_cache_window_slice_reset(m);
+    return oi_cache_window_slice_reset(m);
 }
 
 oi_status oi_cache_window_slice_reset(oi_cache_window_slice *m) {
@@ -245,7 +245,7 @@ oi_status oi_cache_window_slice_reset(oi_cache_window_slice *m) {
     { static const uint8_t pattern[4] = {0x03, 0x00, 0x00, 0x00}; fill(m->s_end, 1u, pattern, 4u); }
     memset(m->s_start, 0, 4u);
     memset(m->s_write_idx, 0, 4u);
-return OI_OK;
+    return OI_OK;
 }
 
 static oi_status open_image(const char *path, oi_oinf *file) {

@@ -159,14 +159,14 @@ static oi_status setup(oi_kv_cache_decode *m) {
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w0_zero = p;
-return oi_kv_cache_decode_reset(m);
+    return oi_kv_cache_decode_reset(m);
 }
 
 oi_status oi_kv_cache_decode_reset(oi_kv_cache_decode *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
     memset(m->s_K, 0, 256u);
     memset(m->s_t, 0, 4u);
-return OI_OK;
+    return OI_OK;
 }
 
 static oi_status open_image(const char *path, oi_oinf *file) {

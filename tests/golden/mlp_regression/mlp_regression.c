@@ -170,12 +170,12 @@ static oi_status setup(oi_mlp_regression *m) {
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w3_w2 = p;
-return oi_mlp_regression_reset(m);
+    return oi_mlp_regression_reset(m);
 }
 
 oi_status oi_mlp_regression_reset(oi_mlp_regression *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
-return OI_OK;
+    return OI_OK;
 }
 
 static oi_status open_image(const char *path, oi_oinf *file) {

@@ -239,12 +239,12 @@ static oi_status setup(oi_residual_mlp_stack *m) {
         return OI_ERR_MODEL_MISMATCH;
     }
     m->p_b[2] = p;
-return oi_residual_mlp_stack_reset(m);
+    return oi_residual_mlp_stack_reset(m);
 }
 
 oi_status oi_residual_mlp_stack_reset(oi_residual_mlp_stack *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
-return OI_OK;
+    return OI_OK;
 }
 
 static oi_status open_image(const char *path, oi_oinf *file) {

@@ -246,12 +246,12 @@ static oi_status setup(oi_streaming_pipeline *m) {
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w1_w = p;
-return oi_streaming_pipeline_reset(m);
+    return oi_streaming_pipeline_reset(m);
 }
 
 oi_status oi_streaming_pipeline_reset(oi_streaming_pipeline *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
-return OI_OK;
+    return OI_OK;
 }
 
 static oi_status open_image(const char *path, oi_oinf *file) {
