@@ -8,6 +8,9 @@
   declares features.cooperative_matrix) against PyTorch/cuBLAS f16;
 - decoder: the decoder's bench size (examples/decoder.py) with f32, i8 and i4 weights
   (`--decoder-weights`): tokens per second;
+- decoder-profile: where a decoder step's time goes, per op: through the trace hook every node
+  is submitted and waited for alone, so each figure is the node's GPU time plus one submission
+  (the smallest nodes, copies, show that floor);
 - peers: the PyTorch figures (copy, cuBLAS f32 / f16, torch GEMV).
 
     python tools/bench/vulkan_bench.py --arch devices/nvidia-h200.json [--rows gemv gemm ...]
@@ -39,7 +42,7 @@ sys.path.insert(0, str(REPO))
 import openinfer as oi  # noqa: E402
 from openinfer.emit.glsl import linalg  # noqa: E402
 
-ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "peers")
+ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "decoder-profile", "peers")
 #: small shapes that select each fast matmul kernel (as tests/vulkan/test_vulkan_matmul.py):
 #: (a shape, b shape, operand dtype, acc, output dtype)
 CHECK_CASES = [
@@ -52,6 +55,8 @@ CHECK_CASES = [
     ((256, 256), (256, 256), "f16", "f32", "f32"), ((2, 100, 40), (40, 72), "f16", "[f32, f32]", "f16"),
     ((136, 64), (64, 136), "f16", "f32", "f32"), ((64, 36), (36, 40), "f16", "f32", "f32"),
 ]
+#: the decoder rows' input: one token per step
+DECODER_TOKEN = {"token": np.array([1], np.int32)}
 PREFIX = {"check": "check", "gemv": "gemv_f32", "gemv-f16": "gemv_f16", "gemm": "gemm_f32", "gemm-f16": "gemm_f16"}
 
 
@@ -224,7 +229,8 @@ class Bench:
         return {"cases": len(CHECK_CASES), "failed": len(bad), "worst_rel_err": worst, "kernels": ", ".join(kernels),
                 "failures": "; ".join(bad)}
 
-    def decoder(self, weights: str) -> dict:
+    def _decoder(self, weights: str):
+        """The decoder's bench size with `weights` storage: (executor, config), one step run."""
         spec = importlib.util.spec_from_file_location("decoder_bench", REPO / "examples" / "decoder.py")
         decoder = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = decoder
@@ -233,15 +239,36 @@ class Bench:
         graph, model_path = decoder.write(cfg, self.tmp / f"decoder_{weights}")
         ex = oi.Simulator(oi.ModelLoader.open(model_path), oi.load_graph(graph), arch=self.args.arch,
                           outputs={"next"}).make_executor()
-        token = {"token": np.array([1], np.int32)}
-        ex.insert(**token)
+        ex.insert(**DECODER_TOKEN)
         ex.run_step()
+        return ex, cfg
+
+    def decoder(self, weights: str) -> dict:
+        ex, cfg = self._decoder(weights)
         t0 = time.perf_counter()
         steps = cfg.max_seq - 1
         for _ in range(steps):
-            ex.insert(**token)
+            ex.insert(**DECODER_TOKEN)
             ex.run_step()
         return {"tokens_per_s": steps / (time.perf_counter() - t0), "weight_mb": cfg.weight_bytes() / 1e6}
+
+    def decoder_profile(self, steps: int = 5) -> dict:
+        """Per op of the f32 decoder: microseconds per step and the fastest single node."""
+        ex, _ = self._decoder("f32")
+        ex.observe(lambda _index: None)            # a hook: every node is submitted alone and timed
+        total: dict[str, float] = {}
+        fastest: dict[str, float] = {}
+        for _ in range(steps):
+            ex.insert(**DECODER_TOKEN)
+            for e in ex.iterate():
+                key = e.op_name or e.kind
+                total[key] = total.get(key, 0.0) + e.duration_ns / 1e3 / steps
+                fastest[key] = min(fastest.get(key, float("inf")), e.duration_ns / 1e3)
+        out = {}
+        for key in sorted(total, key=lambda k: -total[k]):
+            out[f"{key}_us_per_step"] = total[key]
+            out[f"{key}_fastest_node_us"] = fastest[key]
+        return out
 
 
 def main(argv=None) -> int:
@@ -297,6 +324,9 @@ def main(argv=None) -> int:
         for weights in args.decoder_weights:
             for key, value in bench.decoder(weights).items():
                 report(f"decoder_bench_{weights}_{key}", value)
+    if "decoder-profile" in args.rows:
+        for key, value in bench.decoder_profile().items():
+            report(f"decoder_profile_{key}", value)
     for key, num, den in (("gemv_f32_fraction_of_copy", "gemv_f32_gbs", "copy_gbs"),
                           ("gemv_f16_fraction_of_copy", "gemv_f16_gbs", "copy_gbs"),
                           ("gemm_f32_fraction_of_cublas", "gemm_f32_tflops", "cublas_f32_tflops"),

@@ -1,8 +1,9 @@
 """Composite real-model ops in GLSL: softmax, log_softmax, layer_norm, rms_norm, rope, sdpa,
 conv1d/conv2d, max_pool2d/avg_pool2d (openinfer/ops/kernels/nn.py). Each computes in f32 (f64
 for f64) from start to end and rounds once on store; exp/log/cos/sin are oi_common.glsl's
-fdlibm ports. Row ops (softmax, norms, rope) give one invocation a whole row (or a pair of rope
-elements); sdpa, conv and pooling compute one output element per invocation.
+fdlibm ports. f32 softmax (last axis), norms and sdpa give a workgroup each row (rows.py); other
+dtypes give one invocation a whole row (rope: a pair of elements), and sdpa, conv and pooling
+one output element per invocation.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from ...synth.program import KernelRequest
 from ..ckernels.common import ConvGeometry, contiguous_strides, numel
 from . import Body, family
+from . import rows as rows_
 from .types import KernelCtx, lit
 
 
@@ -39,6 +41,8 @@ def emit_softmax(req: KernelRequest, k: KernelCtx) -> Body:
     xj = k.load(t, "in0", idx)
     log = req.op == "log_softmax"
     value = "(v - m) - lse" if log else f"{f['exp']}(v - m) / s"
+    if t.name == "f32" and inner == 1:
+        return _softmax_rows(req, k, n, outer, value, log)
     main = f"""uint base = (u / {inner}u) * {n * inner}u + u % {inner}u;
 {ct} m = -{f['inf']};
 for (uint j = 0u; j < {n}u; ++j) m = {f['max']}(m, {xj});
@@ -51,6 +55,25 @@ for (uint j = 0u; j < {n}u; ++j) {{
     out_[{idx}] = {k.store(out, 'v', ct)};
 }}"""
     return Body(main=main, units=outer * inner, doc=f"{req.op} of {x} along axis {axis}")
+
+
+def _softmax_rows(req: KernelRequest, k: KernelCtx, n: int, rows: int, value: str, log: bool) -> Body:
+    """f32 along the last axis: a workgroup per row (rows.py); max and sum of exponentials as
+    strided partials and trees."""
+    wg = rows_.row_wg(k, n)
+    each = f"for (uint j = lid; j < {n}u; j += {wg}u)"
+    lines = rows_.header(rows) + [f"uint base = row * {n}u;", "float m = -OI_INF;",
+                                  f"{each} m = oi_maxf(m, in0[base + j]);", "oi_red[lid] = m;"]
+    lines += rows_.tree(wg, "oi_red[a] = oi_maxf(oi_red[a], oi_red[b]);")
+    lines += ["m = oi_red[0];", "barrier();", "float s = 0.0;", f"{each} s += oi_expf(in0[base + j] - m);",
+              "oi_red[lid] = s;"]
+    lines += rows_.tree(wg, "oi_red[a] += oi_red[b];")
+    lines += ["s = oi_red[0];", f"float lse = {'oi_logf(s)' if log else '0.0'};",
+              f"{each} {{", "    float v = in0[base + j];", f"    v = {value};",
+              f"    out_[base + j] = {k.store(req.output.dtype, 'v', 'float')};", "}"]
+    return Body(main="\n".join(lines), local_size=wg, shared=f"shared float oi_red[{wg}];",
+                groups=rows_.groups(rows), doc=f"{req.op} of {req.inputs[0]} along the last axis "
+                f"(a workgroup of {wg} per row)")
 
 
 # ------------------------------------------------------------------------------------ norms
@@ -67,6 +90,8 @@ def emit_norm(req: KernelRequest, k: KernelCtx) -> Body:
     eps = k.attr("eps", ct)
     xj = k.load(t, "in0", "base + j")
     cnt = lit(ct, n)
+    if t.name == "f32":
+        return _norm_rows(req, k, n, numel(x.shape[:axis]), rms, eps)
     lines = [f"uint base = u * {n}u;", f"{ct} s = {lit(ct, 0)};"]
     if rms:
         lines += [f"for (uint j = 0u; j < {n}u; ++j) {{ {ct} v = {xj}; s = s + v * v; }}",
@@ -87,6 +112,34 @@ def emit_norm(req: KernelRequest, k: KernelCtx) -> Body:
               f"    out_[base + j] = {k.store(out, 'y', ct)};", "}"]
     doc = f"{req.op} of {x} over dims {axis}.. ({n} elements per row)"
     return Body(main="\n".join(lines), units=numel(x.shape[:axis]), doc=doc)
+
+
+def _norm_rows(req: KernelRequest, k: KernelCtx, n: int, rows: int, rms: bool, eps: str) -> Body:
+    """f32: a workgroup per row (rows.py); the sums as strided partials and trees."""
+    wg = rows_.row_wg(k, n)
+    each = f"for (uint j = lid; j < {n}u; j += {wg}u)"
+    cnt = lit("float", n)
+    lines = rows_.header(rows) + [f"uint base = row * {n}u;", "float s = 0.0;"]
+    if rms:
+        lines += [f"{each} {{ float v = in0[base + j]; s += v * v; }}", "oi_red[lid] = s;"]
+        lines += rows_.tree(wg, "oi_red[a] += oi_red[b];")
+        lines.append(f"float r = sqrt(oi_red[0] / {cnt} + {eps});")
+        y = "in0[base + j] / r"
+    else:
+        lines += [f"{each} s += in0[base + j];", "oi_red[lid] = s;"]
+        lines += rows_.tree(wg, "oi_red[a] += oi_red[b];")
+        lines += [f"float mean = oi_red[0] / {cnt};", "barrier();", "float q = 0.0;",
+                  f"{each} {{ float c = in0[base + j] - mean; q += c * c; }}", "oi_red[lid] = q;"]
+        lines += rows_.tree(wg, "oi_red[a] += oi_red[b];")
+        lines.append(f"float r = sqrt(oi_red[0] / {cnt} + {eps});")
+        y = "(in0[base + j] - mean) / r"
+    for i, op in ((1, "*"), (2, "+"))[:len(req.inputs) - 1]:
+        y = f"{y} {op} {k.load(req.inputs[i].dtype, f'in{i}', 'j', 'float')}"
+    lines += [f"{each} {{", f"    float y = {y};", f"    out_[base + j] = {k.store(req.output.dtype, 'y', 'float')};",
+              "}"]
+    return Body(main="\n".join(lines), local_size=wg, shared=f"shared float oi_red[{wg}];",
+                groups=rows_.groups(rows), doc=f"{req.op} of {req.inputs[0]} ({n} elements per row, "
+                f"a workgroup of {wg} per row)")
 
 
 # ------------------------------------------------------------------------------------ rope
@@ -188,10 +241,16 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
     score.append("return s;")
     functions = (f"{ct} oi_score(uint bt, uint row, uint qb, uint kb, uint j) {{\n"
                  + "\n".join("    " + s for s in score) + "\n}")
-    lines = [f"uint e = i % {dv}u, row = (i / {dv}u) % {sq}u, bt = i / {dv * sq}u;",
-             f"uint qb = {off(q.shape[:-2], sq * dk)} + row * {dk}u;",
-             f"uint kb = {off(kt.shape[:-2], sk * dk, True)};",
-             f"uint vb = {off(v.shape[:-2], sk * dv, True)};",
+    doc = (f"sdpa: q {q}, k {kt}, v {v}" + (f", mask {mask}" if mask else "") +
+           (", causal" if k.static("causal") else "") + (f", {group} query heads per kv head" if group > 1 else "")
+           + f" -> {req.output}")
+    offsets = (f"uint qb = {off(q.shape[:-2], sq * dk)} + row * {dk}u;",
+               f"uint kb = {off(kt.shape[:-2], sk * dk, True)};",
+               f"uint vb = {off(v.shape[:-2], sk * dv, True)};")
+    wg = rows_.row_wg(k, max(sk, dv))
+    if t.name == "f32" and v.dtype.name == "f32" and (sk + wg) * 4 <= k.caps.max_shared:
+        return _sdpa_rows(req, k, numel(batch) * sq, sq, sk, dv, wg, offsets, functions, doc)
+    lines = [f"uint e = i % {dv}u, row = (i / {dv}u) % {sq}u, bt = i / {dv * sq}u;", *offsets,
              f"{ct} m = -{f['inf']};",
              f"for (uint j = 0u; j < {sk}u; ++j) m = {f['max']}(m, oi_score(bt, row, qb, kb, j));",
              f"if (m == -{f['inf']}) return {lit(ct, 0)};   // no key to attend to: zeros",
@@ -202,10 +261,34 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
              f"    acc = acc + ({f['exp']}(oi_score(bt, row, qb, kb, j) - m) / l) * "
              f"{k.load(t, 'in2', f'vb + j * {dv}u + e')};",
              "return acc;"]
-    doc = (f"sdpa: q {q}, k {kt}, v {v}" + (f", mask {mask}" if mask else "") +
-           (", causal" if k.static("causal") else "") + (f", {group} query heads per kv head" if group > 1 else "")
-           + f" -> {req.output}")
     return Body(functions=functions, value="\n".join(lines), vct=ct, doc=doc)
+
+
+def _sdpa_rows(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk: int, dv: int, wg: int, offsets,
+               functions: str, doc: str) -> Body:
+    """f32: a workgroup per query row (rows.py): the row's scores and then its weights in shared
+    memory, their maximum and sum by trees, each invocation a strided set of output columns
+    (the weighted sum is divided by the weights' sum once at the end: a reordering the f32
+    tolerance covers, as in the C targets' tiled kernel)."""
+    keys, cols = f"for (uint j = lid; j < {sk}u; j += {wg}u)", f"for (uint e = lid; e < {dv}u; e += {wg}u)"
+    store = k.store(req.output.dtype, "{}", "float")
+    lines = rows_.header(rows) + [f"uint bt = row / {sq}u, qr = row % {sq}u;",
+                                  *(o.replace("row * ", "qr * ") for o in offsets),
+                                  f"{keys} oi_p[j] = oi_score(bt, qr, qb, kb, j);",
+                                  "float m = -OI_INF;", f"{keys} m = oi_maxf(m, oi_p[j]);", "oi_red[lid] = m;"]
+    lines += rows_.tree(wg, "oi_red[a] = oi_maxf(oi_red[a], oi_red[b]);")
+    lines += ["m = oi_red[0];",
+              "if (m == -OI_INF) {   // no key to attend to: zeros (m is the same in the whole workgroup)",
+              f"    {cols} out_[row * {dv}u + e] = {store.format('0.0')};", "    return;", "}",
+              "barrier();", "float l = 0.0;", f"{keys} {{ float p = oi_expf(oi_p[j] - m); oi_p[j] = p; l += p; }}",
+              "oi_red[lid] = l;"]
+    lines += rows_.tree(wg, "oi_red[a] += oi_red[b];")
+    lines += ["l = oi_red[0];", f"{cols} {{", "    float acc = 0.0;",
+              f"    for (uint j = 0u; j < {sk}u; ++j) acc += oi_p[j] * in2[vb + j * {dv}u + e];",
+              f"    out_[row * {dv}u + e] = {store.format('acc / l')};", "}"]
+    return Body(functions=functions, main="\n".join(lines), local_size=wg,
+                shared=f"shared float oi_p[{sk}];\nshared float oi_red[{wg}];", groups=rows_.groups(rows),
+                doc=f"{doc} (a workgroup of {wg} per query row)")
 
 
 # ------------------------------------------------------------------------------------ conv, pool

@@ -20,6 +20,7 @@ from ...dtypes import DTypeInfo
 from ...synth.program import KernelRequest
 from ..ckernels.common import collapse, contiguous_strides, numel
 from . import Body, family
+from . import rows as rows_
 from .elementwise import index_expr
 from .types import FLOAT_CT, KernelCtx, conv, lit, signed
 
@@ -189,14 +190,14 @@ def _wg_reduce(req, k: KernelCtx, kind, w, ct, kshape, kstr, rsizes, rstr, count
     roff = " + ".join(f"({v}) * {s}u" for v, s in zip(rvars, rstr, strict=True)) or "0u"
     load = k.load(t, "in0", f"base + {roff}", ct)
     fold = _fold(kind, w, ct, "s", "v")
-    merge = _fold(kind, w, ct, "oi_part[l]", "oi_part[l + h]")
+    merge = _fold(kind, w, ct, "oi_part[a]", "oi_part[b]")
     final = f"s / {lit(ct, count)}" if kind == "mean" else "s"
     head = f"""uint o = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-uint l = gl_LocalInvocationID.x;
+uint lid = gl_LocalInvocationID.x;
 uint base = o < {nout}u ? {base} : 0u;
 {ct} s = {_init(kind, w, ct)};
 if (o < {nout}u) {{
-    for (uint r = l; r < {count}u; r += {wg}u) {{
+    for (uint r = lid; r < {count}u; r += {wg}u) {{
         {ct} v = {load};
         s = {fold};
     }}
@@ -217,20 +218,17 @@ if (o < {nout}u) {{
         main = head + f"""s = {sub}(s);
 if (subgroupElect()) oi_part[gl_SubgroupID] = s;
 barrier();
-if (l == 0u && o < {nout}u) {{
+if (lid == 0u && o < {nout}u) {{
     s = oi_part[0];
     for (uint g = 1u; g < gl_NumSubgroups; ++g) s = {gfold};
 {store}
 }}"""
         how = "subgroup arithmetic, then shared memory"
     else:
-        main = head + f"""oi_part[l] = s;
-barrier();
-for (uint h = {wg // 2}u; h > 0u; h >>= 1) {{
-    if (l < h) oi_part[l] = {merge};
-    barrier();
-}}
-if (l == 0u && o < {nout}u) {{
+        tree = "\n".join(rows_.tree(wg, f"oi_part[a] = {merge};"))
+        main = head + f"""oi_part[lid] = s;
+{tree}
+if (lid == 0u && o < {nout}u) {{
     s = oi_part[0];
 {store}
 }}"""
@@ -259,6 +257,11 @@ def emit_arg(req: KernelRequest, k: KernelCtx) -> Body:
     cmp = ">" if is_max else "<"
     isnan = {"float": "oi_isnan", "double": "oi_isnan_d"}.get(ct)
     load = k.load(t, "in0", f"base + j * {st}u" if st != 1 else "base + j")
+    doc = (f"{req.op}: index of the {'max' if is_max else 'min'}imum of {x} along axis {axis} "
+           f"({'first' if first else 'last'} on ties; NaN wins)")
+    if n > 1 and ct in ("float", "int", "uint"):
+        row_base = index_expr("row", kshape, [istr[d] for d in kept]) if kshape else "0u"
+        return _arg_rows(req, k, row_base, numel(kshape), n, load, ct, isnan, cmp, first, doc)
     order = (f"for (uint jj = 1u; jj < {n}u; ++jj) {{", "uint j = jj;") if first else \
         (f"for (uint jj = 1u; jj < {n}u; ++jj) {{", f"uint j = {n - 1}u - jj;")
     lines = [f"uint base = {base};", f"uint j = {0 if first else n - 1}u;", f"{ct} best = {load};", "uint bi = j;"]
@@ -272,9 +275,35 @@ def emit_arg(req: KernelRequest, k: KernelCtx) -> Body:
     lines.append(f"    if (v {cmp} best) {{ best = v; bi = j; }}")
     lines.append("}")
     lines.append("return int(bi);")
-    doc = (f"{req.op}: index of the {'max' if is_max else 'min'}imum of {x} along axis {axis} "
-           f"({'first' if first else 'last'} on ties; NaN wins)")
     return Body(value="\n".join(lines), vct="int", doc=doc)
+
+
+def _arg_rows(req: KernelRequest, k: KernelCtx, base: str, rows: int, n: int, load: str, ct: str, isnan: str | None,
+              cmp: str, first: bool, doc: str) -> Body:
+    """A workgroup per output element (rows.py; the order of combination does not change an
+    argmax, so every 32-bit dtype takes it): each invocation the best of a strided subset,
+    then a tree. `oi_better` is a total order on (value, index) that gives the sequential scan's
+    answer in any order of combination: NaN above numbers, then the comparison, then the index
+    the scan keeps on ties (the first or the last)."""
+    wg = rows_.row_wg(k, n)
+    pref = "ib < ia" if first else "ib > ia"
+    nan = (f"    if ({isnan}(va) || {isnan}(vb)) return {isnan}(vb) && (!{isnan}(va) || {pref});\n"
+           if isnan else "")
+    functions = (f"bool oi_better({ct} vb, uint ib, {ct} va, uint ia) {{   // (vb, ib) beats (va, ia)\n"
+                 "    if (ib == 0xffffffffu || ia == 0xffffffffu) return ia == 0xffffffffu && ib != 0xffffffffu;\n"
+                 + nan +
+                 f"    return vb {cmp} va || (vb == va && {pref});\n}}")
+    lines = rows_.header(rows) + [f"uint base = {base};", f"{ct} best = {ct}(0);",
+                                  "uint bi = 0xffffffffu;   // none yet",
+                                  f"for (uint j = lid; j < {n}u; j += {wg}u) {{", f"    {ct} v = {load};",
+                                  "    if (oi_better(v, j, best, bi)) { best = v; bi = j; }", "}",
+                                  "oi_best[lid] = best;", "oi_idx[lid] = bi;"]
+    lines += rows_.tree(wg, "if (oi_better(oi_best[b], oi_idx[b], oi_best[a], oi_idx[a])) "
+                            "{ oi_best[a] = oi_best[b]; oi_idx[a] = oi_idx[b]; }")
+    lines.append(f"if (lid == 0u) out_[row] = {k.store(req.output.dtype, 'int(oi_idx[0])', 'int')};")
+    return Body(functions=functions, main="\n".join(lines), local_size=wg,
+                shared=f"shared {ct} oi_best[{wg}];\nshared uint oi_idx[{wg}];", groups=rows_.groups(rows),
+                doc=f"{doc} (a workgroup of {wg} per output element)")
 
 
 def emit_all_finite(req: KernelRequest, k: KernelCtx) -> Body:
