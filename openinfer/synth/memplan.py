@@ -98,6 +98,9 @@ class _Timeline:
         self.consumer_spans: dict[str, list[int]] = {}
         self._open_consumers: list[tuple[str, int]] = []
         self._loop_id = 0
+        #: where each statement of the walked block itself (not of inlined branch targets) is:
+        #: id(statement) -> (position, enclosing loop ids)
+        self.at: dict[int, tuple[int, tuple[int, ...]]] = {}
 
     def buf(self, frame: str, var: str) -> str | None:
         name = self.prog.frames.get(frame, {}).get(var)
@@ -113,6 +116,8 @@ class _Timeline:
     def walk(self, stmts, frame: str, loops: tuple[int, ...], depth: int = 0) -> None:
         for s in stmts:
             self.pos += 1
+            if depth == 0:
+                self.at[id(s)] = (self.pos, loops)
             if isinstance(s, P.Loop):
                 lid = self._loop_id = self._loop_id + 1
                 start = self.pos
@@ -177,11 +182,17 @@ class _Timeline:
         return out
 
 
-def plan(prog: P.Program) -> MemoryPlan:
+def timeline(prog: P.Program) -> _Timeline:
+    """The entry schedule's buffer accesses (consumers joined at the end of the step)."""
     tl = _Timeline(prog)
     tl.walk(prog.blocks[prog.entry], "entry", ())
     tl.pos += 1
     tl.close_consumers(())     # consumers not awaited explicitly are joined at the end of the step
+    return tl
+
+
+def plan(prog: P.Program) -> MemoryPlan:
+    tl = timeline(prog)
     life = tl.lifetimes()
     placements: dict[str, Placement] = {}
 

@@ -223,7 +223,8 @@ class Await(Stmt):
 
 @dataclass(frozen=True)
 class Marker(Stmt):
-    """A node with no run-time effect (assign, barrier, dep): only its trace event."""
+    """A node with no run-time effect (assign, barrier, dep, or a reshape made a view by
+    openinfer/synth/views.py): only its trace event."""
 
     kind: str = ""
 

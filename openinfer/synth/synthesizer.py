@@ -27,6 +27,7 @@ from .lower import lower
 from .memplan import MemoryPlan, plan
 from .prepack import prepack
 from .program import Program
+from .views import views
 
 #: Written into the output directory: the files the last generation produced (so the next one
 #: can remove files it no longer produces).
@@ -113,6 +114,7 @@ class Synthesizer:
         prefs = self.device.preferences
         if prefs.get("prefer_fusion", True) and getattr(renderer_cls, "supports_fusion", False):
             prog = fuse(prog, max_ops=int(prefs.get("max_kernel_ops", 8)), dep_names=dep_names(g))
+        prog = views(prog)
         packed_inputs = getattr(renderer_cls, "packed_inputs_for", None)
         if prefs.get("prepack_weights", True) and packed_inputs is not None:
             prog = prepack(prog, packed_inputs(self.device))

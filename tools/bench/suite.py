@@ -72,8 +72,10 @@ class Ours:
         from openinfer.numerics import to_storage
         from openinfer.reference.executor import coerce
 
+        # only the outputs are observable (as the peers return only theirs): the memory plan may
+        # reuse the other buffers, and reshapes may be views
         self.ex = oi.Simulator(oi.ModelLoader.open(work / "model.oinf"), oi.graph(wl.graph),
-                               arch=arch).make_executor()
+                               arch=arch, outputs=set(wl.outputs)).make_executor()
         self.outputs, sim = wl.outputs, self.ex.sim
         # the bare C calls: set() each input of a step from a prepared buffer, then step()
         self.raw_feeds = []

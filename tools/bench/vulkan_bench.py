@@ -252,9 +252,9 @@ class Bench:
             ex.run_step()
         return {"tokens_per_s": steps / (time.perf_counter() - t0), "weight_mb": cfg.weight_bytes() / 1e6}
 
-    def decoder_profile(self, steps: int = 5) -> dict:
-        """Per op of the f32 decoder: microseconds per step and the fastest single node."""
-        ex, _ = self._decoder("f32")
+    def decoder_profile(self, weights: str, steps: int = 5) -> dict:
+        """Per op of the decoder: microseconds per step and the fastest single node."""
+        ex, _ = self._decoder(weights)
         ex.observe(lambda _index: None)            # a hook: every node is submitted alone and timed
         total: dict[str, float] = {}
         fastest: dict[str, float] = {}
@@ -280,7 +280,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--reps", type=int, default=10, help="matmuls per step (GEMMs: a fifth of it)")
     ap.add_argument("--decoder-weights", nargs="+", choices=("f32", "i8", "i4"), default=["f32", "i8", "i4"],
-                    help="the decoder row's weight storage (examples/decoder.py --weights)")
+                    help="the decoder rows' weight storage (examples/decoder.py --weights)")
     ap.add_argument("--tune", action="append", default=[], help="JSON overrides of linalg.TUNE (repeatable)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="oi-vk-bench-"))
@@ -325,8 +325,9 @@ def main(argv=None) -> int:
             for key, value in bench.decoder(weights).items():
                 report(f"decoder_bench_{weights}_{key}", value)
     if "decoder-profile" in args.rows:
-        for key, value in bench.decoder_profile().items():
-            report(f"decoder_profile_{key}", value)
+        for weights in args.decoder_weights:
+            for key, value in bench.decoder_profile(weights).items():
+                report(f"decoder_profile_{weights}_{key}", value)
     for key, num, den in (("gemv_f32_fraction_of_copy", "gemv_f32_gbs", "copy_gbs"),
                           ("gemv_f16_fraction_of_copy", "gemv_f16_gbs", "copy_gbs"),
                           ("gemm_f32_fraction_of_cublas", "gemm_f32_tflops", "cublas_f32_tflops"),

@@ -1,0 +1,115 @@
+"""Reshapes as views: `reshape(src) >> dst` copies nothing when dst can live in src's buffer.
+
+A reshape keeps the bytes, so dst may share src's buffer whenever, from the reshape on, the two
+values never need to differ. The pass makes dst's variable use src's buffer (frames map both to
+it; the memory plan then sees one buffer with both lifetimes) and turns the call into a marker
+(the node keeps its trace event). It takes a reshape `R` of the entry block's own schedule
+(loops included, not branch targets or consumers) when, in the flattened schedule the memory
+planner uses (openinfer/synth/memplan.py; positions within one loop iteration):
+
+- src and dst are planned buffers (not observable, not inputs) of more than one element, not
+  re-initialised per step, and no yield or await names them;
+- every access of dst is at R or after it, in R's loop (so dst holds nothing before R, in this
+  iteration or the next);
+- every access of src is in R's loop, the first one a full write before R (src carries nothing
+  across iterations);
+- src is not touched between R and dst's last access, except by that last access itself when it
+  is the reshape back `reshape(dst) >> src` (which then copies the buffer onto itself and becomes
+  a marker too: dst's bytes are src's new value).
+
+These cover the reshapes of a transformer layer (projections to heads and back, the cache read
+as heads, `k -> k3 -> rope -> k`). A reshape whose two sides already share a buffer becomes a
+marker. Each decision sees the buffers the previous ones merged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import program as P
+from .memplan import timeline
+
+
+def _reshapes(prog: P.Program, stmts) -> list[P.Call]:
+    out = []
+    for s in stmts:
+        if isinstance(s, P.Call) and prog.kernels[s.kernel].op == "reshape" and s.copy_to is None \
+                and not s.inputs[0].indices and not s.output.indices:
+            out.append(s)
+        elif isinstance(s, P.Loop):
+            out += _reshapes(prog, s.body)
+    return out
+
+
+def _named_by_yields(prog: P.Program) -> set[str]:
+    names: set[str] = set()
+
+    def visit(stmts):
+        for s in stmts:
+            if isinstance(s, (P.Yield, P.Await)):
+                names.update(s.vars)
+            elif isinstance(s, P.Loop):
+                visit(s.body)
+    for stmts in prog.blocks.values():
+        visit(stmts)
+    return names
+
+
+def _can_share(prog: P.Program, r: P.Call, shared_vars: set[str]) -> bool:
+    src, dst = r.inputs[0].var, r.output.var
+    entry = prog.frames.get("entry", {})
+    if src not in entry or dst not in entry or src in shared_vars or dst in shared_vars:
+        return False
+    sb, db = prog.buffers[entry[src]], prog.buffers[entry[dst]]
+    if sb.storage != "planned" or db.storage != "planned" or sb.needs_init or db.needs_init or sb.numel <= 1:
+        return False
+    tl = timeline(prog)
+    if id(r) not in tl.at:
+        return False
+    pos, loops = tl.at[id(r)]
+    src_acc, dst_acc = tl.accesses.get(sb.name, []), tl.accesses.get(db.name, [])
+    if any(p < pos or ls != loops for p, _, ls in dst_acc):
+        return False
+    first = min(src_acc)
+    if any(ls != loops for _, _, ls in src_acc) or not (first[0] < pos and first[1]):
+        return False
+    last_dst = max(p for p, _, _ in dst_acc)
+    between = sorted({p for p, _, _ in src_acc if pos < p <= last_dst})
+    if not between:
+        return True
+    if between != [last_dst] or last_dst == pos:
+        return False
+    back = next(s for s in _reshapes(prog, prog.blocks[prog.entry]) if tl.at.get(id(s), (0,))[0] == last_dst)
+    return back.inputs[0].var == dst and back.output.var == src
+
+
+def views(prog: P.Program) -> P.Program:
+    """The program with the reshapes that can be views turned into markers (module docstring)."""
+    shared_vars = _named_by_yields(prog)
+    for r in _reshapes(prog, prog.blocks[prog.entry]):
+        entry = prog.frames.get("entry", {})
+        src, dst = r.inputs[0].var, r.output.var
+        same = src in entry and entry.get(src) == entry.get(dst)
+        if not same and not _can_share(prog, r, shared_vars):
+            continue
+        frames = dict(prog.frames)
+        frames["entry"] = {**entry, dst: entry[src]}
+        marker = P.Marker(r.node, r.desc, "view")
+        blocks = {name: _replace(stmts, r, marker) for name, stmts in prog.blocks.items()}
+        buffers = dict(prog.buffers)
+        if not same and entry[dst] not in frames["entry"].values():
+            del buffers[entry[dst]]
+        prog = replace(prog, frames=frames, blocks=blocks, buffers=buffers)
+    blocks, kernels, _ = P.prune_kernels(prog.blocks, prog.kernels)
+    return replace(prog, blocks=blocks, kernels=kernels)
+
+
+def _replace(stmts, old: P.Statement, new: P.Statement) -> tuple[P.Statement, ...]:
+    out = []
+    for s in stmts:
+        if s is old:
+            s = new
+        elif isinstance(s, P.Loop):
+            s = replace(s, body=_replace(s.body, old, new))
+        out.append(s)
+    return tuple(out)

@@ -1,0 +1,120 @@
+"""Reshapes as views (openinfer/synth/views.py): a reshape whose output can share its input's
+buffer becomes a marker, and one that cannot (a value still needed, a value carried across loop
+iterations, an observable output) stays a copy; every program computes what the reference does."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_c_conformance import empty_model
+
+import openinfer as oi
+from openinfer.synth import program as P
+from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synth.views import views
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: r1: a view (t dead after it); r2: not (t is read again after u, its view, was changed);
+#: r3: not (inside the loop, w's previous value is read before the reshape writes it);
+#: r4: a view, and r5, the reshape back, a marker (k -> k3 -> changed -> k)
+GRAPH = """
+dynamic { a: f32[2, 6]; }
+volatile {
+    t: f32[2, 6]; u: f32[3, 4]; s: f32[2, 6]; v: f32[3, 4]; w: f32[3, 4]; acc: f32[3, 4];
+    k: f32[2, 6]; k3: f32[3, 4]; out1: f32[3, 4]; out2: f32[3, 4]; out3: f32[2, 6];
+}
+block entry {
+    op add(a, a) >> t;
+    op reshape(t) >> u;                  // r1
+    op mul(u, u) >> out1;
+    op add(a, a) >> s;
+    op reshape(s) >> v;                  // r2
+    op mul(v, v) >> v;
+    op reshape(s) >> w;
+    op add(v, w) >> out2;
+    op fill(out1, value=0.0) >> acc;
+    loop steps (i in 0..3) {
+        op add(acc, w) >> acc;
+        op add(a, a) >> s;
+        op reshape(s) >> w;              // r3
+    }
+    op add(a, a) >> k;
+    op reshape(k) >> k3;                 // r4
+    op add(k3, out1) >> k3;
+    op reshape(k3) >> k;                 // r5
+    op add(k, a) >> out3;
+    op add(acc, out2) >> out2;
+    return;
+}
+"""
+OUTPUTS = {"out1", "out2", "out3"}
+
+
+def _reshape_descs(prog: P.Program) -> tuple[list[str], list[str]]:
+    """(descriptions of the reshape calls left, of the view markers)."""
+    calls, marks = [], []
+
+    def visit(stmts):
+        for s in stmts:
+            if isinstance(s, P.Call) and prog.kernels[s.kernel].op == "reshape":
+                calls.append(s.desc)
+            elif isinstance(s, P.Marker) and s.kind == "view":
+                marks.append(s.desc)
+            elif isinstance(s, P.Loop):
+                visit(s.body)
+    visit(prog.blocks[prog.entry])
+    return calls, marks
+
+
+def _plan(arch: str = "x86_64-generic", outputs=OUTPUTS):
+    return Synthesizer.from_arch(arch).synthesize(empty_model(), oi.graph(GRAPH), outputs=outputs)
+
+
+def test_views_only_where_the_values_never_differ():
+    plan = _plan()
+    calls, marks = _reshape_descs(plan.program)
+    assert sorted(marks) == ["op reshape(k) >> k3", "op reshape(k3) >> k", "op reshape(t) >> u"]
+    assert sorted(calls) == ["op reshape(s) >> v", "op reshape(s) >> w", "op reshape(s) >> w"]
+    entry = plan.program.frames["entry"]
+    assert entry["u"] == entry["t"] and entry["k3"] == entry["k"]
+    assert len({entry["s"], entry["v"], entry["w"]}) == 3
+    assert "reshape" not in plan.files[f"{plan.name}_kernels.c"].decode() or calls
+
+
+def test_observable_outputs_stay_copies():
+    calls, marks = _reshape_descs(_plan(outputs=None).program)     # every volatile observable
+    assert not marks and len(calls) == 6
+
+
+def test_the_pass_is_idempotent():
+    prog = _plan().program
+    assert views(prog) == prog
+
+
+@pytest.mark.parametrize("arch", ["x86_64-generic", "x86_64-avx512"])
+def test_results_equal_the_reference(arch):
+    g = oi.graph(GRAPH)
+    x = np.arange(12, dtype=np.float32).reshape(2, 6) / 7
+    ref = oi.Reference(None, g).make_executor()
+    sim = oi.Simulator(empty_model(), g, arch=arch, outputs=OUTPUTS).make_executor()
+    for ex in (ref, sim):
+        ex.insert(a=x)
+        ex.run_step()
+    for name in sorted(OUTPUTS):
+        np.testing.assert_allclose(sim.fetch(name), ref.fetch(name), rtol=1e-6, err_msg=name)
+
+
+def test_decoder_layer_reshapes_are_views(tmp_path):
+    spec = importlib.util.spec_from_file_location("decoder_views", REPO / "examples" / "decoder.py")
+    decoder = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = decoder
+    spec.loader.exec_module(decoder)
+    graph, model = decoder.write(decoder.SIZES["test"], tmp_path)
+    plan = Synthesizer.from_arch("x86_64-generic").synthesize(str(model), str(graph), outputs={"next"})
+    calls, marks = _reshape_descs(plan.program)
+    assert not calls and len(marks) == 6
