@@ -151,6 +151,14 @@ def unpack(data, dtype: DTypeInfo, numel: int) -> np.ndarray:
     return u.astype(dtype.np_dtype)
 
 
+def storage_dtype(dtype: DTypeInfo) -> np.dtype | None:
+    """The NumPy dtype whose array bytes are `dtype`'s storage, where there is one (not for
+    packed types, bf16, f8 and bool, whose storage is an encoding)."""
+    if dtype.is_packed or dtype.name in ("bf16", "f8") or dtype.kind is Kind.BOOL:
+        return None
+    return dtype.np_dtype.newbyteorder("<")
+
+
 def to_storage(values: np.ndarray, dtype: DTypeInfo) -> bytes:
     """Unpacked values -> the little-endian bytes `.oinf` and generated C store."""
     if dtype.is_packed:

@@ -22,7 +22,7 @@ from .build import build, library_path
 from .errors import ExecutionError, SimulationError
 from .ir import nodes as ir
 from .ir.describe import describe
-from .numerics import from_storage, to_storage
+from .numerics import from_storage, storage_dtype, to_storage
 from .reference.executor import coerce
 from .synth import program as P
 from .synth.synthesizer import Synthesizer, write_tree
@@ -167,8 +167,13 @@ class SimExecutor:
             bound = self.sim.bound.vars.get(var_name)
             if info is None or not info.settable:
                 raise ExecutionError(f"cannot insert `{var_name}`: only dynamic variables are inputs")
-            data = to_storage(coerce(bound, v), info.dtype)
-            self._check(self._fn["set"](self._handle, info.id, self.ffi.from_buffer(data), len(data)), "set")
+            native = storage_dtype(info.dtype)
+            if (native is not None and isinstance(v, np.ndarray) and v.dtype == native and v.shape == bound.shape
+                    and v.flags.c_contiguous):
+                data = v            # already the stored bytes: no conversion, no copy (the common case)
+            else:
+                data = np.frombuffer(to_storage(coerce(bound, v), info.dtype), np.uint8)
+            self._check(self._fn["set"](self._handle, info.id, self.ffi.from_buffer(data), data.nbytes), "set")
 
     def run_step(self) -> None:
         for _ in self.iterate():
@@ -179,8 +184,7 @@ class SimExecutor:
         events: list[TraceEvent] = []
         want = self._trace_mode is not None or self._observer is not None
 
-        @self.ffi.callback("void(void *, int32_t, const char *, uint64_t)")
-        def hook(_user, index, block, duration):
+        def on_node(_user, index, block, duration):
             node = self.sim.nodes.get(index)
             if node is None:
                 return
@@ -190,7 +194,8 @@ class SimExecutor:
             if self._observer is not None:
                 self._observer(index)
 
-        if want:
+        if want:      # (a cffi callback is not free: made only when a hook is wanted)
+            hook = self.ffi.callback("void(void *, int32_t, const char *, uint64_t)", on_node)
             self._fn["set_trace_hook"](self._handle, hook, self.ffi.NULL)
         try:
             status = self._fn["step"](self._handle)
@@ -215,6 +220,11 @@ class SimExecutor:
             dims = self.ffi.new("uint64_t[]", max(1, len(shape)))
             self._check(self._fn["shape"](self._handle, info.id, dims, len(shape)), "get")
             shape = tuple(int(dims[k]) for k in range(len(shape)))
+        native = storage_dtype(info.dtype)
+        if native is not None:       # read straight into the result
+            out = np.empty(shape, native)
+            self._check(self._fn["get"](self._handle, info.id, self.ffi.from_buffer(out), out.nbytes), "get")
+            return out
         n = info.dtype.storage_nbytes(int(np.prod(shape, dtype=np.int64)))
         buf = np.empty(n, dtype=np.uint8)
         self._check(self._fn["get"](self._handle, info.id, self.ffi.from_buffer(buf), n), "get")
