@@ -9,9 +9,17 @@
  * `staging_reserved` bytes belong to the caller (generated code keeps dynamic inputs and a
  * status word there), the rest is the transfer area oi_vk_upload / oi_vk_download cycle through.
  *
+ * Ordering: every recorded command says which byte ranges of which buffers it reads and writes
+ * (a dispatch through `access`, one entry per binding; copies, fills and updates from their
+ * arguments). A pipeline barrier is recorded before a command only when it reads a range written
+ * since the last barrier, or writes one read or written since then; independent commands (the
+ * Q, K and V projections of one token) run without one. The recorded order is the host
+ * schedule's order either way.
+ *
  * Environment: OI_VK_DEVICE picks the physical device (an index, or a substring of its name);
- * OI_VK_VALIDATION=1 enables the Khronos validation layer with a messenger that counts (and prints)
- * every warning and error, see oi_vk_validation_messages().
+ * OI_VK_VALIDATION=1 enables the Khronos validation layer, with its synchronization validation
+ * (which reports a missing barrier as a hazard), and a messenger that counts (and prints) every
+ * warning and error, see oi_vk_validation_messages().
  *
  * Versioned with OI_HAL_ABI_VERSION (oi_hal.h).
  */
@@ -57,6 +65,17 @@ typedef struct oi_vk_pipeline {
 #define OI_VK_FEATURE_COOPMAT 0x200u    /* VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32
                                            subgroup matrices, and vulkanMemoryModel          */
 
+/* A byte range one recorded command reads or writes (`write`: nonzero when it writes). */
+typedef struct oi_vk_access {
+    VkBuffer buffer;
+    VkDeviceSize offset;
+    VkDeviceSize bytes;
+    uint32_t write;
+} oi_vk_access;
+
+/* Accesses remembered since the last barrier; more than this records a barrier. */
+#define OI_VK_PENDING_ACCESSES 64u
+
 /* A short description of the first feature bit set in `missing` ("shaderInt64", ...). */
 const char *oi_vk_feature_name(uint32_t missing);
 
@@ -77,6 +96,9 @@ typedef struct oi_vk_context {
     VkDeviceSize transfer_bytes;
     oi_vk_buffer scratch;     /* device-local pattern source of oi_vk_fill_bytes         */
     int recording;            /* commands has begun and holds work not yet submitted     */
+    /* what the commands recorded since the last barrier access (see "Ordering" above) */
+    oi_vk_access pending[OI_VK_PENDING_ACCESSES];
+    uint32_t npending;
     uint32_t features;        /* OI_VK_FEATURE_* the device has (and that were enabled)  */
     uint32_t subgroup_size;
     VkPhysicalDeviceProperties properties;
@@ -108,9 +130,12 @@ void oi_vk_pipeline_destroy(oi_vk_context *ctx, oi_vk_pipeline *pipeline);
 oi_status oi_vk_descriptor_set(oi_vk_context *ctx, const oi_vk_pipeline *pipeline, const VkBuffer *buffers,
                                const VkDeviceSize *offsets, const VkDeviceSize *ranges, VkDescriptorSet *out);
 
-/* Recording. Every call appends to the current command buffer (beginning one when needed). */
+/* Recording. Every call appends to the current command buffer (beginning one when needed),
+ * after a barrier where it depends on what was recorded before (see "Ordering" above). A
+ * dispatch's `access` has one entry per binding of `set`, in binding order. */
 oi_status oi_vk_dispatch(oi_vk_context *ctx, const oi_vk_pipeline *pipeline, VkDescriptorSet set,
-                         const void *push, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z);
+                         const void *push, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z,
+                         const oi_vk_access *access, uint32_t naccess);
 oi_status oi_vk_copy(oi_vk_context *ctx, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
                      VkDeviceSize bytes);
 oi_status oi_vk_fill(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes, uint32_t word);

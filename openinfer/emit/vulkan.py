@@ -303,15 +303,16 @@ class VulkanRenderer(CRenderer):
             values = ", ".join(f".{f.name} = {f.expr.replace('NODE', str(s.node))}" for f in sh.push)
             lines.append(f"    const push_k{s.kernel} push = {{{values}}};")
             push = "&push"
-        set_expr = f"m->sets[{base}u + f->index * {combos}u" + (f" + (uint32_t)({flat})]" if dyn else "]")
-        lines.append(f"    VkDescriptorSet set_ = {set_expr};")
+        index = f"{base}u + f->index * {combos}u" + (f" + (uint32_t)({flat})" if dyn else "")
+        lines.append(f"    const uint32_t set_index = {index};")
+        lines.append("    VkDescriptorSet set_ = m->sets[set_index];")
         if dyn:
             names = ", ".join(f"`{o.var}`" for _, o in dyn)
             lines.append(f"    if (!set_) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, {s.node}, "
                          f"\"prefix table {names} has no model tensor for this index\");")
         gx, gy, gz = sh.groups
         lines.append(f"    OI_VK_NODE({s.node}, oi_vk_dispatch(&m->vk, &m->pipes[{s.kernel}], set_, {push}, "
-                     f"{gx}u, {gy}u, {gz}u));")
+                     f"{gx}u, {gy}u, {gz}u, &m->access[set_first[set_index]], {sh.bindings}u));")
         lines.append("}")
         v.lines.extend(lines)
         if s.copy_to is not None:
@@ -562,13 +563,15 @@ class VulkanRenderer(CRenderer):
         for pt in p.prefix_tables.values():
             offs = [f"{self.wlayout[k]}u" if k else "UINT64_MAX" for k in pt.keys]
             prefix_offsets.append({"cname": c_name(pt.var), "offsets": offs})
-        binds, set_rows = [], []
+        binds, set_rows, writes = [], [], []
         for row in self.set_rows:
             if row is None:
                 set_rows.append({"kernel": "UINT32_MAX", "first": 0})
                 continue
             set_rows.append({"kernel": f"{row['kernel']}u", "first": len(binds)})
             binds += row["binds"]
+            n_in = len(p.kernels[row["kernel"]].inputs)      # then the output (and the status word)
+            writes += [int(b >= n_in) for b in range(len(row["binds"]))]
         frame_off = []
         for fr in self.frames_all:
             offs = ["UINT64_MAX"] * max(1, len(self.slot))
@@ -578,7 +581,9 @@ class VulkanRenderer(CRenderer):
         max_range = max([b[2] for b in binds] + [4])
         staging_reserved = _align(staging, 256)
         transfer = min(max([64 * 1024, self.weights_bytes] + [v.nbytes for v in p.vars]), 16 * 1024 * 1024)
-        ctx["context_bytes"] = _align(16384 + 64 * len(shaders) + 8 * len(self.set_rows)
+        # the HAL context (with OI_VK_PENDING_ACCESSES accesses of 32 bytes) fits in the first 16 KiB
+        # + 2 KiB; then per kernel, set, binding (an oi_vk_access each), shadow, weight and input
+        ctx["context_bytes"] = _align(16384 + 2048 + 64 * len(shaders) + 8 * len(self.set_rows) + 32 * len(binds)
                                       + len(self.frames_all) * 16 * max(1, len(self.local_sh))
                                       + 16 * max(1, len(self.global_sh)) + 8 * len(p.weight_keys)
                                       + 64 * len(ctx["dynamic_vars"]) + ctx["inputs_bytes"], 64)
@@ -586,7 +591,7 @@ class VulkanRenderer(CRenderer):
             "shaders": shaders, "features": features,
             "feature_bits": " | ".join(_FEATURE_BITS[f] for f in features) or "0u",
             "weights_bytes": self.weights_bytes, "vk_weights": weights, "prefix_offsets": prefix_offsets,
-            "set_rows": set_rows, "binds": binds, "n_bindings": len(binds),
+            "set_rows": set_rows, "binds": binds, "bind_writes": writes, "n_bindings": len(binds),
             "n_created_sets": sum(1 for r in self.set_rows if r is not None),
             "frame_off": frame_off, "n_slots": max(1, len(self.slot)), "n_frames": len(self.frames_all),
             "n_local_sh": max(1, len(self.local_sh)), "n_global_sh": max(1, len(self.global_sh)),

@@ -11,7 +11,7 @@
 #include "oi_numeric.h"
 #include "mlp_regression_kernels.h"
 
-#if OI_HAL_ABI_VERSION != 2
+#if OI_HAL_ABI_VERSION != 3
 #error "mlp_regression was generated for HAL ABI 1"
 #endif
 /* A frame: the variables one thread of execution sees. Entry runs in m->entry; each yield/await
