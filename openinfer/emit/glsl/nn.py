@@ -244,13 +244,15 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
     doc = (f"sdpa: q {q}, k {kt}, v {v}" + (f", mask {mask}" if mask else "") +
            (", causal" if k.static("causal") else "") + (f", {group} query heads per kv head" if group > 1 else "")
            + f" -> {req.output}")
-    offsets = (f"uint qb = {off(q.shape[:-2], sq * dk)} + row * {dk}u;",
-               f"uint kb = {off(kt.shape[:-2], sk * dk, True)};",
-               f"uint vb = {off(v.shape[:-2], sk * dv, True)};")
+    def offsets(query_row: str) -> tuple[str, ...]:
+        return (f"uint qb = {off(q.shape[:-2], sq * dk)} + {query_row} * {dk}u;",
+                f"uint kb = {off(kt.shape[:-2], sk * dk, True)};",
+                f"uint vb = {off(v.shape[:-2], sk * dv, True)};")
+
     wg = rows_.row_wg(k, max(sk, dv))
     if t.name == "f32" and v.dtype.name == "f32" and (sk + wg) * 4 <= k.caps.max_shared:
-        return _sdpa_rows(req, k, numel(batch) * sq, sq, sk, dv, wg, offsets, functions, doc)
-    lines = [f"uint e = i % {dv}u, row = (i / {dv}u) % {sq}u, bt = i / {dv * sq}u;", *offsets,
+        return _sdpa_rows(req, k, numel(batch) * sq, sq, sk, dv, wg, offsets("qr"), functions, doc)
+    lines = [f"uint e = i % {dv}u, row = (i / {dv}u) % {sq}u, bt = i / {dv * sq}u;", *offsets("row"),
              f"{ct} m = -{f['inf']};",
              f"for (uint j = 0u; j < {sk}u; ++j) m = {f['max']}(m, oi_score(bt, row, qb, kb, j));",
              f"if (m == -{f['inf']}) return {lit(ct, 0)};   // no key to attend to: zeros",
@@ -273,7 +275,7 @@ def _sdpa_rows(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk: int, dv
     keys, cols = f"for (uint j = lid; j < {sk}u; j += {wg}u)", f"for (uint e = lid; e < {dv}u; e += {wg}u)"
     store = k.store(req.output.dtype, "{}", "float")
     lines = rows_.header(rows) + [f"uint bt = row / {sq}u, qr = row % {sq}u;",
-                                  *(o.replace("row * ", "qr * ") for o in offsets),
+                                  *offsets,
                                   f"{keys} oi_p[j] = oi_score(bt, qr, qb, kb, j);",
                                   "float m = -OI_INF;", f"{keys} m = oi_maxf(m, oi_p[j]);", "oi_red[lid] = m;"]
     lines += rows_.tree(wg, "oi_red[a] = oi_maxf(oi_red[a], oi_red[b]);")
