@@ -55,15 +55,16 @@ def _named_by_yields(prog: P.Program) -> set[str]:
     return names
 
 
-def _can_share(prog: P.Program, r: P.Call, shared_vars: set[str]) -> bool:
+def _can_share(prog: P.Program, entry: dict[str, str], tl, at_pos: dict[int, P.Call], r: P.Call,
+               shared_vars: set[str]) -> bool:
+    """The module docstring's conditions, on `entry` (the entry frame's variable -> buffer, with
+    the views decided so far) and `tl` (the accesses of those buffers)."""
     src, dst = r.inputs[0].var, r.output.var
-    entry = prog.frames.get("entry", {})
     if src not in entry or dst not in entry or src in shared_vars or dst in shared_vars:
         return False
     sb, db = prog.buffers[entry[src]], prog.buffers[entry[dst]]
     if sb.storage != "planned" or db.storage != "planned" or sb.needs_init or db.needs_init or sb.numel <= 1:
         return False
-    tl = timeline(prog)
     if id(r) not in tl.at:
         return False
     pos, loops = tl.at[id(r)]
@@ -77,39 +78,51 @@ def _can_share(prog: P.Program, r: P.Call, shared_vars: set[str]) -> bool:
     between = sorted({p for p, _, _ in src_acc if pos < p <= last_dst})
     if not between:
         return True
-    if between != [last_dst] or last_dst == pos:
+    if between != [last_dst] or last_dst == pos or last_dst not in at_pos:
         return False
-    back = next(s for s in _reshapes(prog, prog.blocks[prog.entry]) if tl.at.get(id(s), (0,))[0] == last_dst)
+    back = at_pos[last_dst]
     return back.inputs[0].var == dst and back.output.var == src
 
 
 def views(prog: P.Program) -> P.Program:
-    """The program with the reshapes that can be views turned into markers (module docstring)."""
+    """The program with the reshapes that can be views turned into markers (module docstring).
+    One timeline of the schedule serves every decision: a view merges the two buffers' accesses
+    (less the reshape's own, which the marker no longer makes)."""
     shared_vars = _named_by_yields(prog)
-    for r in _reshapes(prog, prog.blocks[prog.entry]):
-        entry = prog.frames.get("entry", {})
+    reshapes = _reshapes(prog, prog.blocks[prog.entry])
+    tl = timeline(prog)
+    at_pos = {tl.at[id(r)][0]: r for r in reshapes if id(r) in tl.at}
+    entry = dict(prog.frames.get("entry", {}))
+    made: set[int] = set()
+    dropped: set[str] = set()
+    for r in reshapes:
         src, dst = r.inputs[0].var, r.output.var
         same = src in entry and entry.get(src) == entry.get(dst)
-        if not same and not _can_share(prog, r, shared_vars):
+        if not same and not _can_share(prog, entry, tl, at_pos, r, shared_vars):
             continue
-        frames = dict(prog.frames)
-        frames["entry"] = {**entry, dst: entry[src]}
-        marker = P.Marker(r.node, r.desc, "view")
-        blocks = {name: _replace(stmts, r, marker) for name, stmts in prog.blocks.items()}
-        buffers = dict(prog.buffers)
-        if not same and entry[dst] not in frames["entry"].values():
-            del buffers[entry[dst]]
-        prog = replace(prog, frames=frames, blocks=blocks, buffers=buffers)
-    blocks, kernels, _ = P.prune_kernels(prog.blocks, prog.kernels)
-    return replace(prog, blocks=blocks, kernels=kernels)
+        made.add(id(r))
+        if not same:
+            sb, db = entry[src], entry[dst]
+            pos = tl.at[id(r)][0]
+            tl.accesses[sb] = sorted(a for a in tl.accesses.pop(db, []) + tl.accesses.get(sb, []) if a[0] != pos)
+            entry[dst] = sb
+            dropped.add(db)
+    if not made:
+        return prog
+    dropped -= set(entry.values())
+    blocks, kernels, _ = P.prune_kernels({name: _mark(stmts, made) for name, stmts in prog.blocks.items()},
+                                         prog.kernels)
+    return replace(prog, frames={**prog.frames, "entry": entry}, blocks=blocks, kernels=kernels,
+                   buffers={n: b for n, b in prog.buffers.items() if n not in dropped})
 
 
-def _replace(stmts, old: P.Statement, new: P.Statement) -> tuple[P.Statement, ...]:
+def _mark(stmts, made: set[int]) -> tuple[P.Statement, ...]:
+    """The statements with the reshapes in `made` (by id) replaced by view markers."""
     out = []
     for s in stmts:
-        if s is old:
-            s = new
+        if id(s) in made:
+            s = P.Marker(s.node, s.desc, "view")
         elif isinstance(s, P.Loop):
-            s = replace(s, body=_replace(s.body, old, new))
+            s = replace(s, body=_mark(s.body, made))
         out.append(s)
     return tuple(out)

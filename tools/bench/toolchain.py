@@ -5,7 +5,7 @@
 Rows:
 - parse + bind of a generated 32-layer decoder written out per layer and per head (~2,000 nodes);
 - `openinfer gen` (bind + lower + plan + render, no compiler) of a 32-layer decoder, looped and
-  unrolled;
+  unrolled, and unrolled with only the next token observable (buffer sharing and reshape views);
 - reference interpreter: steps/s and per-node overhead on mlp_regression and on a 32-layer decode
   step (tiny dims, so the time is the interpreter's, not NumPy's);
 - compiled program: per-step cost through cffi (insert + run_step + fetch) on mlp_regression,
@@ -71,9 +71,12 @@ def main(argv=None) -> int:
     # gen (no compiler), looped and unrolled 32-layer decoders
     synth = oi.Synthesizer.from_arch("x86_64-avx2")
     looped_graph, looped_model = decoder.write(replace(cfg, name="decoder_looped"), tmp / "looped")
-    for label, g, m in (("looped", looped_graph, looped_model), ("unrolled", graph_path, model_path)):
+    # (only the next token observable: the memory plan shares buffers and reshapes become views)
+    for label, g, m, outputs in (("looped", looped_graph, looped_model, None),
+                                 ("unrolled", graph_path, model_path, None),
+                                 ("unrolled, outputs=next", graph_path, model_path, {"next"})):
         gm, gg = oi.ModelLoader.open(m), oi.load_graph(g)
-        t = best(lambda gm=gm, gg=gg: synth.synthesize(gm, gg), args.repeat)
+        t = best(lambda gm=gm, gg=gg, outputs=outputs: synth.synthesize(gm, gg, outputs=outputs), args.repeat)
         rows.append((f"gen 32-layer decoder, {label} (bind+lower+plan+render)", t * 1e3, "ms"))
 
     # interpreter
