@@ -299,6 +299,18 @@ def reduce_k_slices(r: int, chunks: int, ks_n: int, cl_n: int) -> list[str]:
     return lines
 
 
+def tile_units(units: int, threads: int, stmt) -> list[str]:
+    """One statement per unit of a tile (a vector a workgroup moves between memory and shared
+    memory) this invocation owns: `stmt(e, u)` for its e-th unit, u the unit's index expression
+    (lid + e * threads), guarded where the units do not divide evenly among the invocations."""
+    lines = []
+    for e in range(-(-units // threads)):
+        u = f"(lid + {e * threads}u)"
+        st = stmt(e, u)
+        lines.append(f"if ({u} < {units}u) {st}" if units % threads else st)
+    return lines
+
+
 # ------------------------------------------------------------------------------------ GEMM (f32 sums)
 
 def _gemm_config(k: KernelCtx, m: int, n: int):
@@ -349,18 +361,15 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
     la, lb = -(-units_a // threads), -(-units_b // threads)
 
     def load(k0: str) -> list[str]:
-        body = []
-        for e in range(la):
-            u = f"(lid + {e * threads}u)"
+        def a_unit(e: int, u: str) -> str:
             vals = []
             for i in range(4):
                 row, q = f"row0 + ({u} / {bk}u) * 4u + {i}u", f"{k0} + {u} % {bk}u"
                 x = _load_f32(ta, "in0", f"ao + ({row}) * {kk}u + ({q})")
                 vals.append(f"(({row}) < {m}u && ({q}) < {kk}u) ? {x} : 0.0")
-            st = f"ra{e} = vec4({', '.join(vals)});"
-            body.append(f"if ({u} < {units_a}u) {st}" if units_a % threads else st)
-        for e in range(lb):
-            u = f"(lid + {e * threads}u)"
+            return f"ra{e} = vec4({', '.join(vals)});"
+
+        def b_unit(e: int, u: str) -> str:
             q, c = f"{k0} + {u} / {bn // 4}u", f"col0 + ({u} % {bn // 4}u) * 4u"
             if bvec:
                 v = f"(({q}) < {kk}u && ({c}) < {n}u) ? " + (
@@ -370,21 +379,14 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
                 v = "vec4(" + ", ".join(
                     f"(({q}) < {kk}u && ({c}) + {i}u < {n}u) ? "
                     f"{_load_f32(tb, 'in1', f'bo + ({q}) * {n}u + ({c}) + {i}u')} : 0.0" for i in range(4)) + ")"
-            st = f"rb{e} = {v};"
-            body.append(f"if ({u} < {units_b}u) {st}" if units_b % threads else st)
-        return body
+            return f"rb{e} = {v};"
+        return tile_units(units_a, threads, a_unit) + tile_units(units_b, threads, b_unit)
 
     def store(buf: str) -> list[str]:
-        body = []
-        for e in range(la):
-            u = f"(lid + {e * threads}u)"
-            st = f"oi_as[{buf} * {bk * sa}u + ({u} % {bk}u) * {sa}u + {u} / {bk}u] = ra{e};"
-            body.append(f"if ({u} < {units_a}u) {st}" if units_a % threads else st)
-        for e in range(lb):
-            u = f"(lid + {e * threads}u)"
-            st = f"oi_bs[{buf} * {bk * sb}u + ({u} / {bn // 4}u) * {sb}u + {u} % {bn // 4}u] = rb{e};"
-            body.append(f"if ({u} < {units_b}u) {st}" if units_b % threads else st)
-        return body
+        return (tile_units(units_a, threads, lambda e, u:
+                           f"oi_as[{buf} * {bk * sa}u + ({u} % {bk}u) * {sa}u + {u} / {bk}u] = ra{e};")
+                + tile_units(units_b, threads, lambda e, u:
+                             f"oi_bs[{buf} * {bk * sb}u + ({u} / {bn // 4}u) * {sb}u + {u} % {bn // 4}u] = rb{e};"))
 
     lines = ["uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;",
              f"if (g >= {total}u) return;",
@@ -496,32 +498,22 @@ def _gemm_coop(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, 
     fc = f"fcoopmatNV<32, gl_ScopeSubgroup, 16, {fw}>"
 
     def load(k0: str) -> list[str]:
-        body = []
-        for e in range(la):
-            u = f"(lid + {e * threads}u)"
+        def a_unit(e: int, u: str) -> str:
             row, q = f"row0 + {u} / {bk // 8}u", f"{k0} + ({u} % {bk // 8}u) * 8u"
-            st = (f"ra{e} = (({row}) < {m}u && ({q}) < {kk}u) ? oi_av[(ao + ({row}) * {kk}u + ({q})) >> 3] "
-                  ": uvec4(0u);")
-            body.append(f"if ({u} < {units_a}u) {st}" if units_a % threads else st)
-        for e in range(lb):
-            u = f"(lid + {e * threads}u)"
+            return (f"ra{e} = (({row}) < {m}u && ({q}) < {kk}u) ? oi_av[(ao + ({row}) * {kk}u + ({q})) >> 3] "
+                    ": uvec4(0u);")
+
+        def b_unit(e: int, u: str) -> str:
             q, c = f"{k0} + {u} / {bn // 8}u", f"col0 + ({u} % {bn // 8}u) * 8u"
-            st = (f"rb{e} = (({q}) < {kk}u && ({c}) < {n}u) ? oi_bv[(bo + ({q}) * {n}u + ({c})) >> 3] "
-                  ": uvec4(0u);")
-            body.append(f"if ({u} < {units_b}u) {st}" if units_b % threads else st)
-        return body
+            return (f"rb{e} = (({q}) < {kk}u && ({c}) < {n}u) ? oi_bv[(bo + ({q}) * {n}u + ({c})) >> 3] "
+                    ": uvec4(0u);")
+        return tile_units(units_a, threads, a_unit) + tile_units(units_b, threads, b_unit)
 
     def store(buf: str) -> list[str]:
-        body = []
-        for e in range(la):
-            u = f"(lid + {e * threads}u)"
-            st = f"oi_sa[{buf} * {bm * sa}u + ({u} / {bk // 8}u) * {sa}u + {u} % {bk // 8}u] = ra{e};"
-            body.append(f"if ({u} < {units_a}u) {st}" if units_a % threads else st)
-        for e in range(lb):
-            u = f"(lid + {e * threads}u)"
-            st = f"oi_sb[{buf} * {bk * sb}u + ({u} / {bn // 8}u) * {sb}u + {u} % {bn // 8}u] = rb{e};"
-            body.append(f"if ({u} < {units_b}u) {st}" if units_b % threads else st)
-        return body
+        return (tile_units(units_a, threads, lambda e, u:
+                           f"oi_sa[{buf} * {bm * sa}u + ({u} / {bk // 8}u) * {sa}u + {u} % {bk // 8}u] = ra{e};")
+                + tile_units(units_b, threads, lambda e, u:
+                             f"oi_sb[{buf} * {bk * sb}u + ({u} / {bn // 8}u) * {sb}u + {u} % {bn // 8}u] = rb{e};"))
 
     def compute(buf: str) -> list[str]:
         body = [f"for (uint q = 0u; q < {bk // 16}u; ++q) {{"]
