@@ -18,7 +18,7 @@ Floats compare within openinfer.compare's per-dtype tolerance, integers exactly.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -81,25 +81,31 @@ def assert_golden(outputs: Mapping[str, np.ndarray], golden: str | os.PathLike, 
 
 
 def assert_matches_reference(model, graph, *, arch, steps: int = 1, seed: int = 0,
-                             sizevars: Mapping[str, int] | None = None) -> None:
-    """Generate, build and run `graph` for `arch` beside the NumPy reference for `steps` steps
-    (inputs from openinfer.inputs.random_inputs) and assert every volatile output matches."""
+                             sizevars: Mapping[str, int] | None = None,
+                             feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
+                             names: Sequence[str] | None = None):
+    """Generate, build and run `graph` for `arch` beside the NumPy reference and assert the
+    outputs match after every step. `feeds` gives each step's inputs (default: `steps` steps of
+    openinfer.inputs.random_inputs); `names` the outputs compared (default: every volatile).
+    Returns the Simulator (a Vulkan one also counts validation messages)."""
     from .inputs import outputs_of, random_inputs
     from .reference.executor import Reference
     from .sim import Simulator
 
     ref = Reference(model, graph, sizevars=sizevars)
     ex_ref = ref.make_executor()
-    ex_sim = Simulator(ref.model, ref.graph, arch=arch, sizevars=sizevars).make_executor()
-    names = outputs_of(ref.bound)
-    for step in range(steps):
-        inputs = random_inputs(ref.bound, seed, step)
+    sim = Simulator(ref.model, ref.graph, arch=arch, sizevars=sizevars)
+    ex_sim = sim.make_executor()
+    names = list(names) if names is not None else outputs_of(ref.bound)
+    for step, inputs in enumerate(feeds if feeds is not None else
+                                  (random_inputs(ref.bound, seed, s) for s in range(steps))):
         for ex in (ex_ref, ex_sim):
             ex.insert(**inputs)
             ex.run_step()
         rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in names]
         if not all(r.ok for r in rows):
             raise AssertionError(f"step {step}: {arch} differs from the reference:\n{table(rows)}")
+    return sim
 
 
 # ------------------------------------------------------------------------------ pytest plugin

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 import openinfer as oi
-from openinfer.compare import compare, table
 from openinfer.reference.executor import Reference
-from openinfer.sim import Simulator
+from openinfer.testing import assert_matches_reference
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,15 +113,9 @@ def test_the_cache_overflows_after_max_seq_steps(files):
 def test_every_cpu_target_matches_the_reference(files, target, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sim-cache"))
     graph, model_path = files
-    model, g = oi.ModelLoader.open(model_path), oi.load_graph(graph)
-    ref = Reference(model, g)
-    ex_ref, ex_sim = ref.make_executor(), Simulator(model, g, arch=target).make_executor()
-    for token in (3, 17, 200, 5):
-        for ex in (ex_ref, ex_sim):
-            ex.insert(token=np.array([token], np.int32))
-            ex.run_step()
-        rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in ("logits", "next")]
-        assert all(r.ok for r in rows), table(rows)
+    assert_matches_reference(oi.ModelLoader.open(model_path), oi.load_graph(graph), arch=target,
+                             feeds=[{"token": np.array([t], np.int32)} for t in (3, 17, 200, 5)],
+                             names=("logits", "next"))
 
 
 # ------------------------------------------------------------------ i8 / i4 weights (dequant_matmul)
@@ -163,15 +156,9 @@ def test_quantized_decoder_stores_int_weights_and_equals_numpy(quant_files):
 def test_quantized_decoder_on_every_cpu_target(quant_files, target, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sim-cache"))
     _, (graph, model_path) = quant_files
-    model, g = oi.ModelLoader.open(model_path), oi.load_graph(graph)
-    ref = Reference(model, g)
-    ex_ref, ex_sim = ref.make_executor(), Simulator(model, g, arch=target).make_executor()
-    for token in (3, 17, 200):
-        for ex in (ex_ref, ex_sim):
-            ex.insert(token=np.array([token], np.int32))
-            ex.run_step()
-        rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in ("logits", "next")]
-        assert all(r.ok for r in rows), table(rows)
+    assert_matches_reference(oi.ModelLoader.open(model_path), oi.load_graph(graph), arch=target,
+                             feeds=[{"token": np.array([t], np.int32)} for t in (3, 17, 200)],
+                             names=("logits", "next"))
 
 
 def test_quantized_weights_are_never_dequantized_into_memory(quant_files):

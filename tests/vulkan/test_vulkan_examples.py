@@ -13,6 +13,7 @@ from openinfer.inputs import outputs_of, random_inputs
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
 from openinfer.synth.synthesizer import Synthesizer
+from openinfer.testing import assert_matches_reference
 
 from .conftest import ADA_MOCK, REPO, VK_ARCH
 
@@ -85,14 +86,7 @@ def test_quantized_decoder_matches_reference(weights, tmp_path):
     sys.modules[spec.name] = decoder
     spec.loader.exec_module(decoder)
     graph_path, model_path = decoder.write(decoder.with_weights(decoder.SIZES["test"], weights), tmp_path)
-    model, graph = oi.ModelLoader.open(model_path), oi.load_graph(graph_path)
-    ref = Reference(model, graph)
-    sim = Simulator(model, graph, arch=VK_ARCH)
-    ex_ref, ex_sim = ref.make_executor(), sim.make_executor()
-    for token in (3, 17, 200):
-        for ex in (ex_ref, ex_sim):
-            ex.insert(token=np.array([token], np.int32))
-            ex.run_step()
-        rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in ("logits", "next")]
-        assert all(r.ok for r in rows), table(rows)
+    sim = assert_matches_reference(oi.ModelLoader.open(model_path), oi.load_graph(graph_path), arch=VK_ARCH,
+                                   feeds=[{"token": np.array([t], np.int32)} for t in (3, 17, 200)],
+                                   names=("logits", "next"))
     assert sim.validation_messages() == 0
