@@ -61,8 +61,13 @@ AVX512 = Vec("avx512", 512, "__m512", "__m512i", "_mm512", "si512")
 #: worker costs tens of microseconds, more than streaming this much through L2.
 _PAR_ELEMS = 1 << 18
 _PAR_ELEMS_MATH = 1 << 15      # exp/tanh/erf cost ~1 ns per element
-#: Multiply-adds below which matmul stays on the calling thread.
+#: Multiply-adds below which matmul stays on the calling thread ...
 _PAR_MACS = 1 << 21
+#: ... unless it streams at least this many bytes of a matrix (GEMV, dequantizing GEMV): reading
+#: 256 KiB from memory takes ~12 us, several times what a parallel_for costs while the workers
+#: spin between the kernels of a step (a decoder's 768x768 projection is 0.6 M multiply-adds
+#: but 2.4 MB of weights: at 2 threads it streams ~1.3x as fast).
+_PAR_STREAM_BYTES = 1 << 18
 #: Up to this many rows of A, matmul streams B once (vecmat) instead of packing it for the GEMM.
 _SKINNY = 4
 #: Rows of B x rows of A one vecmat pass handles (the A values stay in registers).
@@ -335,6 +340,9 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
     parallel = nbatch * m * n * k >= _PAR_MACS
     if n == 1 or m <= _SKINNY:
+        matrix = req.inputs[0 if n == 1 else 1]                # read once, from memory
+        streamed = nbatch * (m if n == 1 else n) * k * matrix.dtype.itemsize
+        parallel = parallel or streamed >= _PAR_STREAM_BYTES
         return _gemv(r, req, name, m, n, k, nbatch, parallel, mm.offsets, mm.dtype)
     if not mm.gemm:
         return None
@@ -445,7 +453,7 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     line = 128 if bits == 4 else 64
     rows = [_DQ_MR] * (m >= _DQ_MR) + [m % _DQ_MR] * bool(m % _DQ_MR)
     groups = -(-m // _DQ_MR)
-    parallel = m * n * k >= _PAR_MACS
+    parallel = m * n * k >= _PAR_MACS or k * n * bits // 8 >= _PAR_STREAM_BYTES
     want = -(-2 * r.device.threads // groups) if parallel else 1
     cw = max(line, 4096 // min(m, _DQ_MR) // line * line)   # the f32 sums of a chunk: <= 16 KiB
     cw = min(cw, _round_up(-(-n // want), line))

@@ -213,10 +213,12 @@ MATMULS = {
     "v_1d": ((127,), (127, 3), True),
     "v_1d_batch": ((9,), (2, 9, 33), False),
     "v_wide": ((2, 1024), (1024, 4097), True),
+    "v_stream": ((1, 384), (384, 200), True),     # few multiply-adds, 300 KB of B: split over the pool
     "mv_col": ((67, 65), (65, 1), True),
     "mv_1d": ((33, 67), (67,), True),
     "mv_batch": ((2, 5, 19), (19,), False),
     "mv_big": ((4099, 513), (513,), True),
+    "mv_stream": ((300, 257), (257,), True),      # as v_stream, A streamed
     "dot": ((63,), (63,), False),
     "dot_1": ((1,), (1,), False),
 }
