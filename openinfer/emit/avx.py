@@ -68,6 +68,12 @@ _PAR_MACS = 1 << 21
 #: spin between the kernels of a step (a decoder's 768x768 projection is 0.6 M multiply-adds
 #: but 2.4 MB of weights: at 2 threads it streams ~1.3x as fast).
 _PAR_STREAM_BYTES = 1 << 18
+#: Shortest piece of a row of B a GEMV work unit streams: a narrow B (a 768-column projection)
+#: cut into column chunks for the pool streamed 1.15x slower than whole rows, even at 1 thread
+#: (the hardware prefetchers follow long runs), so such a B is split along K instead.
+_MIN_ROW_PIECE = 2048
+#: Most f32 sums of the K slices after the first (they live on the caller's stack): 32 KiB.
+_SPLIT_K_SUMS = 8192
 #: Up to this many rows of A, matmul streams B once (vecmat) instead of packing it for the GEMM.
 _SKINNY = 4
 #: Rows of B x rows of A one vecmat pass handles (the A values stay in registers).
@@ -365,22 +371,34 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
 def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int, nbatch: int, parallel: bool,
           offsets: dict, dtype: str) -> str:
     """vecmat (few rows of A) or matvec (one column of B); work split into at least two units per
-    device thread when the product is large enough to parallelise."""
+    device thread when the product is large enough to parallelise: row blocks of A (matvec),
+    column chunks of B, or, where those chunks would cut B's rows into pieces shorter than
+    _MIN_ROW_PIECE, slices of K whose sums are added after the pool has run them (f32, one batch)."""
     lanes = r.vec.lanes
     want = -(-2 * r.device.threads // nbatch) if parallel else 1
+    ksplit, kr = 1, k
     if n == 1:
         rows = _round_up(-(-m // want), 4)
         nunits = -(-m // rows)
         extra = {"kind": "matvec", "rows": rows}
     else:
+        ku = max(2, _VECMAT_KU // m)
         cw = max(lanes, 4096 // m // lanes * lanes)        # C chunk of at most 16 KiB stays in L1
-        cw = min(cw, _round_up(-(-n // want), lanes))
+        split_cw = min(cw, _round_up(-(-n // want), lanes))
+        if want > 1 and split_cw * 4 < _MIN_ROW_PIECE and dtype == "f32" and nbatch == 1:
+            kr = _round_up(-(-k // want), ku)
+            ksplit = min(-(-k // kr), 1 + _SPLIT_K_SUMS // (m * n))
+            kr = _round_up(-(-k // ksplit), ku)
+            ksplit = -(-k // kr)
+        if ksplit == 1:
+            cw, kr = split_cw, k
+        cw = min(cw, _round_up(n, lanes))
         nunits = -(-n // cw)
-        extra = {"kind": "vecmat", "cw": cw, "ldc": n if dtype == "f32" else cw, "ku": max(2, _VECMAT_KU // m),
-                 "skinny": _SKINNY}
-    units = nbatch * nunits
+        extra = {"kind": "vecmat", "cw": cw, "ldc": n if dtype == "f32" else cw, "ku": ku, "skinny": _SKINNY}
+    units = nbatch * nunits * ksplit
     return r.render("gemv.c.j2", req, name, ("core",) if dtype == "f32" else ("core", dtype), m=m, n=n, k=k,
-                    nunits=nunits, units=units, parallel=parallel and units > 1, dtype=dtype, **extra, **offsets)
+                    nunits=nunits, units=units, parallel=parallel and units > 1, dtype=dtype, ksplit=ksplit, kr=kr,
+                    **extra, **offsets)
 
 
 # ---------------------------------------------------------------------------------------- reductions, rows
@@ -456,13 +474,22 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     parallel = m * n * k >= _PAR_MACS or k * n * bits // 8 >= _PAR_STREAM_BYTES
     want = -(-2 * r.device.threads // groups) if parallel else 1
     cw = max(line, 4096 // min(m, _DQ_MR) // line * line)   # the f32 sums of a chunk: <= 16 KiB
-    cw = min(cw, _round_up(-(-n // want), line))
+    split_cw = min(cw, _round_up(-(-n // want), line))
+    ksplit, kr = 1, k
+    if want > 1 and split_cw * bits // 8 < _MIN_ROW_PIECE:    # narrow w: slices of K, as the f32 vecmat
+        kr = _round_up(-(-k // want), 8)                      # (a multiple of every kernel's ku)
+        ksplit = min(-(-k // kr), 1 + _SPLIT_K_SUMS // (m * n))
+        kr = _round_up(-(-k // ksplit), 8)
+        ksplit = -(-k // kr)
+    if ksplit == 1:
+        cw, kr = split_cw, k
+    cw = min(cw, _round_up(n, line))
     nunits = -(-n // cw)
-    units = groups * nunits
+    units = groups * nunits * ksplit
     doc = (f"dequant_matmul: f32{list(x.shape)} @ dequantize({wt}{list(w.shape)}, "
            f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale{', zero point' if zp else ''}) "
            f"-> f32{list(req.output.shape)}")
     return r.render("dequant.c.j2", req, name, ("core",), doc=doc, m=m, n=n, k=k, wt=wt, bits=bits,
                     signed=wt[0] == "i", zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
                     scale_channel=scale.numel > 1, mr=_DQ_MR, kernels=[_dq_kernel(r, i, bits) for i in rows], cw=cw,
-                    groups=groups, units=units, parallel=parallel and units > 1)
+                    groups=groups, nunits=nunits, units=units, ksplit=ksplit, kr=kr, parallel=parallel and units > 1)

@@ -5,12 +5,14 @@ Each graph groups many cases of one kernel family so a device needs few builds: 
 in-place requests, batch matmul, GEMV shapes, several K slices and N blocks, and special values.
 Every graph runs on both AVX devices through openinfer.sim.Simulator (built with -Wall -Wextra
 -Werror by the generated meson project) and is compared with openinfer.reference.executor.Reference;
-matmul and element-wise graphs run with 1 and 2 pool threads. A fused element-wise chain (the
+matmul and element-wise graphs run with 1 and 2 pool threads, the matmul graph also built with
+-fsanitize=address,undefined (tests/sanitized.py). A fused element-wise chain (the
 request openinfer/synth/fusion.py makes) is rendered alone, compiled and called directly.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import replace
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sanitized import SANITIZE, run_sanitized
 
 import openinfer as oi
 from openinfer.compare import compare, table
@@ -50,7 +53,7 @@ def special(x: np.ndarray) -> np.ndarray:
 
 
 def run(tmp_path: Path, device: str, text: str, weights: dict, inputs: dict, outputs: list[str],
-        threads: tuple[str, ...] = ("",)) -> Simulator:
+        threads: tuple[str, ...] = ("",), build_options: list[str] | None = None) -> Simulator:
     """Build `text` for `device`; compare `outputs` with the reference for each OI_NUM_THREADS."""
     model = tmp_path / "model.oinf"
     oi.write_oinf(model, weights or {"unused": np.zeros(1, np.float32)})
@@ -59,7 +62,7 @@ def run(tmp_path: Path, device: str, text: str, weights: dict, inputs: dict, out
     ref = Reference(m, graph).make_executor()
     ref.insert(**inputs)
     ref.run_step()
-    sim = Simulator(m, graph, arch=device)
+    sim = Simulator(m, graph, arch=device, build_options=build_options)
     for n_threads in threads:
         with pytest.MonkeyPatch.context() as mp:     # the pool's size is read when the model is created
             if n_threads:
@@ -213,7 +216,8 @@ MATMULS = {
     "v_1d": ((127,), (127, 3), True),
     "v_1d_batch": ((9,), (2, 9, 33), False),
     "v_wide": ((2, 1024), (1024, 4097), True),
-    "v_stream": ((1, 384), (384, 200), True),     # few multiply-adds, 300 KB of B: split over the pool
+    "v_stream": ((1, 384), (384, 200), True),     # few multiply-adds, 300 KB of B: split over the pool (along K)
+    "v_ksplit": ((3, 701), (701, 100), True),     # K slices of odd length, 3 rows of A
     "mv_col": ((67, 65), (65, 1), True),
     "mv_1d": ((33, 67), (67,), True),
     "mv_batch": ((2, 5, 19), (19,), False),
@@ -228,8 +232,7 @@ def _out_shape(a, b):
     return np.matmul(np.zeros(a, np.float32), np.zeros(b, np.float32)).shape
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_matmul(tmp_path, device):
+def check_matmuls(tmp_path: Path, device: str, build_options: list[str] | None = None) -> None:
     rng = np.random.default_rng(2)
     weights, inputs, dyn, const, outs, body = {}, {}, {}, {}, {}, []
     for name, (sa, sb, constant) in MATMULS.items():
@@ -250,7 +253,26 @@ def test_matmul(tmp_path, device):
     body.append("  op matmul(sq, sq) >> sq;\n")
     text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
             + "block entry {\n" + "".join(body) + "  return;\n}\n")
-    run(tmp_path, device, text, weights, inputs, [*outs, "sq"], threads=("1", "2"))
+    run(tmp_path, device, text, weights, inputs, [*outs, "sq"], threads=("1", "2"), build_options=build_options)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul(tmp_path, device):
+    check_matmuls(tmp_path, device)
+
+
+def _sanitized_child(directory: str) -> int:
+    """Runs in the child interpreter (libasan preloaded)."""
+    os.environ["OI_CACHE_DIR"] = str(Path(directory) / "cache")
+    for device in DEVICES:
+        (Path(directory) / device).mkdir()
+        check_matmuls(Path(directory) / device, device, SANITIZE)
+    print("sanitized matmuls: ok", flush=True)
+    return 0
+
+
+def test_matmuls_clean_under_asan_and_ubsan(tmp_path):
+    assert "sanitized matmuls: ok" in run_sanitized(__file__, "_sanitized_child", str(tmp_path))
 
 
 @pytest.mark.parametrize("device", DEVICES)

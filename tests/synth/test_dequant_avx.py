@@ -4,19 +4,23 @@ One graph per device holds every case: i8 / u8 / i4 / u4 weights, per-channel an
 scales, with and without zero points, x of 1 and 2 dims, row counts that fill a row group of the
 kernel and leave a remainder (M = 1, 3, 5), K below and around the rows-per-pass, N a multiple of a
 cache line of w, of a vector only, and neither (partial vectors, 4-bit tails), and one shape large
-enough to split over the pool (run with 1 and 2 threads). An odd N with 4-bit weights takes the
+enough to split over the pool (run with 1 and 2 threads), by column chunks or, for a narrow w,
+by slices of K whose sums are added before the scale. An odd N with 4-bit weights takes the
 portable kernel. Special values in x (inf, NaN) must come out as the reference's.
 
-Run as a script with `--sanitize` (and gcc's libasan preloaded) to build the same graph with
--fsanitize=address,undefined instead.
+The same graph is also built with -fsanitize=address,undefined and run in a child interpreter
+(tests/sanitized.py).
 """
 
 from __future__ import annotations
 
-import sys
+import contextlib
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
+from sanitized import SANITIZE, run_sanitized
 
 import openinfer as oi
 from openinfer.compare import compare, table
@@ -37,6 +41,7 @@ SHAPES = {
     "m4": (4, 77, 208, False, False, "i8 u8 i4 u4"),
     "wide": (1, 260, 1030, True, True, "i8 u8 i4 u4"),
     "par": (5, 300, 4100, True, True, "i8 u4"),       # split over the pool: 2 row groups x 4 column chunks
+    "slices": (2, 1100, 520, False, True, "i4 u8"),   # narrow w split over the pool along K (last slice: 260 rows)
     "odd": (1, 65, 37, True, True, "i8 i4"),          # 4-bit with odd N: the portable kernel
 }
 
@@ -88,6 +93,21 @@ def _cases(rng):
     with np.errstate(invalid="ignore"):
         want["y_sp"] = x.astype(np.float64) @ ((w - z.astype(np.float64)) * s)
         want["y_sp8"] = x.astype(np.float64) @ (w * s.astype(np.float64))
+    # and where w is split along K: every slice's sums of a non-finite row of x are discarded
+    x = rng.standard_normal((2, 1100)).astype(np.float32)
+    x[1, 17] = np.inf
+    w = rng.integers(-8, 8, (1100, 520)).astype(np.int8)
+    z = rng.integers(-4, 4, 520).astype(np.int32)
+    w[17, :8] = z[:8]
+    s = rng.uniform(0.01, 0.2, 520).astype(np.float32)
+    weights.update(w_spk=TensorSpec(w, dtype="i4"), s_spk=s, z_spk=z)
+    inputs["x_spk"] = x
+    decl_dyn.append("x_spk: f32[2, 1100];")
+    decl_const += ["w_spk: i4[1100, 520];", "s_spk: f32[520];", "z_spk: i32[520];"]
+    decl_out.append("y_spk: f32[2, 520];")
+    body.append("  op dequant_matmul(x_spk, w_spk, s_spk, z_spk) >> y_spk;\n")
+    with np.errstate(invalid="ignore"):
+        want["y_spk"] = x.astype(np.float64) @ ((w - z.astype(np.float64)) * s)
     text = (f"dynamic {{ {' '.join(decl_dyn)} }}\nconstant {{ {' '.join(decl_const)} }}\n"
             f"volatile {{ {' '.join(decl_out)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
     return text, weights, inputs, want
@@ -132,22 +152,25 @@ def test_dequant_matmul_avx(tmp_path, device):
     assert vector == ops.count("dequant_matmul") - 1     # all but the 4-bit weights with odd N
 
 
-if __name__ == "__main__":      # ASan + UBSan: LD_PRELOAD=$(gcc -print-file-name=libasan.so) python ... --sanitize
-    import contextlib
-    import os
-    import tempfile
-    from pathlib import Path
+def _sanitized_child(directory: str) -> int:
+    """Runs in the child interpreter (libasan preloaded)."""
+    os.environ["OI_CACHE_DIR"] = str(Path(directory) / "cache")
+    for device in DEVICES:
+        (Path(directory) / device).mkdir()
+        check(Path(directory) / device, device, build_options=SANITIZE, env=_Env)
+    print("sanitized dequant_matmul: ok", flush=True)
+    return 0
 
-    class _Env(contextlib.AbstractContextManager):
-        def setenv(self, k, v):
-            os.environ[k] = v
 
-        def __exit__(self, *exc):
-            return None
+class _Env(contextlib.AbstractContextManager):
+    """pytest.MonkeyPatch.context's setenv outside pytest (the child sets the thread count once per run)."""
 
-    opts = ["-Db_sanitize=address,undefined", "-Db_lundef=false"] if "--sanitize" in sys.argv else None
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["OI_CACHE_DIR"] = tmp
-        for dev in DEVICES:
-            check(Path(tmp), dev, build_options=opts, env=_Env)
-            print(dev, "ok", flush=True)
+    def setenv(self, name: str, value: str) -> None:
+        os.environ[name] = value
+
+    def __exit__(self, *exc):
+        return None
+
+
+def test_dequant_matmul_clean_under_asan_and_ubsan(tmp_path):
+    assert "sanitized dequant_matmul: ok" in run_sanitized(__file__, "_sanitized_child", str(tmp_path))
