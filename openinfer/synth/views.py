@@ -1,7 +1,8 @@
 """Reshapes as views: `reshape(src) >> dst` copies nothing when dst can live in src's buffer.
 
-A reshape keeps the bytes, so dst may share src's buffer whenever, from the reshape on, the two
-values never need to differ. The pass makes dst's variable use src's buffer (frames map both to
+A reshape keeps the bytes, and so does a transpose that only moves axes of size 1 (a decode
+step's `[1, heads, d] -> [heads, 1, d]`): "reshape" below means either. dst may share src's
+buffer whenever, from the reshape on, the two values never need to differ. The pass makes dst's variable use src's buffer (frames map both to
 it; the memory plan then sees one buffer with both lifetimes) and turns the call into a marker
 (the node keeps its trace event). It takes a reshape `R` of the entry block's own schedule
 (loops included, not branch targets or consumers) when, in the flattened schedule the memory
@@ -30,11 +31,22 @@ from . import program as P
 from .memplan import timeline
 
 
+def _keeps_bytes(req: P.KernelRequest) -> bool:
+    """A reshape, or a transpose whose axes longer than 1 keep their order."""
+    if req.op == "transpose":
+        shape = req.inputs[0].shape
+        perm = req.attr("perm")
+        perm = [p % len(shape) for p in (perm if perm is not None else reversed(range(len(shape))))]
+        moved = [a for a in perm if shape[a] != 1]
+        return moved == sorted(moved)
+    return req.op == "reshape"
+
+
 def _reshapes(prog: P.Program, stmts) -> list[P.Call]:
     out = []
     for s in stmts:
-        if isinstance(s, P.Call) and prog.kernels[s.kernel].op == "reshape" and s.copy_to is None \
-                and not s.inputs[0].indices and not s.output.indices:
+        if isinstance(s, P.Call) and not s.runtime_attrs and _keeps_bytes(prog.kernels[s.kernel]) \
+                and s.copy_to is None and not s.inputs[0].indices and not s.output.indices:
             out.append(s)
         elif isinstance(s, P.Loop):
             out += _reshapes(prog, s.body)

@@ -1,5 +1,5 @@
-"""Reshapes as views (openinfer/synth/views.py): a reshape whose output can share its input's
-buffer becomes a marker, and one that cannot (a value still needed, a value carried across loop
+"""Reshapes as views (openinfer/synth/views.py): a reshape (or a transpose that only moves axes of
+size 1) whose output can share its input's buffer becomes a marker, and one that cannot (a value still needed, a value carried across loop
 iterations, an observable output) stays a copy; every program computes what the reference does."""
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: r1: a view (t dead after it); r2: not (t is read again after u, its view, was changed);
 #: r3: not (inside the loop, w's previous value is read before the reshape writes it);
-#: r4: a view, and r5, the reshape back, a marker (k -> k3 -> changed -> k)
+#: r4: a view, and r5, the reshape back, a marker (k -> k3 -> changed -> k); r6 and t1 (a transpose
+#: that moves only the axis of size 1): views; t2 (a transpose that reorders the bytes): a copy
 GRAPH = """
 dynamic { a: f32[2, 6]; }
 volatile {
     t: f32[2, 6]; u: f32[3, 4]; s: f32[2, 6]; v: f32[3, 4]; w: f32[3, 4]; acc: f32[3, 4];
     k: f32[2, 6]; k3: f32[3, 4]; out1: f32[3, 4]; out2: f32[3, 4]; out3: f32[2, 6];
+    m2: f32[2, 6]; p: f32[2, 1, 6]; pt: f32[1, 2, 6]; out4: f32[1, 2, 6]; m3: f32[2, 6]; r: f32[6, 2];
+    out5: f32[6, 2];
 }
 block entry {
     op add(a, a) >> t;
@@ -49,19 +52,26 @@ block entry {
     op reshape(k3) >> k;                 // r5
     op add(k, a) >> out3;
     op add(acc, out2) >> out2;
+    op add(a, a) >> m2;
+    op reshape(m2) >> p;                 // r6
+    op transpose(p, perm=[1, 0, 2]) >> pt;   // t1
+    op add(pt, pt) >> out4;
+    op mul(a, a) >> m3;
+    op transpose(m3, perm=[1, 0]) >> r;  // t2
+    op add(r, r) >> out5;
     return;
 }
 """
-OUTPUTS = {"out1", "out2", "out3"}
+OUTPUTS = {"out1", "out2", "out3", "out4", "out5"}
 
 
 def _reshape_descs(prog: P.Program) -> tuple[list[str], list[str]]:
-    """(descriptions of the reshape calls left, of the view markers)."""
+    """(descriptions of the reshape and transpose calls left, of the view markers)."""
     calls, marks = [], []
 
     def visit(stmts):
         for s in stmts:
-            if isinstance(s, P.Call) and prog.kernels[s.kernel].op == "reshape":
+            if isinstance(s, P.Call) and prog.kernels[s.kernel].op in ("reshape", "transpose"):
                 calls.append(s.desc)
             elif isinstance(s, P.Marker) and s.kind == "view":
                 marks.append(s.desc)
@@ -78,17 +88,18 @@ def _plan(arch: str = "x86_64-generic", outputs=OUTPUTS):
 def test_views_only_where_the_values_never_differ():
     plan = _plan()
     calls, marks = _reshape_descs(plan.program)
-    assert sorted(marks) == ["op reshape(k) >> k3", "op reshape(k3) >> k", "op reshape(t) >> u"]
-    assert sorted(calls) == ["op reshape(s) >> v", "op reshape(s) >> w", "op reshape(s) >> w"]
+    assert sorted(marks) == ["op reshape(k) >> k3", "op reshape(k3) >> k", "op reshape(m2) >> p", "op reshape(t) >> u",
+                             "op transpose(p) >> pt"]
+    assert sorted(calls) == ["op reshape(s) >> v", "op reshape(s) >> w", "op reshape(s) >> w", "op transpose(m3) >> r"]
     entry = plan.program.frames["entry"]
-    assert entry["u"] == entry["t"] and entry["k3"] == entry["k"]
+    assert entry["u"] == entry["t"] and entry["k3"] == entry["k"] and entry["m2"] == entry["p"] == entry["pt"]
     assert len({entry["s"], entry["v"], entry["w"]}) == 3
     assert "reshape" not in plan.files[f"{plan.name}_kernels.c"].decode() or calls
 
 
 def test_observable_outputs_stay_copies():
     calls, marks = _reshape_descs(_plan(outputs=None).program)     # every volatile observable
-    assert not marks and len(calls) == 6
+    assert not marks and len(calls) == 9
 
 
 def test_the_pass_is_idempotent():
@@ -117,4 +128,6 @@ def test_decoder_layer_reshapes_are_views(tmp_path):
     graph, model = decoder.write(decoder.SIZES["test"], tmp_path)
     plan = Synthesizer.from_arch("x86_64-generic").synthesize(str(model), str(graph), outputs={"next"})
     calls, marks = _reshape_descs(plan.program)
-    assert not calls and len(marks) == 6
+    # the cache's [seq, heads, d] -> [heads, seq, d] reorders bytes; the query's and the
+    # attention's transposes move only the axis of size 1
+    assert sorted(calls) == ["op transpose(kc3) >> kt", "op transpose(vc3) >> vt"] and len(marks) == 8
