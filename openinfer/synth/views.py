@@ -2,11 +2,12 @@
 
 A reshape keeps the bytes, and so does a transpose that only moves axes of size 1 (a decode
 step's `[1, heads, d] -> [heads, 1, d]`): "reshape" below means either. dst may share src's
-buffer whenever, from the reshape on, the two values never need to differ. The pass makes dst's variable use src's buffer (frames map both to
-it; the memory plan then sees one buffer with both lifetimes) and turns the call into a marker
-(the node keeps its trace event). It takes a reshape `R` of the entry block's own schedule
-(loops included, not branch targets or consumers) when, in the flattened schedule the memory
-planner uses (openinfer/synth/memplan.py; positions within one loop iteration):
+buffer whenever, from the reshape on, the two values never need to differ. The pass makes dst's
+variable use src's buffer (frames map both to it; the memory plan then sees one buffer with both
+lifetimes) and turns the call into a marker (the node keeps its trace event). It takes a reshape
+`R` of the entry block's own schedule (loops included, not branch targets or consumers) when, in
+the flattened schedule the memory planner uses (openinfer/synth/memplan.py; positions within one
+loop iteration):
 
 - src and dst are planned buffers (not observable, not inputs) of more than one element, not
   re-initialised per step, and no yield or await names them;

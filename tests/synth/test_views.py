@@ -1,6 +1,7 @@
-"""Reshapes as views (openinfer/synth/views.py): a reshape (or a transpose that only moves axes of
-size 1) whose output can share its input's buffer becomes a marker, and one that cannot (a value still needed, a value carried across loop
-iterations, an observable output) stays a copy; every program computes what the reference does."""
+"""Reshapes as views (openinfer/synth/views.py): a reshape (or a transpose that only moves axes of size
+1) whose output can share its input's buffer becomes a marker, and one that cannot (a value still
+needed, a value carried across loop iterations, an observable output) stays a copy; every program
+computes what the reference does."""
 
 from __future__ import annotations
 
