@@ -55,6 +55,14 @@ class VulkanRenderer(CRenderer):
     #: element-wise chains fused by openinfer/synth/fusion.py become one `fused` GLSL kernel
     supports_fusion = True
 
+    @staticmethod
+    def epilogue_for(device):
+        """Which matmul kernels take an element-wise epilogue (openinfer/synth/fusion.py): on a
+        GPU each fused call is one dispatch and one barrier fewer."""
+        from .glsl.linalg import takes_epilogue
+
+        return takes_epilogue
+
     def __init__(self, prog: P.Program, plan: MemoryPlan, device, *, embed_weights: bool = False):
         super().__init__(prog, plan, device, embed_weights=embed_weights)
         self.caps = Caps.from_device(device)

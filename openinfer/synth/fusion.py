@@ -6,9 +6,18 @@ Two adjacent calls P then S fuse when
   run-time attributes and do not copy through scratch;
 - S reads P's output v, and v's value is dead after S: S overwrites v (an in-place chain such as
   `add(h, b) >> h; relu(h) >> h`), or v is read by S alone in the whole program and the host
-  cannot observe it (it is planned memory, not a pinned output);
+  cannot observe it (it is planned memory, not a pinned output), or the next statement of S's
+  block to touch v writes all of it without reading it, with no branch, yield, await or return
+  before that write (a decoder layer's `o`, the result of two projections in turn);
 - no `barrier` or `dep` lies between them (statements are adjacent), neither call is named by a
   `dep` of the graph, and the chain stays within the descriptor's `preferences.max_kernel_ops`.
+
+Matmul epilogues: where the target renders them (`epilogue_ok`, e.g. the Vulkan GEMVs), a chain
+of element-wise calls after a matmul / dequant_matmul P joins P's kernel as its `epilogue` under
+the same conditions (S reads P's result, whose value then dies), and one more: S's output is not
+one of P's own operands (the product reads all of those while results are stored). So a decode
+step's `matmul(attf, wo) >> o; add(x, o) >> x` is one kernel that reads x[i] and writes the
+product plus it, and the device runs one dispatch instead of two.
 
 The fused call keeps the last node's index (its trace event and error location); the nodes it
 absorbed are listed in `Program.fused_nodes` so per-node comparison skips them.
@@ -16,10 +25,14 @@ absorbed are listed in `Program.fused_nodes` so per-node comparison skips them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..ops import registry
 from . import program as P
+
+#: ops whose kernels may take an epilogue (where the target's predicate agrees)
+_EPILOGUE_HOSTS = ("matmul", "dequant_matmul")
 
 
 def _reads(s: P.Statement) -> list[str]:
@@ -41,6 +54,19 @@ def _reads(s: P.Statement) -> list[str]:
     return []
 
 
+def _touches(s: P.Statement, v: str) -> bool:
+    """Whether s reads or writes v (branches, yields, awaits and returns count as touching
+    everything: what runs after them is not in this block)."""
+    if isinstance(s, (P.Branch, P.Yield, P.Await, P.Return)):
+        return True
+    if isinstance(s, P.Loop):
+        return v in _reads(s) or any(_touches(b, v) for b in s.body)
+    written = {P.Call: lambda c: [c.output.var] + ([c.copy_to.var] if c.copy_to else []),
+               P.Copy: lambda c: [c.dst.var], P.TableRead: lambda c: [c.dst],
+               P.ScalarStep: lambda c: [c.var], P.StateReset: lambda c: [c.var]}.get(type(s))
+    return v in _reads(s) or (written is not None and v in written(s))
+
+
 def _read_counts(prog: P.Program) -> dict[str, int]:
     counts: dict[str, int] = {}
     for stmts in prog.blocks.values():
@@ -51,10 +77,13 @@ def _read_counts(prog: P.Program) -> dict[str, int]:
 
 
 class _Fuser:
-    def __init__(self, prog: P.Program, max_ops: int, dep_names: set[str]):
+    def __init__(self, prog: P.Program, max_ops: int, dep_names: set[str],
+                 epilogue_ok: Callable[[P.KernelRequest], bool] | None):
         self.p = prog
         self.max_ops = max_ops
         self.dep_names = dep_names
+        self.epilogue_ok = epilogue_ok
+        self.in_entry = False         # the block being fused is the entry block
         self.reads = _read_counts(prog)
         self.kernels = list(prog.kernels)
         self.kernel_ids = {k: i for i, k in enumerate(self.kernels)}
@@ -80,7 +109,26 @@ class _Fuser:
                 return True
         return var in self.p.prefix_tables
 
-    def can_chain(self, prev: P.Call, cur: P.Call, chain_len: int) -> bool:
+    def dead(self, v: str, seq, then: Callable[[str], bool]) -> bool:
+        """Whether v's value is dead where `seq` starts: the first statement of seq to touch v
+        writes all of it without reading it, or the step ends first and the host cannot observe
+        v; `then(v)` answers for what runs after seq (a loop body: the next iteration or what
+        follows the loop)."""
+        for j, s in enumerate(seq):
+            if isinstance(s, P.Return):
+                return self.in_entry and not self.observable(v)
+            bounds = [e.var for e in (s.start, s.end) if isinstance(e, P.ScalarOf)] if isinstance(s, P.Loop) else []
+            if isinstance(s, P.Loop) and v not in bounds and _touches(s, v):
+                # the first iteration's first touch decides; a loop that may run no iteration
+                # also needs v dead after it
+                runs = isinstance(s.start, P.Lit) and isinstance(s.end, P.Lit) and s.end.value > s.start.value
+                return self.dead(v, s.body, lambda _: False) and (runs or self.dead(v, seq[j + 1:], then))
+            if _touches(s, v):
+                return (isinstance(s, P.Call) and s.output.var == v and s.copy_to is None and not s.output.indices
+                        and v not in _reads(s) and self.kernels[s.kernel].mode == "normal")
+        return then(v)
+
+    def can_chain(self, prev: P.Call, cur: P.Call, chain_len: int, rest, then: Callable[[str], bool]) -> bool:
         if chain_len >= self.max_ops:
             return False
         v = prev.output.var
@@ -91,7 +139,8 @@ class _Fuser:
             return False
         if cur.output.var == v:
             return True
-        return self.reads.get(v, 0) == sum(1 for o in cur.inputs if o.var == v) and not self.observable(v)
+        return (self.reads.get(v, 0) == sum(1 for o in cur.inputs if o.var == v) and not self.observable(v)) \
+            or self.dead(v, rest, then)
 
     def steps_of(self, s: P.Call) -> tuple[list[P.KernelRequest], list[list[tuple[str, int]]], list[P.Operand]]:
         """(step requests, per-step argument sources, external operands) of a call or fused call."""
@@ -144,27 +193,93 @@ class _Fuser:
                 return TensorType(b.dtype, b.shape)
         raise KeyError(o.var)
 
-    def block(self, stmts) -> tuple[P.Statement, ...]:
+    # ------------------------------------------------------------------ matmul epilogues
+    def epilogue_host(self, s) -> bool:
+        if self.epilogue_ok is None or not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None \
+                or s.output.indices:
+            return False
+        req = self.kernels[s.kernel]
+        return req.op in _EPILOGUE_HOSTS and req.op not in self.dep_names and s.output.var not in self.dep_names
+
+    def attach(self, host: P.Call, cur: P.Call, rest, then: Callable[[str], bool]) -> P.Call | None:
+        """host with cur appended to its epilogue, or None where that is not allowed."""
+        req = self.kernels[host.kernel]
+        epi = req.epilogue
+        steps = len(epi.chain) if epi else 0
+        own = len(req.own_inputs)
+        if not self.can_chain(host, cur, steps + 1, rest, then) or \
+                cur.output.var in [o.var for o in host.inputs[:own]]:
+            return None
+        # the epilogue's operands: the product (index 0, no variable), then the extra inputs
+        ext: list[P.Operand | None] = [None, *host.inputs[own:]]
+        chain = list(epi.chain) if epi else []
+        args = [list(a) for a in epi.chain_args] if epi else []
+        cur_steps, cur_args, cur_ext = self.steps_of(cur)
+        v = host.output.var
+        remap: list[tuple[str, int]] = []
+        for o in cur_ext:
+            if o.var == v:
+                remap.append(("step", len(chain) - 1) if chain else ("in", 0))
+            else:
+                if o not in ext:
+                    ext.append(o)
+                remap.append(("in", ext.index(o)))
+        offset = len(chain)
+        for step_args in cur_args:
+            args.append([remap[i] if kind == "in" else ("step", i + offset) for kind, i in step_args])
+        chain += cur_steps
+        product = epi.inputs[0] if epi else req.output
+        extra = tuple(self._type_of(o) for o in ext[1:])
+        new_epi = P.KernelRequest("fused", "normal", (product, *extra), cur_steps[-1].output, (), (), None, False,
+                                  aliased=any(o.var == cur.output.var for o in ext[1:]),
+                                  chain=tuple(chain), chain_args=tuple(tuple(a) for a in args))
+        new_req = replace(req, inputs=(*req.own_inputs, *extra), output=new_epi.output, epilogue=new_epi)
+        if not self.epilogue_ok(new_req):
+            return None
+        if new_req not in self.kernel_ids:
+            self.kernel_ids[new_req] = len(self.kernels)
+            self.kernels.append(new_req)
+        self.fused_nodes.add(host.node)
+        return P.Call(cur.node, f"{host.desc}; {cur.desc}", self.kernel_ids[new_req],
+                      (*host.inputs[:own], *ext[1:]), cur.output)
+
+    def block(self, stmts, then: Callable[[str], bool]) -> tuple[P.Statement, ...]:
+        """stmts fused; `then(v)`: whether v's value is dead once stmts have run (see dead)."""
         out: list[P.Statement] = []
         chain_len = 0
-        for s in stmts:
+        for i, s in enumerate(stmts):
+            rest = stmts[i + 1:]
             if isinstance(s, P.Loop):
-                out.append(replace(s, body=self.block(s.body)))
+                def after_body(v, body=s.body, rest=rest):       # the next iteration, or what follows
+                    return self.dead(v, rest, then) and self.dead(v, body, after_body)
+                out.append(replace(s, body=self.block(s.body, after_body)))
                 chain_len = 0
                 continue
-            if out and chain_len and self.elementwise(s) and self.can_chain(out[-1], s, chain_len):
+            if out and chain_len and self.elementwise(s) and self.can_chain(out[-1], s, chain_len, rest, then):
                 out[-1] = self.merge(out[-1], s)
                 chain_len += 1
                 continue
+            if out and self.epilogue_host(out[-1]) and self.elementwise(s):
+                attached = self.attach(out[-1], s, rest, then)
+                if attached is not None:
+                    out[-1] = attached
+                    continue
             out.append(s)
             chain_len = 1 if self.elementwise(s) else 0
         return tuple(out)
 
 
-def fuse(prog: P.Program, *, max_ops: int = 8, dep_names: set[str] | None = None) -> P.Program:
-    """The program with element-wise chains fused (see the module docstring)."""
-    f = _Fuser(prog, max_ops, dep_names or set())
-    blocks = {name: f.block(stmts) for name, stmts in prog.blocks.items()}
+def fuse(prog: P.Program, *, max_ops: int = 8, dep_names: set[str] | None = None,
+         epilogue_ok: Callable[[P.KernelRequest], bool] | None = None) -> P.Program:
+    """The program with element-wise chains fused, and with matmul epilogues where `epilogue_ok`
+    accepts the kernel request that would result (see the module docstring)."""
+    f = _Fuser(prog, max_ops, dep_names or set(), epilogue_ok)
+    blocks = {}
+    for name, stmts in prog.blocks.items():
+        # the entry block's end (or a return in it) ends the step: a value the host cannot
+        # observe is dead there; another block returns to code this pass does not follow
+        f.in_entry = name == prog.entry
+        blocks[name] = f.block(stmts, lambda v, entry=f.in_entry: entry and not f.observable(v))
     if not f.fused_nodes:
         return prog
     # drop the kernels only the fused-away calls used

@@ -125,6 +125,16 @@ class KernelRequest:
     #: inputs that arrive in the target's pre-packed layout (openinfer/synth/prepack.py): the
     #: target renders the kernel for that layout and a function that packs such an input
     packed: tuple[int, ...] = ()
+    #: an element-wise request ("fused") applied to every element of this op's result before it
+    #: is stored, for targets that render it (openinfer/synth/fusion.py: matmul epilogues). Its
+    #: input 0 is that result, its inputs 1.. are the last inputs of this request (after the op's
+    #: own, `own_inputs`), and its output is this request's output
+    epilogue: KernelRequest | None = None
+
+    @property
+    def own_inputs(self) -> tuple[TensorType, ...]:
+        """The op's own inputs (without an epilogue's)."""
+        return self.inputs[:len(self.inputs) - len(self.epilogue.inputs) + 1] if self.epilogue else self.inputs
 
     def attr(self, name: str, default=None):
         for k, v in self.attrs:

@@ -113,7 +113,9 @@ class Synthesizer:
         renderer_cls = renderer_for(self.device)
         prefs = self.device.preferences
         if prefs.get("prefer_fusion", True) and getattr(renderer_cls, "supports_fusion", False):
-            prog = fuse(prog, max_ops=int(prefs.get("max_kernel_ops", 8)), dep_names=dep_names(g))
+            epilogues = getattr(renderer_cls, "epilogue_for", None)
+            prog = fuse(prog, max_ops=int(prefs.get("max_kernel_ops", 8)), dep_names=dep_names(g),
+                        epilogue_ok=epilogues(self.device) if epilogues is not None else None)
         prog = views(prog)
         packed_inputs = getattr(renderer_cls, "packed_inputs_for", None)
         if prefs.get("prepack_weights", True) and packed_inputs is not None:

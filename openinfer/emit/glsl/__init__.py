@@ -119,6 +119,12 @@ def emit_shader(req: KernelRequest, name: str, caps: Caps, where: str = "",
         ctx.need_dtype(t.dtype, names[i] if i < len(names) else "")
     body = fn(req, ctx)
     out = req.output
+    functions, vct = body.functions, body.vct
+    if req.epilogue is not None:     # value mode stores oi_epilogue(v, u); GEMV mains call it themselves
+        from .elementwise import epilogue_function
+
+        text, vct = epilogue_function(req, ctx)
+        functions = f"{functions}\n{text}" if functions else text
     wg = body.local_size or caps.wg
     if body.main is not None:
         units = body.units
@@ -139,10 +145,11 @@ def emit_shader(req: KernelRequest, name: str, caps: Caps, where: str = "",
         raise SynthesisError(f"{where}{req.op}: {len(bindings)} storage buffers exceed the {caps.max_bindings} "
                              "bindings a kernel may use")
     value_mode = body.main is None
-    store = ctx.store(out.dtype, "v", body.vct) if value_mode else ""
-    raw = ctx.raw(out.dtype, "v", body.vct) if value_mode else ""
+    v = "oi_epilogue(v, u)" if req.epilogue is not None else "v"
+    store = ctx.store(out.dtype, v, vct) if value_mode else ""
+    raw = ctx.raw(out.dtype, v, vct) if value_mode else ""
     source = render("glsl/kernel.comp.j2", name=name, doc=body.doc or req.op, features=sorted(ctx.features),
-                    wg=wg, bindings=bindings, push=fields, functions=body.functions, value=body.value,
+                    wg=wg, bindings=bindings, push=fields, functions=functions, value=body.value,
                     vct=body.vct, main=body.main, units=units, out=out.dtype, numel=out.numel,
                     store=store, raw=raw,
                     per=8 // out.dtype.bits if out.dtype.is_packed else 1, shared=body.shared,

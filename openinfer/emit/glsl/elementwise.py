@@ -480,27 +480,22 @@ def emit(req: KernelRequest, k: KernelCtx) -> Body:
     return Body(value="\n".join(lines), vct=vct, doc=doc)
 
 
-__all__ = ["emit", "index_expr", "conv"]
+__all__ = ["emit", "index_expr", "conv", "epilogue_function"]
 
 
-@family("fused")
-def emit_fused(req: KernelRequest, k: KernelCtx) -> Body:
-    """A chain of element-wise steps (openinfer/synth/fusion.py) in one kernel. Each step computes
-    as its own kernel would and its result is rounded / wrapped to the step's output dtype (what
-    storing and reloading it would give), so the chain matches the unfused calls exactly while
-    intermediates stay in registers."""
+def _chain(req: KernelRequest, k: KernelCtx, operand) -> tuple[list[str], str, str]:
+    """Lines computing the fused chain `req` (op "fused") for one output element, input j's value
+    being the expression operand(j) (in k.ct of its dtype): (lines, result variable, its type).
+    Each step computes as its own kernel would and its result is rounded / wrapped to the step's
+    output dtype (what storing and reloading it would give)."""
     from .reduce import round_to
 
-    out = req.output
     lines: list[str] = []
     results: list[tuple[str, str]] = []              # per step: (variable, compute type)
     used = {i for args in req.chain_args for kind, i in args if kind == "in"}
     for i, t in enumerate(req.inputs):
-        if i not in used:
-            continue
-        ct = k.ct(t.dtype)
-        idx = index_expr("i", out.shape, broadcast_strides(t.shape, out.shape))
-        lines.append(f"{ct} e{i} = {k.load(t.dtype, f'in{i}', idx)};")
+        if i in used:
+            lines.append(f"{k.ct(t.dtype)} e{i} = {operand(i)};")
     for j, (step, args) in enumerate(zip(req.chain, req.chain_args, strict=True)):
         sk = KernelCtx(step, k.caps, k.where, features=k.features)   # the step's own attributes
         w = step.acc[-1] if step.acc else step.inputs[0].dtype
@@ -524,7 +519,40 @@ def emit_fused(req: KernelRequest, k: KernelCtx) -> Body:
         lines.append("}")
         results.append((f"r{j}", rct))
     last, last_ct = results[-1]
+    return lines, last, last_ct
+
+
+@family("fused")
+def emit_fused(req: KernelRequest, k: KernelCtx) -> Body:
+    """A chain of element-wise steps (openinfer/synth/fusion.py) in one kernel, matching the
+    unfused calls exactly while intermediates stay in registers (see _chain)."""
+    out = req.output
+
+    def load(i: int) -> str:
+        t = req.inputs[i]
+        return k.load(t.dtype, f"in{i}", index_expr("i", out.shape, broadcast_strides(t.shape, out.shape)))
+
+    lines, last, last_ct = _chain(req, k, load)
     lines.append(f"return {last};")
     doc = (f"fused {' -> '.join(s.op for s in req.chain)} over {out}" + (" in place" if req.aliased else "")
            + ": intermediates rounded to their dtypes, kept in registers")
     return Body(value="\n".join(lines), vct=last_ct, doc=doc)
+
+
+def epilogue_function(req: KernelRequest, k: KernelCtx) -> tuple[str, str]:
+    """(`ct oi_epilogue(float acc, uint i)`, ct): req.epilogue (openinfer/synth/fusion.py) for
+    output element i whose f32 product is acc; the epilogue's other inputs are the request's
+    inputs after the op's own."""
+    epi, out = req.epilogue, req.output
+    base = len(req.own_inputs) - 1
+
+    def operand(j: int) -> str:
+        t = epi.inputs[j]
+        if j == 0:
+            return conv("acc", "float", k.ct(t.dtype))
+        return k.load(t.dtype, f"in{base + j}", index_expr("i", out.shape, broadcast_strides(t.shape, out.shape)))
+
+    lines, last, ct = _chain(epi, k, operand)
+    body = "\n".join(f"    {line}" for line in [*lines, f"return {last};"])
+    doc = f"// epilogue: {' -> '.join(s.op for s in epi.chain)} of each product before it is stored"
+    return f"{doc}\n{ct} oi_epilogue(float acc, uint i) {{\n{body}\n}}", ct

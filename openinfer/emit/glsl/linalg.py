@@ -106,9 +106,49 @@ vec4 oi_bf16x4(uvec2 u) {
 }"""
 
 
+def _path(req: KernelRequest) -> str:
+    """"gemv", "gemm" (the register-blocked, cooperative-matrix or tiled kernels; which one depends
+    on the device) or "value" (one invocation per output element): emit_matmul's choice."""
+    a, b = req.own_inputs
+    product = req.epilogue.inputs[0] if req.epilogue else req.output
+    t = a.dtype
+    m = 1 if len(a.shape) == 1 else a.shape[-2]
+    kk = a.shape[-1]
+    n = 1 if len(b.shape) == 1 else b.shape[-1]
+    w = req.acc[-1] if req.acc else t
+    p = req.acc[0] if req.acc else w
+    free_order = (p == w and w.name == "f32" and a.dtype.name in ("f32", "f16", "bf16")
+                  and b.dtype.name in ("f32", "f16", "bf16") and not product.dtype.is_packed and product.numel > 0)
+    if free_order:
+        return "gemv" if m <= GEMV_MAX_M else "gemm"
+    if (t.name in ("f32", "f64") and p == w and w == t and not product.dtype.is_packed and m >= 16 and n >= 16
+            and kk >= 16):
+        return "gemm"
+    return "value"
+
+
+def takes_epilogue(req: KernelRequest) -> bool:
+    """Whether req's kernel applies `req.epilogue` (openinfer/synth/fusion.py) to an f32 product:
+    the GEMVs and the per-element kernels store one element per invocation and do; the GEMMs
+    store tiles (cooperative matrices) and do not."""
+    product = req.epilogue.inputs[0]
+    if product.dtype.name != "f32" or req.output.dtype.name not in ("f32", "f16", "bf16"):
+        return False
+    if req.op == "dequant_matmul":
+        return True
+    return _path(req) != "gemm"
+
+
+def stored(req: KernelRequest, k: KernelCtx, value: str, index: str) -> str:
+    """The expression a GEMV stores at output element `index` for its f32 result `value`."""
+    if req.epilogue is None:
+        return k.store(req.output.dtype, value, "float")
+    return k.store(req.output.dtype, f"oi_epilogue({value}, {index})", k.ct(req.epilogue.output.dtype))
+
+
 @family("matmul")
 def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
-    a, b = req.inputs
+    a, b = req.own_inputs
     out = req.output
     t = a.dtype
     a_shape = (1,) + a.shape if len(a.shape) == 1 else a.shape
@@ -137,20 +177,18 @@ def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
                 product = f"{ct}({product})"
         step = "s + pr"
     # f32 sums of exact f32 products: the order of the sums is free (see the module doc)
-    free_order = (p == w and w.name == "f32" and a.dtype.name in ("f32", "f16", "bf16")
-                  and b.dtype.name in ("f32", "f16", "bf16") and not out.dtype.is_packed and out.numel > 0)
-    if free_order:
-        shape = (batch_shape, a_shape, b_shape, m, n, kk)
-        if m <= GEMV_MAX_M:
-            return _gemv(req, k, *shape, doc)
+    path = _path(req)
+    shape = (batch_shape, a_shape, b_shape, m, n, kk)
+    if path == "gemv":
+        return _gemv(req, k, *shape, doc)
+    if path == "gemm" and p == w and w.name == "f32":
         coop = _coop_config(req, k, m, n, kk)
         if coop is not None:
             return _gemm_coop(req, k, *shape, doc, coop)
         cfg = _gemm_config(k, m, n)
         if cfg is not None:
             return _gemm(req, k, *shape, doc, cfg)
-    if (t.name in ("f32", "f64") and p == w and w == t and not out.dtype.is_packed and m >= 16 and n >= 16
-            and kk >= 16):
+    if path == "gemm" and t.name in ("f32", "f64") and p == w and w == t and m >= 16 and n >= 16 and kk >= 16:
         return _tiled(req, k, ct, batch_shape, a_shape, b_shape, m, n, kk, doc)
     narrow = w.name in NARROW
     lines = [f"uint bt = i / {m * n}u;", f"uint row = (i / {n}u) % {m}u;", f"uint col = i % {n}u;",
@@ -180,8 +218,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     """y[bt] (m x n, m small) = x[bt] @ W[bt]: a workgroup per CL*V output columns; invocation
     (ks, cl) reads V adjacent columns of weight rows ks, ks + KS, ... and keeps m x V partial
     sums; the KS partial sums of a column are added in shared memory (a tree)."""
-    a, b = req.inputs
-    out = req.output
+    a, b = req.own_inputs
     ta, tb = a.dtype, b.dtype
     esize = tb.bits // 8
     if tb.name == "f32":
@@ -270,10 +307,11 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
         for c in range(chunks):
             lines.append(f"    {vt} v{c} = oi_red[lid * {chunks}u + {c}u];")
             if vt == "float":
-                lines.append(f"    out_[o] = {k.store(out.dtype, f'v{c}', 'float')};")
+                lines.append(f"    out_[o] = {stored(req, k, f'v{c}', 'o')};")
             else:
                 for e in range(4):
-                    lines.append(f"    out_[o + {c * 4 + e}u] = {k.store(out.dtype, f'v{c}.' + 'xyzw'[e], 'float')};")
+                    idx = f"o + {c * 4 + e}u"
+                    lines.append(f"    out_[{idx}] = {stored(req, k, f'v{c}.' + 'xyzw'[e], idx)};")
         lines.append("}")
     shared = "\n".join(views + [f"shared {vt} oi_red[{threads * chunks}];"])
     how = f"GEMV: {cl_n * vw} columns x {ks_n} slices of K per workgroup, {vw}-wide loads"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...synth.program import KernelRequest
 from . import Body, family
-from .linalg import _groups, _view, reduce_k_slices
+from .linalg import _groups, _view, reduce_k_slices, stored
 from .types import KernelCtx, lit
 
 
@@ -30,7 +30,7 @@ def emit_dequant_matmul(req: KernelRequest, k: KernelCtx) -> Body:
     ct = k.ct(x.dtype)
     channel = "col" if scale.numel > 1 else "0u"
     q = k.load(w.dtype, "in1", f"q * {n}u + col", "int")
-    if len(req.inputs) > 3:
+    if len(req.own_inputs) > 3:
         q = f"({q} - in3[{channel}])"
     lines = [f"uint row = i / {n}u;", f"uint col = i % {n}u;", f"{ct} s = {lit(ct, 0)};",
              f"for (uint q = 0u; q < {kk}u; ++q)",
@@ -38,7 +38,7 @@ def emit_dequant_matmul(req: KernelRequest, k: KernelCtx) -> Body:
              f"return s * {ct}(in2[{channel}]);"]
     doc = (f"dequant_matmul: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}, "
            f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale"
-           f"{', zero point' if len(req.inputs) > 3 else ''})")
+           f"{', zero point' if len(req.own_inputs) > 3 else ''})")
     return Body(value="\n".join(lines), vct=ct, doc=doc)
 
 
@@ -72,7 +72,8 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
              f"uint cv = g * {cl_n}u + cl;                  // this invocation's 16-byte column group",
              f"uint col = cv * {cols}u;"]
     lines += [f"vec4 s{r}_{c} = vec4(0.0);" for r in range(m) for c in range(chunks)]
-    if len(req.inputs) > 3:
+    zp = len(req.own_inputs) > 3
+    if zp:
         lines += [f"vec4 z{c} = vec4({', '.join(f'float(in3[{at(c, e)}])' for e in range(4))});"
                   for c in range(chunks)]
     lines += [f"if (cv < {nvec}u) {{", f"    for (uint q = ks; q < {kk}u; q += {ks_n}u) {{",
@@ -84,7 +85,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
         base = (4 * c) % per_word
         parts = [f"bitfieldExtract({'int' if signed else 'uint'}(wq.{word}), {(base + e) * bits}, {bits})"
                  for e in range(4)]
-        lines.append(f"        vec4 w{c} = vec4({', '.join(parts)})" + (f" - z{c};" if len(req.inputs) > 3 else ";"))
+        lines.append(f"        vec4 w{c} = vec4({', '.join(parts)})" + (f" - z{c};" if zp else ";"))
         for r in range(m):
             lines.append(f"        s{r}_{c} += x{r} * w{c};")
     lines += ["    }", "}"]
@@ -97,8 +98,8 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
             lines.append(f"    vec4 v{c} = oi_red[lid * {chunks}u + {c}u];")
             for e in range(4):
                 sc = f"in2[{at(c, e)}]"
-                lines.append(f"    out_[{r * n}u + col + {4 * c + e}u] = "
-                             f"{k.store(req.output.dtype, f'(v{c}.' + 'xyzw'[e] + f' * {sc})', 'float')};")
+                idx = f"{r * n}u + col + {4 * c + e}u"
+                lines.append(f"    out_[{idx}] = {stored(req, k, f'(v{c}.' + 'xyzw'[e] + f' * {sc})', idx)};")
         lines.append("}")
     shared = "\n".join([_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{threads * chunks}];"])
     doc = (f"dequant_matmul GEMV: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}), "
