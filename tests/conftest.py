@@ -30,11 +30,9 @@ EXAMPLES = REPO / "examples"
 @pytest.fixture(scope="session")
 def example_models(tmp_path_factory) -> Path:
     """Every example's .oinf, written by examples/models.py into a session directory."""
-    import importlib.util
+    from example_modules import load_example
 
-    spec = importlib.util.spec_from_file_location("example_models", EXAMPLES / "models.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_example("models")
     out = tmp_path_factory.mktemp("models")
     for name in mod.MODELS:
         mod.write_model(name, out / f"{name}.oinf", 1 if name == "quantized_linear" else 2)

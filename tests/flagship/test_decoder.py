@@ -4,12 +4,11 @@ CPU target equals the reference."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from example_modules import load_example
 
 import openinfer as oi
 from openinfer.reference.executor import Reference
@@ -18,15 +17,7 @@ from openinfer.testing import assert_matches_reference
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _decoder_module():
-    spec = importlib.util.spec_from_file_location("decoder_example", REPO / "examples" / "decoder.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod      # dataclasses look their module up while the class is built
-    spec.loader.exec_module(mod)
-    return mod
-
-
-decoder = _decoder_module()
+decoder = load_example("decoder")
 CFG = decoder.SIZES["test"]
 
 

@@ -3,29 +3,15 @@ equals plain NumPy implementations written here, and every CPU target equals the
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from example_modules import load_example
 
 import openinfer as oi
 from openinfer.reference.executor import Reference
 from openinfer.testing import assert_matches_reference
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_example", REPO / "examples" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-encoder, cnn = _load("encoder"), _load("cnn")
+encoder, cnn = load_example("encoder"), load_example("cnn")
 ENC = encoder.SIZES["test"]
 
 

@@ -4,11 +4,10 @@ C targets). tests/vulkan/test_vulkan_epilogues.py runs the same graph against th
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
+from example_modules import load_example
 
 import openinfer as oi
 from openinfer import QuantParams, TensorSpec
@@ -104,10 +103,7 @@ def test_no_epilogues_on_the_c_targets(tmp_path):
 
 
 def test_decoder_residuals_join_their_projections(tmp_path):
-    spec = importlib.util.spec_from_file_location("decoder_epilogues", REPO / "examples" / "decoder.py")
-    decoder = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = decoder
-    spec.loader.exec_module(decoder)
+    decoder = load_example("decoder")
     graph, weights = decoder.write(decoder.SIZES["test"], tmp_path)
     plan = Synthesizer.from_arch(VULKAN).synthesize(str(weights), str(graph), outputs={"next"})
     fused = []

@@ -5,20 +5,15 @@ computes what the reference does."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from example_modules import load_example
 from test_c_conformance import empty_model
 
 import openinfer as oi
 from openinfer.synth import program as P
 from openinfer.synth.synthesizer import Synthesizer
 from openinfer.synth.views import views
-
-REPO = Path(__file__).resolve().parents[2]
 
 #: r1: a view (t dead after it); r2: not (t is read again after u, its view, was changed);
 #: r3: not (inside the loop, w's previous value is read before the reshape writes it);
@@ -122,10 +117,7 @@ def test_results_equal_the_reference(arch):
 
 
 def test_decoder_layer_reshapes_are_views(tmp_path):
-    spec = importlib.util.spec_from_file_location("decoder_views", REPO / "examples" / "decoder.py")
-    decoder = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = decoder
-    spec.loader.exec_module(decoder)
+    decoder = load_example("decoder")
     graph, model = decoder.write(decoder.SIZES["test"], tmp_path)
     plan = Synthesizer.from_arch("x86_64-generic").synthesize(str(model), str(graph), outputs={"next"})
     calls, marks = _reshape_descs(plan.program)

@@ -15,7 +15,7 @@ from openinfer.sim import Simulator
 from openinfer.synth.synthesizer import Synthesizer
 from openinfer.testing import assert_matches_reference
 
-from .conftest import ADA_MOCK, REPO, VK_ARCH
+from .conftest import ADA_MOCK, VK_ARCH
 
 EXAMPLES = ("mlp_regression", "residual_mlp_stack", "linear_attention", "moe_routing", "streaming_pipeline",
             "kv_cache_decode", "online_weight_update", "quantized_linear", "stability_guard", "cache_window_slice",
@@ -78,13 +78,9 @@ def test_example_generates_for_ada_mock(example, name):
 @pytest.mark.parametrize("weights", ["i8", "i4"])
 def test_quantized_decoder_matches_reference(weights, tmp_path):
     """The decoder with i8 / i4 weights (dequant_matmul, scales through quant keys) on the GPU."""
-    import importlib.util
-    import sys
+    from example_modules import load_example
 
-    spec = importlib.util.spec_from_file_location("decoder_example_vk", REPO / "examples" / "decoder.py")
-    decoder = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = decoder
-    spec.loader.exec_module(decoder)
+    decoder = load_example("decoder")
     graph_path, model_path = decoder.write(decoder.with_weights(decoder.SIZES["test"], weights), tmp_path)
     sim = assert_matches_reference(oi.ModelLoader.open(model_path), oi.load_graph(graph_path), arch=VK_ARCH,
                                    feeds=[{"token": np.array([t], np.int32)} for t in (3, 17, 200)],

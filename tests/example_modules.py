@@ -1,0 +1,22 @@
+"""The scripts of examples/ as modules, for the tests that build their graphs and models."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    """examples/<name>.py, loaded once per session. It is registered in sys.modules before it
+    runs: dataclasses look their module up while a class is built."""
+    key = f"openinfer_example_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, EXAMPLES / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
