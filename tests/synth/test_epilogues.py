@@ -102,7 +102,7 @@ def test_no_epilogues_on_the_c_targets(tmp_path):
         assert not any(k.epilogue for k in plan.program.kernels), arch
 
 
-def test_decoder_residuals_join_their_projections(tmp_path):
+def test_decoder_residuals_and_swiglu_join_their_projections(tmp_path):
     decoder = load_example("decoder")
     graph, weights = decoder.write(decoder.SIZES["test"], tmp_path)
     plan = Synthesizer.from_arch(VULKAN).synthesize(str(weights), str(graph), outputs={"next"})
@@ -115,7 +115,8 @@ def test_decoder_residuals_join_their_projections(tmp_path):
             elif isinstance(s, P.Call) and plan.program.kernels[s.kernel].epilogue:
                 fused.append(s.desc)
     visit(plan.program.blocks[plan.program.entry])
-    assert fused == ["op matmul(attf,wo[l]) >> o; op add(x,o) >> x", "op matmul(g,w_down[l]) >> o; op add(x,o) >> x"]
+    assert fused == ["op matmul(attf,wo[l]) >> o; op add(x,o) >> x", "op matmul(h,w_gate[l]) >> g; op silu(g) >> g",
+                     "op matmul(h,w_up[l]) >> u; op mul(g,u) >> g", "op matmul(g,w_down[l]) >> o; op add(x,o) >> x"]
 
 
 #: fusion's liveness: t is read three times in all, yet each of its values dies (overwritten, or
