@@ -6,9 +6,11 @@ Two adjacent calls P then S fuse when
   run-time attributes and do not copy through scratch;
 - S reads P's output v, and v's value is dead after S: S overwrites v (an in-place chain such as
   `add(h, b) >> h; relu(h) >> h`), or v is read by S alone in the whole program and the host
-  cannot observe it (it is planned memory, not a pinned output), or the next statement of S's
-  block to touch v writes all of it without reading it, with no branch, yield, await or return
-  before that write (a decoder layer's `o`, the result of two projections in turn);
+  cannot observe it (it is planned memory, not a pinned output), or whatever runs next writes
+  all of v before reading it: the next statement to touch v (in a loop body: in the rest of the
+  iteration, then in both the next iteration and what follows the loop) overwrites it whole, or
+  the step ends first and the host cannot observe v; a branch, yield or await counts as a read
+  (a decoder layer's `o`, the result of two projections in turn);
 - no `barrier` or `dep` lies between them (statements are adjacent), neither call is named by a
   `dep` of the graph, and the chain stays within the descriptor's `preferences.max_kernel_ops`.
 
