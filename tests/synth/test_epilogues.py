@@ -21,7 +21,7 @@ VULKAN = REPO / "devices" / "nvidia-h200.json"
 #: (a two-step epilogue); n3: not (the sum replaces the product's own operand x3, which the
 #: product reads whole); n4: not (the product p is observable); n5: not (16 rows: the GEMM, which
 #: stores tiles); e6: the dequantizing GEMV with a residual; e7: the per-element dequant kernel
-#: (N = 7) with a bias
+#: (N = 7) with a bias; e8: a cast to f16 (the stored dtype is the epilogue's)
 GRAPH = """
 dynamic { x: f32[1, 64]; r: f32[1, 48]; x3: f32[1, 32]; a16: f32[16, 64]; c16: f32[16, 48]; r6: f32[1, 64]; }
 constant {
@@ -30,7 +30,7 @@ constant {
 }
 volatile {
     o: f32[1, 48]; y: f32[1, 48]; t3: f32[1, 32]; p: f32[1, 48]; q: f32[1, 48]; g16: f32[16, 48];
-    d6: f32[1, 64]; d7: f32[1, 7];
+    d6: f32[1, 64]; d7: f32[1, 7]; p8: f32[1, 48]; h8: f16[1, 48];
 }
 block entry {
     op matmul(x, w) >> o;
@@ -48,10 +48,12 @@ block entry {
     op add(r6, d6) >> r6;              // e6
     op dequant_matmul(x, w7, s7) >> d7;
     op add(d7, b7) >> d7;              // e7
+    op matmul(x, w) >> p8;
+    op cast(p8, to=f16) >> h8;         // e8
     return;
 }
 """
-OUTPUTS = {"r", "y", "x3", "p", "q", "g16", "r6", "d7"}
+OUTPUTS = {"r", "y", "x3", "p", "q", "g16", "r6", "d7", "h8"}
 
 
 def model(path: Path) -> Path:
@@ -87,6 +89,7 @@ def test_epilogues_where_the_target_renders_them(tmp_path):
         "op matmul(x,w) >> y; op add(y,b) >> y; op gelu(y) >> y": ["add", "gelu"],
         "op dequant_matmul(x,wq,sq) >> d6; op add(r6,d6) >> r6": ["add"],
         "op dequant_matmul(x,w7,s7) >> d7; op add(d7,b7) >> d7": ["add"],
+        "op matmul(x,w) >> p8; op cast(p8) >> h8": ["cast"],
     }
     left = sorted(d for d, k in calls(plan.program).items() if k.op == "add")
     assert left == ["op add(g16,c16) >> g16", "op add(p,b) >> q", "op add(x3,t3) >> x3"]

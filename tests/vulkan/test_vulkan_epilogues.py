@@ -25,7 +25,7 @@ def test_epilogues_match_the_reference(tmp_path):
     graph = oi.graph(GRAPH)
     ref = oi.Reference(m, graph).make_executor()
     sim = Simulator(m, graph, arch=VK_ARCH, outputs=OUTPUTS)
-    assert sum(1 for k in sim.plan.program.kernels if k.epilogue) == 4
+    assert sum(1 for k in sim.plan.program.kernels if k.epilogue) == 5
     ex = sim.make_executor()
     feeds = inputs()
     for e in (ref, ex):
