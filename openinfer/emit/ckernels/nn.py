@@ -55,9 +55,12 @@ _SDPA_UNITS = 4
 _ACC_VECTORS = 16
 #: Output channels per conv tile at most (the tile's inner loop is unrolled over them).
 _MAX_OCB = 16
-#: Multiply-adds below which a kernel stays on the calling thread (waking a worker costs tens
-#: of microseconds), and the least a pool claim should carry.
-_PAR_MACS = 1 << 21
+#: Multiply-adds below which a kernel stays on the calling thread, and the least a pool claim
+#: should carry. 2^19 multiply-adds take ~9 us on one Zen 4 core, several times what a
+#: parallel_for costs while the pool's workers spin between the kernels of a step (measured:
+#: the CNN example's 16 -> 32 channel 3x3 conv, 1.2 M multiply-adds, at 2 threads 25 -> 21 us,
+#: its step 42 -> 36 us; 2^21 kept it on one thread).
+_PAR_MACS = 1 << 19
 #: Elements below which a row kernel runs on the calling thread (exp costs ~1 ns an element).
 _PAR_ELEMS = 1 << 18
 _PAR_ELEMS_MATH = 1 << 15
