@@ -368,6 +368,15 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
                     **mm.offsets)
 
 
+def _k_slices(k: int, want: int, step: int, sums: int) -> tuple[int, int]:
+    """(slices, rows per slice) of a K split into about `want` slices of a multiple of `step` rows,
+    fewer where the extra slices' `sums` f32 values each would pass _SPLIT_K_SUMS."""
+    kr = _round_up(-(-k // want), step)
+    ksplit = min(-(-k // kr), 1 + _SPLIT_K_SUMS // sums)
+    kr = _round_up(-(-k // ksplit), step)
+    return -(-k // kr), kr
+
+
 def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int, nbatch: int, parallel: bool,
           offsets: dict, dtype: str) -> str:
     """vecmat (few rows of A) or matvec (one column of B); work split into at least two units per
@@ -386,10 +395,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int
         cw = max(lanes, 4096 // m // lanes * lanes)        # C chunk of at most 16 KiB stays in L1
         split_cw = min(cw, _round_up(-(-n // want), lanes))
         if want > 1 and split_cw * 4 < _MIN_ROW_PIECE and dtype == "f32" and nbatch == 1:
-            kr = _round_up(-(-k // want), ku)
-            ksplit = min(-(-k // kr), 1 + _SPLIT_K_SUMS // (m * n))
-            kr = _round_up(-(-k // ksplit), ku)
-            ksplit = -(-k // kr)
+            ksplit, kr = _k_slices(k, want, ku, m * n)
         if ksplit == 1:
             cw, kr = split_cw, k
         cw = min(cw, _round_up(n, lanes))
@@ -477,10 +483,7 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     split_cw = min(cw, _round_up(-(-n // want), line))
     ksplit, kr = 1, k
     if want > 1 and split_cw * bits // 8 < _MIN_ROW_PIECE:    # narrow w: slices of K, as the f32 vecmat
-        kr = _round_up(-(-k // want), 8)                      # (a multiple of every kernel's ku)
-        ksplit = min(-(-k // kr), 1 + _SPLIT_K_SUMS // (m * n))
-        kr = _round_up(-(-k // ksplit), 8)
-        ksplit = -(-k // kr)
+        ksplit, kr = _k_slices(k, want, 8, m * n)            # (8: a multiple of every kernel's ku)
     if ksplit == 1:
         cw, kr = split_cw, k
     cw = min(cw, _round_up(n, line))

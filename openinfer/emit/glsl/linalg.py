@@ -106,25 +106,32 @@ vec4 oi_bf16x4(uvec2 u) {
 }"""
 
 
-def _path(req: KernelRequest) -> str:
-    """"gemv", "gemm" (the register-blocked, cooperative-matrix or tiled kernels; which one depends
-    on the device) or "value" (one invocation per output element): emit_matmul's choice."""
+def _operands(req: KernelRequest):
+    """(a, b, product type, m, n, k, sum dtype, product dtype) of a matmul request."""
     a, b = req.own_inputs
-    product = req.epilogue.inputs[0] if req.epilogue else req.output
-    t = a.dtype
-    m = 1 if len(a.shape) == 1 else a.shape[-2]
-    kk = a.shape[-1]
-    n = 1 if len(b.shape) == 1 else b.shape[-1]
-    w = req.acc[-1] if req.acc else t
-    p = req.acc[0] if req.acc else w
-    free_order = (p == w and w.name == "f32" and a.dtype.name in ("f32", "f16", "bf16")
-                  and b.dtype.name in ("f32", "f16", "bf16") and not product.dtype.is_packed and product.numel > 0)
-    if free_order:
+    w = req.acc[-1] if req.acc else a.dtype
+    return (a, b, req.epilogue.inputs[0] if req.epilogue else req.output,
+            1 if len(a.shape) == 1 else a.shape[-2], 1 if len(b.shape) == 1 else b.shape[-1], a.shape[-1],
+            w, req.acc[0] if req.acc else w)
+
+
+def _fits_tiles(req: KernelRequest) -> bool:
+    """f32 / f64 products summed in their own type, at least 16 x 16 x 16: the tiled kernel."""
+    a, _, product, m, n, kk, w, p = _operands(req)
+    return (a.dtype.name in ("f32", "f64") and p == w == a.dtype and not product.dtype.is_packed and m >= 16
+            and n >= 16 and kk >= 16)
+
+
+def _path(req: KernelRequest) -> str:
+    """emit_matmul's choice: "gemv"; "gemm" (the register-blocked or cooperative-matrix kernel, or
+    where the device is too small for those, the tiled or per-element one); "tiled"; or "value"
+    (one invocation per output element). f32 sums of exact f32 products may be reordered (see the
+    module doc): the GEMV and GEMM paths."""
+    a, b, product, m, _, _, w, p = _operands(req)
+    if (p == w and w.name == "f32" and a.dtype.name in ("f32", "f16", "bf16") and b.dtype.name in ("f32", "f16", "bf16")
+            and not product.dtype.is_packed and product.numel > 0):
         return "gemv" if m <= GEMV_MAX_M else "gemm"
-    if (t.name in ("f32", "f64") and p == w and w == t and not product.dtype.is_packed and m >= 16 and n >= 16
-            and kk >= 16):
-        return "gemm"
-    return "value"
+    return "tiled" if _fits_tiles(req) else "value"
 
 
 def takes_epilogue(req: KernelRequest) -> bool:
@@ -136,7 +143,7 @@ def takes_epilogue(req: KernelRequest) -> bool:
         return False
     if req.op == "dequant_matmul":
         return True
-    return _path(req) != "gemm"
+    return _path(req) in ("gemv", "value")
 
 
 def stored(req: KernelRequest, k: KernelCtx, value: str, index: str) -> str:
@@ -176,19 +183,18 @@ def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
             if lct != ct:
                 product = f"{ct}({product})"
         step = "s + pr"
-    # f32 sums of exact f32 products: the order of the sums is free (see the module doc)
     path = _path(req)
     shape = (batch_shape, a_shape, b_shape, m, n, kk)
     if path == "gemv":
         return _gemv(req, k, *shape, doc)
-    if path == "gemm" and p == w and w.name == "f32":
+    if path == "gemm":
         coop = _coop_config(req, k, m, n, kk)
         if coop is not None:
             return _gemm_coop(req, k, *shape, doc, coop)
         cfg = _gemm_config(k, m, n)
         if cfg is not None:
             return _gemm(req, k, *shape, doc, cfg)
-    if path == "gemm" and t.name in ("f32", "f64") and p == w and w == t and m >= 16 and n >= 16 and kk >= 16:
+    if path != "value" and _fits_tiles(req):
         return _tiled(req, k, ct, batch_shape, a_shape, b_shape, m, n, kk, doc)
     narrow = w.name in NARROW
     lines = [f"uint bt = i / {m * n}u;", f"uint row = (i / {n}u) % {m}u;", f"uint col = i % {n}u;",
