@@ -153,6 +153,11 @@ def _gather(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return (*table[:axis], *idx, *table[axis + 1:]), False
 
 
+def transpose_perm(perm, ndim: int) -> list[int]:
+    """A kernel request's `perm` as non-negative axes (None: the dims reversed)."""
+    return [p % ndim for p in (perm if perm is not None else range(ndim - 1, -1, -1))]
+
+
 def _transpose(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     perm = attrs["perm"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..ops.shapes import transpose_perm
 from . import program as P
 from .memplan import timeline
 
@@ -36,9 +37,7 @@ def _keeps_bytes(req: P.KernelRequest) -> bool:
     """A reshape, or a transpose whose axes longer than 1 keep their order."""
     if req.op == "transpose":
         shape = req.inputs[0].shape
-        perm = req.attr("perm")
-        perm = [p % len(shape) for p in (perm if perm is not None else reversed(range(len(shape))))]
-        moved = [a for a in perm if shape[a] != 1]
+        moved = [a for a in transpose_perm(req.attr("perm"), len(shape)) if shape[a] != 1]
         return moved == sorted(moved)
     return req.op == "reshape"
 

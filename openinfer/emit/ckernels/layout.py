@@ -5,6 +5,7 @@ openinfer/ops/kernels/layout.py. Output elements are written in row-major order.
 from __future__ import annotations
 
 from ...dtypes import DTypeInfo
+from ...ops.shapes import transpose_perm
 from ...synth.program import KernelRequest
 from ..env import render
 from . import family, prototype
@@ -46,8 +47,7 @@ def emit_reshape(req: KernelRequest, name: str, renderer) -> str:
 def emit_transpose(req: KernelRequest, name: str, renderer) -> str:
     x = req.inputs[0]
     nd = len(x.shape)
-    perm = static_attr(req, "perm")
-    perm = [p % nd for p in (perm if perm is not None else range(nd - 1, -1, -1))]
+    perm = transpose_perm(static_attr(req, "perm"), nd)
     istr = contiguous_strides(x.shape)
     out_shape = [x.shape[p] for p in perm]
     mv = _move(x.dtype, "in0", out_shape, [istr[p] for p in perm], list(contiguous_strides(tuple(out_shape))))

@@ -4,6 +4,7 @@ raw bits) of output element i and main() writes it, assembling whole bytes for p
 
 from __future__ import annotations
 
+from ...ops.shapes import transpose_perm
 from ...synth.program import KernelRequest
 from ..ckernels.common import contiguous_strides, numel
 from . import Body, family
@@ -45,8 +46,7 @@ def emit_reshape(req: KernelRequest, k: KernelCtx) -> Body:
 def emit_transpose(req: KernelRequest, k: KernelCtx) -> Body:
     x = req.inputs[0]
     nd = len(x.shape)
-    perm = k.static("perm")
-    perm = [p % nd for p in (perm if perm is not None else range(nd - 1, -1, -1))]
+    perm = transpose_perm(k.static("perm"), nd)
     istr = contiguous_strides(x.shape)
     out_shape = [x.shape[p] for p in perm]
     idx = index_expr("i", out_shape, [istr[p] for p in perm])
