@@ -56,6 +56,18 @@ def _reads(s: P.Statement) -> list[str]:
     return []
 
 
+def _writes(s: P.Statement) -> list[str]:
+    if isinstance(s, P.Call):
+        return [s.output.var] + ([s.copy_to.var] if s.copy_to else [])
+    if isinstance(s, P.Copy):
+        return [s.dst.var]
+    if isinstance(s, P.TableRead):
+        return [s.dst]
+    if isinstance(s, (P.ScalarStep, P.StateReset)):
+        return [s.var]
+    return []
+
+
 def _touches(s: P.Statement, v: str) -> bool:
     """Whether s reads or writes v (branches, yields, awaits and returns count as touching
     everything: what runs after them is not in this block)."""
@@ -63,10 +75,7 @@ def _touches(s: P.Statement, v: str) -> bool:
         return True
     if isinstance(s, P.Loop):
         return v in _reads(s) or any(_touches(b, v) for b in s.body)
-    written = {P.Call: lambda c: [c.output.var] + ([c.copy_to.var] if c.copy_to else []),
-               P.Copy: lambda c: [c.dst.var], P.TableRead: lambda c: [c.dst],
-               P.ScalarStep: lambda c: [c.var], P.StateReset: lambda c: [c.var]}.get(type(s))
-    return v in _reads(s) or (written is not None and v in written(s))
+    return v in _reads(s) or v in _writes(s)
 
 
 def _read_counts(prog: P.Program) -> dict[str, int]:
