@@ -111,10 +111,27 @@ class Avx2Renderer(CRenderer):
         emit = _EMITTERS.get(req.op)
         body = emit(self, req, name) if emit is not None else None
         if body is None:
-            if req.packed:
-                raise SynthesisError(f"internal: {name} takes packed inputs but has no {self.isa} kernel")
+            if req.packed or req.epilogue:
+                what = "packed inputs" if req.packed else "an epilogue"
+                raise SynthesisError(f"internal: {name} takes {what} but has no {self.isa} kernel")
             return super().kernel(req, name)
         return KernelSource(name, prototype(req, name), body, tuple(pack_prototype(req, name, i) for i in req.packed))
+
+    @classmethod
+    def epilogue_for(cls, device) -> Callable[[KernelRequest], bool]:
+        """Which matmuls take an element-wise epilogue (openinfer/synth/fusion.py): the f32 ones,
+        applied to each piece of the result while it is still in L1. The GEMV paths compute a
+        piece in a scratch buffer and store chain(piece) (so the chain may read the output's old
+        value, a residual added in place); the GEMM applies the chain to its finished tiles in
+        place, so it takes chains that read no operand aliasing the output."""
+        def ok(req: KernelRequest) -> bool:
+            if req.op != "matmul" or req.mode != "normal" or _epilogue(req) is None:
+                return False
+            mm = _matmul_problem(cls, device, req)
+            if mm is None or mm.dtype != "f32":
+                return False
+            return mm.n == 1 or mm.m <= _SKINNY or (mm.gemm and not req.epilogue.aliased)
+        return ok
 
     @classmethod
     def packed_inputs_for(cls, device) -> Callable[[KernelRequest], dict[int, int]]:
@@ -227,20 +244,14 @@ def _step(req: KernelRequest, j: int, args: list[str]) -> tuple[dict, list[dict]
     return step, list(consts.values())
 
 
-@emitter(*_ELEMENTWISE, "fused")
-def _elementwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
-    out = req.output
-    if _dtype(req) != "f32" or out.numel == 0:
-        return None
-    view = rows_view(out.shape, [t.shape for t in req.inputs])
-    if view is None:
-        return None
-    rows, inner, kinds = view
+def _chain(req: KernelRequest) -> tuple[list[dict], list[dict]] | None:
+    """Template steps and float constants of an element-wise request, one op or a fused chain
+    whose arguments are x<i> (input i) or s<j> (step j's value); None if a step has no vector form."""
     if req.op == "fused":
         chain = [(step, [f"x{i}" if src == "in" else f"s{i}" for src, i in args])
                  for step, args in zip(req.chain, req.chain_args, strict=True)]
     else:
-        chain = [(req, [f"x{i}" for i in range(len(kinds))])]
+        chain = [(req, [f"x{i}" for i in range(len(req.inputs))])]
     steps, consts = [], []
     for j, (step_req, args) in enumerate(chain):
         described = _step(step_req, j, args)
@@ -248,12 +259,49 @@ def _elementwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
             return None
         steps.append(described[0])
         consts += described[1]
-    math_ops = any(s["op"] in _MATH for s in steps)
+    return steps, consts
+
+
+def _used_kinds(steps: list[dict], kinds: list[str]) -> list[str]:
+    """kinds with the inputs no step reads marked `unused`."""
     used = {int(a[1:]) for s in steps for a in s["args"] if a[0] == "x"}
-    kinds = [kind if i in used else "unused" for i, kind in enumerate(kinds)]
-    return r.render("elementwise.c.j2", req, name, ("core", "math") if math_ops else ("core",), inputs=kinds,
-                    inner=inner, steps=steps, consts=consts,
+    return [kind if i in used else "unused" for i, kind in enumerate(kinds)]
+
+
+@emitter(*_ELEMENTWISE, "fused")
+def _elementwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
+    out = req.output
+    if _dtype(req) != "f32" or out.numel == 0:
+        return None
+    view = rows_view(out.shape, [t.shape for t in req.inputs])
+    described = _chain(req)
+    if view is None or described is None:
+        return None
+    rows, inner, kinds = view
+    steps, consts = described
+    math_ops = any(s["op"] in _MATH for s in steps)
+    return r.render("elementwise.c.j2", req, name, ("core", "math") if math_ops else ("core",),
+                    inputs=_used_kinds(steps, kinds), inner=inner, steps=steps, consts=consts,
                     **_units(rows, inner, r.vec.lanes, _PAR_ELEMS_MATH if math_ops else _PAR_ELEMS))
+
+
+def _epilogue(req: KernelRequest) -> dict | None:
+    """The template description of a matmul's epilogue (templates/c/avx/epilogue.c.j2), None if
+    the request has none; the `epilogue_for` predicate only accepts chains that have one."""
+    epi = req.epilogue
+    if epi is None or _dtype(epi) != "f32" or epi.runtime_attrs:
+        return None
+    view = rows_view(epi.output.shape, [t.shape for t in epi.inputs])
+    described = _chain(epi)
+    if view is None or described is None:
+        return None
+    _, inner, kinds = view
+    steps, consts = described
+    own = len(req.own_inputs)
+    # the epilogue's input 0 is the product; its input i > 0 is the kernel's parameter in<own + i - 1>
+    return {"inner": inner, "inputs": _used_kinds(steps, kinds), "params": [f"in{own + i - 1}" for i in
+            range(1, len(kinds))], "steps": steps, "consts": consts,
+            "math": any(s["op"] in _MATH for s in steps)}
 
 
 # ---------------------------------------------------------------------------------------- matmul
@@ -313,7 +361,7 @@ def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
         return None
     if dtype != "f32" and not (req.acc and (dtype == "bf16" or "f16c" in device.features or r.vec.bits == 512)):
         return None       # f16 / bf16 without an f32 accumulator rounds after every add: portable C
-    a, b = req.inputs
+    a, b = req.own_inputs
     a2 = (1,) + a.shape if len(a.shape) == 1 else a.shape
     b2 = b.shape + (1,) if len(b.shape) == 1 else b.shape
     m, k, n = a2[-2], a2[-1], b2[-1]
@@ -362,7 +410,9 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
         edge = (-(-rest // lanes), rest % lanes)
         cols.append(edge)
     rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
-    return r.render("gemm.c.j2", req, name, ("core",), m=m, n=n, k=k, mr=mr, nv=nv, nr=nr, kc=kc, nc=nc,
+    epi = _epilogue(req)
+    return r.render("gemm.c.j2", req, name, ("core", "math") if epi and epi["math"] else ("core",), m=m, n=n, k=k,
+                    mr=mr, nv=nv, nr=nr, kc=kc, nc=nc, epi=epi,
                     nblocks=-(-n // nc), batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols],
                     row_kernels=rows, full_nv=n >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
                     **mm.offsets)
@@ -384,6 +434,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int
     column chunks of B, or, where those chunks would cut B's rows into pieces shorter than
     _MIN_ROW_PIECE, slices of K whose sums are added after the pool has run them (f32, one batch)."""
     lanes = r.vec.lanes
+    epi = _epilogue(req)
     want = -(-2 * r.device.threads // nbatch) if parallel else 1
     ksplit, kr = 1, k
     if n == 1:
@@ -400,11 +451,14 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int
             cw, kr = split_cw, k
         cw = min(cw, _round_up(n, lanes))
         nunits = -(-n // cw)
-        extra = {"kind": "vecmat", "cw": cw, "ldc": n if dtype == "f32" else cw, "ku": ku, "skinny": _SKINNY}
+        # C's row stride: the output's, or a scratch chunk's (a half output's f32 sums; an epilogue's product)
+        ldc = n if dtype == "f32" and (epi is None or ksplit > 1) else cw
+        extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "ku": ku, "skinny": _SKINNY}
     units = nbatch * nunits * ksplit
-    return r.render("gemv.c.j2", req, name, ("core",) if dtype == "f32" else ("core", dtype), m=m, n=n, k=k,
+    sections = ("core",) if dtype == "f32" else ("core", dtype)
+    return r.render("gemv.c.j2", req, name, sections + (("math",) if epi and epi["math"] else ()), m=m, n=n, k=k,
                     nunits=nunits, units=units, parallel=parallel and units > 1, dtype=dtype, ksplit=ksplit, kr=kr,
-                    **extra, **offsets)
+                    epi=epi, **extra, **offsets)
 
 
 # ---------------------------------------------------------------------------------------- reductions, rows

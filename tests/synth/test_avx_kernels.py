@@ -31,7 +31,7 @@ from openinfer.reference.executor import Reference
 from openinfer.resources import hal_dir
 from openinfer.sim import Simulator
 from openinfer.synth import devices
-from openinfer.synth.program import KernelRequest
+from openinfer.synth.program import Call, KernelRequest
 from openinfer.synth.synthesizer import Synthesizer, renderer_for
 
 DEVICES = ("x86_64-avx2", "x86_64-avx512")
@@ -53,8 +53,10 @@ def special(x: np.ndarray) -> np.ndarray:
 
 
 def run(tmp_path: Path, device: str, text: str, weights: dict, inputs: dict, outputs: list[str],
-        threads: tuple[str, ...] = ("",), build_options: list[str] | None = None) -> Simulator:
-    """Build `text` for `device`; compare `outputs` with the reference for each OI_NUM_THREADS."""
+        threads: tuple[str, ...] = ("",), build_options: list[str] | None = None,
+        only_outputs: bool = False) -> Simulator:
+    """Build `text` for `device`; compare `outputs` with the reference for each OI_NUM_THREADS.
+    only_outputs: the host observes `outputs` alone (other variables may be fused away)."""
     model = tmp_path / "model.oinf"
     oi.write_oinf(model, weights or {"unused": np.zeros(1, np.float32)})
     m = oi.ModelLoader.open(model)
@@ -62,7 +64,7 @@ def run(tmp_path: Path, device: str, text: str, weights: dict, inputs: dict, out
     ref = Reference(m, graph).make_executor()
     ref.insert(**inputs)
     ref.run_step()
-    sim = Simulator(m, graph, arch=device, build_options=build_options)
+    sim = Simulator(m, graph, arch=device, build_options=build_options, outputs=outputs if only_outputs else None)
     for n_threads in threads:
         with pytest.MonkeyPatch.context() as mp:     # the pool's size is read when the model is created
             if n_threads:
@@ -261,12 +263,93 @@ def test_matmul(tmp_path, device):
     check_matmuls(tmp_path, device)
 
 
+#: matmul epilogues (avx.py `epilogue_for`): every chain after a matmul below joins its kernel
+#: except the last (a GEMM whose chain reads the output's old value). Paths: vecmat (1 and 3 rows
+#: of A), the vecmat split along K at 2 threads (x3 @ w3), matvec (wv @ v), the GEMM with 3 K
+#: slices (a @ wa), a batch of A rows sharing B, and the parallel GEMM over a pre-packed B (ap @ wp).
+#: Inputs of the chains: full, row (bias), col, scalar, the output itself (a residual in place).
+EPILOGUES = """
+dynamic {
+    x: f32[1, 65]; r: f32[1, 129]; x3: f32[3, 701]; r3: f32[3, 100]; c3: f32[3, 1]; s1: f32[1];
+    v: f32[257]; rv: f32[300]; a: f32[31, 300]; c31: f32[31, 47]; col31: f32[31, 1]; ab: f32[2, 17, 9];
+    r17: f32[2, 17, 31]; ap: f32[130, 300]; ar: f32[40, 65]; res: f32[40, 129];
+}
+constant {
+    w: f32[65, 129]; b: f32[129]; w3: f32[701, 100]; wv: f32[300, 257]; wa: f32[300, 47]; ba: f32[47];
+    wb: f32[9, 31]; wp: f32[300, 257]; bp: f32[257];
+}
+volatile {
+    y1: f32[1, 129]; y2: f32[1, 129]; t3: f32[3, 100]; o3: f32[3, 100]; mv: f32[300]; g: f32[31, 47];
+    g2: f32[31, 47]; gb: f32[2, 17, 31]; gp: f32[130, 257]; gr: f32[40, 129];
+}
+block entry {
+    op matmul(x, w) >> y1;
+    op add(r, y1) >> r;
+    op matmul(x, w) >> y2;
+    op add(y2, b) >> y2;
+    op gelu(y2) >> y2;
+    op matmul(x3, w3) >> t3;
+    op add(r3, t3) >> r3;
+    op silu(r3) >> r3;
+    op matmul(x3, w3) >> o3;
+    op mul(o3, c3) >> o3;
+    op add(o3, s1) >> o3;
+    op matmul(wv, v) >> mv;
+    op add(rv, mv) >> rv;
+    op relu(rv) >> rv;
+    op matmul(a, wa) >> g;
+    op add(g, ba) >> g;
+    op gelu(g) >> g;
+    op matmul(a, wa) >> g2;
+    op add(g2, c31) >> g2;
+    op mul(g2, col31) >> g2;
+    op matmul(ab, wb) >> gb;
+    op add(gb, r17) >> gb;
+    op matmul(ap, wp) >> gp;
+    op add(gp, bp) >> gp;
+    op relu(gp) >> gp;
+    op matmul(ar, w) >> gr;
+    op add(res, gr) >> res;
+    return;
+}
+"""
+EPILOGUE_OUTPUTS = ["r", "y2", "r3", "o3", "rv", "g", "g2", "gb", "gp", "res"]
+
+
+def check_epilogues(tmp_path: Path, device: str, build_options: list[str] | None = None) -> None:
+    rng = np.random.default_rng(11)
+    graph = oi.graph(EPILOGUES)
+    shapes = {name: tuple(int(d) for d in v.dims) for name, v in graph.vars.items()}
+    weights = {n: rng.standard_normal(shapes[n]).astype(np.float32)
+               for n in ("w", "b", "w3", "wv", "wa", "ba", "wb", "wp", "bp")}
+    inputs = {n: rng.standard_normal(shapes[n]).astype(np.float32)
+              for n in ("x", "r", "x3", "r3", "c3", "s1", "v", "rv", "a", "c31", "col31", "ab", "r17", "ap", "ar",
+                        "res")}
+    special(inputs["r"])                # NaN, infinities, signed zeros through a residual
+    special(inputs["c31"])
+    sim = run(tmp_path, device, EPILOGUES, weights, inputs, EPILOGUE_OUTPUTS, threads=("1", "2"),
+              build_options=build_options, only_outputs=True)
+    fused = sorted(s.desc.split(";")[0] for s in sim.plan.program.blocks["entry"]
+                   if isinstance(s, Call) and sim.plan.program.kernels[s.kernel].epilogue)
+    assert fused == sorted(f"op matmul({a},{b}) >> {o}" for a, b, o in (
+        ("x", "w", "y1"), ("x", "w", "y2"), ("x3", "w3", "t3"), ("x3", "w3", "o3"), ("wv", "v", "mv"),
+        ("a", "wa", "g"), ("a", "wa", "g2"), ("ab", "wb", "gb"), ("ap", "wp", "gp"))), device
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_epilogues(tmp_path, device):
+    check_epilogues(tmp_path, device)
+
+
 def _sanitized_child(directory: str) -> int:
     """Runs in the child interpreter (libasan preloaded)."""
     os.environ["OI_CACHE_DIR"] = str(Path(directory) / "cache")
     for device in DEVICES:
         (Path(directory) / device).mkdir()
         check_matmuls(Path(directory) / device, device, SANITIZE)
+        (Path(directory) / device / "epilogues").mkdir()
+        check_epilogues(Path(directory) / device / "epilogues", device, SANITIZE)
     print("sanitized matmuls: ok", flush=True)
     return 0
 

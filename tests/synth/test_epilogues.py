@@ -1,6 +1,7 @@
 """Matmul epilogues (openinfer/synth/fusion.py): which element-wise calls join the matmul before
-them as its epilogue, on a target that renders epilogues (Vulkan) and on one that does not (the
-C targets). tests/vulkan/test_vulkan_epilogues.py runs the same graph against the reference."""
+them as its epilogue, on the targets that render epilogues (Vulkan, AVX2, AVX-512) and on one
+that does not (portable C). tests/vulkan/test_vulkan_epilogues.py runs the same graph against the
+reference."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ VULKAN = REPO / "devices" / "nvidia-h200.json"
 
 #: e1: a residual added in place (x[i] read, then the sum written: one kernel); e2: bias and GELU
 #: (a two-step epilogue); n3: not (the sum replaces the product's own operand x3, which the
-#: product reads whole); n4: not (the product p is observable); n5: not (16 rows: the GEMM, which
-#: stores tiles); e6: the dequantizing GEMV with a residual; e7: the per-element dequant kernel
-#: (N = 7) with a bias; e8: a cast to f16 (the stored dtype is the epilogue's)
+#: product reads whole); n4: not (the product p is observable); n5: not on Vulkan (16 rows: the
+#: GEMM, which stores tiles), but on AVX (its chain reads no operand aliasing the output); e6: the
+#: dequantizing GEMV with a residual; e7: the per-element dequant kernel (N = 7) with a bias; e8: a
+#: cast to f16 (the stored dtype is the epilogue's)
 GRAPH = """
 dynamic { x: f32[1, 64]; r: f32[1, 48]; x3: f32[1, 32]; a16: f32[16, 64]; c16: f32[16, 48]; r6: f32[1, 64]; }
 constant {
@@ -98,11 +100,21 @@ def test_epilogues_where_the_target_renders_them(tmp_path):
         (("in", 1), ("in", 0)),)          # r + product, the operands in the add's order
 
 
-def test_no_epilogues_on_the_c_targets(tmp_path):
+def test_epilogues_on_the_c_targets(tmp_path):
+    """The AVX targets fuse f32 matmul epilogues of vector ops (the GEMM too, its chain reading no
+    operand aliasing the output), not the dequantizing kernels nor a cast; portable C fuses none.
+    tests/synth/test_avx_kernels.py runs such chains against the reference."""
     m = model(tmp_path / "m.oinf")
-    for arch in ("x86_64-generic", "x86_64-avx512"):
+    plan = Synthesizer.from_arch("x86_64-generic").synthesize(str(m), oi.graph(GRAPH), outputs=OUTPUTS)
+    assert not any(k.epilogue for k in plan.program.kernels)
+    for arch in ("x86_64-avx2", "x86_64-avx512"):
         plan = Synthesizer.from_arch(arch).synthesize(str(m), oi.graph(GRAPH), outputs=OUTPUTS)
-        assert not any(k.epilogue for k in plan.program.kernels), arch
+        got = {d: [s.op for s in k.epilogue.chain] for d, k in calls(plan.program).items() if k.epilogue}
+        assert got == {
+            "op matmul(x,w) >> o; op add(r,o) >> r": ["add"],
+            "op matmul(x,w) >> y; op add(y,b) >> y; op gelu(y) >> y": ["add", "gelu"],
+            "op matmul(a16,w) >> g16; op add(g16,c16) >> g16": ["add"],
+        }, arch
 
 
 def test_decoder_residuals_and_swiglu_join_their_projections(tmp_path):

@@ -56,8 +56,9 @@ class KernelSource:
 def prototype(req: KernelRequest, name: str) -> str:
     from ..cstyle import ctype
 
-    # An in-place kernel's output is one of its inputs: no pointer may then be `restrict`.
-    r = "" if req.aliased else "restrict "
+    # An in-place kernel's output is one of its inputs (its own, or its epilogue's): no pointer
+    # may then be `restrict`.
+    r = "" if req.aliased or (req.epilogue and req.epilogue.aliased) else "restrict "
     params = ["const oi_kctx *ctx"]
     params += [f"const {ctype(t.dtype)} *{r}in{i}" for i, t in enumerate(req.inputs)]
     params.append(f"{ctype(req.output.dtype)} *{r}out")
