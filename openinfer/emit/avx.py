@@ -119,13 +119,18 @@ class Avx2Renderer(CRenderer):
 
     @classmethod
     def epilogue_for(cls, device) -> Callable[[KernelRequest], bool]:
-        """Which matmuls take an element-wise epilogue (openinfer/synth/fusion.py): the f32 ones,
-        applied to each piece of the result while it is still in L1. The GEMV paths compute a
-        piece in a scratch buffer and store chain(piece) (so the chain may read the output's old
-        value, a residual added in place); the GEMM applies the chain to its finished tiles in
-        place, so it takes chains that read no operand aliasing the output."""
+        """Which matmuls take an element-wise epilogue (openinfer/synth/fusion.py): the f32 ones
+        and the dequantizing GEMVs, the chain applied to each piece of the result while it is
+        still in L1. The GEMV paths compute a piece in a scratch buffer and store chain(piece) (so
+        the chain may read the output's old value, a residual added in place); the GEMM applies
+        the chain to its finished tiles in place, so it takes chains that read no operand
+        aliasing the output."""
         def ok(req: KernelRequest) -> bool:
-            if req.op != "matmul" or req.mode != "normal" or _epilogue(req) is None:
+            if req.mode != "normal" or _epilogue(req) is None:
+                return False
+            if req.op == "dequant_matmul":
+                return _dequant_covered(req)
+            if req.op != "matmul":
                 return False
             mm = _matmul_problem(cls, device, req)
             if mm is None or mm.dtype != "f32":
@@ -515,19 +520,28 @@ def _dq_kernel(r: Avx2Renderer, rows: int, bits: int) -> tuple[int, int, int]:
     return rows, ku, vs
 
 
+def _dequant_covered(req: KernelRequest) -> bool:
+    """f32 x with i8 / u8 / i4 / u4 weights (4-bit: N even) into f32: the dequant kernel's requests."""
+    x, w = req.own_inputs[:2]
+    k, n = w.shape
+    m = x.shape[0] if len(x.shape) == 2 else 1
+    return (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc
+            and w.dtype.name in ("i8", "u8", "i4", "u4") and 0 not in (m, n, k)
+            and not (w.dtype.name in ("i4", "u4") and n % 2))
+
+
 @emitter("dequant_matmul")
 def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
-    """f32 x with i8 / u8 / i4 / u4 weights (4-bit: N even); anything else is the portable kernel."""
-    x, w, scale = req.inputs[:3]
-    zp = req.inputs[3] if len(req.inputs) > 3 else None
-    wt = w.dtype.name
-    if x.dtype.name != "f32" or req.output.dtype.name != "f32" or req.acc or wt not in ("i8", "u8", "i4", "u4"):
+    """The kernel `_dequant_covered` describes; anything else is the portable kernel."""
+    if not _dequant_covered(req):
         return None
+    x, w, scale = req.own_inputs[:3]
+    zp = req.own_inputs[3] if len(req.own_inputs) > 3 else None
+    wt = w.dtype.name
     bits = 4 if wt in ("i4", "u4") else 8
     k, n = w.shape
     m = x.shape[0] if len(x.shape) == 2 else 1
-    if 0 in (m, n, k) or (bits == 4 and n % 2):
-        return None
+    epi = _epilogue(req)
     line = 128 if bits == 4 else 64
     rows = [_DQ_MR] * (m >= _DQ_MR) + [m % _DQ_MR] * bool(m % _DQ_MR)
     groups = -(-m // _DQ_MR)
@@ -546,7 +560,8 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     doc = (f"dequant_matmul: f32{list(x.shape)} @ dequantize({wt}{list(w.shape)}, "
            f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale{', zero point' if zp else ''}) "
            f"-> f32{list(req.output.shape)}")
-    return r.render("dequant.c.j2", req, name, ("core",), doc=doc, m=m, n=n, k=k, wt=wt, bits=bits,
+    return r.render("dequant.c.j2", req, name, ("core", "math") if epi and epi["math"] else ("core",), doc=doc,
+                    m=m, n=n, k=k, wt=wt, bits=bits, epi=epi, ldc=cw if epi and ksplit == 1 else n,
                     signed=wt[0] == "i", zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
                     scale_channel=scale.numel > 1, mr=_DQ_MR, kernels=[_dq_kernel(r, i, bits) for i in rows], cw=cw,
                     groups=groups, nunits=nunits, units=units, ksplit=ksplit, kr=kr, parallel=parallel and units > 1)

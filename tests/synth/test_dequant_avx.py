@@ -15,6 +15,7 @@ The same graph is also built with -fsanitize=address,undefined and run in a chil
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from pathlib import Path
 
@@ -108,9 +109,56 @@ def _cases(rng):
     body.append("  op dequant_matmul(x_spk, w_spk, s_spk, z_spk) >> y_spk;\n")
     with np.errstate(invalid="ignore"):
         want["y_spk"] = x.astype(np.float64) @ ((w - z.astype(np.float64)) * s)
+    _epilogue_cases(rng, weights, inputs, decl_dyn, decl_const, decl_out, body, want)
     text = (f"dynamic {{ {' '.join(decl_dyn)} }}\nconstant {{ {' '.join(decl_const)} }}\n"
             f"volatile {{ {' '.join(decl_out)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
     return text, weights, inputs, want
+
+
+#: epilogues (avx.py `epilogue_for`): name -> (x operand, weights, epilogue statements after
+#: `>> p_<name>`, extra inputs). Paths: one row group over column chunks (e_res: a residual in place),
+#: three rows with per-channel zero points (bias, GELU), the K slices (a residual in place, SiLU),
+#: the exact loop of a non-finite row of x (times a per-row column), two row-group kernels over the
+#: pool (bias).
+EPILOGUES = {
+    "e_res": ("x_i8_wide", "w_i8_wide, s_i8_wide, z_i8_wide", ["add(r_e_res, p_e_res) >> r_e_res"],
+              {"r_e_res": (1, 1030)}),
+    "e_gelu": ("x_u4_k3e", "w_u4_m5, s_u4_m5, z_u4_m5",
+               ["add(p_e_gelu, b_e_gelu) >> p_e_gelu", "gelu(p_e_gelu) >> p_e_gelu"], {"b_e_gelu": (256,)}),
+    "e_slices": ("x_e_slices", "w_spk, s_spk, z_spk", ["add(r_e_slices, p_e_slices) >> r_e_slices",
+                                                       "silu(r_e_slices) >> r_e_slices"], {"r_e_slices": (2, 520)}),
+    "e_exact": ("x_sp", "w_sp, s_sp, z_sp", ["mul(p_e_exact, c_e_exact) >> p_e_exact"], {"c_e_exact": (3, 1)}),
+    "e_par": ("x_u4_par", "w_u4_par, s_u4_par, z_u4_par", ["add(p_e_par, b_e_par) >> p_e_par"], {"b_e_par": (4100,)}),
+}
+
+
+def _epilogue_cases(rng, weights, inputs, decl_dyn, decl_const, decl_out, body, want) -> None:
+    """EPILOGUES added to _cases' graph; `want` gets each chain's result, not the product."""
+    x_m5 = inputs["x_u4_m5"]
+    inputs["x_u4_k3e"], inputs["x_e_slices"] = x_m5[:3].copy(), rng.standard_normal((2, 1100)).astype(np.float32)
+    decl_dyn += ["x_u4_k3e: f32[3, 129];", "x_e_slices: f32[2, 1100];"]
+    products = {}
+    for name, (x, operands, chain, extra) in EPILOGUES.items():
+        ws = [weights[o.strip()] for o in operands.split(",")]
+        w, sc, z = (t.data if isinstance(t, TensorSpec) else t for t in ws)
+        with np.errstate(invalid="ignore"):
+            products[name] = inputs[x].astype(np.float64) @ ((w - z.astype(np.float64)) * sc)
+        out = products[name].shape
+        decl_out.append(f"p_{name}: f32[{', '.join(map(str, out))}];")
+        body.append(f"  op dequant_matmul({x}, {operands}) >> p_{name};\n")
+        body += [f"  op {c};\n" for c in chain]
+        for v, shape in extra.items():
+            inputs[v] = rng.standard_normal(shape).astype(np.float32)
+            decl_dyn.append(f"{v}: f32[{', '.join(map(str, shape))}];")
+    erf = np.vectorize(math.erf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want["r_e_res"] = inputs["r_e_res"] + products["e_res"]
+        y = products["e_gelu"] + inputs["b_e_gelu"]
+        want["p_e_gelu"] = 0.5 * y * (1 + erf(y / math.sqrt(2)))
+        y = inputs["r_e_slices"] + products["e_slices"]
+        want["r_e_slices"] = y / (1 + np.exp(-y))
+        want["p_e_exact"] = products["e_exact"] * inputs["c_e_exact"]
+        want["p_e_par"] = products["e_par"] + inputs["b_e_par"]
 
 
 def check(tmp_path, device: str, threads=("1", "2"), build_options=None, env=None) -> Simulator:
@@ -118,7 +166,8 @@ def check(tmp_path, device: str, threads=("1", "2"), build_options=None, env=Non
     text, weights, inputs, want = _cases(rng)
     path = tmp_path / "dq.oinf"
     oi.write_oinf(path, weights)
-    sim = Simulator(oi.ModelLoader.open(path), oi.graph(text), arch=device, build_options=build_options)
+    sim = Simulator(oi.ModelLoader.open(path), oi.graph(text), arch=device, build_options=build_options,
+                    outputs=set(want))
     env = env if env is not None else pytest.MonkeyPatch.context
     f32 = lookup("f32")
     for n_threads in threads:
@@ -150,6 +199,8 @@ def test_dequant_matmul_avx(tmp_path, device):
     ops = [k.op for k in sim.program.kernels]
     vector = sum(f"_k{i}_dequant_matmul_units(" in kernels for i, op in enumerate(ops) if op == "dequant_matmul")
     assert vector == ops.count("dequant_matmul") - 1     # all but the 4-bit weights with odd N
+    fused = sorted(k.output.shape for k in sim.program.kernels if k.op == "dequant_matmul" and k.epilogue)
+    assert fused == sorted(((1, 1030), (3, 256), (2, 520), (3, 64), (5, 4100)))     # each EPILOGUES chain
 
 
 def _sanitized_child(directory: str) -> int:

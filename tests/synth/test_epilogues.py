@@ -101,9 +101,10 @@ def test_epilogues_where_the_target_renders_them(tmp_path):
 
 
 def test_epilogues_on_the_c_targets(tmp_path):
-    """The AVX targets fuse f32 matmul epilogues of vector ops (the GEMM too, its chain reading no
-    operand aliasing the output), not the dequantizing kernels nor a cast; portable C fuses none.
-    tests/synth/test_avx_kernels.py runs such chains against the reference."""
+    """The AVX targets fuse epilogues of vector ops after f32 matmuls (the GEMM too, its chain
+    reading no operand aliasing the output) and dequantizing GEMVs, not a cast; portable C fuses
+    none. tests/synth/test_avx_kernels.py and test_dequant_avx.py run such chains against the
+    reference."""
     m = model(tmp_path / "m.oinf")
     plan = Synthesizer.from_arch("x86_64-generic").synthesize(str(m), oi.graph(GRAPH), outputs=OUTPUTS)
     assert not any(k.epilogue for k in plan.program.kernels)
@@ -114,6 +115,8 @@ def test_epilogues_on_the_c_targets(tmp_path):
             "op matmul(x,w) >> o; op add(r,o) >> r": ["add"],
             "op matmul(x,w) >> y; op add(y,b) >> y; op gelu(y) >> y": ["add", "gelu"],
             "op matmul(a16,w) >> g16; op add(g16,c16) >> g16": ["add"],
+            "op dequant_matmul(x,wq,sq) >> d6; op add(r6,d6) >> r6": ["add"],
+            "op dequant_matmul(x,w7,s7) >> d7; op add(d7,b7) >> d7": ["add"],
         }, arch
 
 
