@@ -129,13 +129,13 @@ class Avx2Renderer(CRenderer):
             if req.mode != "normal" or _epilogue(req) is None:
                 return False
             if req.op == "dequant_matmul":
-                return _dequant_covered(req)
+                return _dequant_problem(req) is not None
             if req.op != "matmul":
                 return False
             mm = _matmul_problem(cls, device, req)
             if mm is None or mm.dtype != "f32":
                 return False
-            return mm.n == 1 or mm.m <= _SKINNY or (mm.gemm and not req.epilogue.aliased)
+            return mm.gemv or (mm.gemm and not req.epilogue.aliased)
         return ok
 
     @classmethod
@@ -304,9 +304,15 @@ def _epilogue(req: KernelRequest) -> dict | None:
     steps, consts = described
     own = len(req.own_inputs)
     # the epilogue's input 0 is the product; its input i > 0 is the kernel's parameter in<own + i - 1>
-    return {"inner": inner, "inputs": _used_kinds(steps, kinds), "params": [f"in{own + i - 1}" for i in
-            range(1, len(kinds))], "steps": steps, "consts": consts,
-            "math": any(s["op"] in _MATH for s in steps)}
+    params = [f"in{own + i - 1}" for i in range(1, len(kinds))]
+    return {"inner": inner, "inputs": _used_kinds(steps, kinds), "params": params, "steps": steps, "consts": consts,
+            "math": any(s["op"] in _MATH for s in steps),
+            "init": f", .epi = {{{', '.join([*params, 'out'])}}}"}      # the kernel args' designated initializer
+
+
+def _sections(epi: dict | None, *sections: str) -> tuple[str, ...]:
+    """The prelude sections of a matmul kernel: `sections`, and the math functions its epilogue uses."""
+    return sections + ("math",) if epi and epi["math"] else sections
 
 
 # ---------------------------------------------------------------------------------------- matmul
@@ -355,6 +361,11 @@ class _MatmulProblem:
     dtype: str
 
     @property
+    def gemv(self) -> bool:
+        """The GEMV paths (one column of B, or at most _SKINNY rows of A), which stream the matrix."""
+        return self.n == 1 or self.m <= _SKINNY
+
+    @property
     def gemm(self) -> bool:
         """The packed GEMM path (f32 with more than a few rows of A and columns of B)."""
         return self.n != 1 and self.m > _SKINNY and self.dtype == "f32"
@@ -398,7 +409,7 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
         return None
     m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
     parallel = nbatch * m * n * k >= _PAR_MACS
-    if n == 1 or m <= _SKINNY:
+    if mm.gemv:
         matrix = req.inputs[0 if n == 1 else 1]                # read once, from memory
         streamed = nbatch * (m if n == 1 else n) * k * matrix.dtype.itemsize
         parallel = parallel or streamed >= _PAR_STREAM_BYTES
@@ -416,8 +427,8 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
         cols.append(edge)
     rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
     epi = _epilogue(req)
-    return r.render("gemm.c.j2", req, name, ("core", "math") if epi and epi["math"] else ("core",), m=m, n=n, k=k,
-                    mr=mr, nv=nv, nr=nr, kc=kc, nc=nc, epi=epi,
+    return r.render("gemm.c.j2", req, name, _sections(epi, "core"), m=m, n=n, k=k, mr=mr, nv=nv, nr=nr, kc=kc,
+                    nc=nc, epi=epi,
                     nblocks=-(-n // nc), batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols],
                     row_kernels=rows, full_nv=n >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
                     **mm.offsets)
@@ -460,8 +471,8 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int
         ldc = n if dtype == "f32" and (epi is None or ksplit > 1) else cw
         extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "ku": ku, "skinny": _SKINNY}
     units = nbatch * nunits * ksplit
-    sections = ("core",) if dtype == "f32" else ("core", dtype)
-    return r.render("gemv.c.j2", req, name, sections + (("math",) if epi and epi["math"] else ()), m=m, n=n, k=k,
+    sections = _sections(epi, "core") if dtype == "f32" else ("core", dtype)
+    return r.render("gemv.c.j2", req, name, sections, m=m, n=n, k=k,
                     nunits=nunits, units=units, parallel=parallel and units > 1, dtype=dtype, ksplit=ksplit, kr=kr,
                     epi=epi, **extra, **offsets)
 
@@ -520,27 +531,29 @@ def _dq_kernel(r: Avx2Renderer, rows: int, bits: int) -> tuple[int, int, int]:
     return rows, ku, vs
 
 
-def _dequant_covered(req: KernelRequest) -> bool:
-    """f32 x with i8 / u8 / i4 / u4 weights (4-bit: N even) into f32: the dequant kernel's requests."""
+def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
+    """(M, K, N) of a request the dequant kernel covers: f32 x with i8 / u8 / i4 / u4 weights
+    (4-bit: N even) into f32; None for any other."""
     x, w = req.own_inputs[:2]
     k, n = w.shape
     m = x.shape[0] if len(x.shape) == 2 else 1
-    return (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc
-            and w.dtype.name in ("i8", "u8", "i4", "u4") and 0 not in (m, n, k)
-            and not (w.dtype.name in ("i4", "u4") and n % 2))
+    covered = (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc
+               and w.dtype.name in ("i8", "u8", "i4", "u4") and 0 not in (m, n, k)
+               and not (w.dtype.name in ("i4", "u4") and n % 2))
+    return (m, k, n) if covered else None
 
 
 @emitter("dequant_matmul")
 def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
-    """The kernel `_dequant_covered` describes; anything else is the portable kernel."""
-    if not _dequant_covered(req):
+    """The requests `_dequant_problem` covers; anything else is the portable kernel."""
+    problem = _dequant_problem(req)
+    if problem is None:
         return None
+    m, k, n = problem
     x, w, scale = req.own_inputs[:3]
     zp = req.own_inputs[3] if len(req.own_inputs) > 3 else None
     wt = w.dtype.name
     bits = 4 if wt in ("i4", "u4") else 8
-    k, n = w.shape
-    m = x.shape[0] if len(x.shape) == 2 else 1
     epi = _epilogue(req)
     line = 128 if bits == 4 else 64
     rows = [_DQ_MR] * (m >= _DQ_MR) + [m % _DQ_MR] * bool(m % _DQ_MR)
@@ -560,7 +573,7 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     doc = (f"dequant_matmul: f32{list(x.shape)} @ dequantize({wt}{list(w.shape)}, "
            f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale{', zero point' if zp else ''}) "
            f"-> f32{list(req.output.shape)}")
-    return r.render("dequant.c.j2", req, name, ("core", "math") if epi and epi["math"] else ("core",), doc=doc,
+    return r.render("dequant.c.j2", req, name, _sections(epi, "core"), doc=doc,
                     m=m, n=n, k=k, wt=wt, bits=bits, epi=epi, ldc=cw if epi and ksplit == 1 else n,
                     signed=wt[0] == "i", zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
                     scale_channel=scale.numel > 1, mr=_DQ_MR, kernels=[_dq_kernel(r, i, bits) for i in rows], cw=cw,
