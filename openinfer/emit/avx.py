@@ -443,6 +443,19 @@ def _k_slices(k: int, want: int, step: int, sums: int) -> tuple[int, int]:
     return -(-k // kr), kr
 
 
+def _resident_chains(vec: Vec, m: int, n: int, ku: int) -> int:
+    """Accumulators per vector of C when a vecmat's whole C row block (m x n) fits in half the
+    vector registers with at least two accumulators each, else 0. Such a narrow C (a classifier's
+    2048 x 10 head) then stays in registers for all of K: with C in memory every pass of ku rows
+    reloaded it, waiting on the previous pass's (masked) store, and the head took 4 us for 20 K
+    multiply-adds. Rows of a pass alternate over the accumulators, so up to 8 FMAs are in flight."""
+    vectors = m * -(-n // vec.lanes)
+    chains = 2
+    while chains * 2 <= ku and vectors * chains * 2 <= vec.regs // 2 and vectors * chains < 8:
+        chains *= 2
+    return chains if vectors * chains <= vec.regs // 2 else 0
+
+
 def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int, nbatch: int, parallel: bool,
           offsets: dict, dtype: str) -> str:
     """vecmat (few rows of A) or matvec (one column of B); work split into at least two units per
@@ -469,7 +482,8 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int
         nunits = -(-n // cw)
         # C's row stride: the output's, or a scratch chunk's (a half output's f32 sums; an epilogue's product)
         ldc = n if dtype == "f32" and (epi is None or ksplit > 1) else cw
-        extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "ku": ku, "skinny": _SKINNY}
+        extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "ku": ku, "skinny": _SKINNY,
+                 "chains": _resident_chains(r.vec, m, n, ku) if nunits == 1 else 0}
     units = nbatch * nunits * ksplit
     sections = _sections(epi, "core") if dtype == "f32" else ("core", dtype)
     return r.render("gemv.c.j2", req, name, sections, m=m, n=n, k=k,

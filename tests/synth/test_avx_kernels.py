@@ -220,6 +220,12 @@ MATMULS = {
     "v_wide": ((2, 1024), (1024, 4097), True),
     "v_stream": ((1, 384), (384, 200), True),     # few multiply-adds, 300 KB of B: split over the pool (along K)
     "v_ksplit": ((3, 701), (701, 100), True),     # K slices of odd length, 3 rows of A
+    # narrow C held in registers over all of K (avx.py _resident_chains): a classifier head, several
+    # rows with a K remainder, K slices over the pool (7001 x 12: 336 KB streamed), K below a pass
+    "v_narrow": ((1, 2048), (2048, 10), True),
+    "v_narrow_rows": ((4, 203), (203, 16), True),
+    "v_narrow_slices": ((1, 7001), (7001, 12), True),
+    "v_narrow_short": ((3, 5), (5, 20), False),
     "mv_col": ((67, 65), (65, 1), True),
     "mv_1d": ((33, 67), (67,), True),
     "mv_batch": ((2, 5, 19), (19,), False),
@@ -264,23 +270,24 @@ def test_matmul(tmp_path, device):
 
 
 #: matmul epilogues (avx.py `epilogue_for`): every chain after a matmul below joins its kernel
-#: except the last (a GEMM whose chain reads the output's old value). Paths: vecmat (1 and 3 rows
+#: except ar @ w's (a GEMM whose chain reads the output's old value). Paths: vecmat (1 and 3 rows
 #: of A), the vecmat split along K at 2 threads (x3 @ w3), matvec (wv @ v), the GEMM with 3 K
-#: slices (a @ wa), a batch of A rows sharing B, and the parallel GEMM over a pre-packed B (ap @ wp).
+#: slices (a @ wa), a batch of A rows sharing B, the parallel GEMM over a pre-packed B (ap @ wp),
+#: and a narrow vecmat whose sums stay in registers (xn @ wn).
 #: Inputs of the chains: full, row (bias), col, scalar, the output itself (a residual in place).
 EPILOGUES = """
 dynamic {
     x: f32[1, 65]; r: f32[1, 129]; x3: f32[3, 701]; r3: f32[3, 100]; c3: f32[3, 1]; s1: f32[1];
     v: f32[257]; rv: f32[300]; a: f32[31, 300]; c31: f32[31, 47]; col31: f32[31, 1]; ab: f32[2, 17, 9];
-    r17: f32[2, 17, 31]; ap: f32[130, 300]; ar: f32[40, 65]; res: f32[40, 129];
+    r17: f32[2, 17, 31]; ap: f32[130, 300]; ar: f32[40, 65]; res: f32[40, 129]; xn: f32[1, 300];
 }
 constant {
     w: f32[65, 129]; b: f32[129]; w3: f32[701, 100]; wv: f32[300, 257]; wa: f32[300, 47]; ba: f32[47];
-    wb: f32[9, 31]; wp: f32[300, 257]; bp: f32[257];
+    wb: f32[9, 31]; wp: f32[300, 257]; bp: f32[257]; wn: f32[300, 10]; bn: f32[10];
 }
 volatile {
     y1: f32[1, 129]; y2: f32[1, 129]; t3: f32[3, 100]; o3: f32[3, 100]; mv: f32[300]; g: f32[31, 47];
-    g2: f32[31, 47]; gb: f32[2, 17, 31]; gp: f32[130, 257]; gr: f32[40, 129];
+    g2: f32[31, 47]; gb: f32[2, 17, 31]; gp: f32[130, 257]; gr: f32[40, 129]; yn: f32[1, 10];
 }
 block entry {
     op matmul(x, w) >> y1;
@@ -310,10 +317,13 @@ block entry {
     op relu(gp) >> gp;
     op matmul(ar, w) >> gr;
     op add(res, gr) >> res;
+    op matmul(xn, wn) >> yn;
+    op add(yn, bn) >> yn;
+    op relu(yn) >> yn;
     return;
 }
 """
-EPILOGUE_OUTPUTS = ["r", "y2", "r3", "o3", "rv", "g", "g2", "gb", "gp", "res"]
+EPILOGUE_OUTPUTS = ["r", "y2", "r3", "o3", "rv", "g", "g2", "gb", "gp", "res", "yn"]
 
 
 def check_epilogues(tmp_path: Path, device: str, build_options: list[str] | None = None) -> None:
@@ -321,10 +331,10 @@ def check_epilogues(tmp_path: Path, device: str, build_options: list[str] | None
     graph = oi.graph(EPILOGUES)
     shapes = {name: tuple(int(d) for d in v.dims) for name, v in graph.vars.items()}
     weights = {n: rng.standard_normal(shapes[n]).astype(np.float32)
-               for n in ("w", "b", "w3", "wv", "wa", "ba", "wb", "wp", "bp")}
+               for n in ("w", "b", "w3", "wv", "wa", "ba", "wb", "wp", "bp", "wn", "bn")}
     inputs = {n: rng.standard_normal(shapes[n]).astype(np.float32)
               for n in ("x", "r", "x3", "r3", "c3", "s1", "v", "rv", "a", "c31", "col31", "ab", "r17", "ap", "ar",
-                        "res")}
+                        "res", "xn")}
     special(inputs["r"])                # NaN, infinities, signed zeros through a residual
     special(inputs["c31"])
     sim = run(tmp_path, device, EPILOGUES, weights, inputs, EPILOGUE_OUTPUTS, threads=("1", "2"),
@@ -333,7 +343,7 @@ def check_epilogues(tmp_path: Path, device: str, build_options: list[str] | None
                    if isinstance(s, Call) and sim.plan.program.kernels[s.kernel].epilogue)
     assert fused == sorted(f"op matmul({a},{b}) >> {o}" for a, b, o in (
         ("x", "w", "y1"), ("x", "w", "y2"), ("x3", "w3", "t3"), ("x3", "w3", "o3"), ("wv", "v", "mv"),
-        ("a", "wa", "g"), ("a", "wa", "g2"), ("ab", "wb", "gb"), ("ap", "wp", "gp"))), device
+        ("a", "wa", "g"), ("a", "wa", "g2"), ("ab", "wb", "gb"), ("ap", "wp", "gp"), ("xn", "wn", "yn"))), device
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
@@ -363,13 +373,14 @@ def test_half_gemv(tmp_path, device):
     """f16 / bf16 GEMV shapes with an f32 accumulator widen on load; without one they are portable C."""
     rng = np.random.default_rng(5)
     shapes = {"x": (1, 67), "w": (67, 129), "x3": (3, 257), "w3": (257, 40), "m": (37, 67), "v": (67,),
-              "big": (300, 1030), "vb": (1030,)}
+              "big": (300, 1030), "vb": (1030,), "xn": (2, 300), "wn": (300, 10)}
     vol, body, inputs = [], [], {}
     for t in ("f16", "bf16"):
         for k, s in shapes.items():
             inputs[f"{k}_{t}"] = rng.uniform(-1, 1, s).astype(np.float32)
         for out, (a, b), shape, acc in (("y", ("x", "w"), (1, 129), True), ("y3", ("x3", "w3"), (3, 40), True),
                                          ("mv", ("m", "v"), (37,), True), ("mvb", ("big", "vb"), (300,), True),
+                                         ("yn", ("xn", "wn"), (2, 10), True),
                                          ("seq", ("x", "w"), (1, 129), False)):
             vol.append(f"{out}_{t}: {t}[{', '.join(map(str, shape))}];")
             body.append(f"  op matmul({a}_{t}, {b}_{t}{', acc=[f32]' if acc else ''}) >> {out}_{t};\n")
