@@ -25,6 +25,7 @@ from ..errors import SynthesisError
 from ..synth.program import KernelRequest
 from .ckernels import KernelSource, prototype
 from .ckernels.common import literal
+from .ckernels.nn import pool_context
 from .cstyle import CRenderer, ctype
 from .env import render
 
@@ -555,6 +556,16 @@ def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
                and w.dtype.name in ("i8", "u8", "i4", "u4") and 0 not in (m, n, k)
                and not (w.dtype.name in ("i4", "u4") and n % 2))
     return (m, k, n) if covered else None
+
+
+@emitter("max_pool2d", "avg_pool2d")
+def _pool(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
+    """f32 pooling with column stride 1 or 2 (every common CNN pool) whose rows have at least a
+    vector of outputs with the window inside; the others, and the borders, are the portable loop's."""
+    ctx = pool_context(req, name)
+    if _dtype(req) != "f32" or ctx["sw"] not in (1, 2) or ctx["iw_hi"] - ctx["iw_lo"] < r.vec.lanes:
+        return None
+    return render("c/avx/pool.c.j2", v=r.vec, sections=("core",), interior_from="ov", **ctx)
 
 
 @emitter("dequant_matmul")

@@ -347,6 +347,11 @@ def _inside(n_out: int, stride: int, k: int, pad: int, size: int) -> tuple[int, 
 
 @family("max_pool2d", "avg_pool2d")
 def emit_pool(req: KernelRequest, name: str, renderer) -> str:
+    return render("c/ops/pool.c.j2", **pool_context(req, name))
+
+
+def pool_context(req: KernelRequest, name: str) -> dict:
+    """What pool.c.j2 renders from (and the vector variants that extend it, templates/c/avx/pool.c.j2)."""
     x = req.inputs[0]
     t, out = x.dtype, req.output.dtype
     ct = compute_ctype(t)
@@ -365,10 +370,10 @@ def emit_pool(req: KernelRequest, name: str, renderer) -> str:
     doc = f"{req.op}: {x}, kernel [{kh}, {kw}], stride [{sh}, {sw}], padding {list(pad)} -> {req.output}"
     ih_lo, ih_hi = _inside(oh, sh, kh, pad[0], h)
     iw_lo, iw_hi = _inside(ow, sw, kw, pad[1], w)
-    return render("c/ops/pool.c.j2", proto=prototype(req, name), doc=doc, ct=ct, planes=n * c, h=h, w=w, oh=oh,
-                  ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pt=pad[0], pl=pad[1], init=init, step=step,
-                  use_cnt="cnt" in final, is_max=is_max, name=name, ut="uint32_t" if ct == "float" else "uint64_t",
-                  ih_lo=ih_lo, ih_hi=ih_hi, iw_lo=iw_lo, iw_hi=iw_hi,
-                  load_x=load(t, "in0", f"p * {h * w} + ih * {w} + iw"),
-                  load_inner=load(t, "in0", f"row + kh * {w} + ow * {sw} + kw"),
-                  store=store(out, "out", f"(p * {oh} + oh) * {ow} + ow", final, ct))
+    return dict(proto=prototype(req, name), doc=doc, ct=ct, planes=n * c, h=h, w=w, oh=oh,
+                ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pt=pad[0], pl=pad[1], init=init, step=step,
+                use_cnt="cnt" in final, is_max=is_max, name=name, ut="uint32_t" if ct == "float" else "uint64_t",
+                ih_lo=ih_lo, ih_hi=ih_hi, iw_lo=iw_lo, iw_hi=iw_hi,
+                load_x=load(t, "in0", f"p * {h * w} + ih * {w} + iw"),
+                load_inner=load(t, "in0", f"row + kh * {w} + ow * {sw} + kw"),
+                store=store(out, "out", f"(p * {oh} + oh) * {ow} + ow", final, ct))
