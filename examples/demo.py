@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from openinfer.synth.devices import best_host_target
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "demo"
 
@@ -30,20 +32,11 @@ def sh(*argv: str) -> None:
     subprocess.run(argv, check=True, cwd=ROOT)
 
 
-def best_cpu_descriptor() -> str:
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    if all(f in flags for f in ("avx512f", "avx512bw", "avx512vl", "avx512dq")):
-        return "devices/x86_64-avx512.json"
-    if "avx2" in flags and " fma" in flags:
-        return "devices/x86_64-avx2.json"
-    return "devices/x86_64-generic.json"
-
-
 def main() -> int:
     models = OUT / "models"
     model = models / "mlp_regression.oinf"
     graph = "examples/mlp_regression.oig"
-    arch = best_cpu_descriptor()
+    arch = f"devices/{best_host_target()}.json"     # the widest kernels this CPU runs (OI_HOST_ISA caps it)
     try:
         sh(sys.executable, "examples/models.py", "--out", str(models))
         sh(openinfer(), "oinf", "verify", str(model))

@@ -55,6 +55,7 @@ void {p}_destroy(void *model);
 const char *{p}_error(const void *model);
 void {p}_set_trace_hook(void *model, oi_trace_hook hook, void *user);
 const char *oi_status_str(int status);
+int oi_cpu_require(uint32_t required, char *buf, size_t cap);
 """
 
 
@@ -72,8 +73,13 @@ class Simulator:
                  progress: Callable[[str], None] | None = None, trace: bool | str | None = None):
         from .api import bind_inputs
 
+        synthesizer = Synthesizer.from_arch(arch)
+        missing = synthesizer.device.missing_on_host()
+        if missing:     # refused before anything is built or loaded: its code would die with SIGILL here
+            raise SimulationError(f"cannot run code for {synthesizer.device.name} ({Path(str(arch)).stem}) on this "
+                                  f"machine: its CPU lacks {', '.join(missing)}" + _host_cap_note())
         self.model, self.graph, self.bound = bind_inputs(model, graph, sizevars)
-        self.plan = Synthesizer.from_arch(arch).synthesize(self.model, self.graph, sizevars=sizevars, outputs=outputs)
+        self.plan = synthesizer.synthesize(self.model, self.graph, sizevars=sizevars, outputs=outputs)
         self.program = self.plan.program
         opts = list(build_options or [])
         digest = hashlib.sha256()
@@ -97,9 +103,17 @@ class Simulator:
         self._vk_ffi = cffi.FFI()
         self._vk_ffi.cdef("uint64_t oi_vk_validation_messages(void); uint64_t oi_vk_submissions(void);")
         self._vk_lib = self._vk_ffi.dlopen(str(self.library))
+        self._cpu_mask = synthesizer.device.cpu_feature_mask
         self.vars = {v.name: v for v in self.program.vars}
         self.node_outputs = _node_outputs(self.program)
         self.nodes = {n.index: n for b in self.graph.blocks.values() for n in ir.walk(b.nodes)}
+
+    def cpu_missing(self) -> str:
+        """The library's own check (cpuid in the HAL): the CPU features its kernels need that this
+        CPU lacks, "" when it may run here."""
+        buf = self.ffi.new("char[]", 256)
+        self.lib.oi_cpu_require(self._cpu_mask, buf, 256)
+        return self.ffi.string(buf).decode()
 
     def make_executor(self) -> SimExecutor:
         return SimExecutor(self, trace=self._trace)
@@ -119,6 +133,11 @@ class Simulator:
             return int(self._vk_lib.oi_vk_submissions())
         except AttributeError:
             return None
+
+
+def _host_cap_note() -> str:
+    cap = os.environ.get("OI_HOST_ISA")
+    return f" (OI_HOST_ISA={cap} caps what this machine may run)" if cap else ""
 
 
 class SimExecutor:
@@ -160,6 +179,8 @@ class SimExecutor:
         h = self._handle if handle == "self" else handle
         if h is not None:
             detail = self.ffi.string(self._fn["error"](h)).decode()
+        elif what == "create" and self.sim.cpu_missing():
+            detail = f"this CPU lacks {self.sim.cpu_missing()}" + _host_cap_note()
         raise (ExecutionError if what in ("step", "set", "get") else SimulationError)(
             f"{self.sim.prefix}_{what} failed: {text}" + (f" — {detail}" if detail else ""))
 

@@ -9,6 +9,12 @@ In a test:
         ex = sim.make_executor(); ex.insert(x=x); ex.run_step()
         assert_golden({"y": ex.fetch("y")}, "tests/golden/my_model.oinf", update=golden_update)
 
+A test of a CPU target first asks whether this machine may run it (code for an ISA the CPU lacks
+must never run):
+
+    def test_avx512(tmp_path):
+        skip_unless_runs_here("x86_64-avx512")   # pytest.skip naming what the CPU lacks
+
 Golden values are stored as a `.oinf` file (deterministic bytes, so an update that changes
 nothing leaves the file untouched and a real change shows up as a diff to review). They change
 only on purpose: run pytest with `--update-golden` (or OI_UPDATE_GOLDEN=1) to rewrite them.
@@ -106,6 +112,27 @@ def assert_matches_reference(model, graph, *, arch, steps: int = 1, seed: int = 
         if not all(r.ok for r in rows):
             raise AssertionError(f"step {step}: {arch} differs from the reference:\n{table(rows)}")
     return sim
+
+
+def missing_here(arch) -> str | None:
+    """Why this machine may not run code for `arch` (a descriptor path or bundled name), or None.
+    OI_HOST_ISA=avx2 / generic makes it answer as a smaller CPU would."""
+    from .synth import devices
+
+    missing = devices.load(arch).missing_on_host()
+    if not missing:
+        return None
+    cap = devices.host_isa_cap()
+    return f"this CPU lacks {', '.join(missing)}" + (f" (OI_HOST_ISA={cap})" if cap else "")
+
+
+def skip_unless_runs_here(arch) -> None:
+    """pytest.skip the calling test, with the reason, when this machine may not run `arch`'s code."""
+    import pytest
+
+    reason = missing_here(arch)
+    if reason:
+        pytest.skip(f"{arch}: {reason}")
 
 
 # ------------------------------------------------------------------------------ pytest plugin

@@ -14,6 +14,27 @@ COMPAT_DIR = REPO / "tests" / "data" / "compat"
 SHARED_COMPAT_DIR = REPO.parent / "shared" / "compat" / "oinf"
 
 
+_CPU_TARGETS = {p.stem for p in (REPO / "devices").glob("x86_64-*.json")}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests pick their targets from the host: a test parametrised on a CPU descriptor whose code
+    this machine may not run (as OI_HOST_ISA caps it) is skipped, the reason naming what is missing."""
+    from openinfer.testing import missing_here
+
+    reasons: dict[str, str | None] = {}
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for value in params.values():
+            name = Path(value).stem if isinstance(value, (str, Path)) else None
+            if name not in _CPU_TARGETS:
+                continue
+            if name not in reasons:
+                reasons[name] = missing_here(name)
+            if reasons[name]:
+                item.add_marker(pytest.mark.skip(reason=f"{name}: {reasons[name]}"))
+
+
 @pytest.fixture(scope="session")
 def compat_dir() -> Path:
     return COMPAT_DIR

@@ -26,16 +26,17 @@ def libasan() -> str | None:
     return path if path and os.path.isabs(path) and os.path.exists(path) else None
 
 
-def run_sanitized(test_file: str, function: str, arg: str, timeout: int = 900) -> str:
-    """Calls `function(arg)` of the test module `test_file` in the child; it returns an exit
-    status. Returns the child's output; skips without gcc's libasan."""
+def run_sanitized(test_file: str, function: str, *args: str, timeout: int = 900) -> str:
+    """Calls `function(*args)` of the test module `test_file` in the child; it returns an exit
+    status. Returns the child's output; skips without gcc's libasan. (The child inherits
+    OI_HOST_ISA: the caller picks targets this machine may run.)"""
     lib = libasan()
     if lib is None:
         pytest.skip("gcc's libasan.so not found")
     here = Path(test_file).resolve()
     env = dict(os.environ, LD_PRELOAD=lib, PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS), str(here.parent)]),
                ASAN_OPTIONS="detect_leaks=0:abort_on_error=1", UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    code = f"import sys; from {here.stem} import {function}; sys.exit({function}({arg!r}))"
+    code = f"import sys; from {here.stem} import {function}; sys.exit({function}(*{list(args)!r}))"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout,
                           cwd=str(REPO))
     report = (proc.stdout[-6000:] + "\n" + proc.stderr[-6000:]).strip()

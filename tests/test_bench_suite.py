@@ -16,6 +16,7 @@ import openinfer as oi
 from openinfer.compare import compare
 from openinfer.dtypes import lookup
 from openinfer.reference.executor import Reference
+from openinfer.synth.devices import best_host_target
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
@@ -116,6 +117,6 @@ def test_end_to_end_run_checks_then_times_and_a_wrong_peer_fails_its_check(tmp_p
     expected = dict(np.load(work / "decoder-test" / "expected.npz"))
     expected["3:logits"] = expected["3:logits"] + 1.0
     np.savez(work / "decoder-test" / "expected.npz", **expected)
-    args = suite.argparse.Namespace(arch="devices/x86_64-avx512.json", repeat=5, min_time=0.0)
+    args = suite.argparse.Namespace(arch=f"devices/{best_host_target()}.json", repeat=5, min_time=0.0)
     r = suite.worker("decoder-test", "numpy", 1, work / "decoder-test", args)
     assert not r["ok"] and "seconds" not in r and r["detail"].startswith("step 3: logits")

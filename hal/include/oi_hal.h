@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define OI_HAL_ABI_VERSION 3
+#define OI_HAL_ABI_VERSION 4
 
 /* ------------------------------------------------------------------------------------------
  * Status codes. Every fallible call returns one; nothing in the HAL or in generated code aborts.
@@ -38,7 +38,8 @@ typedef enum oi_status {
     OI_ERR_INDEX_OUT_OF_RANGE = 8,/* a cache index / slice / gather index outside its bounds     */
     OI_ERR_DEVICE = 9,            /* the compute device failed (Vulkan targets)                  */
     OI_ERR_THREAD = 10,           /* the thread pool could not start or run a task               */
-    OI_ERR_ABI = 11               /* library and caller disagree on the ABI version              */
+    OI_ERR_ABI = 11,              /* library and caller disagree on the ABI version              */
+    OI_ERR_UNSUPPORTED_CPU = 12   /* the CPU or OS lacks an ISA extension the program was built for */
 } oi_status;
 
 /* A static, human-readable description of a status code. */
@@ -136,6 +137,36 @@ void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn f
 typedef struct oi_kctx {
     oi_pool *pool;
 } oi_kctx;
+
+/* ------------------------------------------------------------------------------------------
+ * CPU features. Code compiled for AVX2 or AVX-512 dies with SIGILL on a CPU without them, at
+ * whichever such instruction comes first; so a generated program's create() checks the features
+ * its kernels were compiled for (its header's *_CPU_FEATURES) before it runs anything else, and
+ * fails with OI_ERR_UNSUPPORTED_CPU. A feature counts only when the CPU has it (cpuid) and the OS
+ * saves its registers on a context switch (XCR0); these functions are compiled for baseline
+ * x86-64 whatever the program's flags, so the check itself runs on any x86-64 CPU.
+ *
+ * OI_HOST_ISA=avx512|avx2|generic in the environment caps what is reported, so that a test suite
+ * can run as on a smaller CPU; it never adds a feature the CPU lacks (an unknown value counts as
+ * generic, the safe side). Bit values are stable: generated headers record their program's mask.
+ * ---------------------------------------------------------------------------------------- */
+#define OI_CPU_AVX         (1u << 0)
+#define OI_CPU_AVX2        (1u << 1)
+#define OI_CPU_FMA         (1u << 2)
+#define OI_CPU_F16C        (1u << 3)
+#define OI_CPU_AVX512F     (1u << 4)
+#define OI_CPU_AVX512BW    (1u << 5)
+#define OI_CPU_AVX512VL    (1u << 6)
+#define OI_CPU_AVX512DQ    (1u << 7)
+#define OI_CPU_AVX512_BF16 (1u << 8)
+#define OI_CPU_AVX512_FP16 (1u << 9)
+#define OI_CPU_SSE42       (1u << 10)
+
+/* The OI_CPU_* features of this CPU and OS (0 on other architectures), capped by OI_HOST_ISA. */
+uint32_t oi_cpu_features(void);
+/* OI_OK when every feature of `required` is present; else OI_ERR_UNSUPPORTED_CPU, and when `buf`
+ * is not NULL the missing features' names ("avx512f avx512bw"), NUL-terminated, cut to `cap`. */
+oi_status oi_cpu_require(uint32_t required, char *buf, size_t cap);
 
 /* Description of one variable of a generated program (its `*_var_info` table). */
 typedef struct oi_var_info {

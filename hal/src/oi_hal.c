@@ -31,6 +31,7 @@ const char *oi_status_str(oi_status status) {
     case OI_ERR_DEVICE: return "the compute device reported an error";
     case OI_ERR_THREAD: return "the thread pool failed";
     case OI_ERR_ABI: return "library and caller ABI versions differ";
+    case OI_ERR_UNSUPPORTED_CPU: return "this CPU lacks an instruction-set extension the program was compiled for";
     }
     return "unknown status";
 }
@@ -726,4 +727,86 @@ void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn f
         }
     }
     atomic_store_explicit(&pool->busy, 0, memory_order_release);
+}
+
+/* ----------------------------------------------------------------------------------- CPU features */
+
+#if defined(__x86_64__)
+/* Baseline x86-64 code whatever -m flags the program is compiled with: these run before the
+ * check has passed. */
+#define OI_BASELINE __attribute__((target("arch=x86-64")))
+
+OI_BASELINE static void oi_cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4]) {
+    __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+}
+
+OI_BASELINE static uint64_t oi_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+OI_BASELINE static uint32_t oi_cpu_detect(void) {
+    uint32_t r[4], leaf7[4] = {0, 0, 0, 0}, leaf7_1[4] = {0, 0, 0, 0}, out = 0;
+    oi_cpuid(0, 0, r);
+    uint32_t max_leaf = r[0];
+    oi_cpuid(1, 0, r);
+    uint32_t ecx1 = r[2];
+    if (max_leaf >= 7) {
+        oi_cpuid(7, 0, leaf7);
+        if (leaf7[0] >= 1) oi_cpuid(7, 1, leaf7_1);
+    }
+    if (ecx1 & (1u << 20)) out |= OI_CPU_SSE42;
+    /* The OS must enable XSAVE (OSXSAVE) and save the SSE+AVX state (XCR0 bits 1-2) before any
+     * VEX-encoded instruction may run; AVX-512 also needs the opmask and ZMM state (bits 5-7). */
+    if (!(ecx1 & (1u << 27))) return out;
+    uint64_t xcr0 = oi_xcr0();
+    if ((xcr0 & 0x6) != 0x6) return out;
+    if (ecx1 & (1u << 28)) out |= OI_CPU_AVX;
+    if (ecx1 & (1u << 12)) out |= OI_CPU_FMA;
+    if (ecx1 & (1u << 29)) out |= OI_CPU_F16C;
+    if (leaf7[1] & (1u << 5)) out |= OI_CPU_AVX2;
+    if ((xcr0 & 0xE0) != 0xE0) return out;
+    if (leaf7[1] & (1u << 16)) out |= OI_CPU_AVX512F;
+    if (leaf7[1] & (1u << 17)) out |= OI_CPU_AVX512DQ;
+    if (leaf7[1] & (1u << 30)) out |= OI_CPU_AVX512BW;
+    if (leaf7[1] & (1u << 31)) out |= OI_CPU_AVX512VL;
+    if (leaf7[3] & (1u << 23)) out |= OI_CPU_AVX512_FP16;
+    if (leaf7_1[0] & (1u << 5)) out |= OI_CPU_AVX512_BF16;
+    return out;
+}
+#else
+#define OI_BASELINE
+static uint32_t oi_cpu_detect(void) { return 0; }
+#endif
+
+#define OI_CPU_AVX512_ALL (OI_CPU_AVX512F | OI_CPU_AVX512BW | OI_CPU_AVX512VL | OI_CPU_AVX512DQ | \
+                           OI_CPU_AVX512_BF16 | OI_CPU_AVX512_FP16)
+
+OI_BASELINE uint32_t oi_cpu_features(void) {
+    uint32_t features = oi_cpu_detect();
+    const char *cap = getenv("OI_HOST_ISA");
+    if (!cap || !*cap || strcmp(cap, "avx512") == 0) return features;
+    if (strcmp(cap, "avx2") == 0) return features & ~OI_CPU_AVX512_ALL;
+    return features & OI_CPU_SSE42;   /* "generic", or a value this HAL does not know */
+}
+
+OI_BASELINE oi_status oi_cpu_require(uint32_t required, char *buf, size_t cap) {
+    static const struct { uint32_t bit; const char *name; } names[] = {
+        {OI_CPU_SSE42, "sse4.2"}, {OI_CPU_AVX, "avx"}, {OI_CPU_AVX2, "avx2"}, {OI_CPU_FMA, "fma"},
+        {OI_CPU_F16C, "f16c"}, {OI_CPU_AVX512F, "avx512f"}, {OI_CPU_AVX512BW, "avx512bw"},
+        {OI_CPU_AVX512VL, "avx512vl"}, {OI_CPU_AVX512DQ, "avx512dq"}, {OI_CPU_AVX512_BF16, "avx512_bf16"},
+        {OI_CPU_AVX512_FP16, "avx512_fp16"}};
+    uint32_t missing = required & ~oi_cpu_features();
+    if (buf && cap) {
+        size_t used = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            if (!(missing & names[i].bit)) continue;
+            for (const char *c = used ? " " : ""; *c && used + 1 < cap; c++) buf[used++] = *c;
+            for (const char *c = names[i].name; *c && used + 1 < cap; c++) buf[used++] = *c;
+            buf[used] = '\0';
+        }
+    }
+    return missing ? OI_ERR_UNSUPPORTED_CPU : OI_OK;
 }

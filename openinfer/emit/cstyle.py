@@ -8,13 +8,16 @@ operands, scalars and indices — and the templates in templates/c/ lay the file
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 
 from .. import __version__
 from ..dtypes import DTypeInfo, Kind
 from ..numerics import to_storage
+from ..resources import hal_dir
 from ..synth import program as P
 from ..synth.lower import c_name
 from ..synth.memplan import MemoryPlan, align
@@ -26,6 +29,13 @@ _CTYPES = {"f32": "float", "f64": "double", "f16": "uint16_t", "bf16": "uint16_t
            "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
            "bool": "uint8_t", "bitset": "uint8_t"}
 _KIND_CODES = {"dynamic": 0, "volatile": 1, "constant": 2, "persistent": 3}
+
+
+@cache
+def hal_abi_version() -> int:
+    """OI_HAL_ABI_VERSION of the HAL shipped beside the templates (generated code checks it)."""
+    m = re.search(r"^#define OI_HAL_ABI_VERSION (\d+)$", (hal_dir() / "include" / "oi_hal.h").read_text(), re.M)
+    return int(m.group(1))
 
 
 def ctype(dtype: DTypeInfo) -> str:
@@ -515,7 +525,8 @@ class CRenderer:
             "persistents": persistents, "consts": consts, "const_inits": const_inits, "packs": packs,
             "persistent_inits": persistent_inits, "frame_inits": frame_inits, "consumers": consumers,
             "blocks": blocks, "inputs": inputs, "inputs_bytes": max(1, (len(inputs) + 7) // 8), "gets": gets,
-            "nodes": nodes, "threads": self.device.threads, "embedded": self.embed,
+            "nodes": nodes, "threads": self.device.threads, "embedded": self.embed, "hal_abi": hal_abi_version(),
+            "cpu_features": " | ".join(self.device.cpu_feature_macros) or "0u",
             "dynamic_vars": [{"cname": c_name(v.name), "shape": list(v.shape)} for v in p.vars if v.dynamic_shape],
         }
 

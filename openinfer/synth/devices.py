@@ -1,4 +1,5 @@
-"""Device descriptors: load, validate against devices/schema.json, probe this machine.
+"""Device descriptors: load, validate against devices/schema.json, probe this machine, and
+decide whether this machine's CPU may run a CPU descriptor's code.
 
 The schema file is the single source of truth for what a descriptor may contain; `validate`
 interprets the small part of JSON Schema it uses (type, enum, required, properties,
@@ -18,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from ..errors import DeviceError
-from ..resources import devices_dir
+from ..resources import devices_dir, hal_dir
 
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 
@@ -121,6 +122,37 @@ class Device:
         return "generic"
 
     @property
+    def cpu_feature_macros(self) -> tuple[str, ...]:
+        """The HAL's OI_CPU_* bits of the ISA extensions this CPU descriptor's code is compiled
+        for: a generated program's create() refuses to run on a CPU without them."""
+        if not self.is_cpu:
+            return ()
+        return tuple(CPU_FEATURE_MACROS[f] for f in sorted(self.features, key=_FEATURE_ORDER.index)
+                     if f in CPU_FEATURE_MACROS)
+
+    @property
+    def cpu_feature_mask(self) -> int:
+        """The same as a number: the value of the generated header's *_CPU_FEATURES."""
+        bits = hal_cpu_bits()
+        mask = 0
+        for macro in self.cpu_feature_macros:
+            mask |= bits[macro]
+        return mask
+
+    def missing_on_host(self) -> list[str]:
+        """What this machine lacks to run this CPU descriptor's code ([] for GPU descriptors,
+        which run on whatever CPU drives the device): its features this CPU does not have (as
+        capped by OI_HOST_ISA), or the architecture when it is another one."""
+        if not self.is_cpu:
+            return []
+        arch = self.doc["device"].get("architecture", "x86_64")
+        if arch != platform.machine():
+            return [f"architecture {arch} (this machine is {platform.machine() or 'unknown'})"]
+        have = host_features()
+        return [f for f in sorted(self.features, key=_FEATURE_ORDER.index)
+                if f in CPU_FEATURE_MACROS and f not in have]
+
+    @property
     def threads(self) -> int:
         return int(self.doc.get("threads", 1))
 
@@ -184,13 +216,62 @@ def _cache_size(level: int, kind: str) -> int | None:
     return None
 
 
-def probe_cpu() -> dict:
-    """A descriptor for this machine's CPU, from /proc/cpuinfo and sysfs."""
+#: Descriptor ISA feature -> the HAL's bit for it (hal/include/oi_hal.h, OI_CPU_*). "scalar" needs
+#: nothing; every other feature a descriptor may list is here (devices/schema.json's enum).
+CPU_FEATURE_MACROS = {"sse4.2": "OI_CPU_SSE42", "avx": "OI_CPU_AVX", "avx2": "OI_CPU_AVX2", "fma": "OI_CPU_FMA",
+                      "f16c": "OI_CPU_F16C", "avx512f": "OI_CPU_AVX512F", "avx512bw": "OI_CPU_AVX512BW",
+                      "avx512vl": "OI_CPU_AVX512VL", "avx512dq": "OI_CPU_AVX512DQ",
+                      "avx512_bf16": "OI_CPU_AVX512_BF16", "avx512_fp16": "OI_CPU_AVX512_FP16"}
+_FEATURE_ORDER = ["scalar", *CPU_FEATURE_MACROS]
+
+
+@cache
+def hal_cpu_bits() -> dict[str, int]:
+    """OI_CPU_* name -> bit, as oi_hal.h defines them (the header is the one source of the values)."""
+    text = (hal_dir() / "include" / "oi_hal.h").read_text()
+    defines = re.finditer(r"^#define (OI_CPU_\w+)\s+\(1u << (\d+)\)", text, re.M)
+    return {m.group(1): 1 << int(m.group(2)) for m in defines}
+#: /proc/cpuinfo flag -> descriptor feature. Linux lists a flag only when the OS also saves the
+#: registers it needs (XSAVE state), as the HAL's cpuid check demands.
+_CPUINFO_FLAGS = {"sse4_2": "sse4.2", "avx": "avx", "avx2": "avx2", "fma": "fma", "f16c": "f16c",
+                  "avx512f": "avx512f", "avx512bw": "avx512bw", "avx512vl": "avx512vl", "avx512dq": "avx512dq",
+                  "avx512_bf16": "avx512_bf16", "avx512_fp16": "avx512_fp16"}
+_AVX512 = frozenset(f for f in CPU_FEATURE_MACROS if f.startswith("avx512"))
+#: OI_HOST_ISA value -> the features it takes away (the HAL's oi_cpu_features applies the same cap).
+HOST_ISA_CAPS = {"avx512": frozenset(), "avx2": _AVX512,
+                 "generic": _AVX512 | {"avx", "avx2", "fma", "f16c"}}
+
+
+def host_isa_cap() -> str | None:
+    """OI_HOST_ISA, checked: run as on a smaller CPU (tests, demos); None when unset."""
+    cap = os.environ.get("OI_HOST_ISA") or None
+    if cap is not None and cap not in HOST_ISA_CAPS:
+        raise DeviceError(f"OI_HOST_ISA={cap!r}: expected one of {', '.join(HOST_ISA_CAPS)}")
+    return cap
+
+
+def host_features() -> frozenset[str]:
+    """The descriptor features this machine's CPU has, less what OI_HOST_ISA takes away."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return frozenset()
     flags = _cpu_flags()
-    mapping = {"sse4_2": "sse4.2", "avx": "avx", "avx2": "avx2", "fma": "fma", "f16c": "f16c",
-               "avx512f": "avx512f", "avx512bw": "avx512bw", "avx512vl": "avx512vl", "avx512dq": "avx512dq",
-               "avx512_bf16": "avx512_bf16", "avx512_fp16": "avx512_fp16"}
-    features = [v for k, v in mapping.items() if k in flags] or ["scalar"]
+    have = frozenset(v for k, v in _CPUINFO_FLAGS.items() if k in flags)
+    cap = host_isa_cap()
+    return have - HOST_ISA_CAPS[cap] if cap else have
+
+
+def best_host_target() -> str:
+    """The bundled CPU descriptor with the widest kernels this machine may run."""
+    for name in ("x86_64-avx512", "x86_64-avx2"):
+        if not load(name).missing_on_host():
+            return name
+    return "x86_64-generic"
+
+
+def probe_cpu() -> dict:
+    """A descriptor for this machine's CPU, from /proc/cpuinfo and sysfs (as capped by OI_HOST_ISA)."""
+    have = host_features()
+    features = [f for f in CPU_FEATURE_MACROS if f in have] or ["scalar"]
     wide = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= set(features)
     vector_bits = 512 if wide else (256 if "avx2" in features else 128)
     cflags = []

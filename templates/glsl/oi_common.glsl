@@ -21,6 +21,11 @@ bool oi_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u
 bool oi_isinf(float x) { return (floatBitsToUint(x) & 0x7fffffffu) == 0x7f800000u; }
 bool oi_isfinite(float x) { return (floatBitsToUint(x) & 0x7f800000u) != 0x7f800000u; }
 bool oi_signbit(float x) { return (floatBitsToUint(x) >> 31) != 0u; }
+// r with the sign of x. A rounding (floor, ceil, trunc, round) has its input's sign, and a zero
+// result must keep it (trunc(-0.5) = -0.0): some drivers' trunc loses it (Mesa's llvmpipe on AVX2-only CPUs, f64).
+float oi_sign_of(float r, float x) {
+    return uintBitsToFloat((floatBitsToUint(r) & 0x7fffffffu) | (floatBitsToUint(x) & 0x80000000u));
+}
 #define OI_INF uintBitsToFloat(0x7f800000u)
 #define OI_NAN uintBitsToFloat(0x7fc00000u)
 
@@ -369,6 +374,29 @@ bool oi_isnan_d(double x) {
 bool oi_isinf_d(double x) { uvec2 w = unpackDouble2x32(x); return (w.y & 0x7fffffffu) == 0x7ff00000u && w.x == 0u; }
 bool oi_isfinite_d(double x) { return (unpackDouble2x32(x).y & 0x7ff00000u) != 0x7ff00000u; }
 bool oi_signbit_d(double x) { return (unpackDouble2x32(x).y >> 31) != 0u; }
+double oi_sign_of_d(double r, double x) {
+    uvec2 w = unpackDouble2x32(r);
+    return packDouble2x32(uvec2(w.x, (w.y & 0x7fffffffu) | (unpackDouble2x32(x).y & 0x80000000u)));
+}
+// f64 roundings from the bits, exact on any driver: llvmpipe on AVX2-only CPUs returns
+// trunc(x) = x for 4503599627370495.5 (2^52 - 0.5) and +0.0 for trunc(-0.5).
+double oi_trunc_d(double x) {
+    uvec2 w = unpackDouble2x32(x);
+    int e = int((w.y >> 20) & 0x7ffu) - 1023;
+    if (e >= 52) return x;                                               // integral, inf or NaN
+    if (e < 0) return packDouble2x32(uvec2(0u, w.y & 0x80000000u));     // |x| < 1: zero of x's sign
+    int drop = 52 - e;                                                   // fraction bits, 1..52
+    if (drop >= 32) return packDouble2x32(uvec2(0u, w.y & ~((1u << uint(drop - 32)) - 1u)));
+    return packDouble2x32(uvec2(w.x & ~((1u << uint(drop)) - 1u), w.y));
+}
+double oi_floor_d(double x) { double t = oi_trunc_d(x); return x < t ? t - 1.0LF : t; }
+double oi_ceil_d(double x) { double t = oi_trunc_d(x); return x > t ? t + 1.0LF : t; }
+double oi_round_even_d(double x) {
+    double t = oi_trunc_d(x);
+    double f = abs(x - t);                                               // exact: t and x share the exponent range
+    bool odd = t - 2.0LF * oi_trunc_d(t * 0.5LF) != 0.0LF;
+    return (f > 0.5LF || (f == 0.5LF && odd)) ? t + sign(x) : t;
+}
 #define OI_INF_D packDouble2x32(uvec2(0u, 0x7ff00000u))
 #define OI_NAN_D packDouble2x32(uvec2(0u, 0x7ff80000u))
 

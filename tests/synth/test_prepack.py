@@ -130,13 +130,14 @@ def test_packed_matmuls_equal_numpy(model, arch, monkeypatch):
     _check(model, arch, None)
 
 
-def _sanitized_child(directory: str) -> int:
+def _sanitized_child(directory: str, arch: str) -> int:
     """Runs in the child interpreter (libasan preloaded)."""
     os.environ["OI_CACHE_DIR"] = str(Path(directory) / "cache")
-    _check(_write(Path(directory)), "x86_64-avx512", SANITIZE)
+    _check(_write(Path(directory)), arch, SANITIZE)
     print("sanitized prepack: ok", flush=True)
     return 0
 
 
-def test_packing_is_clean_under_asan_and_ubsan(tmp_path):
-    assert "sanitized prepack: ok" in run_sanitized(__file__, "_sanitized_child", str(tmp_path))
+@pytest.mark.parametrize("arch", ["x86_64-avx512", "x86_64-avx2"])
+def test_packing_is_clean_under_asan_and_ubsan(tmp_path, arch):
+    assert "sanitized prepack: ok" in run_sanitized(__file__, "_sanitized_child", str(tmp_path), arch)

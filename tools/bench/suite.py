@@ -1,7 +1,7 @@
 """OpenInfer benchmark suite: the generated C library against its peers, side by side in one run.
 
     python tools/bench/suite.py [--out results.json] [--threads 1 2] [--repeat 5]
-        [--rows gemm mlp decoder-test decoder-bench encoder cnn roofline] [--arch devices/x86_64-avx512.json]
+        [--rows gemm mlp decoder-test decoder-bench encoder cnn roofline] [--arch DEVICE.json]
 
 Rows (tools/bench/workloads.py defines each once for every implementation and says exactly what
 is compared): gemm (1024^3), mlp (1024->4096->1024), decoder-test and decoder-bench (one decode
@@ -358,7 +358,7 @@ def main(argv=None) -> int:
                     help=f"rows to run, of: {' '.join(ROWS)} (default: all)")
     ap.add_argument("--impls", nargs="+", choices=IMPLS, default=IMPLS, metavar="IMPL",
                     help=f"implementations, of: {' '.join(IMPLS)} (default: all that are available)")
-    ap.add_argument("--arch", default="devices/x86_64-avx512.json", help="OpenInfer device (default: %(default)s)")
+    ap.add_argument("--arch", help="OpenInfer device (default: the widest bundled CPU descriptor this machine runs)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="run every (implementation, threads) child this many times, taking turns, and keep the "
                          "fastest (a busy machine; default 1)")
@@ -373,6 +373,10 @@ def main(argv=None) -> int:
     if args.repeat < 5:
         log(f"--repeat {args.repeat} raised to 5")
         args.repeat = 5
+    if args.arch is None:
+        from openinfer.synth.devices import best_host_target
+
+        args.arch = f"devices/{best_host_target()}.json"
     if not Path(args.arch).is_absolute() and not Path(args.arch).exists() and (REPO / args.arch).exists():
         args.arch = str(REPO / args.arch)
     load_before = os.getloadavg()[0]

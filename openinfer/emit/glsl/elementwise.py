@@ -180,9 +180,9 @@ def _relu(c: Ew) -> Result:
         c.k.need("fp64", "an integer relu's alpha * x (computed in f64, as the reference)")
         alpha = c.k.attr("alpha", "double")
         if c.ct == "int64_t":
-            neg_part = f"oi_d2s64_sat(trunc({alpha} * double({x})), {bits}u)"
+            neg_part = f"oi_d2s64_sat(oi_trunc_d({alpha} * double({x})), {bits}u)"
         else:
-            neg_part = f"oi_d2s_sat(trunc({alpha} * double({x})), {bits}u)"
+            neg_part = f"oi_d2s_sat(oi_trunc_d({alpha} * double({x})), {bits}u)"
     return [f"{c.ct} y = {x} >= {c.zero()} ? {x} : {neg_part};",
             f"y = y > {cmax} ? {cmax} : y;",
             f"y = y < {cmin} ? {cmin} : y;"], "y", c.ct
@@ -214,16 +214,31 @@ def _clamp(c: Ew) -> Result:
     return [f"{c.ct} y = {x} < {lo} ? {lo} : {x};"], f"(y > {hi} ? {hi} : y)", c.ct
 
 
-@expr("floor", "ceil", "trunc", doc="rounding to an integral value")
+def _signed(c: Ew, r: str, x: str) -> str:
+    """r with x's sign: a rounding's zero keeps its input's sign on any driver (oi_sign_of)."""
+    return f"oi_sign_of{'_d' if c.d else ''}({r}, {x})"
+
+
+#: GLSL's roundings, and common.glsl's exact f64 ones (some drivers' f64 trunc is wrong near 2^52)
+_ROUNDING_F = {"trunc": "trunc", "floor": "floor", "ceil": "ceil", "nearest": "roundEven"}
+_ROUNDING_D = {"trunc": "oi_trunc_d", "floor": "oi_floor_d", "ceil": "oi_ceil_d", "nearest": "oi_round_even_d"}
+
+
+def _rounding_fn(c: Ew, mode: str) -> str:
+    return (_ROUNDING_D if c.d else _ROUNDING_F)[mode]
+
+
+@expr("floor", "ceil", "trunc", doc="rounding to an integral value; a zero result has the input's sign")
 def _rounding(c: Ew) -> Result:
-    return [], f"{c.req.op}({c.xs[0]})", c.ct
+    return [], _signed(c, f"{_rounding_fn(c, c.req.op)}({c.xs[0]})", c.xs[0]), c.ct
 
 
-@expr("round", doc="round half away from zero (exact: no x + 0.5)")
+@expr("round", doc="round half away from zero (exact: no x + 0.5); a zero result has the input's sign")
 def _round(c: Ew) -> Result:
     x = c.xs[0]
     half = c.lit(0.5)
-    return [f"{c.ct} t = trunc({x});"], f"(abs({x} - t) >= {half} ? t + sign({x}) : t)", c.ct
+    away = f"(abs({x} - t) >= {half} ? t + sign({x}) : t)"
+    return [f"{c.ct} t = {_rounding_fn(c, 'trunc')}({x});"], _signed(c, away, x), c.ct
 
 
 # ------------------------------------------------------------------------------------ bitwise
@@ -371,9 +386,6 @@ def _gelu(c: Ew) -> Result:
 
 # ------------------------------------------------------------------------------------ cast, fill
 
-_ROUND = {"trunc": "trunc", "floor": "floor", "ceil": "ceil", "nearest": "roundEven"}
-
-
 @expr("cast", doc="convert to `to`: floats round on store; float -> int rounds by mode, NaN -> 0, "
                   "saturates or wraps")
 def _cast(c: Ew) -> Result:
@@ -386,7 +398,7 @@ def _cast(c: Ew) -> Result:
             return [], f"double({x})", "double"
         return [], f"float({x})", "float"            # int -> f32 (nearest), then the narrow store
     if src.is_float:
-        r = f"{_ROUND[c.k.static('rounding_mode')]}({x})"
+        r = f"{_rounding_fn(c, c.k.static('rounding_mode'))}({x})"
         sfx = "d" if c.d else "f"
         if to.bits == 64:
             c.k.use("int64_t", "a cast to a 64-bit integer")

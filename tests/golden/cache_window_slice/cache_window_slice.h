@@ -30,6 +30,10 @@ extern "C" {
 #define OI_CACHE_WINDOW_SLICE_PERSISTENT_BYTES 384u
 /* Model data the program reads, used in place from the .oinf image (constants, prefix tables). */
 #define OI_CACHE_WINDOW_SLICE_WEIGHT_BYTES 8u
+/* The CPU features (OI_CPU_* of oi_hal.h) the kernels were compiled for: create() and
+ * create_in() fail with OI_ERR_UNSUPPORTED_CPU on a CPU without them, rather than die at the
+ * first such instruction; oi_cpu_require(OI_CACHE_WINDOW_SLICE_CPU_FEATURES, buf, n) names what is missing. */
+#define OI_CACHE_WINDOW_SLICE_CPU_FEATURES (0u)
 /* Bytes of the context object for oi_cache_window_slice_create_in (sizeof of the opaque struct, rounded). */
 #define OI_CACHE_WINDOW_SLICE_CONTEXT_BYTES 4864u
 

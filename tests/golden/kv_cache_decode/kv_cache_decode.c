@@ -11,8 +11,8 @@
 #include "oi_numeric.h"
 #include "kv_cache_decode_kernels.h"
 
-#if OI_HAL_ABI_VERSION != 3
-#error "kv_cache_decode was generated for HAL ABI 1"
+#if OI_HAL_ABI_VERSION != 4
+#error "kv_cache_decode was generated for HAL ABI 4"
 #endif
 /* A frame: the variables one thread of execution sees. Entry runs in m->entry; each yield/await
  * consumer runs in its own frame, on snapshots of the yielded variables. */
@@ -177,6 +177,8 @@ static oi_status open_image(const char *path, oi_oinf *file) {
 oi_status oi_kv_cache_decode_create(const char *oinf_path, oi_kv_cache_decode **out) {
     if (!out) return OI_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    /* before anything compiled with the kernels' ISA flags runs */
+    if (oi_cpu_require(OI_KV_CACHE_DECODE_CPU_FEATURES, NULL, 0) != OI_OK) return OI_ERR_UNSUPPORTED_CPU;
     oi_kv_cache_decode *m = oi_aligned_alloc(OI_KV_CACHE_DECODE_CONTEXT_BYTES);
     if (!m) return OI_ERR_OUT_OF_MEMORY;
     m->owns_heap = 1;
@@ -201,6 +203,7 @@ oi_status oi_kv_cache_decode_create_in(void *context, void *arena, void *persist
         (OI_KV_CACHE_DECODE_PERSISTENT_BYTES && (!persistent || (uintptr_t)persistent % OI_ALIGN)))
         return OI_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    if (oi_cpu_require(OI_KV_CACHE_DECODE_CPU_FEATURES, NULL, 0) != OI_OK) return OI_ERR_UNSUPPORTED_CPU;
     oi_kv_cache_decode *m = context;
     memset(m, 0, sizeof *m);
     m->arena = arena;

@@ -30,6 +30,10 @@ extern "C" {
 #define OI_KV_CACHE_DECODE_PERSISTENT_BYTES 320u
 /* Model data the program reads, used in place from the .oinf image (constants, prefix tables). */
 #define OI_KV_CACHE_DECODE_WEIGHT_BYTES 64u
+/* The CPU features (OI_CPU_* of oi_hal.h) the kernels were compiled for: create() and
+ * create_in() fail with OI_ERR_UNSUPPORTED_CPU on a CPU without them, rather than die at the
+ * first such instruction; oi_cpu_require(OI_KV_CACHE_DECODE_CPU_FEATURES, buf, n) names what is missing. */
+#define OI_KV_CACHE_DECODE_CPU_FEATURES (0u)
 /* Bytes of the context object for oi_kv_cache_decode_create_in (sizeof of the opaque struct, rounded). */
 #define OI_KV_CACHE_DECODE_CONTEXT_BYTES 4416u
 

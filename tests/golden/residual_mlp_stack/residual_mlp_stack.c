@@ -11,8 +11,8 @@
 #include "oi_numeric.h"
 #include "residual_mlp_stack_kernels.h"
 
-#if OI_HAL_ABI_VERSION != 3
-#error "residual_mlp_stack was generated for HAL ABI 1"
+#if OI_HAL_ABI_VERSION != 4
+#error "residual_mlp_stack was generated for HAL ABI 4"
 #endif
 /* A frame: the variables one thread of execution sees. Entry runs in m->entry; each yield/await
  * consumer runs in its own frame, on snapshots of the yielded variables. */
@@ -255,6 +255,8 @@ static oi_status open_image(const char *path, oi_oinf *file) {
 oi_status oi_residual_mlp_stack_create(const char *oinf_path, oi_residual_mlp_stack **out) {
     if (!out) return OI_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    /* before anything compiled with the kernels' ISA flags runs */
+    if (oi_cpu_require(OI_RESIDUAL_MLP_STACK_CPU_FEATURES, NULL, 0) != OI_OK) return OI_ERR_UNSUPPORTED_CPU;
     oi_residual_mlp_stack *m = oi_aligned_alloc(OI_RESIDUAL_MLP_STACK_CONTEXT_BYTES);
     if (!m) return OI_ERR_OUT_OF_MEMORY;
     m->owns_heap = 1;
@@ -279,6 +281,7 @@ oi_status oi_residual_mlp_stack_create_in(void *context, void *arena, void *pers
         (OI_RESIDUAL_MLP_STACK_PERSISTENT_BYTES && (!persistent || (uintptr_t)persistent % OI_ALIGN)))
         return OI_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    if (oi_cpu_require(OI_RESIDUAL_MLP_STACK_CPU_FEATURES, NULL, 0) != OI_OK) return OI_ERR_UNSUPPORTED_CPU;
     oi_residual_mlp_stack *m = context;
     memset(m, 0, sizeof *m);
     m->arena = arena;

@@ -30,6 +30,10 @@ extern "C" {
 #define OI_RESIDUAL_MLP_STACK_PERSISTENT_BYTES 0u
 /* Model data the program reads, used in place from the .oinf image (constants, prefix tables). */
 #define OI_RESIDUAL_MLP_STACK_WEIGHT_BYTES 12800u
+/* The CPU features (OI_CPU_* of oi_hal.h) the kernels were compiled for: create() and
+ * create_in() fail with OI_ERR_UNSUPPORTED_CPU on a CPU without them, rather than die at the
+ * first such instruction; oi_cpu_require(OI_RESIDUAL_MLP_STACK_CPU_FEATURES, buf, n) names what is missing. */
+#define OI_RESIDUAL_MLP_STACK_CPU_FEATURES (0u)
 /* Bytes of the context object for oi_residual_mlp_stack_create_in (sizeof of the opaque struct, rounded). */
 #define OI_RESIDUAL_MLP_STACK_CONTEXT_BYTES 5120u
 

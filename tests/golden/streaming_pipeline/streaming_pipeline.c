@@ -11,8 +11,8 @@
 #include "oi_numeric.h"
 #include "streaming_pipeline_kernels.h"
 
-#if OI_HAL_ABI_VERSION != 3
-#error "streaming_pipeline was generated for HAL ABI 1"
+#if OI_HAL_ABI_VERSION != 4
+#error "streaming_pipeline was generated for HAL ABI 4"
 #endif
 /* A frame: the variables one thread of execution sees. Entry runs in m->entry; each yield/await
  * consumer runs in its own frame, on snapshots of the yielded variables. */
@@ -262,6 +262,8 @@ static oi_status open_image(const char *path, oi_oinf *file) {
 oi_status oi_streaming_pipeline_create(const char *oinf_path, oi_streaming_pipeline **out) {
     if (!out) return OI_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    /* before anything compiled with the kernels' ISA flags runs */
+    if (oi_cpu_require(OI_STREAMING_PIPELINE_CPU_FEATURES, NULL, 0) != OI_OK) return OI_ERR_UNSUPPORTED_CPU;
     oi_streaming_pipeline *m = oi_aligned_alloc(OI_STREAMING_PIPELINE_CONTEXT_BYTES);
     if (!m) return OI_ERR_OUT_OF_MEMORY;
     m->owns_heap = 1;
@@ -286,6 +288,7 @@ oi_status oi_streaming_pipeline_create_in(void *context, void *arena, void *pers
         (OI_STREAMING_PIPELINE_PERSISTENT_BYTES && (!persistent || (uintptr_t)persistent % OI_ALIGN)))
         return OI_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    if (oi_cpu_require(OI_STREAMING_PIPELINE_CPU_FEATURES, NULL, 0) != OI_OK) return OI_ERR_UNSUPPORTED_CPU;
     oi_streaming_pipeline *m = context;
     memset(m, 0, sizeof *m);
     m->arena = arena;

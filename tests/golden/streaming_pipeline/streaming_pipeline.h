@@ -30,6 +30,10 @@ extern "C" {
 #define OI_STREAMING_PIPELINE_PERSISTENT_BYTES 0u
 /* Model data the program reads, used in place from the .oinf image (constants, prefix tables). */
 #define OI_STREAMING_PIPELINE_WEIGHT_BYTES 1088u
+/* The CPU features (OI_CPU_* of oi_hal.h) the kernels were compiled for: create() and
+ * create_in() fail with OI_ERR_UNSUPPORTED_CPU on a CPU without them, rather than die at the
+ * first such instruction; oi_cpu_require(OI_STREAMING_PIPELINE_CPU_FEATURES, buf, n) names what is missing. */
+#define OI_STREAMING_PIPELINE_CPU_FEATURES (0u)
 /* Bytes of the context object for oi_streaming_pipeline_create_in (sizeof of the opaque struct, rounded). */
 #define OI_STREAMING_PIPELINE_CONTEXT_BYTES 4800u
 
