@@ -19,7 +19,7 @@
 Each matmul row runs `--reps` independent matmuls in one step (one submission, so the per-step
 submit-and-wait cost of a few tens of microseconds is spread over them) and reports the time of
 one; steps are timed through the simulator's executor, best of --repeat runs of --steps steps.
-Every matmul of a step reads operands of its own (W0..W9 for the GEMVs, A_i and B_i for the
+Every matmul of a step reads operands of its own (W0..W9 at --reps 10, A_i and B_i for the
 GEMMs), and so do the PyTorch peers: matmuls sharing one W found part of it in the GPU's L2
 (50 MB on an H100) and reported more GB/s than the memory delivers. The GEMV rows refuse a
 `--reps` whose weights per step are under L2_MARGIN times the descriptor's L2.
