@@ -19,6 +19,10 @@
 Each matmul row runs `--reps` independent matmuls in one step (one submission, so the per-step
 submit-and-wait cost of a few tens of microseconds is spread over them) and reports the time of
 one; steps are timed through the simulator's executor, best of --repeat runs of --steps steps.
+Every matmul of a step reads operands of its own (W0..W9 at --reps 10, A_i and B_i for the
+GEMMs), and so do the PyTorch peers: matmuls sharing one W found part of it in the GPU's L2
+(50 MB on an H100) and reported more GB/s than the memory delivers. The GEMV rows refuse a
+`--reps` whose weights per step are under L2_MARGIN times the descriptor's L2.
 Every row checks its result against NumPy (rows of it for the GEMMs) and reports the largest
 error relative to the largest magnitude. `--tune` (repeatable) runs the matmul rows once per
 JSON dict of overrides of openinfer/emit/glsl/linalg.py's TUNE (a sweep; labels `@i`).
@@ -41,6 +45,7 @@ sys.path.insert(0, str(REPO))
 
 import openinfer as oi  # noqa: E402
 from openinfer.emit.glsl import linalg  # noqa: E402
+from openinfer.synth import devices  # noqa: E402
 
 ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "decoder-profile", "peers")
 #: small shapes that select each fast matmul kernel (as tests/vulkan/test_vulkan_matmul.py):
@@ -58,6 +63,39 @@ CHECK_CASES = [
 #: the decoder rows' input: one token per step
 DECODER_TOKEN = {"token": np.array([1], np.int32)}
 PREFIX = {"check": "check", "gemv": "gemv_f32", "gemv-f16": "gemv_f16", "gemm": "gemm_f32", "gemm-f16": "gemm_f16"}
+#: the weights a GEMV row's step streams are at least this many times the device's L2, so neither a
+#: GEMV nor the next step finds weights in the L2 that an earlier GEMV brought there
+L2_MARGIN = 8
+GEMV_K = GEMV_N = 8192
+GEMM_M = 4096
+NP_DTYPES = {"f32": np.float32, "f16": np.float16}
+
+
+def gemm_reps(reps: int) -> int:
+    """GEMMs per step (they take ~100x a GEMV's time): a fifth of --reps."""
+    return max(1, reps // 5)
+
+
+def gemv_graph(reps: int, dt: str) -> tuple[str, int]:
+    """The GEMV rows' graph, `reps` GEMVs `y_i = x @ W_i` of 8192² `dt` weights, each over a W of its own,
+    and the weight bytes one step streams."""
+    k, n = GEMV_K, GEMV_N
+    acc = ", acc=f32" if dt != "f32" else ""
+    consts = " ".join(f"W{i}: {dt}[{k}, {n}];" for i in range(reps))
+    outs = " ".join(f"y{i}: f32[1, {n}];" for i in range(reps))
+    ops = " ".join(f"op matmul(x, W{i}{acc}) >> y{i};" for i in range(reps))
+    text = f"dynamic {{ x: {dt}[1, {k}]; }} constant {{ {consts} }} volatile {{ {outs} }} block entry {{ {ops} }}"
+    return text, reps * k * n * np.dtype(NP_DTYPES[dt]).itemsize
+
+
+def gemm_graph(reps: int, dt: str) -> str:
+    """The GEMM rows' graph: `reps` GEMMs `C_i = A_i @ B_i` (4096³), each over operands of its own."""
+    m = GEMM_M
+    acc = ", acc=f32" if dt != "f32" else ""
+    consts = " ".join(f"A{i}: {dt}[{m}, {m}]; B{i}: {dt}[{m}, {m}];" for i in range(reps))
+    outs = " ".join(f"C{i}: f32[{m}, {m}];" for i in range(reps))
+    ops = " ".join(f"op matmul(A{i}, B{i}{acc}) >> C{i};" for i in range(reps))
+    return f"dynamic {{ go: bool; }} constant {{ {consts} }} volatile {{ {outs} }} block entry {{ {ops} }}"
 
 
 def step_time(ex, inputs: dict, steps: int, repeat: int) -> float:
@@ -73,7 +111,9 @@ def step_time(ex, inputs: dict, steps: int, repeat: int) -> float:
     return best
 
 
-def torch_peers(repeat: int) -> dict:
+def torch_peers(repeat: int, reps: int) -> dict:
+    """Device copy, cuBLAS GEMMs and torch GEMVs; like the Vulkan rows, a timed call runs `reps`
+    GEMVs (`gemm_reps(reps)` GEMMs) over operands of their own and a figure is one matmul's."""
     try:
         import torch
     except ImportError:
@@ -101,16 +141,19 @@ def torch_peers(repeat: int) -> dict:
     t = timed(lambda: dst.copy_(src))
     out["copy_gbs"] = 2 * src.numel() * 4 / t / 1e9          # read + write
     src = dst = None                       # free the 2 GiB before the matmuls
-    a = torch.randn(4096, 4096, device="cuda")
-    b = torch.randn(4096, 4096, device="cuda")
-    out["cublas_f32_tflops"] = 2 * 4096 ** 3 / timed(lambda: a @ b) / 1e12
-    a16, b16 = a.half(), b.half()
-    out["cublas_f16_tflops"] = 2 * 4096 ** 3 / timed(lambda: a16 @ b16) / 1e12
-    w = torch.randn(8192, 8192, device="cuda")
-    x = torch.randn(1, 8192, device="cuda")
-    out["torch_gemv_f32_gbs"] = w.numel() * 4 / timed(lambda: x @ w) / 1e9
-    w16, x16 = w.half(), x.half()
-    out["torch_gemv_f16_gbs"] = w16.numel() * 2 / timed(lambda: x16 @ w16) / 1e9
+    m, n = GEMM_M, gemm_reps(reps)
+    ab = [(torch.randn(m, m, device="cuda"), torch.randn(m, m, device="cuda")) for _ in range(n)]
+    out["cublas_f32_tflops"] = n * 2 * m ** 3 / timed(lambda: [a @ b for a, b in ab]) / 1e12
+    ab = [(a.half(), b.half()) for a, b in ab]
+    out["cublas_f16_tflops"] = n * 2 * m ** 3 / timed(lambda: [a @ b for a, b in ab]) / 1e12
+    ab = None
+    ws = [torch.randn(GEMV_K, GEMV_N, device="cuda") for _ in range(reps)]
+    x = torch.randn(1, GEMV_K, device="cuda")
+    out["torch_gemv_f32_gbs"] = reps * GEMV_K * GEMV_N * 4 / timed(lambda: [x @ w for w in ws]) / 1e9
+    ws, x = [w.half() for w in ws], x.half()
+    out["torch_gemv_f16_gbs"] = reps * GEMV_K * GEMV_N * 2 / timed(lambda: [x @ w for w in ws]) / 1e9
+    ws = None
+    torch.cuda.empty_cache()               # the Vulkan rows allocate next
     return out
 
 
@@ -130,69 +173,50 @@ class Bench:
     def __init__(self, args, tmp: Path):
         self.args, self.tmp = args, tmp
         self.rng = np.random.default_rng(0)
-        self._gemv_model = self._gemm_model = None
+        self.l2_bytes = devices.load(args.arch).doc.get("memory", {}).get("l2_bytes")
+        self._models: dict[str, tuple] = {}        # (model, tensors) per row and dtype, kept for --tune
 
     def _sim(self, model, text: str, outputs: set):
         return oi.Simulator(model, oi.graph(text), arch=self.args.arch, outputs=outputs)
 
-    def gemv_model(self):
-        if self._gemv_model is None:
-            w = self.rng.standard_normal((8192, 8192), dtype=np.float32)
-            self.w = w
-            self.w16 = w.astype(np.float16)
-            oi.write_oinf(self.tmp / "gemv.oinf", tensors={"W": w, "W16": self.w16})
-            self._gemv_model = oi.ModelLoader.open(self.tmp / "gemv.oinf")
-        return self._gemv_model
+    def _model(self, name: str, make_tensors):
+        """(model, tensors): the tensors `make_tensors()` returns, made and written once per name."""
+        if name not in self._models:
+            tensors = make_tensors()
+            oi.write_oinf(self.tmp / f"{name}.oinf", tensors=tensors)
+            self._models[name] = oi.ModelLoader.open(self.tmp / f"{name}.oinf"), tensors
+        return self._models[name]
 
-    def gemm_model(self):
-        if self._gemm_model is None:
-            m = 4096
-            self.a = self.rng.standard_normal((m, m), dtype=np.float32)
-            self.b = self.rng.standard_normal((m, m), dtype=np.float32)
-            self.a16, self.b16 = self.a.astype(np.float16), self.b.astype(np.float16)
-            oi.write_oinf(self.tmp / "gemm.oinf", tensors={"A": self.a, "B": self.b, "A16": self.a16,
-                                                           "B16": self.b16})
-            self._gemm_model = oi.ModelLoader.open(self.tmp / "gemm.oinf")
-        return self._gemm_model
+    def _random(self, shape, dtype: str) -> np.ndarray:
+        return self.rng.standard_normal(shape, dtype=np.float32).astype(NP_DTYPES[dtype])
 
     def gemv(self, f16: bool) -> dict:
-        reps, k = self.args.reps, 8192
-        model = self.gemv_model()
-        xt, wn, acc = ("f16", "W16", ", acc=f32") if f16 else ("f32", "W", "")
-        outs = " ".join(f"y{i}: f32[1, 8192];" for i in range(reps))
-        ops = " ".join(f"op matmul(x, {wn}{acc}) >> y{i};" for i in range(reps))
-        sim = self._sim(model, f"""
-            dynamic {{ x: {xt}[1, 8192]; }}
-            constant {{ {wn}: {xt}[8192, 8192]; }}
-            volatile {{ {outs} }}
-            block entry {{ {ops} }}""", {f"y{i}" for i in range(reps)})
+        reps, k, n, dt = self.args.reps, GEMV_K, GEMV_N, "f16" if f16 else "f32"
+        text, step_bytes = gemv_graph(reps, dt)
+        if self.l2_bytes and step_bytes < L2_MARGIN * self.l2_bytes:
+            raise ValueError(f"--reps {reps}: a step's {reps} GEMVs stream {step_bytes / 1e6:.0f} MB of {dt} "
+                             f"weights, under {L2_MARGIN}x the device's L2 ({self.l2_bytes / 1e6:.0f} MB): "
+                             "part of them would come from the L2; raise --reps")
+        model, ws = self._model(f"gemv_{dt}_{reps}", lambda: {f"W{i}": self._random((k, n), dt) for i in range(reps)})
+        sim = self._sim(model, text, {f"y{i}" for i in range(reps)})
         ex = sim.make_executor()
-        x = self.rng.standard_normal((1, k)).astype(np.float32)
-        if f16:
-            x = x.astype(np.float16)
+        x = self._random((1, k), dt)
         t = step_time(ex, {"x": x}, self.args.steps, self.args.repeat) / reps
-        w = self.w16 if f16 else self.w
-        ref = x.astype(np.float32) @ w.astype(np.float32)
-        err = max(_rel_err(ex.fetch(f"y{i}"), ref) for i in (0, reps - 1))
-        return {"gbs": w.nbytes / t / 1e9, "us": t * 1e6, "rel_err": err, "kernel": _kernel_doc(sim)}
+        err = max(_rel_err(ex.fetch(f"y{i}"), x.astype(np.float32) @ ws[f"W{i}"].astype(np.float32))
+                  for i in range(reps))
+        return {"gbs": step_bytes / reps / t / 1e9, "us": t * 1e6, "rel_err": err,
+                "step_weight_mb": step_bytes / 1e6, "kernel": _kernel_doc(sim)}
 
     def gemm(self, f16: bool) -> dict:
-        reps, m = max(1, self.args.reps // 5), 4096
-        model = self.gemm_model()
-        an, bn, dt, acc = ("A16", "B16", "f16", ", acc=f32") if f16 else ("A", "B", "f32", "")
-        outs = " ".join(f"C{i}: f32[4096, 4096];" for i in range(reps))
-        ops = " ".join(f"op matmul({an}, {bn}{acc}) >> C{i};" for i in range(reps))
-        sim = self._sim(model, f"""
-            dynamic {{ go: bool; }}
-            constant {{ {an}: {dt}[4096, 4096]; {bn}: {dt}[4096, 4096]; }}
-            volatile {{ {outs} }}
-            block entry {{ {ops} }}""", {"C0"})
+        reps, m, dt = gemm_reps(self.args.reps), GEMM_M, "f16" if f16 else "f32"
+        model, ab = self._model(f"gemm_{dt}_{reps}", lambda: {f"{side}{i}": self._random((m, m), dt)
+                                                              for i in range(reps) for side in "AB"})
+        sim = self._sim(model, gemm_graph(reps, dt), {f"C{i}" for i in range(reps)})
         ex = sim.make_executor()
         t = step_time(ex, {"go": True}, 3, self.args.repeat) / reps
-        a, b = (self.a16, self.b16) if f16 else (self.a, self.b)
         rows = np.r_[0:8, m - 8:m]
-        ref = a[rows].astype(np.float32) @ b.astype(np.float32)
-        err = _rel_err(ex.fetch("C0")[rows], ref)
+        err = max(_rel_err(ex.fetch(f"C{i}")[rows],
+                           ab[f"A{i}"][rows].astype(np.float32) @ ab[f"B{i}"].astype(np.float32)) for i in range(reps))
         return {"tflops": 2 * m ** 3 / t / 1e12, "ms": t * 1e3, "rel_err": err, "kernel": _kernel_doc(sim)}
 
     def check(self) -> dict:
@@ -296,7 +320,7 @@ def main(argv=None) -> int:
             args.out.write_text(json.dumps(results, indent=2) + "\n")
 
     if "peers" in args.rows:            # first: the torch figures survive a later failure
-        for key, value in torch_peers(args.repeat).items():
+        for key, value in torch_peers(args.repeat, args.reps).items():
             report(key, value)
     for vi, tune in enumerate(variants):
         linalg.TUNE.clear()
