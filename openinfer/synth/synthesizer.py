@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .. import __version__
-from ..errors import SynthesisError
+from ..errors import OutputFolderError, SynthesisError
+from ..outdir import SYMLINK, folder_lock, is_inside, locate, read_entry
 from ..resources import hal_dir, templates_dir
 from . import devices
 from .fusion import fuse
@@ -220,19 +222,96 @@ def manifest(prog: Program, mem: MemoryPlan, device: devices.Device) -> str:
 PENDING_RENAMES = ".openinfer-pending-renames.json"
 
 
-def finish_pending_renames(out_dir: Path) -> None:
+def _listing_text(rels) -> bytes:
+    return ("\n".join(sorted(rels)) + "\n").encode()
+
+
+def read_listing(out_dir: Path) -> set[str]:
+    """The files OpenInfer wrote into `out_dir`, from FILE_LIST; every entry must name a path
+    inside the folder (a planted `../x` is refused, never deleted)."""
+    path = out_dir / FILE_LIST
+    data = read_entry(path)
+    if data is None:
+        return set()
+    bad = "it is a symbolic link" if data is SYMLINK else None
+    listed: set[str] = set()
+    if bad is None:
+        try:
+            listed = {line for line in data.decode().split("\n") if line}
+        except UnicodeDecodeError:
+            bad = "it is not UTF-8 text"
+    outside = sorted(rel for rel in listed if not is_inside(rel))
+    if outside:
+        bad = f"it names {outside[0]!r}, which is not a path inside the folder"
+    if bad:
+        raise OutputFolderError(f"{path} is not a list of files OpenInfer wrote ({bad}): remove it, and "
+                                "the files it should list, then generate again")
+    return listed
+
+
+def _read_journal(journal: Path, data, owned: set[str]) -> list[tuple[str, str]]:
+    """The [temporary, destination] pairs of a journal, each checked to be one write_tree makes:
+    both inside the folder, the temporary beside its destination and named as mkstemp names it,
+    the destination one of OpenInfer's files (or absent)."""
+    try:
+        if data is SYMLINK:
+            raise ValueError("it is a symbolic link")
+        pairs = json.loads(data)
+        if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            raise ValueError("not a list of [temporary, destination] pairs")
+        for tmp, dest in pairs:
+            if not (is_inside(tmp) and is_inside(dest)):
+                raise ValueError(f"{tmp!r} -> {dest!r} is not a rename inside the folder")
+            t, d = PurePosixPath(tmp), PurePosixPath(dest)
+            if t.parent != d.parent or not (t.name.startswith(f".{d.name}.") and t.name.endswith(".tmp")):
+                raise ValueError(f"{tmp!r} is not a temporary of {dest!r}")
+            if dest not in owned and os.path.lexists(journal.parent / dest):
+                raise ValueError(f"{dest!r} is not a file OpenInfer wrote")
+    except (ValueError, RecursionError) as exc:     # json's errors and UnicodeDecodeError are ValueErrors
+        raise OutputFolderError(f"{journal} is not a rename journal OpenInfer wrote ({exc}): remove it, "
+                                "then generate again") from None
+    return [(tmp, dest) for tmp, dest in pairs]
+
+
+def finish_pending_renames(out_dir: Path, owned: set[str]) -> None:
     """Complete the renames of a write_tree that was killed among them (its journal is left)."""
     journal = out_dir / PENDING_RENAMES
-    if not journal.exists():
+    data = read_entry(journal)
+    if data is None:
         return
-    for tmp, dest in json.loads(journal.read_text()):
-        if (out_dir / tmp).exists():
-            os.replace(out_dir / tmp, out_dir / dest)
+    for tmp, dest in _read_journal(journal, data, owned):
+        src = locate(out_dir, tmp)
+        if src is None or not os.path.lexists(src):
+            continue
+        if not stat.S_ISREG(os.lstat(src).st_mode):
+            raise OutputFolderError(f"{src} is not a regular file: not a temporary OpenInfer wrote")
+        if os.path.isdir(out_dir / dest) and not os.path.islink(out_dir / dest):
+            raise OutputFolderError(f"{out_dir / dest} is a directory")
+        os.replace(src, out_dir / dest)
     journal.unlink()
+
+
+def _replace_file(out_dir: Path, name: str, data: bytes) -> None:
+    """Write `out_dir/name` atomically and durably (temporary, fsync, rename)."""
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f"{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out_dir / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
     """Write `files` under `out_dir`: only changed ones; drop stale generated files.
+
+    The folder is locked for the call (concurrent writers take turns; the last one's tree is what
+    remains) and its content is not trusted (see openinfer.outdir): nothing outside it is
+    created, renamed or deleted, and a file OpenInfer did not write there (it is not in FILE_LIST)
+    is never overwritten: that is an OutputFolderError naming it.
 
     Two phases keep a failure from leaving a mix of old and new files: every changed file is
     first written completely to a temporary name beside its destination (any error there removes
@@ -240,50 +319,56 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
     renames are listed first in a journal (PENDING_RENAMES, written atomically): a process killed
     among them leaves the journal behind, and the next write_tree into the directory finishes
     those renames before anything else, so the tree only ever moves from one whole generation to
-    the next.
+    the next. FILE_LIST names the new files before they appear, so a killed write leaves none of
+    them looking foreign.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    finish_pending_renames(out_dir)
-    staged: list[tuple[Path, Path]] = []
-    try:
+    out_dir = Path(out_dir)
+    for rel in files:
+        if not is_inside(rel):
+            raise OutputFolderError(f"refusing to write {rel!r}: not a path inside {out_dir}")
+    with folder_lock(out_dir):
+        owned = read_listing(out_dir)
+        finish_pending_renames(out_dir, owned)
+        current = {}
         for rel in sorted(files):
-            path = out_dir / rel
-            data = files[rel]
-            try:
-                if path.read_bytes() == data:
+            path = locate(out_dir, rel)
+            current[rel] = read_entry(path) if path is not None else None
+        foreign = [rel for rel in sorted(files) if current[rel] not in (None, files[rel]) and rel not in owned]
+        if foreign:
+            more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+            raise OutputFolderError(f"{out_dir / foreign[0]}{more} would be overwritten, but OpenInfer did not "
+                                    f"write it (it is not listed in {out_dir / FILE_LIST}): move it away or "
+                                    "choose another output folder")
+        stale = [p for p in (locate(out_dir, rel) for rel in sorted(owned - set(files)))
+                 if p is not None and os.path.lexists(p) and not stat.S_ISDIR(os.lstat(p).st_mode)]
+        staged: list[tuple[Path, Path]] = []
+        try:
+            for rel in sorted(files):
+                if current[rel] == files[rel]:
                     continue
-            except OSError:
-                pass
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            staged.append((Path(tmp), path))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-    except BaseException:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-        raise
-    changed: list[Path] = []
-    journal = out_dir / PENDING_RENAMES
-    if staged:
-        fd, tmp_journal = tempfile.mkstemp(dir=out_dir, prefix=f"{PENDING_RENAMES}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump([[os.path.relpath(t, out_dir), os.path.relpath(d, out_dir)] for t, d in staged], fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_journal, journal)
-    for tmp, path in staged:
-        os.replace(tmp, path)
-        changed.append(path)
-    journal.unlink(missing_ok=True)
-    listing = out_dir / FILE_LIST
-    previous = set(listing.read_text().split("\n")) if listing.exists() else set()
-    for rel in sorted(previous - set(files) - {""}):
-        stale = out_dir / rel
-        if stale.is_file():
-            stale.unlink()
-            changed.append(stale)
-    text = "\n".join(sorted(files)) + "\n"
-    if not listing.exists() or listing.read_text() != text:
-        listing.write_text(text)
-    return changed
+                path = locate(out_dir, rel, create=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                staged.append((Path(tmp), path))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(files[rel])
+            if not set(files) <= owned:
+                _replace_file(out_dir, FILE_LIST, _listing_text(owned | set(files)))
+            if staged:
+                _replace_file(out_dir, PENDING_RENAMES, json.dumps(
+                    [[os.path.relpath(t, out_dir), os.path.relpath(d, out_dir)] for t, d in staged]).encode())
+        except BaseException:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
+            raise
+        changed: list[Path] = []
+        for tmp, path in staged:
+            os.replace(tmp, path)
+            changed.append(path)
+        if staged:
+            (out_dir / PENDING_RENAMES).unlink()
+        for path in stale:
+            path.unlink()
+            changed.append(path)
+        if read_entry(out_dir / FILE_LIST) != _listing_text(files):
+            _replace_file(out_dir, FILE_LIST, _listing_text(files))
+        return changed
