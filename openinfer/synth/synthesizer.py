@@ -32,7 +32,9 @@ from .program import Program
 from .views import views
 
 #: Written into the output directory: the files the last generation produced (so the next one
-#: can remove files it no longer produces).
+#: can remove files it no longer produces). A generation of one program's sources only (`gen
+#: --emit sources`: several programs may share a build's folder) keeps its own list,
+#: FILE_LIST-NAME, and so removes only its own stale files.
 FILE_LIST = ".openinfer-files"
 
 
@@ -85,7 +87,9 @@ class SynthesisPlan:
         return out
     def emit(self, out_dir, *, sources_only: bool = False) -> list[Path]:
         """Write the project (or only its sources) into `out_dir`; returns the paths that changed."""
-        return write_tree(Path(out_dir), self.source_files() if sources_only else self.files)
+        if sources_only:
+            return write_tree(Path(out_dir), self.source_files(), owner=self.name)
+        return write_tree(Path(out_dir), self.files)
 
 
 class Synthesizer:
@@ -226,10 +230,25 @@ def _listing_text(rels) -> bytes:
     return ("\n".join(sorted(rels)) + "\n").encode()
 
 
-def read_listing(out_dir: Path) -> set[str]:
-    """The files OpenInfer wrote into `out_dir`, from FILE_LIST; every entry must name a path
-    inside the folder (a planted `../x` is refused, never deleted)."""
-    path = out_dir / FILE_LIST
+def listing_name(owner: str | None) -> str:
+    """The list of the files a generation wrote: FILE_LIST, or FILE_LIST-NAME for `owner` NAME."""
+    if owner is None:
+        return FILE_LIST
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", owner):
+        raise OutputFolderError(f"owner {owner!r} must be a C identifier")
+    return f"{FILE_LIST}-{owner}"
+
+
+def listings(out_dir: Path) -> list[str]:
+    """The names of the file lists in `out_dir` (not their temporaries, which contain a dot)."""
+    names = os.listdir(out_dir)
+    prefix = f"{FILE_LIST}-"
+    return sorted(n for n in names if n == FILE_LIST or (n.startswith(prefix) and "." not in n[len(prefix):]))
+
+
+def read_listing(path: Path) -> set[str]:
+    """The files a list of OpenInfer's names; every entry must name a path inside the folder (a
+    planted `../x` is refused, never deleted)."""
     data = read_entry(path)
     if data is None:
         return set()
@@ -305,13 +324,15 @@ def _replace_file(out_dir: Path, name: str, data: bytes) -> None:
         raise
 
 
-def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
+def write_tree(out_dir: Path, files: Mapping[str, bytes], *, owner: str | None = None) -> list[Path]:
     """Write `files` under `out_dir`: only changed ones; drop stale generated files.
 
     The folder is locked for the call (concurrent writers take turns; the last one's tree is what
     remains) and its content is not trusted (see openinfer.outdir): nothing outside it is
-    created, renamed or deleted, and a file OpenInfer did not write there (it is not in FILE_LIST)
-    is never overwritten: that is an OutputFolderError naming it.
+    created, renamed or deleted, and a file OpenInfer did not write there (no FILE_LIST* names it)
+    is never overwritten: that is an OutputFolderError naming it. Stale files (listed by the
+    previous write of the same `owner`, no longer in `files`, and listed by no other owner) are
+    removed.
 
     Two phases keep a failure from leaving a mix of old and new files: every changed file is
     first written completely to a temporary name beside its destination (any error there removes
@@ -319,15 +340,19 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
     renames are listed first in a journal (PENDING_RENAMES, written atomically): a process killed
     among them leaves the journal behind, and the next write_tree into the directory finishes
     those renames before anything else, so the tree only ever moves from one whole generation to
-    the next. FILE_LIST names the new files before they appear, so a killed write leaves none of
-    them looking foreign.
+    the next. The owner's list names the new files before they appear, so a killed write leaves
+    none of them looking foreign.
     """
     out_dir = Path(out_dir)
+    listing = listing_name(owner)
     for rel in files:
         if not is_inside(rel):
             raise OutputFolderError(f"refusing to write {rel!r}: not a path inside {out_dir}")
     with folder_lock(out_dir):
-        owned = read_listing(out_dir)
+        listed = {name: read_listing(out_dir / name) for name in listings(out_dir)}
+        mine = listed.get(listing, set())
+        others = set().union(*(v for k, v in listed.items() if k != listing))
+        owned = mine | others
         finish_pending_renames(out_dir, owned)
         current = {}
         for rel in sorted(files):
@@ -337,9 +362,9 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
         if foreign:
             more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
             raise OutputFolderError(f"{out_dir / foreign[0]}{more} would be overwritten, but OpenInfer did not "
-                                    f"write it (it is not listed in {out_dir / FILE_LIST}): move it away or "
-                                    "choose another output folder")
-        stale = [p for p in (locate(out_dir, rel) for rel in sorted(owned - set(files)))
+                                    f"write it (no {FILE_LIST}* list there names it): move it away or choose "
+                                    "another output folder")
+        stale = [p for p in (locate(out_dir, rel) for rel in sorted(mine - set(files) - others))
                  if p is not None and os.path.lexists(p) and not stat.S_ISDIR(os.lstat(p).st_mode)]
         staged: list[tuple[Path, Path]] = []
         try:
@@ -351,8 +376,8 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
                 staged.append((Path(tmp), path))
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(files[rel])
-            if not set(files) <= owned:
-                _replace_file(out_dir, FILE_LIST, _listing_text(owned | set(files)))
+            if not set(files) <= mine:
+                _replace_file(out_dir, listing, _listing_text(mine | set(files)))
             if staged:
                 _replace_file(out_dir, PENDING_RENAMES, json.dumps(
                     [[os.path.relpath(t, out_dir), os.path.relpath(d, out_dir)] for t, d in staged]).encode())
@@ -369,6 +394,6 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
         for path in stale:
             path.unlink()
             changed.append(path)
-        if read_entry(out_dir / FILE_LIST) != _listing_text(files):
-            _replace_file(out_dir, FILE_LIST, _listing_text(files))
+        if read_entry(out_dir / listing) != _listing_text(files):
+            _replace_file(out_dir, listing, _listing_text(files))
         return changed

@@ -288,3 +288,39 @@ def test_two_simulators_of_one_graph_build_a_cold_cache_entry_together(tmp_path)
         assert code == 0, err
         np.testing.assert_allclose([float(v) for v in out.split()], expected, rtol=1e-6)
     assert len(list((tmp_path / "cache").iterdir())) == 1       # one entry, built once
+
+
+def test_programs_sharing_a_folder_for_their_sources_keep_each_others_files(tmp_path, example_models, capsys):
+    """`gen --emit sources` of two programs into one folder (two custom_targets in one meson
+    directory): each removes only its own stale files, never the other's sources."""
+    out = tmp_path / "o"
+
+    def gen_sources(name: str) -> None:
+        assert main(["gen", str(REPO / "examples" / "mlp_regression.oig"), "--model",
+                     str(example_models / "mlp_regression.oinf"), "--arch", "x86_64-generic", "--name", name,
+                     "--emit", "sources", "-o", str(out), "-q"]) == 0, capsys.readouterr().err
+
+    gen_sources("first")
+    gen_sources("second")
+    names = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert names == sorted(f"{n}{s}" for n in ("first", "second") for s in (".c", ".h", "_kernels.c", "_kernels.h"))
+    # a stale file of one owner goes; the other owner's stay
+    write_tree(out, {"first.h": (out / "first.h").read_bytes(), "first_extra.c": b"x"}, owner="first")
+    write_tree(out, {"first.h": (out / "first.h").read_bytes()}, owner="first")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == \
+        ["first.h", "second.c", "second.h", "second_kernels.c", "second_kernels.h"]
+
+
+def test_build_configures_afresh_only_a_meson_build_directory(tmp_path, outside, gen, capsys):
+    """`openinfer build` removes a build directory it must configure again only if meson made it:
+    a folder of someone's files, or a link out of the project, is an error that keeps them."""
+    out = tmp_path / "o"
+    assert gen(out)[0] == 0
+    before = snapshot(outside)
+    capsys.readouterr()
+    assert main(["build", str(out), "--builddir", str(outside)]) == 1
+    one_line_error(1, capsys.readouterr().err.splitlines(), str(outside), "not a meson build directory")
+    (out / "build").symlink_to(outside, target_is_directory=True)
+    assert main(["build", str(out)]) == 1
+    one_line_error(1, capsys.readouterr().err.splitlines(), str(out / "build"), "symbolic link")
+    assert snapshot(outside) == before
