@@ -50,7 +50,10 @@ def folder_lock(folder: Path) -> Iterator[None]:
         if key in held:
             yield
             return
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:          # e.g. ENOLCK on a file system without locks
+            raise OutputFolderError(f"cannot lock {folder}: {exc.strerror}") from None
         held.add(key)
         try:
             yield
@@ -91,6 +94,20 @@ def locate(folder: Path, rel: str, *, create: bool = False) -> Path | None:
 
 #: what `read_entry` returns for a symbolic link (never equal to any content)
 SYMLINK = object()
+
+
+def holds(path: Path, data: bytes) -> bool | None:
+    """Whether the regular file `path` holds exactly `data` (read only when the sizes agree);
+    None if there is nothing there; False for a link (not followed). Anything else there (a
+    directory, a FIFO, ...) is an error."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(info.st_mode) and info.st_size != len(data):
+        return False
+    entry = read_entry(path)
+    return entry is not SYMLINK and entry == data
 
 
 def read_entry(path: Path):

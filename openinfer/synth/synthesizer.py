@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from .. import __version__
 from ..errors import OutputFolderError, SynthesisError
-from ..outdir import SYMLINK, folder_lock, is_inside, locate, read_entry
+from ..outdir import SYMLINK, folder_lock, holds, is_inside, locate, read_entry
 from ..resources import hal_dir, templates_dir
 from . import devices
 from .fusion import fuse
@@ -354,11 +354,11 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes], *, owner: str | None =
         others = set().union(*(v for k, v in listed.items() if k != listing))
         owned = mine | others
         finish_pending_renames(out_dir, owned)
-        current = {}
+        same: dict[str, bool | None] = {}           # None: nothing there yet
         for rel in sorted(files):
             path = locate(out_dir, rel)
-            current[rel] = read_entry(path) if path is not None else None
-        foreign = [rel for rel in sorted(files) if current[rel] not in (None, files[rel]) and rel not in owned]
+            same[rel] = holds(path, files[rel]) if path is not None else None
+        foreign = [rel for rel in sorted(files) if same[rel] is False and rel not in owned]
         if foreign:
             more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
             raise OutputFolderError(f"{out_dir / foreign[0]}{more} would be overwritten, but OpenInfer did not "
@@ -369,7 +369,7 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes], *, owner: str | None =
         staged: list[tuple[Path, Path]] = []
         try:
             for rel in sorted(files):
-                if current[rel] == files[rel]:
+                if same[rel]:
                     continue
                 path = locate(out_dir, rel, create=True)
                 fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
