@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import BuildError
+from .outdir import folder_lock
 
 _ERROR_LINE = re.compile(r"^(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$")
 
@@ -75,14 +76,28 @@ def build(project: Path, build_dir: Path | None = None, *, options: list[str] | 
     build_dir = Path(build_dir).resolve() if build_dir else project / "build"
     wanted = list(options or [])
     stamp = build_dir / ".openinfer-options"
-    configured = (build_dir / "build.ninja").exists() and stamp.exists() and stamp.read_text() == "\n".join(wanted)
-    if not configured:
-        if build_dir.exists():
-            shutil.rmtree(build_dir)
-        _run([tool("meson"), "setup", str(build_dir), str(project), *wanted], project, timeout, progress)
-        stamp.write_text("\n".join(wanted))
-    _run([tool("ninja"), "-C", str(build_dir)], project, timeout, progress)
+    # one build of a project at a time (meson refuses a second process in its build directory)
+    with folder_lock(project):
+        configured = (build_dir / "build.ninja").exists() and stamp.exists() and stamp.read_text() == "\n".join(wanted)
+        if not configured:
+            if os.path.lexists(build_dir):
+                _remove_build_dir(build_dir)
+            _run([tool("meson"), "setup", str(build_dir), str(project), *wanted], project, timeout, progress)
+            stamp.write_text("\n".join(wanted))
+        _run([tool("ninja"), "-C", str(build_dir)], project, timeout, progress)
     return build_dir
+
+
+def _remove_build_dir(build_dir: Path) -> None:
+    """Remove a build directory before configuring it afresh: only one meson made (it has
+    meson-private/) or an empty one, never a link or a folder of someone else's files."""
+    if build_dir.is_symlink() or not build_dir.is_dir():
+        raise BuildError(f"{build_dir} is not a directory (a file or a symbolic link): remove it or "
+                         "choose another build directory")
+    if any(build_dir.iterdir()) and not (build_dir / "meson-private").is_dir():
+        raise BuildError(f"{build_dir} is not a meson build directory, and configuring would delete what it "
+                         "holds: remove it or choose another build directory")
+    shutil.rmtree(build_dir)
 
 
 def library_path(build_dir: Path, name: str) -> Path:

@@ -109,6 +109,11 @@ class DeviceError(OpenInferError):
     """A device descriptor JSON is missing fields or has invalid values."""
 
 
+class OutputFolderError(OpenInferError):
+    """An output folder (or a cache entry) holds something OpenInfer must not overwrite, follow or
+    trust: a file it did not write, a symbolic link, a malformed listing or journal."""
+
+
 class BuildError(OpenInferError):
     """`meson setup` or `ninja` failed on a generated project."""
 

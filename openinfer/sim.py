@@ -23,6 +23,7 @@ from .errors import ExecutionError, SimulationError
 from .ir import nodes as ir
 from .ir.describe import describe
 from .numerics import from_storage, storage_dtype, to_storage
+from .outdir import folder_lock
 from .reference.executor import coerce
 from .synth import program as P
 from .synth.synthesizer import Synthesizer, write_tree
@@ -88,9 +89,12 @@ class Simulator:
         digest.update("\0".join(opts).encode())
         self.project = cache_root() / f"{self.program.name}-{digest.hexdigest()[:16]}"
         lib = self.project / "build" / f"lib{self.program.name}.so"
-        if not lib.exists():
-            write_tree(self.project, self.plan.files)
-            build(self.project, options=opts, progress=progress)
+        # the entry is locked while it is checked and built: another process (or thread) making the
+        # same simulator waits, then finds the library built, and never loads one still being linked
+        with folder_lock(self.project):
+            if not lib.exists():
+                write_tree(self.project, self.plan.files)
+                build(self.project, options=opts, progress=progress)
         self.library = library_path(self.project / "build", self.program.name)
         self._trace = trace
         import cffi

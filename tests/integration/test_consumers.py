@@ -123,3 +123,25 @@ def test_makefile_consumer(workspace, example_models, example):
     # the depfile lists the device descriptor and the templates: changing a template regenerates
     dep = (proj / "build" / "mlp_regression.d").read_text()
     assert f"{best_host_target()}.json" in dep and "model.c.j2" in dep and "oi_hal.c" in dep
+
+
+def test_configuring_the_example_in_place_leaves_the_checkout_clean(tmp_path, example_models):
+    """`meson setup` of examples/meson-consumer where it stands (the build directory elsewhere)
+    writes meson's lock into its subprojects/: `git status` of the checkout must not change."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    proj = REPO / "examples" / "meson-consumer"
+    lock = proj / "subprojects" / ".wraplock"
+    had_lock = lock.exists()
+
+    def status() -> str:
+        return sh(["git", "status", "--porcelain", "--untracked-files=all", "--", "examples"], REPO)
+
+    before = status()
+    try:
+        sh(["meson", "setup", str(tmp_path / "build"), f"-Dmodel={example_models / 'mlp_regression.oinf'}",
+            "-Dvulkan=disabled"], proj)
+        assert status() == before
+    finally:
+        if not had_lock:
+            lock.unlink(missing_ok=True)
