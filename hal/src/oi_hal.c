@@ -540,7 +540,11 @@ uint64_t oi_now_ns(void) {
  *
  *  1. The task queue (oi_pool_submit / oi_pool_wait), for yield/await consumers: a FIFO list
  *     under `mu`; `pending` counts queued + running tasks and `idle` is signalled when it drops to
- *     zero. Tasks are coarse (a whole block), so a mutex costs nothing here.
+ *     zero. Tasks are coarse (a whole block), so a mutex costs nothing here. Task nodes come from
+ *     slots allocated at create (OI_POOL_TASK_SLOTS per thread), so submitting never touches the
+ *     heap and a step runs without it at any thread count; with every slot in use, a submitted
+ *     task runs in the caller (what a pool without workers does) and a busy-slot parallel_for
+ *     queues fewer helpers.
  *
  *  2. The parallel_for slot, for kernels. A batch-1 GEMV takes a few hundred microseconds, and
  *     waking a sleeping thread (futex wake, scheduler, cache warm-up) costs tens of microseconds
@@ -598,6 +602,10 @@ uint64_t oi_now_ns(void) {
  * waits for a worker that is busy elsewhere, and nothing can deadlock.
  */
 
+/* Task nodes per pool thread (allocated at create): a yield queues one task per consumer, a
+ * parallel_for whose slot is busy at most one helper per worker. */
+#define OI_POOL_TASK_SLOTS 16
+
 #ifndef OI_POOL_SPIN_NS
 #define OI_POOL_SPIN_NS 100000u   /* how long an idle worker (or a waiting owner) spins */
 #endif
@@ -635,6 +643,8 @@ struct oi_pool {
     pthread_cond_t idle;      /* signalled when the last pending task finishes */
     pthread_cond_t left;      /* signalled when the last worker leaves a job whose owner sleeps */
     task *head, *tail;
+    task *slots;              /* the task nodes, allocated at create */
+    task *free_tasks;         /* the unused ones, a list through `next` */
     int64_t pending;          /* queued + running tasks */
     int n_threads;
     uint64_t spin_ns;         /* OI_POOL_SPIN_NS, or 0 when there are more threads than CPUs */
@@ -649,6 +659,18 @@ struct oi_pool {
     _Alignas(OI_CACHE_LINE) atomic_int busy;            /* 1 while a parallel_for owns the slot */
     range job;
 };
+
+/* An unused task node, or NULL when every one is queued or running; caller holds mu. */
+static task *take_slot_locked(oi_pool *pool) {
+    task *t = pool->free_tasks;
+    if (t) pool->free_tasks = t->next;
+    return t;
+}
+
+static void release_slot_locked(oi_pool *pool, task *t) {
+    t->next = pool->free_tasks;
+    pool->free_tasks = t;
+}
 
 int oi_default_threads(int fallback) {
     const char *env = getenv("OI_NUM_THREADS");
@@ -718,8 +740,8 @@ static void *worker(void *p) {
             atomic_fetch_sub_explicit(&pool->queued, 1, memory_order_relaxed);
             pthread_mutex_unlock(&pool->mu);
             t->fn(t->arg);
-            free(t);
             pthread_mutex_lock(&pool->mu);
+            release_slot_locked(pool, t);
             if (--pool->pending == 0) pthread_cond_broadcast(&pool->idle);
             pthread_mutex_unlock(&pool->mu);
             continue;
@@ -782,11 +804,15 @@ oi_status oi_pool_create(int threads, oi_pool **out) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     pool->spin_ns = cpus > 0 && threads > cpus ? 0 : OI_POOL_SPIN_NS;
     if (workers) {
+        size_t n_slots = (size_t)threads * OI_POOL_TASK_SLOTS;
         pool->threads = calloc((size_t)workers, sizeof(pthread_t));
-        if (!pool->threads) {
+        pool->slots = calloc(n_slots, sizeof(task));
+        if (!pool->threads || !pool->slots) {
             oi_pool_destroy(pool);
             return OI_ERR_OUT_OF_MEMORY;
         }
+        for (size_t i = 0; i < n_slots; ++i) pool->slots[i].next = i + 1 < n_slots ? &pool->slots[i + 1] : NULL;
+        pool->free_tasks = pool->slots;
         for (int i = 0; i < workers; ++i) {
             if (pthread_create(&pool->threads[i], NULL, worker, pool) != 0) {
                 oi_pool_destroy(pool);
@@ -812,6 +838,7 @@ void oi_pool_destroy(oi_pool *pool) {
     pthread_cond_destroy(&pool->left);
     pthread_mutex_destroy(&pool->mu);
     free(pool->threads);
+    free(pool->slots);
     oi_aligned_free(pool);
 }
 
@@ -831,12 +858,16 @@ oi_status oi_pool_submit(oi_pool *pool, oi_task_fn fn, void *arg) {
         fn(arg);
         return OI_OK;
     }
-    task *t = malloc(sizeof *t);
-    if (!t) return OI_ERR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&pool->mu);
+    task *t = take_slot_locked(pool);
+    if (!t) {                            /* every slot in use: run it here, as without workers */
+        pthread_mutex_unlock(&pool->mu);
+        fn(arg);
+        return OI_OK;
+    }
     t->fn = fn;
     t->arg = arg;
     t->next = NULL;
-    pthread_mutex_lock(&pool->mu);
     enqueue_locked(pool, t);
     pthread_mutex_unlock(&pool->mu);
     return OI_OK;
@@ -875,7 +906,7 @@ static int64_t unqueue(oi_pool *pool, range_job *job) {
         task *t = *pp;
         if (t->fn == range_helper && t->arg == job) {
             *pp = t->next;
-            free(t);
+            release_slot_locked(pool, t);
             removed++;
             pool->pending--;
             atomic_fetch_sub_explicit(&pool->queued, 1, memory_order_relaxed);
@@ -893,7 +924,9 @@ static int64_t unqueue(oi_pool *pool, range_job *job) {
 static void parallel_for_queued(oi_pool *pool, range_job *job, int helpers) {
     int submitted = 0;
     for (int i = 0; i < helpers; ++i) {
-        task *t = malloc(sizeof *t);
+        pthread_mutex_lock(&pool->mu);
+        task *t = take_slot_locked(pool);
+        pthread_mutex_unlock(&pool->mu);
         if (!t) break; /* fewer helpers: the caller does more of the work */
         t->fn = range_helper;
         t->arg = job;
