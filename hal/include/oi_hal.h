@@ -57,7 +57,12 @@ void oi_aligned_free(void *ptr);
 /* ------------------------------------------------------------------------------------------
  * The .oinf reader. Opening maps the file (or wraps caller memory) and validates the header and
  * all tables against the file size; every offset is bounds-checked, so a corrupted or hostile
- * file yields OI_ERR_MODEL_FORMAT, never an out-of-bounds read. Tensor data is used in place.
+ * file yields OI_ERR_MODEL_FORMAT, never an out-of-bounds read. It accepts exactly the files
+ * `openinfer oinf verify` accepts (docs/oinf.md). Tensor data is used in place.
+ * Contract of oi_oinf_open: the file must not be truncated or rewritten in place while it is open;
+ * the mapping then has pages past the file's end, and reading one raises SIGBUS (the process
+ * dies). Replacing the file by rename is safe; to rule this out, read the file into memory and
+ * use oi_oinf_open_memory.
  * ---------------------------------------------------------------------------------------- */
 typedef struct oi_oinf_tensor {
     const char *name;           /* points into the file image; not NUL-terminated: see name_len */

@@ -53,6 +53,7 @@ void oi_aligned_free(void *ptr) { free(ptr); }
 /* Layout constants of digest §1: the 69-byte packed header, padded so tables start at 72. */
 #define OINF_HEADER_BYTES 69u
 #define OINF_MAX_DIMS 8u
+#define OINF_MAX_NUMEL ((uint64_t)1 << 58)
 
 typedef struct reader {
     const uint8_t *base;
@@ -107,6 +108,41 @@ static uint32_t dtype_bits(uint32_t code) {
     }
 }
 
+/* Reads the `ndim` dims of a shape (into `dims` unless NULL) and checks the shape rule both readers
+ * share (openinfer/oinf/format.py shape_problem): at most 8 dims, and the product of the non-zero
+ * dims below 2^58, so numel * 64 bits fits a u64 and NumPy can hold the array. */
+static int rd_shape(reader *r, uint32_t ndim, uint64_t *dims, uint64_t *numel) {
+    uint64_t nonzero = 1;
+    int empty = 0;
+    if (ndim > OINF_MAX_DIMS) return 0;
+    for (uint32_t d = 0; d < ndim; ++d) {
+        uint64_t v;
+        if (!rd_u64(r, &v)) return 0;
+        if (dims) dims[d] = v;
+        if (v == 0) {
+            empty = 1;
+        } else {
+            if (v > (OINF_MAX_NUMEL - 1u) / nonzero) return 0;
+            nonzero *= v;
+        }
+    }
+    *numel = empty ? 0 : nonzero;
+    return 1;
+}
+
+/* Whether `n` elements of dtype `code` stored at `p` are all values: a bool byte must be 0 or 1,
+ * and a t2 element must not have the code 0b10; every pattern of every other type is a value. */
+static int values_valid(const uint8_t *p, uint32_t code, uint64_t n) {
+    if (code == 12) {
+        for (uint64_t i = 0; i < n; ++i)
+            if (p[i] > 1) return 0;
+    } else if (code == 24) {
+        for (uint64_t i = 0; i < n; ++i)
+            if (((p[i / 4] >> (2 * (i % 4))) & 3u) == 2u) return 0;
+    }
+    return 1;
+}
+
 /* Reads tensor entry `index` starting at *pos (advanced past it) and validates it. */
 static oi_status read_entry(const oi_oinf *f, uint64_t *pos, oi_oinf_tensor *t) {
     reader r = {f->base, f->size, *pos, f->off_data};
@@ -116,14 +152,10 @@ static oi_status read_entry(const oi_oinf *f, uint64_t *pos, oi_oinf_tensor *t) 
     if (!rd_string(&r, &t->name, &t->name_len)) return OI_ERR_MODEL_FORMAT;
     if (!rd_u32(&r, &t->dtype) || !rd_u32(&r, &t->ndim) || !rd_u32(&r, &flags)) return OI_ERR_MODEL_FORMAT;
     uint32_t bits = dtype_bits(t->dtype);
-    if (bits == 0 || t->ndim > OINF_MAX_DIMS) return OI_ERR_MODEL_FORMAT;
+    if (bits == 0) return OI_ERR_MODEL_FORMAT;
     if (flags & ~(f->version == 1 ? 1u : 3u)) return OI_ERR_MODEL_FORMAT;
-    uint64_t numel = 1;
-    for (uint32_t d = 0; d < t->ndim; ++d) {
-        if (!rd_u64(&r, &t->dims[d])) return OI_ERR_MODEL_FORMAT;
-        if (t->dims[d] != 0 && numel > UINT64_MAX / 64u / t->dims[d]) return OI_ERR_MODEL_FORMAT;
-        numel *= t->dims[d];
-    }
+    uint64_t numel;
+    if (!rd_shape(&r, t->ndim, t->dims, &numel)) return OI_ERR_MODEL_FORMAT;
     if (!rd_u64(&r, &t->nbytes) || !rd_u64(&r, &off)) return OI_ERR_MODEL_FORMAT;
     if (f->version == 2 && (!rd_u64(&r, &qn) || !rd_u64(&r, &qo))) return OI_ERR_MODEL_FORMAT;
     if (flags & 1u) {
@@ -145,21 +177,220 @@ static oi_status read_entry(const oi_oinf *f, uint64_t *pos, oi_oinf_tensor *t) 
     return OI_OK;
 }
 
+/* ---- Checks run once at open, so that the C reader accepts exactly the files `openinfer oinf
+ * verify` accepts (openinfer/oinf/reader.py; tools/fuzz_oinf.py feeds both the same mutants). */
+
+static uint64_t align8(uint64_t n) { return (n + 7u) / 8u * 8u; }
+
+static int name_cmp(const char *a, uint32_t la, const char *b, uint32_t lb) {
+    int c = memcmp(a, b, la < lb ? la : lb);
+    return c ? c : (la > lb) - (la < lb);
+}
+
+/* A blob (metadata value, tensor data, quant payload) is 8-aligned, in the data section, in the file. */
+static int blob_in_file(const oi_oinf *f, uint64_t off, uint64_t n) {
+    return off % 8u == 0 && off >= f->off_data && off <= f->size && f->size - off >= n;
+}
+
+/* A metadata value of type `type` at [off, off + n), already inside the file (digest §1.5): its
+ * exact size, and for bool, packed and t2 scalars and ndarrays, that every stored element is a value. */
+static int metadata_value_valid(const oi_oinf *f, uint32_t type, uint64_t off, uint64_t n) {
+    const uint8_t *p = f->base + off;
+    reader r = {f->base, f->size, off, off + n};
+    if (type == 14) {                    /* str: one string whose padded encoding is the whole value */
+        const char *s;
+        uint32_t len;
+        return rd_string(&r, &s, &len) && r.pos == off + n;
+    }
+    if (type == 13) {                    /* bitset: bit_count, byte_count = ceil(bit_count / 8), bytes, pad */
+        uint32_t bit_count, byte_count;
+        if (n < 8) return 0;
+        memcpy(&bit_count, p, 4);
+        memcpy(&byte_count, p + 4, 4);
+        return byte_count == ((uint64_t)bit_count + 7u) / 8u && n == align8(8u + (uint64_t)byte_count);
+    }
+    if (type == 15) {                    /* ndarray: element type, ndim, dims, data as a tensor's, pad */
+        uint32_t code, ndim;
+        uint64_t numel;
+        if (n < 8) return 0;
+        memcpy(&code, p, 4);
+        memcpy(&ndim, p + 4, 4);
+        uint32_t bits = dtype_bits(code);
+        r.pos = off + 8u;
+        if (bits == 0 || 8u + 8u * (uint64_t)ndim > n || !rd_shape(&r, ndim, NULL, &numel)) return 0;
+        uint64_t head = 8u + 8u * (uint64_t)ndim;
+        return n == align8(head + (numel * bits + 7u) / 8u) && values_valid(p + head, code, numel);
+    }
+    uint32_t bits = dtype_bits(type);    /* a scalar: its element size, one byte for packed types */
+    if (bits == 0 || n != (bits < 8u ? 1u : bits / 8u)) return 0;
+    if (bits < 8u && (p[0] >> bits) != 0) return 0;
+    return values_valid(p, type, 1);
+}
+
+/* A quant payload (digest §1.7): reserved 0, size exactly align8(48 + 4 * (scales + zero points)),
+ * valid scheme and modes, axes and counts that fit the tensor's shape. */
+static int quant_valid(const oi_oinf_tensor *t) {
+    const uint8_t *q = t->quant;
+    uint32_t scheme, scale_mode, zp_mode, reserved;
+    uint64_t scale_axis, scales, zp_axis, zps, room = t->quant_nbytes - 48u;   /* >= 48: read_entry */
+    memcpy(&scheme, q, 4);
+    memcpy(&scale_mode, q + 4, 4);
+    memcpy(&zp_mode, q + 8, 4);
+    memcpy(&reserved, q + 12, 4);
+    memcpy(&scale_axis, q + 16, 8);
+    memcpy(&scales, q + 24, 8);
+    memcpy(&zp_axis, q + 32, 8);
+    memcpy(&zps, q + 40, 8);
+    if (reserved != 0 || scales > room / 4u || zps > room / 4u - scales) return 0;
+    if (t->quant_nbytes != align8(48u + 4u * (scales + zps))) return 0;
+    if (scheme < 1 || scheme > 2 || scale_mode < 1 || scale_mode > 2 || zp_mode > 2) return 0;
+    if (scale_mode == 1 ? scale_axis != 0 || scales != 1 : scale_axis >= t->ndim || scales != t->dims[scale_axis])
+        return 0;
+    if (zp_mode == 0 && zps != 0) return 0;
+    if (zp_mode == 1 && (scale_mode != 1 || zp_axis != 0 || zps != 1)) return 0;
+    if (zp_mode == 2 && (scale_mode != 2 || zp_axis != scale_axis || zps != scales)) return 0;
+    return !(scheme == 1 && zp_mode != 0);
+}
+
+/* Table kinds, for walking a validated table entry by entry. */
+enum { TABLE_SIZEVARS, TABLE_METADATA, TABLE_TENSORS };
+
+/* The name of the entry at r->pos of a validated table; r is advanced past the entry. */
+static void next_name(reader *r, int table, uint32_t version, const char **s, uint32_t *len) {
+    uint32_t dtype = 0, ndim = 0, flags = 0;
+    rd_string(r, s, len);
+    if (table == TABLE_SIZEVARS) {
+        r->pos += 8u;
+    } else if (table == TABLE_METADATA) {
+        r->pos += 24u;
+    } else {
+        rd_u32(r, &dtype);
+        rd_u32(r, &ndim);
+        rd_u32(r, &flags);
+        r->pos += 8u * (uint64_t)ndim + (version == 1 ? 16u : 32u);
+    }
+}
+
+/* Whether the n entries of a validated table have distinct names. A table sorted by name (as the
+ * writer writes it) takes one pass; another order is compared pairwise, without allocating. */
+static int names_distinct(const oi_oinf *f, int table, uint64_t start, uint64_t end, uint32_t n) {
+    reader a = {f->base, f->size, start, end};
+    const char *s, *prev = NULL;
+    uint32_t len, prev_len = 0, i;
+    for (i = 0; i < n; ++i, prev = s, prev_len = len) {
+        next_name(&a, table, f->version, &s, &len);
+        if (prev && name_cmp(prev, prev_len, s, len) >= 0) break;
+    }
+    if (i == n) return 1;
+    a.pos = start;
+    for (i = 0; i < n; ++i) {
+        next_name(&a, table, f->version, &s, &len);
+        reader b = {f->base, f->size, start, end};
+        for (uint32_t j = 0; j < i; ++j) {
+            next_name(&b, table, f->version, &prev, &prev_len);
+            if (name_cmp(prev, prev_len, s, len) == 0) return 0;
+        }
+    }
+    return 1;
+}
+
+/* Walks the non-empty blobs of a validated file: metadata values in table order, then each
+ * tensor's data and quant payload. */
+typedef struct blob_walk {
+    reader metadata;
+    uint32_t metadata_left, tensors_left;
+    uint64_t tensor_pos;
+    uint64_t quant_off, quant_n;     /* the quant payload of the tensor just read, yielded next */
+} blob_walk;
+
+static blob_walk blob_walk_start(const oi_oinf *f, uint64_t off_metadata, uint32_t n_metadata) {
+    blob_walk w = {{f->base, f->size, off_metadata, f->off_tensors}, n_metadata, f->n_tensors, f->off_tensors, 0, 0};
+    return w;
+}
+
+static int next_blob(const oi_oinf *f, blob_walk *w, uint64_t *off, uint64_t *n) {
+    for (;;) {
+        if (w->quant_n) {
+            *off = w->quant_off;
+            *n = w->quant_n;
+            w->quant_n = 0;
+            return 1;
+        }
+        if (w->metadata_left) {
+            const char *s;
+            uint32_t len;
+            --w->metadata_left;
+            *off = *n = 0;
+            rd_string(&w->metadata, &s, &len);
+            w->metadata.pos += 8u;
+            rd_u64(&w->metadata, n);
+            rd_u64(&w->metadata, off);
+        } else if (w->tensors_left) {
+            oi_oinf_tensor t;
+            --w->tensors_left;
+            read_entry(f, &w->tensor_pos, &t);
+            w->quant_off = t.quant ? (uint64_t)((const uint8_t *)t.quant - f->base) : 0;
+            w->quant_n = t.quant_nbytes;
+            if (!t.data) continue;
+            *off = (uint64_t)((const uint8_t *)t.data - f->base);
+            *n = t.nbytes;
+        } else {
+            return 0;
+        }
+        if (*n) return 1;
+    }
+}
+
+/* Whether no two blobs share a byte. Blobs laid out in walk order (as the writer lays them out)
+ * take one pass; another layout is compared pairwise, without allocating. */
+static int blobs_disjoint(const oi_oinf *f, uint64_t off_metadata, uint32_t n_metadata) {
+    blob_walk a = blob_walk_start(f, off_metadata, n_metadata);
+    uint64_t off = 0, n = 0, end = 0, count = 0;
+    int in_order = 1;
+    while (next_blob(f, &a, &off, &n)) {
+        if (off < end) in_order = 0;
+        end = off + n;
+        ++count;
+    }
+    if (in_order) return 1;
+    a = blob_walk_start(f, off_metadata, n_metadata);
+    for (uint64_t i = 0; i < count; ++i) {
+        next_blob(f, &a, &off, &n);
+        blob_walk b = blob_walk_start(f, off_metadata, n_metadata);
+        uint64_t other = 0, other_n = 0;
+        for (uint64_t j = 0; j < i; ++j) {
+            next_blob(f, &b, &other, &other_n);
+            if (off < other + other_n && other < off + n) return 0;
+        }
+    }
+    return 1;
+}
+
+static uint64_t tensor_numel(const oi_oinf_tensor *t) {
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < t->ndim; ++d) numel *= t->dims[d];   /* bounded by the shape rule */
+    return numel;
+}
+
 static oi_status parse(oi_oinf *f) {
     const uint8_t *b = f->base;
     uint64_t size = f->size;
     if (size < 72 || memcmp(b, "OINF\0", 5) != 0) return OI_ERR_MODEL_FORMAT;
-    uint32_t version, n_tensors;
+    uint32_t version, flags, n_sizevars, n_metadata, n_tensors, reserved;
     uint64_t off_sizevars, off_metadata, off_tensors, off_data, file_size;
     memcpy(&version, b + 5, 4);
+    memcpy(&flags, b + 9, 4);
+    memcpy(&n_sizevars, b + 13, 4);
+    memcpy(&n_metadata, b + 17, 4);
     memcpy(&n_tensors, b + 21, 4);
+    memcpy(&reserved, b + 25, 4);
     memcpy(&off_sizevars, b + 29, 8);
     memcpy(&off_metadata, b + 37, 8);
     memcpy(&off_tensors, b + 45, 8);
     memcpy(&off_data, b + 53, 8);
     memcpy(&file_size, b + 61, 8);
     if (version != 1 && version != 2) return OI_ERR_MODEL_FORMAT;
-    if (file_size != size) return OI_ERR_MODEL_FORMAT;
+    if (file_size != size || flags != 0 || reserved != 0) return OI_ERR_MODEL_FORMAT;
     if (off_sizevars < OINF_HEADER_BYTES || off_sizevars > off_metadata || off_metadata > off_tensors ||
         off_tensors > off_data || off_data > size)
         return OI_ERR_MODEL_FORMAT;
@@ -169,13 +400,38 @@ static oi_status parse(oi_oinf *f) {
     f->off_tensors = off_tensors;
     f->off_data = off_data;
     /* Validate every entry now, so later lookups cannot fail on format. Each entry consumes at
-     * least 8 bytes, so a huge n_tensors fails at the end of the table, not after 2^32 steps. */
+     * least 8 bytes, so a huge count fails at the end of its table, not after 2^32 steps. */
+    reader r = {b, size, off_sizevars, off_metadata};
+    for (uint32_t i = 0; i < n_sizevars; ++i) {
+        const char *name;
+        uint32_t len;
+        uint64_t value;
+        if (!rd_string(&r, &name, &len) || !rd_u64(&r, &value)) return OI_ERR_MODEL_FORMAT;
+    }
+    r = (reader){b, size, off_metadata, off_tensors};
+    for (uint32_t i = 0; i < n_metadata; ++i) {
+        const char *key;
+        uint32_t len, type, value_flags;
+        uint64_t nbytes, off;
+        if (!rd_string(&r, &key, &len) || !rd_u32(&r, &type) || !rd_u32(&r, &value_flags) || !rd_u64(&r, &nbytes) ||
+            !rd_u64(&r, &off))
+            return OI_ERR_MODEL_FORMAT;
+        if (value_flags != 0 || !blob_in_file(f, off, nbytes) || !metadata_value_valid(f, type, off, nbytes))
+            return OI_ERR_MODEL_FORMAT;
+    }
     uint64_t pos = off_tensors;
     oi_oinf_tensor t;
     for (uint32_t i = 0; i < n_tensors; ++i) {
         oi_status st = read_entry(f, &pos, &t);
         if (st != OI_OK) return st;
+        if (t.quant && !quant_valid(&t)) return OI_ERR_MODEL_FORMAT;
+        if (t.data && !values_valid(t.data, t.dtype, tensor_numel(&t))) return OI_ERR_MODEL_FORMAT;
     }
+    if (!names_distinct(f, TABLE_SIZEVARS, off_sizevars, off_metadata, n_sizevars) ||
+        !names_distinct(f, TABLE_METADATA, off_metadata, off_tensors, n_metadata) ||
+        !names_distinct(f, TABLE_TENSORS, off_tensors, off_data, n_tensors) ||
+        !blobs_disjoint(f, off_metadata, n_metadata))
+        return OI_ERR_MODEL_FORMAT;
     return OI_OK;
 }
 
@@ -285,7 +541,11 @@ uint64_t oi_now_ns(void) {
  *
  *  1. The task queue (oi_pool_submit / oi_pool_wait), for yield/await consumers: a FIFO list
  *     under `mu`; `pending` counts queued + running tasks and `idle` is signalled when it drops to
- *     zero. Tasks are coarse (a whole block), so a mutex costs nothing here.
+ *     zero. Tasks are coarse (a whole block), so a mutex costs nothing here. Task nodes come from
+ *     slots allocated at create (OI_POOL_TASK_SLOTS per thread), so submitting never touches the
+ *     heap and a step runs without it at any thread count; with every slot in use, a submitted
+ *     task runs in the caller (what a pool without workers does) and a busy-slot parallel_for
+ *     queues fewer helpers.
  *
  *  2. The parallel_for slot, for kernels. A batch-1 GEMV takes a few hundred microseconds, and
  *     waking a sleeping thread (futex wake, scheduler, cache warm-up) costs tens of microseconds
@@ -343,6 +603,10 @@ uint64_t oi_now_ns(void) {
  * waits for a worker that is busy elsewhere, and nothing can deadlock.
  */
 
+/* Task nodes per pool thread (allocated at create): a yield queues one task per consumer, a
+ * parallel_for whose slot is busy at most one helper per worker. */
+#define OI_POOL_TASK_SLOTS 16
+
 #ifndef OI_POOL_SPIN_NS
 #define OI_POOL_SPIN_NS 100000u   /* how long an idle worker (or a waiting owner) spins */
 #endif
@@ -380,6 +644,8 @@ struct oi_pool {
     pthread_cond_t idle;      /* signalled when the last pending task finishes */
     pthread_cond_t left;      /* signalled when the last worker leaves a job whose owner sleeps */
     task *head, *tail;
+    task *slots;              /* the task nodes, allocated at create */
+    task *free_tasks;         /* the unused ones, a list through `next` */
     int64_t pending;          /* queued + running tasks */
     int n_threads;
     uint64_t spin_ns;         /* OI_POOL_SPIN_NS, or 0 when there are more threads than CPUs */
@@ -394,6 +660,18 @@ struct oi_pool {
     _Alignas(OI_CACHE_LINE) atomic_int busy;            /* 1 while a parallel_for owns the slot */
     range job;
 };
+
+/* An unused task node, or NULL when every one is queued or running; caller holds mu. */
+static task *take_slot_locked(oi_pool *pool) {
+    task *t = pool->free_tasks;
+    if (t) pool->free_tasks = t->next;
+    return t;
+}
+
+static void release_slot_locked(oi_pool *pool, task *t) {
+    t->next = pool->free_tasks;
+    pool->free_tasks = t;
+}
 
 int oi_default_threads(int fallback) {
     const char *env = getenv("OI_NUM_THREADS");
@@ -463,8 +741,8 @@ static void *worker(void *p) {
             atomic_fetch_sub_explicit(&pool->queued, 1, memory_order_relaxed);
             pthread_mutex_unlock(&pool->mu);
             t->fn(t->arg);
-            free(t);
             pthread_mutex_lock(&pool->mu);
+            release_slot_locked(pool, t);
             if (--pool->pending == 0) pthread_cond_broadcast(&pool->idle);
             pthread_mutex_unlock(&pool->mu);
             continue;
@@ -527,11 +805,15 @@ oi_status oi_pool_create(int threads, oi_pool **out) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     pool->spin_ns = cpus > 0 && threads > cpus ? 0 : OI_POOL_SPIN_NS;
     if (workers) {
+        size_t n_slots = (size_t)threads * OI_POOL_TASK_SLOTS;
         pool->threads = calloc((size_t)workers, sizeof(pthread_t));
-        if (!pool->threads) {
+        pool->slots = calloc(n_slots, sizeof(task));
+        if (!pool->threads || !pool->slots) {
             oi_pool_destroy(pool);
             return OI_ERR_OUT_OF_MEMORY;
         }
+        for (size_t i = 0; i < n_slots; ++i) pool->slots[i].next = i + 1 < n_slots ? &pool->slots[i + 1] : NULL;
+        pool->free_tasks = pool->slots;
         for (int i = 0; i < workers; ++i) {
             if (pthread_create(&pool->threads[i], NULL, worker, pool) != 0) {
                 oi_pool_destroy(pool);
@@ -557,6 +839,7 @@ void oi_pool_destroy(oi_pool *pool) {
     pthread_cond_destroy(&pool->left);
     pthread_mutex_destroy(&pool->mu);
     free(pool->threads);
+    free(pool->slots);
     oi_aligned_free(pool);
 }
 
@@ -576,12 +859,16 @@ oi_status oi_pool_submit(oi_pool *pool, oi_task_fn fn, void *arg) {
         fn(arg);
         return OI_OK;
     }
-    task *t = malloc(sizeof *t);
-    if (!t) return OI_ERR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&pool->mu);
+    task *t = take_slot_locked(pool);
+    if (!t) {                            /* every slot in use: run it here, as without workers */
+        pthread_mutex_unlock(&pool->mu);
+        fn(arg);
+        return OI_OK;
+    }
     t->fn = fn;
     t->arg = arg;
     t->next = NULL;
-    pthread_mutex_lock(&pool->mu);
     enqueue_locked(pool, t);
     pthread_mutex_unlock(&pool->mu);
     return OI_OK;
@@ -620,7 +907,7 @@ static int64_t unqueue(oi_pool *pool, range_job *job) {
         task *t = *pp;
         if (t->fn == range_helper && t->arg == job) {
             *pp = t->next;
-            free(t);
+            release_slot_locked(pool, t);
             removed++;
             pool->pending--;
             atomic_fetch_sub_explicit(&pool->queued, 1, memory_order_relaxed);
@@ -638,7 +925,9 @@ static int64_t unqueue(oi_pool *pool, range_job *job) {
 static void parallel_for_queued(oi_pool *pool, range_job *job, int helpers) {
     int submitted = 0;
     for (int i = 0; i < helpers; ++i) {
-        task *t = malloc(sizeof *t);
+        pthread_mutex_lock(&pool->mu);
+        task *t = take_slot_locked(pool);
+        pthread_mutex_unlock(&pool->mu);
         if (!t) break; /* fewer helpers: the caller does more of the work */
         t->fn = range_helper;
         t->arg = job;

@@ -62,6 +62,25 @@ def align8(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+#: Shapes both readers accept (hal/src/oi_hal.c reads dims into a fixed `dims[8]`): at most
+#: MAX_DIMS dims, and the product of the non-zero dims below MAX_NUMEL, so the C reader's numel * 64
+#: bits fits a u64 and NumPy can hold the array. Tensors and ndarray metadata alike.
+MAX_DIMS = 8
+MAX_NUMEL = 1 << 58
+
+
+def shape_problem(shape: tuple[int, ...]) -> str | None:
+    """Why a tensor or ndarray shape is outside what the readers accept, or None."""
+    if len(shape) > MAX_DIMS:
+        return f"{len(shape)} dims; at most {MAX_DIMS} are supported"
+    nonzero = 1
+    for d in shape:
+        nonzero *= d or 1
+    if nonzero >= MAX_NUMEL:
+        return f"shape {list(shape)} is too large (the product of its non-zero dims must be below 2^58)"
+    return None
+
+
 def tensor_entry_tail(version: int) -> int:
     """Bytes after the dims of a tensor entry: data nbytes/offset, plus quant nbytes/offset in v2."""
     return 16 if version == 1 else 32

@@ -48,6 +48,7 @@ from .format import (
     min_tensor_entry,
     numel_of,
     scalar_nbytes,
+    shape_problem,
     stored_value_problem,
     tensor_dtype,
     tensor_entry_tail,
@@ -441,6 +442,8 @@ def _parse(path: Path, mm: mmap.mmap) -> Model:
         tail = tensor_entry_tail(h.version)
         fixed = p.take(pos, 8 * ndim + tail, limit, "tensors", name, f"dims of a {ndim}-d entry")
         shape = struct.unpack_from(f"<{ndim}Q", fixed)
+        if problem := shape_problem(shape):
+            p.fail(problem, "tensors", name, pos - 8)
         data_nbytes, data_offset = struct.unpack_from("<QQ", fixed, 8 * ndim)
         q_nbytes, q_offset = struct.unpack_from("<QQ", fixed, 8 * ndim + 16) if tail == 32 else (0, 0)
         field = pos + 8 * ndim
@@ -524,6 +527,8 @@ def _decode_metadata(p: _Parser, key: str, dt: DTypeInfo, off: int, nbytes: int)
         if 8 + 8 * ndim > nbytes:
             fail(f"ndarray dims ({ndim}) run past its value_nbytes {nbytes}", 4)
         shape = struct.unpack_from(f"<{ndim}Q", payload, 8)
+        if problem := shape_problem(shape):
+            fail(f"ndarray {problem}", 4)
         data_nbytes = element.storage_nbytes(numel_of(shape))
         need(align8(8 + 8 * ndim + data_nbytes))
         raw = np.frombuffer(payload, np.uint8, count=data_nbytes, offset=8 + 8 * ndim)

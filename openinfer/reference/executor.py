@@ -411,8 +411,10 @@ class ReferenceExecutor:
     def _start_consumers(self, node: ir.Yield, frame: _Frame) -> Iterator[TraceEvent]:
         """Run each consumer on a snapshot of the yielded variables (see the module docstring)."""
         for name in self.bound.async_blocks:
-            snapshot = {v: np.array(frame.values[v], copy=True) for v in node.vars if v in frame.values}
-            consumer = _Frame(self._fresh_values(snapshot))
+            values = self._fresh_values({})
+            # the snapshot goes over the fresh values: a yielded volatile or temporary keeps entry's value
+            values.update({v: np.array(frame.values[v], copy=True) for v in node.vars if v in frame.values})
+            consumer = _Frame(values)
             try:
                 yield from self._run_block(name, consumer)
             except _Return:

@@ -5,22 +5,32 @@ and random edits of valid sources (the examples and the golden cases). Whatever 
 survive JSON, description and DOT; whatever fails must be a DslError that prints.
 
 The budget is set for CI (~15 s in all); `OI_FUZZ_EXAMPLES=N` runs N examples per test instead.
+
+A third campaign takes mutants all the way: parse, bind (against the example's model) and one
+reference step with random inputs. Every failure must be an OpenInferError; any other exception
+fails the test. It uses a fixed seed and 250 mutants; `OI_SLOW=1` runs 100k and prints the counts
+(docs/dsl.md records such a run).
 """
 
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from openinfer import ModelLoader
 from openinfer.dsl import parse
-from openinfer.errors import DslError
+from openinfer.errors import DslError, OpenInferError
+from openinfer.inputs import random_inputs
 from openinfer.ir.describe import describe
 from openinfer.ir.dot import graph_to_dot
 from openinfer.ir.json import graph_from_json, graph_to_json
 from openinfer.ir.nodes import walk
+from openinfer.reference.executor import Reference
 
 EXAMPLES = int(os.environ.get("OI_FUZZ_EXAMPLES", "0"))
 FUZZ = settings(max_examples=EXAMPLES or 700, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -117,3 +127,78 @@ def test_mutated_json(seed, data):
         str(exc)
         return
     graph_to_json(graph)
+
+
+def edit(rng: random.Random, text: str) -> str:
+    """One or two random edits of `text` (those of `mutated`, plus numbers changed; seeded RNG)."""
+    for _ in range(rng.randint(1, 2)):
+        if not text:
+            break
+        i = rng.randrange(len(text))
+        j = min(len(text), i + rng.randint(0, 12))
+        action = rng.choice(["delete", "insert", "duplicate", "replace", "swap_char", "digit"])
+        if action == "delete":
+            text = text[:i] + text[j:]
+        elif action == "insert":
+            text = text[:i] + rng.choice(VOCAB) + " " + text[i:]
+        elif action == "duplicate":
+            text = text[:j] + text[i:j] + text[j:]
+        elif action == "replace":
+            text = text[:i] + rng.choice(VOCAB) + text[j:]
+        elif action == "swap_char":
+            text = text[:i] + chr(rng.choice([rng.randrange(32, 127), rng.randrange(0x80, 0x3000)])) + text[i + 1:]
+        else:                                    # a number changed: dims, indices, attributes, bounds
+            text = text[:i] + rng.choice(["0", "1", "2", "3", "-1", "4096", "65536", "0.5", "1e30"]) + text[i + 1:]
+    return text
+
+
+def run_to_a_step(text: str, model) -> str:
+    """How far a source gets: 'parse', 'bind' or 'step' (the stage whose OpenInferError stopped
+    it), or 'ran'. Any other exception propagates."""
+    try:
+        graph = parse(text, "fuzz.oig")
+    except OpenInferError:
+        return "parse"
+    try:
+        reference = Reference(model, graph)
+    except OpenInferError:
+        return "bind"
+    try:
+        ex = reference.make_executor()
+        ex.insert(**random_inputs(reference.bound, 0, 0))
+        ex.run_step()
+    except OpenInferError:
+        return "step"
+    return "ran"
+
+
+def campaign(mutants: int, seed: int, model_dir: Path) -> dict[str, int]:
+    """`mutants` mutants of the example graphs (each bound against its model in `model_dir`)
+    through parse, bind and one reference step; how many stopped at each stage. Raises
+    AssertionError naming the mutant on any exception that is not an OpenInferError."""
+    seeds = []
+    for path in sorted((_ROOT / "examples").glob("*.oig")):
+        model_path = model_dir / f"{path.stem}.oinf"
+        seeds.append((path.read_text(), ModelLoader.open(model_path) if model_path.exists() else None))
+    rng = random.Random(seed)
+    counts = {"parse": 0, "bind": 0, "step": 0, "ran": 0}
+    for n in range(mutants):
+        text, model = seeds[rng.randrange(len(seeds))]
+        mutant = edit(rng, text)
+        try:
+            with np.errstate(all="ignore"):      # random inputs may overflow: that is the graph's business
+                counts[run_to_a_step(mutant, model)] += 1
+        except Exception as exc:                 # noqa: BLE001 - anything but OpenInferError is a finding
+            raise AssertionError(f"mutant {n} (seed {seed}) raised {type(exc).__name__}: {exc}\n"
+                                 f"--- source ---\n{mutant}") from exc
+    return counts
+
+
+def test_mutants_through_parse_bind_and_a_reference_step(example_models):
+    """Mutants of every example graph (with its model) go through parse, bind and one reference
+    step; every failure is an OpenInferError."""
+    mutants = 100_000 if os.environ.get("OI_SLOW") == "1" else 250
+    counts = campaign(mutants, 16, example_models)
+    print(f"\ndsl fuzz: {mutants} mutants: {counts['parse']} refused by parse, {counts['bind']} by bind, "
+          f"{counts['step']} by the reference step, {counts['ran']} ran a step; 0 other exceptions")
+    assert sum(counts.values()) == mutants and counts["bind"] > 0 and counts["ran"] > 0   # past the parser
