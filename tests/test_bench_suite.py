@@ -57,8 +57,9 @@ def run_pass(runner, wl) -> list[dict]:
 
 def assert_same(wl, got: list[dict], want: list[dict]):
     for step, (g, w) in enumerate(zip(got, want, strict=True)):
+        terms = wl.terms(wl.feeds[step]) if wl.terms else {}
         for name in wl.outputs:
-            c = compare(name, F32, w[name], np.asarray(g[name]))
+            c = compare(name, F32, w[name], np.asarray(g[name]), terms.get(name))
             assert c.ok, f"{wl.name} step {step}: {c.detail}"
 
 

@@ -442,7 +442,26 @@ def _softmax(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     e = np.asarray(x, np.float64).copy()
     e[1, :2] = -np.inf
     return [Variant("last", [(t, x)], inplace=True), Variant("axis0", [(t, x)], {"axis": 0}),
-            Variant("neg_inf", [(t, as_type(e, t))], {"axis": -1})]
+            Variant("neg_inf", [(t, as_type(e, t))], {"axis": -1}), *_extreme_rows(t, rng)]
+
+
+def _extreme_rows(t: DTypeInfo, rng) -> list[Variant]:
+    """Rows whose exp overflows or underflows every float type unless the row's maximum is
+    subtracted first: near-equal large values (+/-1000), large values of both signs (one-hot),
+    and tiny ones (uniform). Their results are ordinary numbers, so a kernel that skips the
+    shift (inf / inf = NaN, 0 / 0 = NaN, log(inf)) fails."""
+    ulp_at_1000 = {"f64": 2.0 ** -43, "f32": 2.0 ** -14, "f16": 0.5, "bf16": 4.0, "f8": 128.0}[t.name]
+    spacing = np.array([0.0, 1.0, -2.0, 3.0, 0.5])[None, :] * max(1.0, ulp_at_1000)
+    near = np.concatenate([1000.0 + spacing, -1000.0 + spacing, 30000.0 + spacing * 8])
+    mixed = np.array([[3e4, -3e4, 1.0, -1.0, 0.0], [-2e4, 2e4, 2e4, -0.0, 5e3], [9e3, 8e3, -9e3, 0.0, 1e4]])
+    tiny = rng.normal(0.0, 1.0, (3, 5)) * max(1e-30, 4.0 * _tiny(t))
+    return [Variant("large", [(t, as_type(near, t))]), Variant("mixed_signs", [(t, as_type(mixed, t))]),
+            Variant("tiny", [(t, as_type(tiny, t))])]
+
+
+def _tiny(t: DTypeInfo) -> float:
+    """The smallest normal value of float type t."""
+    return {"f64": 2.0 ** -1022, "f32": 2.0 ** -126, "f16": 2.0 ** -14, "bf16": 2.0 ** -126, "f8": 2.0 ** -14}[t.name]
 
 
 def _norm(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
@@ -453,6 +472,12 @@ def _norm(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
            Variant("axis1", [(t, x), (t, g2)], {"axis": 1})]
     if op.name == "layer_norm":
         out.append(Variant("gamma_beta", [(t, x), (t, g), (t, b)]))
+    # Extreme magnitudes: x^2 near the top of the compute type (a narrow accumulator overflows),
+    # values far below eps, and a mean 100 times the spread (E[x^2] - E[x]^2 cancels).
+    big = {"f64": 1e150, "f32": 1e18, "f16": 3e4, "bf16": 1e18, "f8": 2e4}[t.name]
+    out += [Variant("large", [(t, as_type(rng.normal(0.0, 1.0, (2, 3, 4)) * big, t))]),
+            Variant("tiny", [(t, as_type(rng.normal(0.0, 1.0, (2, 3, 4)) * 1e-20, t))], {"eps": 1e-5}),
+            Variant("offset", [(t, as_type(100.0 + rng.normal(0.0, 1.0, (2, 3, 4)), t))])]
     return out
 
 
@@ -521,7 +546,20 @@ def _sdpa(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
             Variant("float_mask", [v((2, 3, 4)), v((1, 5, 4)), v((2, 5, 3)), (t, add)]),
             Variant("gqa", [v((1, 4, 2, 4)), v((1, 2, 3, 4)), v((1, 2, 3, 4))], {"causal": True}),
             Variant("decode", [v((2, 1, 4)), v((2, 5, 4)), v((2, 5, 4))], {"causal": True}),
-            Variant("prefill_gt_keys", [v((4, 4)), v((2, 4)), v((2, 2))], {"causal": True})]
+            Variant("prefill_gt_keys", [v((4, 4)), v((2, 4)), v((2, 2))], {"causal": True}),
+            *_sdpa_extremes(t, rng)]
+
+
+def _sdpa_extremes(t: DTypeInfo, rng) -> list[Variant]:
+    """Scores of several hundred (f64: several thousand), whose exp overflows the compute type
+    unless each row's maximum is subtracted; and tiny scores (uniform weights)."""
+    big = 40.0 if t.name == "f64" else 10.0
+    q, k = (as_type(rng.normal(0.0, big, s), t) for s in ((2, 3, 4), (2, 5, 4)))
+    v = as_type(rng.normal(0.0, 1.0, (2, 5, 3)), t)
+    tq = as_type(rng.normal(0.0, 1e-3, (2, 3, 4)), t)
+    return [Variant("large_scores", [(t, q), (t, k), (t, v)], {"scale": 1.0}),
+            Variant("large_scores_causal", [(t, q), (t, k), (t, v)], {"scale": 1.0, "causal": True}),
+            Variant("tiny_scores", [(t, tq), (t, k), (t, v)], {"scale": 1e-3})]
 
 
 def _conv(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:

@@ -54,9 +54,10 @@ def special(x: np.ndarray) -> np.ndarray:
 
 def run(tmp_path: Path, device: str, text: str, weights: dict, inputs: dict, outputs: list[str],
         threads: tuple[str, ...] = ("",), build_options: list[str] | None = None,
-        only_outputs: bool = False) -> Simulator:
+        only_outputs: bool = False, terms: dict[str, np.ndarray] | None = None) -> Simulator:
     """Build `text` for `device`; compare `outputs` with the reference for each OI_NUM_THREADS.
-    only_outputs: the host observes `outputs` alone (other variables may be fused away)."""
+    only_outputs: the host observes `outputs` alone (other variables may be fused away).
+    terms: per output, the magnitude of the terms of its sums (compare's `magnitude`)."""
     model = tmp_path / "model.oinf"
     oi.write_oinf(model, weights or {"unused": np.zeros(1, np.float32)})
     m = oi.ModelLoader.open(model)
@@ -74,7 +75,7 @@ def run(tmp_path: Path, device: str, text: str, weights: dict, inputs: dict, out
             ex = sim.make_executor()
         ex.insert(**inputs)
         ex.run_step()
-        rows = [compare(n, sim.vars[n].dtype, ref.fetch(n), ex.fetch(n)) for n in outputs]
+        rows = [compare(n, sim.vars[n].dtype, ref.fetch(n), ex.fetch(n), (terms or {}).get(n)) for n in outputs]
         assert all(r.ok for r in rows), f"{device} threads={n_threads or 'default'}\n" + table(rows)
     return sim
 
@@ -242,10 +243,11 @@ def _out_shape(a, b):
 
 def check_matmuls(tmp_path: Path, device: str, build_options: list[str] | None = None) -> None:
     rng = np.random.default_rng(2)
-    weights, inputs, dyn, const, outs, body = {}, {}, {}, {}, {}, []
+    weights, inputs, dyn, const, outs, body, terms = {}, {}, {}, {}, {}, [], {}
     for name, (sa, sb, constant) in MATMULS.items():
         a = rng.standard_normal(sa).astype(np.float32)
         b = rng.standard_normal(sb).astype(np.float32)
+        terms[name] = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
         if constant:
             weights[f"{name}_b"] = b
             const[f"{name}_b"] = sb
@@ -258,10 +260,12 @@ def check_matmuls(tmp_path: Path, device: str, build_options: list[str] | None =
         body.append(f"  op matmul({name}_a, {name}_b) >> {name};\n")
     # in place: the result replaces a [M, K] operand with K == N
     inputs["sq"], dyn["sq"] = rng.standard_normal((19, 19)).astype(np.float32), (19, 19)
+    terms["sq"] = np.abs(inputs["sq"].astype(np.float64)) @ np.abs(inputs["sq"].astype(np.float64))
     body.append("  op matmul(sq, sq) >> sq;\n")
     text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
             + "block entry {\n" + "".join(body) + "  return;\n}\n")
-    run(tmp_path, device, text, weights, inputs, [*outs, "sq"], threads=("1", "2"), build_options=build_options)
+    run(tmp_path, device, text, weights, inputs, [*outs, "sq"], threads=("1", "2"), build_options=build_options,
+        terms=terms)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -47,8 +47,16 @@ SHAPES = {
 }
 
 
+def _dot(x: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x @ d exactly (float64), and |x| @ |d|: the magnitude of its terms (compare's `magnitude`)."""
+    x = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return x @ d, np.abs(x) @ np.abs(d)
+
+
 def _cases(rng):
-    weights, inputs, decl_dyn, decl_const, decl_out, body, want = {}, {}, [], [], [], [], {}
+    """(graph text, weights, inputs, expected outputs, the magnitude of the terms of each expected sum)."""
+    weights, inputs, decl_dyn, decl_const, decl_out, body, want, terms = {}, {}, [], [], [], [], {}, {}
     for sname, (m, k, n, per_channel, zp, wts) in SHAPES.items():
         for wt in wts.split():
             lo, hi = WTYPES[wt]
@@ -75,7 +83,7 @@ def _cases(rng):
             out = (n,) if m is None else (m, n)
             decl_out.append(f"y_{tag}: f32[{', '.join(map(str, out))}];")
             body.append(f"  op dequant_matmul({args}) >> y_{tag};\n")
-            want[f"y_{tag}"] = x.astype(np.float64) @ (deq * s.astype(np.float64))
+            want[f"y_{tag}"], terms[f"y_{tag}"] = _dot(x, deq * s.astype(np.float64))
     # special values: inf and NaN in x (an inf against w == zero point is NaN, as in the reference);
     # with a zero point the row group takes the exact loop, without one the vector kernel
     x = rng.standard_normal((3, 40)).astype(np.float32)
@@ -91,9 +99,8 @@ def _cases(rng):
     decl_out += ["y_sp: f32[3, 64];", "y_sp8: f32[3, 64];"]
     body += ["  op dequant_matmul(x_sp, w_sp, s_sp, z_sp) >> y_sp;\n",
              "  op dequant_matmul(x_sp, w_sp8, s_sp) >> y_sp8;\n"]
-    with np.errstate(invalid="ignore"):
-        want["y_sp"] = x.astype(np.float64) @ ((w - z.astype(np.float64)) * s)
-        want["y_sp8"] = x.astype(np.float64) @ (w * s.astype(np.float64))
+    want["y_sp"], terms["y_sp"] = _dot(x, (w - z.astype(np.float64)) * s)
+    want["y_sp8"], terms["y_sp8"] = _dot(x, w * s.astype(np.float64))
     # and where w is split along K: every slice's sums of a non-finite row of x are discarded
     x = rng.standard_normal((2, 1100)).astype(np.float32)
     x[1, 17] = np.inf
@@ -107,12 +114,11 @@ def _cases(rng):
     decl_const += ["w_spk: i4[1100, 520];", "s_spk: f32[520];", "z_spk: i32[520];"]
     decl_out.append("y_spk: f32[2, 520];")
     body.append("  op dequant_matmul(x_spk, w_spk, s_spk, z_spk) >> y_spk;\n")
-    with np.errstate(invalid="ignore"):
-        want["y_spk"] = x.astype(np.float64) @ ((w - z.astype(np.float64)) * s)
-    _epilogue_cases(rng, weights, inputs, decl_dyn, decl_const, decl_out, body, want)
+    want["y_spk"], terms["y_spk"] = _dot(x, (w - z.astype(np.float64)) * s)
+    _epilogue_cases(rng, weights, inputs, decl_dyn, decl_const, decl_out, body, want, terms)
     text = (f"dynamic {{ {' '.join(decl_dyn)} }}\nconstant {{ {' '.join(decl_const)} }}\n"
             f"volatile {{ {' '.join(decl_out)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
-    return text, weights, inputs, want
+    return text, weights, inputs, want, terms
 
 
 #: epilogues (avx.py `epilogue_for`): name -> (x operand, weights, epilogue statements after
@@ -132,17 +138,17 @@ EPILOGUES = {
 }
 
 
-def _epilogue_cases(rng, weights, inputs, decl_dyn, decl_const, decl_out, body, want) -> None:
-    """EPILOGUES added to _cases' graph; `want` gets each chain's result, not the product."""
+def _epilogue_cases(rng, weights, inputs, decl_dyn, decl_const, decl_out, body, want, terms) -> None:
+    """EPILOGUES added to _cases' graph; `want` gets each chain's result, not the product, and `terms`
+    the magnitude of the terms of the sum entering the chain (GELU's and SiLU's slopes stay below 1.13)."""
     x_m5 = inputs["x_u4_m5"]
     inputs["x_u4_k3e"], inputs["x_e_slices"] = x_m5[:3].copy(), rng.standard_normal((2, 1100)).astype(np.float32)
     decl_dyn += ["x_u4_k3e: f32[3, 129];", "x_e_slices: f32[2, 1100];"]
-    products = {}
+    products, mags = {}, {}
     for name, (x, operands, chain, extra) in EPILOGUES.items():
         ws = [weights[o.strip()] for o in operands.split(",")]
         w, sc, z = (t.data if isinstance(t, TensorSpec) else t for t in ws)
-        with np.errstate(invalid="ignore"):
-            products[name] = inputs[x].astype(np.float64) @ ((w - z.astype(np.float64)) * sc)
+        products[name], mags[name] = _dot(inputs[x], (w - z.astype(np.float64)) * sc)
         out = products[name].shape
         decl_out.append(f"p_{name}: f32[{', '.join(map(str, out))}];")
         body.append(f"  op dequant_matmul({x}, {operands}) >> p_{name};\n")
@@ -159,11 +165,16 @@ def _epilogue_cases(rng, weights, inputs, decl_dyn, decl_const, decl_out, body, 
         want["r_e_slices"] = y / (1 + np.exp(-y))
         want["p_e_exact"] = products["e_exact"] * inputs["c_e_exact"]
         want["p_e_par"] = products["e_par"] + inputs["b_e_par"]
+    terms["r_e_res"] = np.abs(inputs["r_e_res"]) + mags["e_res"]
+    terms["p_e_gelu"] = mags["e_gelu"] + np.abs(inputs["b_e_gelu"])
+    terms["r_e_slices"] = np.abs(inputs["r_e_slices"]) + mags["e_slices"]
+    terms["p_e_exact"] = mags["e_exact"] * np.abs(inputs["c_e_exact"])
+    terms["p_e_par"] = mags["e_par"] + np.abs(inputs["b_e_par"])
 
 
 def check(tmp_path, device: str, threads=("1", "2"), build_options=None, env=None) -> Simulator:
     rng = np.random.default_rng(11)
-    text, weights, inputs, want = _cases(rng)
+    text, weights, inputs, want, terms = _cases(rng)
     path = tmp_path / "dq.oinf"
     oi.write_oinf(path, weights)
     sim = Simulator(oi.ModelLoader.open(path), oi.graph(text), arch=device, build_options=build_options,
@@ -177,7 +188,7 @@ def check(tmp_path, device: str, threads=("1", "2"), build_options=None, env=Non
         ex.insert(**inputs)
         ex.run_step()
         with np.errstate(invalid="ignore"):
-            rows = [compare(v, f32, ref, ex.fetch(v)) for v, ref in want.items()]
+            rows = [compare(v, f32, ref, ex.fetch(v), terms[v]) for v, ref in want.items()]
         assert all(r.ok for r in rows), f"{device} threads={n_threads}\n" + table([r for r in rows if not r.ok])
     return sim
 

@@ -64,6 +64,7 @@ def main() -> int:
     n, repeat = args.size, max(5, args.repeat)
     a, b = operands(n)
     expected = a @ b
+    terms = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))   # compare's per-element magnitude
     fns, checks, keep = {"numpy (OpenBLAS)": lambda: a @ b}, {}, []
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("OI_CACHE_DIR", str(Path(tmp) / "cache"))
@@ -74,7 +75,7 @@ def main() -> int:
             ex = Simulator(model, graph, arch=arch).make_executor()
             ex.run_step()
             keep.append(ex)
-            checks[f"generated {arch}"] = compare("c", lookup("f32"), expected, ex.fetch("c"))
+            checks[f"generated {arch}"] = compare("c", lookup("f32"), expected, ex.fetch("c"), terms)
             fns[f"generated {arch}"] = ex.run_step
             fns[f"generated {arch} raw"] = partial(ex._fn["step"], ex._handle)   # the C entry point alone
         best = interleaved_best(fns, repeat, time.thread_time if args.clock == "cpu" else time.perf_counter)

@@ -180,8 +180,9 @@ def worker(row: str, impl: str, threads: int, work: Path, args) -> dict:
     runner.reset()
     for i, feeds in enumerate(wl.feeds):                     # the check pass, before any timing
         got = runner.step(feeds)
+        terms = wl.terms(feeds) if wl.terms else {}
         for name in wl.outputs:
-            c = compare(name, lookup("f32"), expected[f"{i}:{name}"], np.asarray(got[name]))
+            c = compare(name, lookup("f32"), expected[f"{i}:{name}"], np.asarray(got[name]), terms.get(name))
             result["max_abs_err"] = max(result["max_abs_err"], c.max_abs)
             if not c.ok:
                 result.update(ok=False, detail=f"step {i}: {name}: {c.detail}")

@@ -56,6 +56,9 @@ class Workload:
     bytes: int = 0                               # memory a step must read (the roofline's bandwidth term)
     flops: float = 0.0                           # its FLOPs (the roofline's compute term)
     notes: str = ""
+    #: (feeds) -> {output: the magnitude of the terms of its sums}, for outputs whose elements
+    #: cancel (openinfer.compare's `magnitude`); None: each element against its own value
+    terms: Callable | None = None
 
 
 class _Stateless:
@@ -97,9 +100,12 @@ def gemm(tensors: dict | None = None, n: int = 1024) -> Workload:
         w = t.from_numpy(np.array(tensors["b"]))
         return _Stateless(lambda f: {"c": (t.from_numpy(f["a"]) @ w).numpy()})
 
+    def terms(f):
+        return {"c": np.abs(f["a"].astype(np.float64)) @ np.abs(tensors["b"].astype(np.float64))}
+
     return Workload("gemm", f"GEMM {n}^3 f32", g.graph_text(n, a_input=True), tensors, {}, [{"a": a}], ["c"],
                     onnx, numpy=numpy, torch=torch, bytes=3 * n * n * 4, flops=2.0 * n ** 3,
-                    notes="C = A @ B; A an input, B a constant")
+                    notes="C = A @ B; A an input, B a constant", terms=terms)
 
 
 # ------------------------------------------------------------------------------------------- MLP
@@ -124,9 +130,14 @@ def mlp(tensors: dict | None = None) -> Workload:
                 return {"y": (h @ w["w2"] + w["b2"]).numpy()}
         return _Stateless(fn)
 
+    def terms(f):
+        """The hidden layer's terms carried through w2 (ReLU does not widen an error)."""
+        w = {k: np.abs(np.asarray(v, np.float64)) for k, v in tensors.items()}
+        return {"y": (np.abs(f["x"].astype(np.float64)) @ w["w1"] + w["b1"]) @ w["w2"] + w["b2"]}
+
     return Workload("mlp", f"MLP {m.D}->{m.H}->{m.O} f32, batch 1", m.GRAPH, tensors, {}, [{"x": x}], ["y"],
                     lambda: m.onnx_model(tensors), numpy=numpy, torch=torch, bytes=_nbytes(tensors),
-                    flops=2.0 * (m.D * m.H + m.H * m.O), notes="matmul+bias+relu+matmul+bias")
+                    flops=2.0 * (m.D * m.H + m.H * m.O), notes="matmul+bias+relu+matmul+bias", terms=terms)
 
 
 # --------------------------------------------------------------------------------------- decoder
