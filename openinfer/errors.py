@@ -100,6 +100,14 @@ class DslError(LocatedError):
     kind = "syntax error"
 
 
+class GraphFileError(DslError):
+    """A graph file cannot be read: missing, a directory or device, unreadable, not UTF-8. The
+    message starts with the file's name (there is no line to point at)."""
+
+    def _format(self) -> str:
+        return self.message
+
+
 class BindError(LocatedError):
     """A parsed graph is inconsistent in itself or with its model (names, shapes, dtypes, rules)."""
 

@@ -142,7 +142,10 @@ class ReferenceExecutor:
             if var.kind is not ir.MemoryKind.PERSISTENT:
                 continue
             if var.table is not None:
-                self._tables[var.name] = TableState.new(var)
+                try:
+                    self._tables[var.name] = TableState.new(var)
+                except MemoryError as exc:
+                    raise self._out_of_memory(var, exc) from None
             else:
                 self._persistent[var.name] = self._initial(var)
 
@@ -150,7 +153,15 @@ class ReferenceExecutor:
     def _initial(self, var: BoundVar) -> np.ndarray:
         if var.model_key is not None:
             return np.array(self.model.tensor(var.model_key), dtype=var.dtype.np_dtype, copy=True)
-        return filled(var.dtype, var.shape, var.init)
+        try:
+            return filled(var.dtype, var.shape, var.init)
+        except MemoryError as exc:
+            raise self._out_of_memory(var, exc) from None
+
+    def _out_of_memory(self, var: BoundVar, exc: MemoryError) -> ExecutionError:
+        loc = var.decl.loc if var.decl is not None else None
+        return ExecutionError(f"`{var.name}` ({var.dtype.name}{list(var.shape)}) does not fit in memory: {exc}", loc,
+                              source_line=self.bound.graph.line(loc))
 
     def _constant(self, var: BoundVar) -> np.ndarray:
         arr = self._constants.get(var.name)
@@ -177,7 +188,7 @@ class ReferenceExecutor:
             if var.kind is ir.MemoryKind.VOLATILE and not var.is_prefix_table:
                 values[var.name] = self._initial(var)
             elif var.kind is None:
-                values[var.name] = filled(var.dtype, var.shape, None)
+                values[var.name] = self._initial(var)
             elif var.kind is ir.MemoryKind.DYNAMIC and var.name in values:
                 values[var.name] = values[var.name].copy()
         return values
@@ -295,7 +306,7 @@ class ReferenceExecutor:
             return
         try:
             params, output = self._execute(block, node, frame)
-        except (StateError, OpRuntimeError, OpTypeError, ValueError, FloatingPointError) as exc:
+        except (StateError, OpRuntimeError, OpTypeError, ValueError, FloatingPointError, MemoryError) as exc:
             raise self._fail(node, block, exc) from None
         except OpenInferError:
             raise
