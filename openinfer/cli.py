@@ -3,7 +3,9 @@
 Each command family lives with its stage (`openinfer/<stage>/commands.py`) and exposes
 `register(subparsers)`, which adds its sub-commands and binds each to a handler taking the parsed
 arguments and returning an exit code. Errors derived from `OpenInferError` are printed as they
-are (they are written for users) and exit with status 1; usage errors exit with status 2.
+are (they are written for users) after `openinfer: error: `, as argparse prints usage errors, and
+exit with status 1; so do a file that cannot be read or written and memory that cannot be had, never
+a traceback. Usage errors exit with status 2.
 """
 
 from __future__ import annotations
@@ -59,13 +61,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(handler(args) or 0)
     except OpenInferError as exc:
-        print(f"openinfer: {exc}", file=sys.stderr)
+        print(f"openinfer: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("openinfer: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:      # a file a command reads or writes: missing, a directory, not writable, ...
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"openinfer: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:  # (NumPy's says what it could not allocate)
+        print(f"openinfer: error: out of memory{f': {exc}' if str(exc) else ''}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -56,6 +56,10 @@ class SourceLoc:
         return f"{self.file}:{self.line}:{self.col}"
 
 
+#: Source lines longer than this are quoted in part: this many characters around the error.
+_QUOTE_WIDTH = 100
+
+
 class LocatedError(OpenInferError):
     """An error tied to a place in DSL source: prints file:line:col, the line, a caret and a hint."""
 
@@ -75,9 +79,16 @@ class LocatedError(OpenInferError):
         parts = [head]
         if self.loc is not None and self.source_line is not None:
             line = self.source_line.rstrip("\n").expandtabs(1)
+            col = self.loc.col
+            width = min(self.length, max(1, len(line) - col + 1))
+            if len(line) > _QUOTE_WIDTH:       # a window of a long line around the caret, marked `...`
+                start = max(0, min(col - 1 - _QUOTE_WIDTH // 4, len(line) - _QUOTE_WIDTH))
+                end = start + _QUOTE_WIDTH
+                width = min(width, end - col + 1)
+                line = ("..." if start else "") + line[start:end] + ("..." if end < len(line) else "")
+                col = col - start + (3 if start else 0)
             parts.append(f"    {line}")
-            width = min(self.length, max(1, len(line) - self.loc.col + 1))
-            parts.append("    " + " " * (self.loc.col - 1) + "^" * width)
+            parts.append("    " + " " * (col - 1) + "^" * width)
         if self.hint:
             parts.append(f"hint: {self.hint}")
         return "\n".join(parts)
@@ -87,6 +98,14 @@ class DslError(LocatedError):
     """The DSL text does not parse."""
 
     kind = "syntax error"
+
+
+class GraphFileError(DslError):
+    """A graph file cannot be read: missing, a directory or device, unreadable, not UTF-8. The
+    message starts with the file's name (there is no line to point at)."""
+
+    def _format(self) -> str:
+        return self.message
 
 
 class BindError(LocatedError):

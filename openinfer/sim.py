@@ -173,6 +173,8 @@ class SimExecutor:
         self._inputs = {name: (info, sim.bound.vars[name], storage_dtype(info.dtype))
                         for name, info in sim.vars.items() if info.settable}
         self._outputs = {name: (info, storage_dtype(info.dtype)) for name, info in sim.vars.items() if info.gettable}
+        self._first_step_started = False
+        self._inserted_before_first_step: set[str] = set()
 
     # ------------------------------------------------------------------ errors
     def _check(self, status: int, what: str, handle="self") -> None:
@@ -197,6 +199,8 @@ class SimExecutor:
             if entry is None:
                 raise ExecutionError(f"cannot insert `{var_name}`: only dynamic variables are inputs")
             info, bound, native = entry
+            if not self._first_step_started:
+                self._inserted_before_first_step.add(var_name)
             if (native is not None and isinstance(v, np.ndarray) and v.dtype == native and v.shape == bound.shape
                     and v.flags.c_contiguous):
                 data = v            # already the stored bytes: no conversion, no copy (the common case)
@@ -205,6 +209,7 @@ class SimExecutor:
             self._check(self._fn["set"](self._handle, info.id, self.ffi.from_buffer(data), data.nbytes), "set")
 
     def run_step(self) -> None:
+        self._first_step_started = True
         if self._trace_mode is None and self._observer is None:     # nothing to record: the bare call
             status = self._fn["step"](self._handle)
             self._step += 1
@@ -231,6 +236,7 @@ class SimExecutor:
         if want:      # (a cffi callback is not free: made only when a hook is wanted)
             hook = self.ffi.callback("void(void *, int32_t, const char *, uint64_t)", on_node)
             self._fn["set_trace_hook"](self._handle, hook, self.ffi.NULL)
+        self._first_step_started = True
         try:
             status = self._fn["step"](self._handle)
         finally:
@@ -250,6 +256,10 @@ class SimExecutor:
         if entry is None:
             raise ExecutionError(f"cannot fetch `{name}`: not an observable variable of the compiled program")
         info, native = entry
+        if (not self._first_step_started and info.kind in ("dynamic", "volatile")
+                and name not in self._inserted_before_first_step):
+            # as the reference: a step's values exist once a step ran (the library would return zeros)
+            raise ExecutionError(f"cannot fetch `{name}`: it has no value yet (run a step first)")
         shape = info.shape
         if info.dynamic_shape:
             dims = self.ffi.new("uint64_t[]", max(1, len(shape)))

@@ -71,3 +71,61 @@ def test_devices_list_and_show(capsys):
         assert name in out
     assert main(["devices", "show", "ada_mock"]) == 0
     assert '"cooperative_matrix": false' in capsys.readouterr().out
+
+
+GRAPH = ("dynamic {\n    x: f32[2];\n}\nvolatile {\n    y: f32[2];\n}\n"
+         "block entry {\n    op add(x, x) >> y;\n    return;\n}\n")
+
+
+@pytest.fixture
+def files(tmp_path):
+    import openinfer as oi
+
+    (tmp_path / "g.oig").write_text(GRAPH)
+    (tmp_path / "dir.oig").mkdir()
+    (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "digits.oig").write_text("dynamic {\n    x: f32[" + "7" * 5000 + "];\n}\nblock entry { return; }\n")
+    (tmp_path / "huge.oig").write_text("volatile {\n    v: f32[1000000000000];\n}\nblock entry {\n    return;\n}\n")
+    oi.write_oinf(tmp_path / "empty.oinf", tensors={})
+    return tmp_path
+
+
+def _one_error_line(capsys, argv, phrase):
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.startswith("openinfer: error: ") and not err.startswith("openinfer: error: error:"), err
+    assert phrase in err.splitlines()[0], err
+    assert "Traceback" not in err + captured.out
+    return err
+
+
+@pytest.mark.parametrize("argv,phrase", [
+    (["check", "{d}/missing.oig"], "missing.oig: cannot read: No such file or directory"),
+    (["check", "{d}/dir.oig"], "dir.oig: not a regular file"),
+    (["check", "/dev/zero"], "/dev/zero: not a regular file"),
+    (["graph", "json", "/dev/zero"], "/dev/zero: not a regular file"),
+    (["check", "{d}/g.oig", "-m", "{d}/missing.oinf"], "missing.oinf: cannot open"),
+    (["check", "{d}/g.oig", "-m", "{d}/dir.oig"], "dir.oig: not a regular file"),
+    (["check", "{d}/g.oig", "-m", "/dev/zero"], "/dev/zero: not a regular file"),
+    (["check", "{d}/digits.oig"], "digits.oig:2:12: syntax error: integer literal `77777777777777777777...77777777` "
+                                  "(5000 digits) is out of range"),
+    (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "x86_64-generic", "-o", "{d}/file"], "{d}/file"),
+    (["run", "{d}/huge.oig", "-m", "{d}/empty.oinf"], "huge.oig:2:5: runtime error: `v` (f32[1000000000000]) does not "
+                                                       "fit in memory"),
+])
+def test_bad_files_and_sizes_are_one_error_line(files, capsys, argv, phrase):
+    """Every way a command's input or output can be wrong ends in `openinfer: error: ...` and
+    exit status 1, never a traceback (nor a read of /dev/zero until memory runs out)."""
+    _one_error_line(capsys, [a.format(d=files) for a in argv], phrase.format(d=files))
+
+
+def test_library_calls_raise_openinfer_errors(files):
+    import openinfer as oi
+
+    for path in (files / "missing.oig", files / "dir.oig", "/dev/zero"):
+        with pytest.raises(oi.DslError, match="cannot read|not a regular file"):
+            oi.load_graph(path)
+    ex = oi.Reference(None, str(files / "huge.oig")).make_executor()
+    with pytest.raises(oi.ExecutionError, match="does not fit in memory"):
+        ex.run_step()

@@ -118,7 +118,7 @@ def tokenize(src: Source, start: int = 0, end: int | None = None) -> list[Token]
                 append((PUNCT, word, word, tok_start, m.end()))
             elif kind == "int":
                 word = m.group(kind)
-                append((INT, word, int(word.replace("_", "")), tok_start, m.end()))
+                append((INT, word, _int_value(src, word, tok_start), tok_start, m.end()))
             elif kind == "other":
                 if tok_start == end:   # only whitespace was left
                     pos = end
@@ -151,7 +151,7 @@ def _special(src: Source, pos: int, end: int, append) -> int:
         append((PUNCT, word, word, pos, tok_end))
     elif kind == "int":
         _check_suffix(src, pos, tok_end, end)
-        append((INT, word, int(word.replace("_", "")), pos, tok_end))
+        append((INT, word, _int_value(src, word, pos), pos, tok_end))
     elif kind == "float":
         _check_suffix(src, pos, tok_end, end)
         value = float(word.replace("_", ""))
@@ -200,7 +200,24 @@ def _based_int(src: Source, word: str, start: int, end: int) -> Token:
     body = word[2:].replace("_", "")
     if not body or any(c not in digits for c in body):
         raise src.error(f"invalid base-{base} integer `{word}`", start, end - start)
-    return (INT, word, int(body, base), start, end)
+    return (INT, word, _int_value(src, word, start, body, base), start, end)
+
+
+#: The largest integer literal: no value the DSL holds (dims, indices, attributes, inits) is wider
+#: than u64, and Python's int() refuses decimal strings of more than 4300 digits with a ValueError.
+U64_MAX = (1 << 64) - 1
+
+
+def _int_value(src: Source, word: str, start: int, body: str | None = None, base: int = 10) -> int:
+    """The value of an integer literal, or a DslError at it when it exceeds `U64_MAX`."""
+    if body is None and len(word) <= 19:        # the common case: a decimal that fits a u64
+        return int(word.replace("_", ""))
+    digits = (word.replace("_", "") if body is None else body).lstrip("0")
+    if len(digits) <= 64 and int(digits or "0", base) <= U64_MAX:
+        return int(digits or "0", base)
+    shown = f"`{word}`" if len(word) <= 40 else f"`{word[:20]}...{word[-8:]}` ({len(digits)} digits)"
+    raise src.error(f"integer literal {shown} is out of range", start, len(word),
+                    hint=f"integers are at most 2^64 - 1 = {U64_MAX}")
 
 
 def _string_end(src: Source, start: int, limit: int, raw: bool) -> int:

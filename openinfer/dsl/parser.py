@@ -56,11 +56,27 @@ from ..ir.nodes import (
     Yield,
 )
 from . import hints
-from .lexer import END, EOF, FLOAT, IDENT, INT, KIND, KW, PUNCT, START, STR, TEXT, VALUE, Source, Token, tokenize
+from .lexer import (
+    END,
+    EOF,
+    FLOAT,
+    IDENT,
+    INT,
+    KIND,
+    KW,
+    PUNCT,
+    START,
+    STR,
+    TEXT,
+    U64_MAX,
+    VALUE,
+    Source,
+    Token,
+    tokenize,
+)
 from .literals import InitRuleError, init_value
 
 I64_MAX = (1 << 63) - 1
-U64_MAX = (1 << 64) - 1
 #: Loops nested deeper than this are refused (it bounds recursion in every later stage too).
 MAX_LOOP_DEPTH = 64
 

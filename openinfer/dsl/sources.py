@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import stat
 
-from ..errors import DslError
+from ..errors import DslError, GraphFileError
 from ..ir.json import graph_from_json
 from ..ir.nodes import Graph
 from .lexer import Source
@@ -25,15 +26,21 @@ def load_graph(path: str | os.PathLike, *, index: int = 0) -> Graph:
       numbers);
     - anything else (normally `.oig`): DSL text.
 
-    Raises DslError for content that does not parse, OSError when the file cannot be read.
+    Raises DslError for content that does not parse, GraphFileError (a DslError) when the file
+    cannot be read.
     """
     name = os.fspath(path)
-    with open(name, "rb") as f:
-        data = f.read()
+    try:
+        if not stat.S_ISREG(os.stat(name).st_mode):    # a FIFO would block, a device such as /dev/zero never end
+            raise GraphFileError(f"{name}: not a regular file")
+        with open(name, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise GraphFileError(f"{name}: cannot read: {exc.strerror or exc}") from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DslError(f"{name}: not UTF-8 text (byte offset {exc.start})") from None
+        raise GraphFileError(f"{name}: not UTF-8 text (byte offset {exc.start})") from None
     ext = os.path.splitext(name)[1].lower()
     if ext == ".json":
         return graph_from_json(text, name)

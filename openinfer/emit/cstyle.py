@@ -7,7 +7,6 @@ operands, scalars and indices — and the templates in templates/c/ lay the file
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -22,7 +21,7 @@ from ..synth import program as P
 from ..synth.lower import c_name
 from ..synth.memplan import MemoryPlan, align
 from .ckernels import KernelSource, emit_kernel
-from .env import render
+from .env import c_string, render
 
 _CTYPES = {"f32": "float", "f64": "double", "f16": "uint16_t", "bf16": "uint16_t", "f8": "uint8_t",
            "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
@@ -268,7 +267,7 @@ class CRenderer:
         decl, bounds, lead_dims, dynamic = self.table_read_bounds(frame, s, v)
         # the checks use the declarations, so both go inside the statement's own scope
         lines = ["{"] + [f"    {d}" for d in decl]
-        lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {json.dumps(c.message)});"
+        lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {c_string(c.message)});"
                   for c in v.checks]
         v.checks = []
         if dynamic:

@@ -3,7 +3,6 @@ variables (a missing value is a bug, not an empty string), and C-specific filter
 
 from __future__ import annotations
 
-import json
 from functools import cache
 
 import jinja2
@@ -12,13 +11,37 @@ from ..resources import templates_dir
 
 
 def c_string(value) -> str:
-    """A C string literal (JSON escaping is valid C for the ASCII we emit)."""
-    return json.dumps(str(value), ensure_ascii=True)
+    """A C string literal holding `value`'s UTF-8 bytes, valid C for any Python str.
+
+    Printable ASCII stands for itself; every other byte is a three-digit octal escape (an octal
+    escape ends after three digits, so a following digit cannot extend it as it would a `\\x`
+    escape). `?` is escaped so that no trigraph (`??/` is a backslash under -std=c11) forms. A
+    str that is not Unicode text (lone surrogates) keeps its undecodable bytes (as `os.fsdecode`
+    made them) or, failing that, their `\\udXXX` spelling."""
+    try:
+        data = str(value).encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        data = str(value).encode("utf-8", "backslashreplace")
+    out = []
+    for byte in data:
+        ch = chr(byte)
+        if ch in '"\\?':
+            out.append("\\" + ch)
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
 
 
 def c_comment(value) -> str:
-    """Text safe inside a C block comment."""
-    return str(value).replace("*/", "* /")
+    """Text safe inside a C block comment: `*/` broken, control characters but newline and tab
+    escaped (as in a Python string: a NUL would be a compiler warning), and lone surrogates
+    written as `\\udXXX`, so that the file stays valid UTF-8."""
+    text = str(value).replace("*/", "* /")
+    text = "".join(ch.encode("unicode_escape").decode("ascii") if ch < " " and ch not in "\n\t" or ch == "\x7f"
+                   else ch for ch in text)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @cache

@@ -32,6 +32,11 @@ from . import nodes as ir
 from .bound import BoundGraph, BoundVar, OpBinding, RuntimeAttr, TableInfo
 from .describe import describe
 
+#: The largest size, in elements or bytes, of a variable, of all variables together, and the largest
+#: sizevar: the generated C computes sizes, offsets and indices in int64_t / size_t arithmetic, and
+#: an object may not exceed PTRDIFF_MAX (2^63 - 1) bytes.
+MAX_SIZE = (1 << 63) - 1
+
 _DIM_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|\d+)(?:\*([A-Za-z_][A-Za-z0-9_]*|\d+))?$")
 
 #: dotted node kinds a `dep` may name (decisions.md)
@@ -77,6 +82,7 @@ class _Binder:
         self.loop_bounds: dict[int, tuple[int | None, int | None]] = {}
         self._inferred: dict[tuple, object] = {}
         self._keys: dict[str, None] | None = None
+        self._total_bytes = 0
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str, loc: SourceLoc | None, hint: str | None = None, length: int = 1) -> BindError:
@@ -106,7 +112,15 @@ class _Binder:
         return self.model.metadata[key]
 
     # ------------------------------------------------------------------ dims
-    def dims(self, dims: tuple[str, ...], loc: SourceLoc | None) -> tuple[int, ...]:
+    def sizevar(self, name: str, loc: SourceLoc | None) -> int:
+        value = self.sizevars[name]
+        if value > MAX_SIZE:
+            raise self.error(f"sizevar `{name}` = {value} is too large: sizes are at most 2^63 - 1", loc)
+        return value
+
+    def dims(self, dims: tuple[str, ...], loc: SourceLoc | None, dtype, count: int = 1) -> tuple[int, ...]:
+        """The shape `dims` spell, checked to fit the generated code's sizes for `count` values of
+        `dtype` (a table's entries: @fixed sizes); their bytes count towards the whole graph's."""
         out = []
         for d in dims:
             m = _DIM_RE.match(d)
@@ -117,11 +131,23 @@ class _Binder:
                 if atom.isdigit():
                     value *= int(atom)
                 elif atom in self.sizevars:
-                    value *= self.sizevars[atom]
+                    value *= self.sizevar(atom, loc)
                 else:
                     raise self.error(f"unknown size variable `{atom}` in dimension `{d}`", loc,
                                      _suggest(atom, self.sizevars) or self._sizevar_hint())
             out.append(value)
+        numel = count
+        for value in out:
+            numel *= value
+        nbytes = dtype.storage_nbytes(numel)
+        if nbytes > MAX_SIZE:
+            shape = "[" + ", ".join(map(str, out)) + "]"
+            raise self.error(f"{dtype.name}{shape}{f' x {count}' if count != 1 else ''} is {nbytes} bytes, more than "
+                             "the generated code can address (2^63 - 1)", loc)
+        self._total_bytes += nbytes
+        if self._total_bytes > MAX_SIZE:
+            raise self.error(f"the graph's variables hold more than 2^63 - 1 bytes together ({self._total_bytes} "
+                             "with this one)", loc)
         return tuple(out)
 
     def _sizevar_hint(self) -> str:
@@ -135,7 +161,7 @@ class _Binder:
             self.vars[decl.name] = self.bind_decl(decl)
 
     def bind_decl(self, d: ir.VarDecl) -> BoundVar:
-        shape = self.dims(d.dims, d.loc)
+        shape = self.dims(d.dims, d.loc, d.dtype, _fixed_count(d))
         init = d.init.value if d.init is not None else None
         if d.kind is ir.MemoryKind.PERSISTENT:
             return self._bind_persistent(d, shape, init)
@@ -247,7 +273,7 @@ class _Binder:
                                           "pick another name for the temporary")
                 if node.name in self.vars:
                     raise self.node_error(node, f"temporary `{node.name}` is assigned twice (temps are graph-wide)")
-                shape = self.dims(node.dims, node.loc)
+                shape = self.dims(node.dims, node.loc, node.dtype)
                 self.vars[node.name] = BoundVar(node.name, None, node.dtype, shape, None)
 
     # ------------------------------------------------------------------ blocks
@@ -319,7 +345,7 @@ class _Binder:
                 rng = scope.ranges[ix]
                 choices.append(list(rng) if rng is not None else None)
             elif ix in self.sizevars:
-                choices.append([self.sizevars[ix]])
+                choices.append([self.sizevar(ix, node.loc)])
             else:
                 raise self.node_error(node, f"index `{ix}` of `{ref}` is neither a loop variable, a sizevar nor a "
                                             "literal", _suggest(str(ix), list(scope.ranges) + list(self.sizevars)))
@@ -398,7 +424,7 @@ class _Binder:
         if isinstance(b, int):
             return b
         if b in self.sizevars:
-            return self.sizevars[b]
+            return self.sizevar(b, node.loc)
         var = self.vars.get(b)
         if var is None:
             raise self.node_error(node, f"loop bound `{b}` is neither a sizevar nor a variable",
@@ -483,7 +509,7 @@ class _Binder:
                 return var.init
             return RuntimeAttr(name, var.dtype)
         if name in self.sizevars:
-            return self.sizevars[name]
+            return self.sizevar(name, node.loc)
         raise self.node_error(node, f"attribute value `{name}` is not a variable, sizevar or model metadata key",
                               _suggest(name, list(self.vars) + list(self.sizevars)))
 
@@ -509,7 +535,7 @@ class _Binder:
         if v in scope.ranges:
             return None
         if v in self.sizevars:
-            return self.sizevars[v]
+            return self.sizevar(v, node.loc)
         var = self.vars.get(v)
         if var is not None and not var.shape and var.table is None and not var.is_prefix_table:
             if not var.dtype.is_int:
@@ -702,6 +728,15 @@ class _Binder:
         self.check_deps()
         return BoundGraph(self.g, self.model, dict(self.sizevars), self.vars, self.ops, entry, async_blocks,
                           self.loop_bounds)
+
+
+def _fixed_count(d: ir.VarDecl) -> int:
+    """How many entries of its shape a persistent table holds at most: the product of its @fixed
+    sizes (1 for any other variable, and for indices without one: those tables grow at run time)."""
+    count = 1
+    for _, size in d.fixed:
+        count *= size
+    return count
 
 
 def bind(graph: ir.Graph, model=None, sizevars: Mapping[str, int] | None = None) -> BoundGraph:

@@ -15,8 +15,10 @@ destination. On any failure the destination is untouched and the temporary file 
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
+import stat
 import struct
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -106,14 +108,19 @@ def encode_oinf(tensors: Mapping[str, Any] | None = None, sizevars: Mapping[str,
 
 
 def write_plan(path: str | os.PathLike, plan: _Plan) -> None:
-    """Stream `plan` to a temporary file next to `path`, fsync it, and rename it over `path`."""
+    """Stream `plan` to a temporary file next to `path`, fsync it, and rename it over `path`.
+
+    The temporary, `.<name>.<pid>.<random>.tmp`, is locked (flock) while it is written; one left by
+    a writer that was killed is removed by the next write of the same path."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
+    _remove_stale_temporaries(directory, path.name)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise OinfError(f"cannot create a file in {str(directory)!r}: {exc.strerror or exc}", path=str(path)) from None
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)      # released when fd closes (or the process dies)
         with os.fdopen(fd, "wb") as f:
             _emit(f, plan)
             f.flush()
@@ -131,12 +138,55 @@ def write_plan(path: str | os.PathLike, plan: _Plan) -> None:
     _fsync_dir(directory)
 
 
+def _remove_stale_temporaries(directory: Path, name: str) -> None:
+    """Delete the temporaries write_plan made for `directory/name` whose writer is gone: only names
+    of exactly its pattern, whose pid is no live process and whose lock no one holds."""
+    prefix = f".{name}."
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return                  # (mkstemp will report a folder that cannot be used)
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+            continue
+        parts = entry[len(prefix):-len(".tmp")].split(".")
+        if len(parts) != 2 or not parts[0].isdigit() or _process_exists(int(parts[0])):
+            continue
+        stale = directory / entry
+        try:
+            fd = os.open(stale, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.unlink(stale)
+        except OSError:
+            pass                # locked by a live writer, or already gone
+        finally:
+            os.close(fd)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True             # (another user's process: EPERM)
+    return True
+
+
 # -- planning --------------------------------------------------------------------------------
 def plan_oinf(tensors: Mapping[str, Any] | None, sizevars: Mapping[str, Any] | None,
               metadata: Mapping[str, Any] | None, *, version: int = DEFAULT_VERSION) -> _Plan:
     """Validate and convert every input, and lay the file out (nothing is written yet)."""
     if isinstance(version, bool) or version not in VERSIONS:
         raise OinfError(f"unsupported version {version!r} (write 1 or 2)")
+    for table, given in (("tensors", tensors), ("sizevars", sizevars), ("metadata", metadata)):
+        if given is not None and not isinstance(given, Mapping):
+            raise OinfError(f"{table} must be a mapping of names to values (a dict), got {type(given).__name__}",
+                            table=table)
     svs = sorted((check_name(k, table="sizevars", what="sizevar name"), _sizevar(k, v))
                  for k, v in (sizevars or {}).items())
     metas = sorted((check_name(k, table="metadata", what="metadata key"), *encode_metadata_value(k, v))
@@ -260,6 +310,9 @@ def _stored_bytes(data: Any, name: str) -> np.ndarray:
 
 
 def _as_array(data: Any, name: str, table: str) -> np.ndarray:
+    if isinstance(data, np.ma.MaskedArray) and np.ma.getmask(data).any():    # asarray would drop the mask
+        raise OinfError("a masked array with masked values cannot be stored (a file has no mask): fill them, "
+                        "e.g. arr.filled(0)", table=table, entry=name)
     try:
         arr = np.asarray(data)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -270,11 +323,25 @@ def _as_array(data: Any, name: str, table: str) -> np.ndarray:
 
 
 def _check_representable(arr: np.ndarray, dt: DTypeInfo, name: str, table: str) -> None:
-    """Refuse integer/bool targets that would wrap or truncate: every value must be in range.
+    """Refuse values the target cannot hold: integer/bool targets that would wrap or truncate
+    (every value must be in range), float targets that a finite value would overflow to inf.
 
-    Floats are converted as IEEE does (round to nearest even, overflow to inf), never refused.
+    Floats are otherwise rounded as IEEE does (to nearest even); infinities and NaN are kept.
     """
-    if dt.is_float or arr.size == 0:
+    if arr.size == 0:
+        return
+    if dt.is_float:
+        if dt.name != "f64" and arr.dtype.kind in "fiu":
+            largest = 0.0           # the largest finite magnitude (rounding is monotonic), in pieces
+            flat = arr.reshape(-1)
+            for start in range(0, flat.size, CHUNK_ELEMENTS):
+                chunk = flat[start:start + CHUNK_ELEMENTS].astype(np.float64)
+                chunk = np.abs(chunk[np.isfinite(chunk)])
+                largest = max(largest, float(chunk.max())) if chunk.size else largest
+            with np.errstate(over="ignore"):
+                if np.isinf(numerics.round_float(np.float64(largest), dt)):
+                    raise OinfError(f"{largest!r} is beyond the {dt.name} range (it would be stored as inf)",
+                                    table=table, entry=name)
         return
     if arr.dtype.kind == "f":
         finite = np.isfinite(arr)
@@ -310,6 +377,9 @@ def _quant_payload(quant: QuantParams | None, shape: tuple[int, ...], name: str)
     if not isinstance(quant, QuantParams):
         raise OinfError(f"quant must be a QuantParams, got {type(quant).__name__}", table="tensors", entry=name)
     quant.check_shape(shape, entry=name)
+    if not np.isfinite(quant.scales).all():
+        raise OinfError(f"quant scales must be finite, got {float(quant.scales[~np.isfinite(quant.scales)][0])!r}",
+                        table="tensors", entry=name)
     body = (QUANT_HEADER.pack(quant.scheme_code, quant.scale_mode_code, quant.zp_mode_code, 0, quant.scale_axis,
                               len(quant.scales), quant.zp_axis, len(quant.zero_points))
             + quant.scales.astype("<f4").tobytes() + quant.zero_points.astype("<i4").tobytes())

@@ -142,7 +142,10 @@ class ReferenceExecutor:
             if var.kind is not ir.MemoryKind.PERSISTENT:
                 continue
             if var.table is not None:
-                self._tables[var.name] = TableState.new(var)
+                try:
+                    self._tables[var.name] = TableState.new(var)
+                except MemoryError as exc:
+                    raise self._out_of_memory(var, exc) from None
             else:
                 self._persistent[var.name] = self._initial(var)
 
@@ -150,7 +153,15 @@ class ReferenceExecutor:
     def _initial(self, var: BoundVar) -> np.ndarray:
         if var.model_key is not None:
             return np.array(self.model.tensor(var.model_key), dtype=var.dtype.np_dtype, copy=True)
-        return filled(var.dtype, var.shape, var.init)
+        try:
+            return filled(var.dtype, var.shape, var.init)
+        except MemoryError as exc:
+            raise self._out_of_memory(var, exc) from None
+
+    def _out_of_memory(self, var: BoundVar, exc: MemoryError) -> ExecutionError:
+        loc = var.decl.loc if var.decl is not None else None
+        return ExecutionError(f"`{var.name}` ({var.dtype.name}{list(var.shape)}) does not fit in memory: {exc}", loc,
+                              source_line=self.bound.graph.line(loc))
 
     def _constant(self, var: BoundVar) -> np.ndarray:
         arr = self._constants.get(var.name)
@@ -177,7 +188,7 @@ class ReferenceExecutor:
             if var.kind is ir.MemoryKind.VOLATILE and not var.is_prefix_table:
                 values[var.name] = self._initial(var)
             elif var.kind is None:
-                values[var.name] = filled(var.dtype, var.shape, None)
+                values[var.name] = self._initial(var)
             elif var.kind is ir.MemoryKind.DYNAMIC and var.name in values:
                 values[var.name] = values[var.name].copy()
         return values
@@ -295,7 +306,7 @@ class ReferenceExecutor:
             return
         try:
             params, output = self._execute(block, node, frame)
-        except (StateError, OpRuntimeError, OpTypeError, ValueError, FloatingPointError) as exc:
+        except (StateError, OpRuntimeError, OpTypeError, ValueError, FloatingPointError, MemoryError) as exc:
             raise self._fail(node, block, exc) from None
         except OpenInferError:
             raise
@@ -439,27 +450,44 @@ def _check_capacity(shape: tuple[int, ...], dst: BoundVar) -> None:
 
 
 def coerce(var: BoundVar, value) -> np.ndarray:
-    """A user-supplied value as `var`'s unpacked representation, checked for shape and range."""
-    arr = np.asarray(value)
+    """A user-supplied value as `var`'s unpacked representation, checked for shape and range.
+
+    Only values that convert exactly are taken: integers from integers and integral floats in the
+    dtype's range, bools from bools and 0 / 1, floats from numbers (rounded to the dtype, but a
+    finite value beyond its range is refused, not made infinite). Strings, objects, ragged lists,
+    2.5 for an integer, 2 or "False" for a bool are errors naming the variable."""
+    dt = var.dtype
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:          # a ragged list, an object NumPy cannot hold
+        raise ExecutionError(f"`{var.name}` is {dt.name}{list(var.shape)}; the value is not an array ({exc})") from None
     if arr.shape != var.shape:
         if arr.size == 1 and not var.shape:
             arr = arr.reshape(())
         else:
             raise ExecutionError(f"`{var.name}` expects shape {list(var.shape)}, got {list(arr.shape)}")
-    dt = var.dtype
-    if dt.is_float:
-        if arr.dtype.kind not in "fiub":
-            raise ExecutionError(f"`{var.name}` is {dt.name}; cannot take values of dtype {arr.dtype}")
-        return np.array(round_float(arr.astype(np.float64 if dt.name == "f64" else np.float32), dt), copy=True)
-    if dt.kind is Kind.BOOL:
-        return arr.astype(np.bool_)
-    if arr.dtype.kind not in "iub":
+    if arr.dtype.kind not in "biuf":
         raise ExecutionError(f"`{var.name}` is {dt.name}; cannot take values of dtype {arr.dtype}")
-    ints = arr.astype(np.int64) if arr.dtype != np.uint64 else arr
-    if ints.size and (ints.min() < dt.lo or ints.max() > dt.hi):
-        raise ExecutionError(f"`{var.name}` is {dt.name} ({dt.lo}..{dt.hi}); values "
-                             f"{ints.min()}..{ints.max()} are out of range")
-    return ints.astype(dt.np_dtype)
+    if dt.is_float:
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = np.array(round_float(arr.astype(np.float64 if dt.name == "f64" else np.float32), dt), copy=True)
+        overflow = np.isinf(out) & ~np.isinf(arr) if arr.dtype.kind == "f" else np.isinf(out)
+        if overflow.any():
+            raise ExecutionError(f"`{var.name}` is {dt.name}; {arr[overflow].flat[0].item()!r} is beyond its range")
+        return out
+    if dt.kind is Kind.BOOL:
+        bad = ~np.isin(arr, (0, 1)) if arr.dtype.kind != "b" else np.zeros(arr.shape, bool)
+        if bad.any():
+            raise ExecutionError(f"`{var.name}` is bool; {arr[bad].flat[0].item()!r} is not True/False (or 1/0)")
+        return arr.astype(np.bool_)
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (np.trunc(arr) != arr)
+        if bad.any():
+            raise ExecutionError(f"`{var.name}` is {dt.name}; {arr[bad].flat[0].item()!r} is not an integer")
+    lo, hi = (arr.min().item(), arr.max().item()) if arr.size else (0, 0)     # Python numbers: exact compares
+    if lo < dt.lo or hi > dt.hi:
+        raise ExecutionError(f"`{var.name}` is {dt.name} ({dt.lo}..{dt.hi}); values {lo}..{hi} are out of range")
+    return arr.astype(dt.np_dtype)
 
 
 def _add_scalar(value: np.ndarray, amount: int, var: BoundVar) -> np.ndarray:

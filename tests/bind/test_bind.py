@@ -211,6 +211,19 @@ ERRORS = [
      "consumer block `c` awaits x but does not yield it back", 6),
     ("dynamic { x: f32[2]; y: f32[2]; }\nblock entry {\n  yield x;\n  await x;\n}\nblock c {\n  await y;\n"
      "  yield y;\n}", "consumer block `c` awaits y, which `entry` never yields", 6),
+
+
+    # sizes the generated C cannot hold (int64_t / size_t arithmetic, objects of at most 2^63 - 1 bytes)
+    ("volatile { y: f32[2]; }\ndynamic { x: f32[18446744073709551615]; }\nblock entry { }",
+     "f32[18446744073709551615] is 73786976294838206460 bytes, more than the generated code can address", 2),
+    ("dynamic { x: u8[4294967296*4294967296]; }\nblock entry { }", "u8[18446744073709551616] is", 1),
+    ("dynamic { x: f64[1152921504606846976]; }\nblock entry { }", "is 9223372036854775808 bytes", 1),
+    ("dynamic { x: u8[4611686018427387904]; }\nvolatile { y: u8[4611686018427387904]; }\nblock entry { }",
+     "hold more than 2^63 - 1 bytes together", 2),
+    ("persistent { t(i): f32[1024] @table @fixed(i=2305843009213693952); }\nblock entry { }",
+     "f32[1024] x 2305843009213693952 is", 1),
+    ("volatile { y: f32[2]; }\nblock entry {\n  assign big: i64[D, 2305843009213693952];\n}",
+     "i64[4, 2305843009213693952] is", 3),
 ]
 
 
@@ -237,6 +250,28 @@ def test_dep_accepts_outputs_op_names_and_node_kinds(model):
             dep after(y) before(cache.write);
         }
     """, model)
+
+
+@pytest.mark.parametrize("text,line", [
+    ("dynamic { x: f32[N]; }\nblock entry { }", 1),
+    ("volatile { y: f32[2]; }\ndynamic { x: f32[2, N*2]; }\nblock entry { }", 2),
+    ("volatile { y: f32[2]; }\nblock entry {\n  loop l (i in 0..N) { }\n}", 3),
+    ("volatile { y: f32[2]; }\npersistent { t(i): f32[2] @table @fixed(i=4); }\nblock entry {\n"
+     "  cache.read t[N] >> y;\n}", 4),
+])
+def test_a_sizevar_too_large_for_the_generated_code_is_refused_where_it_is_used(text, line):
+    """--sizevar N=2**64 binds no graph: each use of N is an error at that use."""
+    for value in (2 ** 64, 2 ** 63):
+        with pytest.raises(BindError) as err:
+            bound(text, N=value)
+        assert f"sizevar `N` = {value} is too large: sizes are at most 2^63 - 1" in str(err.value)
+        assert err.value.loc.line == line
+    bound(text, N=2)
+
+
+def test_the_largest_sizes_the_generated_code_holds_bind():
+    b = bound("dynamic { x: u8[N]; y: bool[3]; }\nblock entry { }", N=2 ** 63 - 4)
+    assert b.vars["x"].shape == (2 ** 63 - 4,)
 
 
 def test_sizevar_overrides_win(model):

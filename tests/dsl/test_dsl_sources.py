@@ -127,7 +127,7 @@ def test_load_errors(tmp_path):
     bad.write_bytes(b"dynamic { x: f32; }\xff")
     with pytest.raises(oi.DslError, match="not UTF-8"):
         oi.load_graph(bad)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(oi.DslError, match="missing.oig: cannot read: No such file or directory"):
         oi.load_graph(tmp_path / "missing.oig")
     bom = tmp_path / "bom.oig"
     bom.write_bytes(b"\xef\xbb\xbf" + OIG.encode())

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import openinfer as oi
+from openinfer.cli import main
 from openinfer.errors import OpenInferError
 from openinfer.ir import commands
 from openinfer.ir.json import graph_to_json
@@ -57,8 +58,14 @@ def test_errors(tmp_path, capsys):
     bad.write_text("block entry { return h; }")
     with pytest.raises(OpenInferError, match="return takes no value"):
         run(["graph", "json", str(bad)])
-    assert run(["graph", "dot", str(tmp_path / "missing.oig")]) == 1
-    assert "missing.oig" in capsys.readouterr().err
+    with pytest.raises(OpenInferError, match="missing.oig: cannot read: No such file or directory"):
+        run(["graph", "dot", str(tmp_path / "missing.oig")])
+    assert main(["graph", "dot", str(tmp_path / "missing.oig")]) == 1
+    missing = tmp_path / "missing.oig"
+    assert capsys.readouterr().err == f"openinfer: error: {missing}: cannot read: No such file or directory\n"
+    good = str(EXAMPLES / "mlp_regression.oig")
+    assert main(["graph", "json", good, "-o", str(tmp_path / "no" / "such" / "folder.json")]) == 1
+    assert "such/folder.json: No such file or directory" in capsys.readouterr().err
 
 
 def test_group_help(capsys):

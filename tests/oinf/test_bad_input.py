@@ -12,7 +12,7 @@ import pytest
 from oinf_testlib import assemble, quant_blob, sstr
 
 from openinfer import OinfError
-from openinfer.oinf import ModelLoader, verify_file
+from openinfer.oinf import ModelLoader, QuantParams, TensorSpec, verify_file
 
 F32x4 = struct.pack("<4f", 1, 2, 3, 4)
 
@@ -381,3 +381,40 @@ def test_unreadable_path(tmp_path):
         os.mkfifo(tmp_path / "fifo.oinf")          # opening it for reading would block forever
         with pytest.raises(OinfError, match="not a regular file"):
             ModelLoader.open(tmp_path / "fifo.oinf")
+
+
+# -- values the writer must refuse rather than store something else ---------------------------
+@pytest.mark.parametrize("kwargs,phrase", [
+    ({"tensors": [np.ones(2)]}, "tensors must be a mapping of names to values (a dict), got list"),
+    ({"sizevars": [("B", 2)]}, "sizevars must be a mapping"),
+    ({"metadata": "eps=1"}, "metadata must be a mapping"),
+    ({"tensors": {"m": np.ma.masked_array([1.0, 2.0], mask=[False, True])}}, "masked array with masked values"),
+    ({"tensors": {"h": TensorSpec(np.array([1.0, 1e10]), "f16")}}, "10000000000.0 is beyond the f16 range"),
+    ({"tensors": {"h": TensorSpec(np.array([-65520.0]), "f16")}}, "65520.0 is beyond the f16 range"),
+    ({"tensors": {"h": TensorSpec(np.array([2 ** 40]), "f16")}}, "is beyond the f16 range"),
+    ({"tensors": {"h": TensorSpec(np.array([1e39]), "f32")}}, "1e+39 is beyond the f32 range"),
+    ({"tensors": {"q": TensorSpec(np.zeros(4, np.int8), "i4", QuantParams.per_tensor(float("nan")))}},
+     "quant scales must be finite, got nan"),
+    ({"tensors": {"q": TensorSpec(np.zeros((2, 2), np.int8), "i8", QuantParams.per_channel(0, [1.0, np.inf]))}},
+     "quant scales must be finite, got inf"),
+])
+def test_writer_refuses_values_it_cannot_store_as_given(tmp_path, kwargs, phrase):
+    from openinfer import write_oinf
+
+    with pytest.raises(OinfError) as info:
+        write_oinf(tmp_path / "w.oinf", **kwargs)
+    assert phrase in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_keeps_what_converts_faithfully(tmp_path):
+    """The limits of the refusals: infinities and NaN stay, values that round to the largest
+    finite f16 are kept, and a masked array without masked values is its data."""
+    from openinfer import write_oinf
+
+    x = np.array([np.inf, -np.inf, np.nan, 65519.0, -65504.0])
+    write_oinf(tmp_path / "w.oinf", {"h": TensorSpec(x, "f16"),
+                                      "m": np.ma.masked_array([1.0, 2.0], mask=[False, False])})
+    with ModelLoader.open(tmp_path / "w.oinf") as m:
+        np.testing.assert_array_equal(m.tensor("h"), x.astype(np.float16))
+        assert m.tensor("h")[3] == 65504.0 and m.tensor("m").tolist() == [1.0, 2.0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -167,3 +168,63 @@ def test_quant_keys_read_scales_and_zero_points_in_place(tmp_path):
     for missing in ("b#zero_point", "c#scale", "a#bias", "a#", "#scale"):
         with pytest.raises(OinfError, match="no tensor named"):
             m.info(missing)
+
+
+_PAUSED_WRITER = r"""
+import os, sys, time
+import numpy as np
+import openinfer.oinf.writer as writer
+def pause(fd):                      # the whole file is in the temporary: stop here until killed
+    print("written", flush=True)
+    time.sleep(120)
+writer.os.fsync = pause
+writer.write_oinf(sys.argv[1], {"w": np.ones(1 << 22, np.float32)})     # 16 MiB
+"""
+
+
+def _start_paused_writer(path):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _PAUSED_WRITER, str(path)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert proc.stdout.readline() == "written\n"
+    return proc
+
+
+def test_a_writer_killed_mid_write_leaves_no_temporary_after_the_next_write(tmp_path):
+    """kill -9 during a write leaves its temporary (nothing can remove it then); the next write of
+    that path removes it, and leaves alone a live writer's and other paths' temporaries."""
+    import signal
+
+    path = tmp_path / "m.oinf"
+    other = tmp_path / "m.oinf.7"
+    killed = _start_paused_writer(path)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    live_other = _start_paused_writer(other)      # a live writer of another path whose name extends this one
+    try:
+        stale = leftovers(tmp_path)
+        assert len(stale) == 2 and any(n.startswith(f".m.oinf.{killed.pid}.") for n in stale)
+        assert (tmp_path / next(n for n in stale if f".{killed.pid}." in n)).stat().st_size > 16 << 20
+        write_oinf(path, {"a": np.arange(3, dtype=np.int32)})
+        assert leftovers(tmp_path) == [n for n in stale if f".{live_other.pid}." in n]
+        with ModelLoader.open(path) as m:
+            assert m.tensor("a").tolist() == [0, 1, 2]
+    finally:
+        live_other.kill()
+        live_other.wait()
+    write_oinf(other, {"a": np.ones(1)})        # now its writer is gone too
+    assert leftovers(tmp_path) == []
+
+
+def test_a_live_writers_temporary_is_not_removed(tmp_path):
+    path = tmp_path / "m.oinf"
+    writer = _start_paused_writer(path)
+    try:
+        mine = leftovers(tmp_path)
+        write_oinf(path, {"a": np.ones(2)})      # a concurrent write of the same path
+        assert leftovers(tmp_path) == mine
+    finally:
+        writer.kill()
+        writer.wait()

@@ -9,7 +9,7 @@ import pytest
 from oinf_testlib import rich_model
 
 import openinfer as oi
-from openinfer import numerics
+from openinfer import OinfError, numerics
 from openinfer.dtypes import BY_NAME, TENSOR_DTYPES
 from openinfer.oinf import (
     Bitset,
@@ -103,23 +103,29 @@ def test_raw_storage_access(tmp_path):
 
 
 def test_f8_special_values_round_trip(tmp_path):
-    x = np.array([0.0, -0.0, 1.875, 61440.0, 57344.0, 1e6, -1e6, np.inf, -np.inf, np.nan, 2.0**-16,
+    x = np.array([0.0, -0.0, 1.875, 57344.0, 61439.0, np.inf, -np.inf, np.nan, 2.0**-16,
                   2.0**-17, 3 * 2.0**-17, 2.0**-14 * 0.875, -2.0**-15], np.float32)
-    # hand-derived E5M2 codes: carry 1.875 -> 2.0, 61440 -> inf (tie to even), subnormal ties to even
-    codes = [0x00, 0x80, 0x40, 0x7C, 0x7B, 0x7C, 0xFC, 0x7C, 0xFC, 0x7D, 0x01, 0x00, 0x02, 0x04, 0x82]
+    # hand-derived E5M2 codes: carry 1.875 -> 2.0, 61439 -> 57344 (below the tie), subnormal ties to even
+    codes = [0x00, 0x80, 0x40, 0x7B, 0x7B, 0x7C, 0xFC, 0x7D, 0x01, 0x00, 0x02, 0x04, 0x82]
     with reopen(tmp_path, {"e": TensorSpec(x, "f8")}) as m:
         assert list(m.tensor("e", raw=True)) == codes
         got = m.tensor("e")
-        assert np.isnan(got[9]) and not np.isinf(got[9])       # NaN stays NaN (the original gave inf)
-        assert np.signbit(got[1]) and got[2] == 2.0 and got[3] == np.inf
+        assert np.isnan(got[7]) and not np.isinf(got[7])       # NaN stays NaN (the original gave inf)
+        assert np.signbit(got[1]) and got[2] == 2.0 and got[5] == np.inf
+    # finite values that round to inf (61440 ties to even, past the largest 57344) are refused
+    for big in (61440.0, 1e6, -1e6):
+        with pytest.raises(OinfError, match="beyond the f8 range"):
+            write_oinf(tmp_path / "big.oinf", {"e": TensorSpec(np.array([1.0, big], np.float32), "f8")})
 
 
 def test_bf16_rounding_and_specials(tmp_path):
-    x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, np.inf, -np.inf, np.nan, -0.0, 3.4e38], np.float32)
+    x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, np.inf, -np.inf, np.nan, -0.0, 3.389e38], np.float32)
     with reopen(tmp_path, {"b": TensorSpec(x, "bf16")}) as m:
         got = m.tensor("b")
         np.testing.assert_array_equal(got[:5], [1.0, 1.0, 1 + 2**-6, np.inf, -np.inf])  # ties to even
-        assert np.isnan(got[5]) and np.signbit(got[6]) and got[7] == np.inf
+        assert np.isnan(got[5]) and np.signbit(got[6]) and got[7] == (2 - 2**-7) * 2.0**127   # the largest
+    with pytest.raises(OinfError, match="beyond the bf16 range"):      # 3.4e38 rounds past it, to inf
+        write_oinf(tmp_path / "big.oinf", {"b": TensorSpec(np.array([3.4e38], np.float32), "bf16")})
 
 
 def test_f64_input_is_rounded_once(tmp_path):

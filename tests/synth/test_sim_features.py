@@ -113,3 +113,85 @@ def test_device_errors_name_the_field(tmp_path):
         with pytest.raises(DeviceError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
                            .replace("]", r"\]").replace("?", r"\?")):
             load(path)
+
+
+INPUTS_GRAPH = """
+dynamic { flag: bool; n: i32; u: u8[2]; h: f16[2]; }
+volatile { y: f16[2]; m: i32; }
+block entry {
+    op add(h, h) >> y;
+    op add(n, n) >> m;
+    return;
+}
+"""
+
+#: (variable, value, phrase of the error): values that do not convert exactly are refused
+REFUSED_INPUTS = [
+    ("flag", "False", "cannot take values of dtype"), ("flag", "no", "cannot take values of dtype"),
+    ("flag", float("nan"), "nan is not True/False"), ("flag", 0.5, "0.5 is not True/False"),
+    ("flag", 2, "2 is not True/False"), ("flag", np.array([1, 0, 3])[2:], "3 is not True/False"),
+    ("n", 2.5, "2.5 is not an integer"), ("n", float("inf"), "inf is not an integer"),
+    ("n", 2 ** 31, "out of range"), ("n", -2 ** 31 - 1, "out of range"), ("n", "3", "cannot take values of dtype"),
+    ("u", [1, 256], "out of range"), ("u", [-1, 0], "out of range"), ("u", [1.0, 0.5], "0.5 is not an integer"),
+    ("u", [[1], [2, 3]], "not an array"), ("h", [1e10, 1.0], "10000000000.0 is beyond its range"),
+    ("h", [70000, 1], "70000 is beyond its range"), ("h", ["1", "2"], "cannot take values of dtype"),
+    ("h", [object(), 1], "cannot take values of dtype"),
+]
+
+#: exact conversions, taken: (variable, value, what the step sees)
+ACCEPTED_INPUTS = [
+    ("flag", True, True), ("flag", np.bool_(False), False), ("flag", 0, False), ("flag", 1, True),
+    ("flag", 1.0, True), ("flag", np.array(True), True), ("n", 7.0, 7), ("n", True, 1), ("n", np.int64(-5), -5),
+    ("u", [255.0, 0], [255, 0]), ("h", [np.inf, -0.5], [np.inf, -0.5]), ("h", [65504, 1], [65504, 1]),
+]
+
+
+def _engines():
+    ref = Reference(None, INPUTS_GRAPH).make_executor()
+    sim = Simulator(None, INPUTS_GRAPH, arch="x86_64-generic").make_executor()
+    return {"reference": ref, "simulator": sim}
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OI_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sim-cache"))
+        yield _engines()
+
+
+@pytest.mark.parametrize("engine", ["reference", "simulator"])
+def test_inputs_that_do_not_convert_exactly_are_refused_with_the_variable_name(engines, engine):
+    ex = engines[engine]
+    for name, value, phrase in REFUSED_INPUTS:
+        with pytest.raises(oi.ExecutionError) as info:
+            ex.insert(**{name: value})
+        assert f"`{name}`" in str(info.value) and phrase in str(info.value), (name, value, str(info.value))
+
+
+@pytest.mark.parametrize("engine", ["reference", "simulator"])
+def test_inputs_that_convert_exactly_are_taken(engines, engine):
+    ex = engines[engine]
+    base = {"flag": False, "n": 0, "u": [0, 0], "h": [0.0, 0.0]}
+    for name, value, seen in ACCEPTED_INPUTS:
+        ex.insert(**{**base, name: value})
+        ex.run_step()
+        if name == "n":
+            assert ex.fetch("m") == 2 * seen
+        elif name == "h":
+            with np.errstate(over="ignore"):            # 65504 + 65504 is inf in f16
+                np.testing.assert_array_equal(ex.fetch("y"), 2 * np.asarray(seen, np.float16))
+        else:
+            np.testing.assert_array_equal(ex.fetch(name), seen)
+
+
+def test_fetch_before_the_first_step_raises_in_both_engines(tmp_path):
+    engines = _engines()
+    for engine, ex in engines.items():
+        for name in ("y", "m", "n"):
+            with pytest.raises(oi.ExecutionError, match=f"cannot fetch `{name}`: it has no value yet"):
+                ex.fetch(name)
+        ex.insert(n=3)                  # an input set before the first step is its value
+        assert ex.fetch("n") == 3, engine
+        ex.insert(flag=True, u=[1, 2], h=[1.0, 2.0])
+        ex.run_step()
+        assert ex.fetch("m") == 6, engine

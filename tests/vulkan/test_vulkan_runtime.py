@@ -451,3 +451,19 @@ def test_create_without_model_file_when_no_tensor_is_read():
     ex.insert(a=np.array([4, 9, -1, 0], np.float32))
     ex.run_step()
     np.testing.assert_array_equal(ex.fetch("y"), [2, 3, np.nan, 0])
+
+
+def test_graphs_at_the_edges_of_the_dsl_build_and_compute(tmp_path):
+    """As tests/synth/test_unusual_graphs.py for C: a graph of only `return` (no node can fail),
+    a 350-character name, and a graph file named with an emoji and a tab."""
+    from openinfer.testing import assert_matches_reference
+
+    Simulator(None, "block entry { return; }", arch=LAVAPIPE).make_executor().run_step()
+    long = "v" + "x" * 349
+    assert_matches_reference(None, f"dynamic {{ {long}: f32[3]; }}\nvolatile {{ y: f32[3]; }}\n"
+                                   f"block entry {{\n    op add({long}, {long}) >> y;\n    return;\n}}\n",
+                             arch=LAVAPIPE)
+    path = tmp_path / "😀\tgraph.oig"
+    path.write_text("dynamic {\n    x: f32[4];\n}\nvolatile {\n    y: f32[4];\n}\n"
+                    "block entry {\n    op add(x, x) >> y;\n    return;\n}\n")
+    assert_matches_reference(None, str(path), arch=LAVAPIPE)

@@ -5,6 +5,7 @@
  */
 #include "cache_window_slice.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -109,9 +110,19 @@ static const oi_var_info var_info[12] = {
     {"A", 10u, 3u, 2u, {6, 8}, 192u, 0u, 1u},
 };
 
-static oi_status oi_fail(oi_cache_window_slice *m, oi_status st, int node, const char *msg) {
-    snprintf(m->error, sizeof m->error, "%s: in `%s`: %s", node_loc[node], node_desc[node],
-             msg ? msg : oi_status_str(st));
+/* Writes the error message, cut to the buffer's size: the names and locations in a message are
+ * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
+static void set_error(oi_cache_window_slice *m, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(m->error, sizeof m->error, fmt, args);
+    va_end(args);
+}
+
+/* (inline: a graph with no fallible node does not call it, and an unused static inline is no warning) */
+static inline oi_status oi_fail(oi_cache_window_slice *m, oi_status st, int node, const char *msg) {
+    set_error(m, "%s: in `%s`: %s", node_loc[node], node_desc[node],
+              msg ? msg : oi_status_str(st));
     return st;
 }
 
@@ -225,14 +236,14 @@ static oi_status setup(oi_cache_window_slice *m) {
     m->s_start = (int32_t *)(m->persistent + 256u);
     m->s_write_idx = (int32_t *)(m->persistent + 320u);
     if (oi_oinf_require(&m->file, "limit", 3u, 4u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "limit",
-                 "i32", "[]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "limit",
+                  "i32", "[]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w0_limit = p;
     if (oi_oinf_require(&m->file, "zero", 3u, 4u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "zero",
-                 "i32", "[]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "zero",
+                  "i32", "[]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w1_zero = p;
@@ -311,7 +322,7 @@ oi_status oi_cache_window_slice_step(oi_cache_window_slice *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
     m->error[0] = '\0';
     if (!(m->inputs_set[0] & 1u)) {
-        snprintf(m->error, sizeof m->error, "%s: dynamic variable `x` not set before this step", "cache_window_slice.oig:7:5");
+        set_error(m, "%s: dynamic variable `x` not set before this step", "cache_window_slice.oig:7:5");
         return OI_ERR_INPUT_NOT_SET;
     }
     memset(m->inputs_set, 0, sizeof m->inputs_set);
@@ -335,8 +346,8 @@ oi_status oi_cache_window_slice_set(oi_cache_window_slice *m, oi_cache_window_sl
     default:
         break;
     }
-    snprintf(m->error, sizeof m->error, "set: variable %d is not a dynamic input of cache_window_slice, or %zu is not its size",
-             (int)var, bytes);
+    set_error(m, "set: variable %d is not a dynamic input of cache_window_slice, or %zu is not its size",
+              (int)var, bytes);
     return OI_ERR_INVALID_ARGUMENT;
 }
 
@@ -363,8 +374,8 @@ oi_status oi_cache_window_slice_get(oi_cache_window_slice *m, oi_cache_window_sl
     default: break;
     }
     if (!src || bytes != n) {
-        snprintf(m->error, sizeof m->error, "get: variable %d is not observable in cache_window_slice, or %zu is not its size",
-                 (int)var, bytes);
+        set_error(m, "get: variable %d is not observable in cache_window_slice, or %zu is not its size",
+                  (int)var, bytes);
         return OI_ERR_INVALID_ARGUMENT;
     }
     memcpy(dst, src, n);

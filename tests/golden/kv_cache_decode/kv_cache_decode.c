@@ -5,6 +5,7 @@
  */
 #include "kv_cache_decode.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -73,9 +74,19 @@ static const oi_var_info var_info[5] = {
     {"K", 10u, 3u, 2u, {4, 16}, 256u, 0u, 1u},
 };
 
-static oi_status oi_fail(oi_kv_cache_decode *m, oi_status st, int node, const char *msg) {
-    snprintf(m->error, sizeof m->error, "%s: in `%s`: %s", node_loc[node], node_desc[node],
-             msg ? msg : oi_status_str(st));
+/* Writes the error message, cut to the buffer's size: the names and locations in a message are
+ * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
+static void set_error(oi_kv_cache_decode *m, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(m->error, sizeof m->error, fmt, args);
+    va_end(args);
+}
+
+/* (inline: a graph with no fallible node does not call it, and an unused static inline is no warning) */
+static inline oi_status oi_fail(oi_kv_cache_decode *m, oi_status st, int node, const char *msg) {
+    set_error(m, "%s: in `%s`: %s", node_loc[node], node_desc[node],
+              msg ? msg : oi_status_str(st));
     return st;
 }
 
@@ -154,8 +165,8 @@ static oi_status setup(oi_kv_cache_decode *m) {
     m->s_K = (float *)(m->persistent + 0u);
     m->s_t = (int32_t *)(m->persistent + 256u);
     if (oi_oinf_require(&m->file, "zero", 10u, 64u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "zero",
-                 "f32", "[16]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "zero",
+                  "f32", "[16]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w0_zero = p;
@@ -232,7 +243,7 @@ oi_status oi_kv_cache_decode_step(oi_kv_cache_decode *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
     m->error[0] = '\0';
     if (!(m->inputs_set[0] & 1u)) {
-        snprintf(m->error, sizeof m->error, "%s: dynamic variable `q` not set before this step", "kv_cache_decode.oig:6:5");
+        set_error(m, "%s: dynamic variable `q` not set before this step", "kv_cache_decode.oig:6:5");
         return OI_ERR_INPUT_NOT_SET;
     }
     memset(m->inputs_set, 0, sizeof m->inputs_set);
@@ -254,8 +265,8 @@ oi_status oi_kv_cache_decode_set(oi_kv_cache_decode *m, oi_kv_cache_decode_var v
     default:
         break;
     }
-    snprintf(m->error, sizeof m->error, "set: variable %d is not a dynamic input of kv_cache_decode, or %zu is not its size",
-             (int)var, bytes);
+    set_error(m, "set: variable %d is not a dynamic input of kv_cache_decode, or %zu is not its size",
+              (int)var, bytes);
     return OI_ERR_INVALID_ARGUMENT;
 }
 
@@ -272,8 +283,8 @@ oi_status oi_kv_cache_decode_get(oi_kv_cache_decode *m, oi_kv_cache_decode_var v
     default: break;
     }
     if (!src || bytes != n) {
-        snprintf(m->error, sizeof m->error, "get: variable %d is not observable in kv_cache_decode, or %zu is not its size",
-                 (int)var, bytes);
+        set_error(m, "get: variable %d is not observable in kv_cache_decode, or %zu is not its size",
+                  (int)var, bytes);
         return OI_ERR_INVALID_ARGUMENT;
     }
     memcpy(dst, src, n);

@@ -5,6 +5,7 @@
  */
 #include "mlp_regression.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,9 +81,19 @@ static const oi_var_info var_info[7] = {
     {"y", 10u, 1u, 2u, {4, 8}, 128u, 0u, 1u},
 };
 
-static oi_status oi_fail(oi_mlp_regression *m, oi_status st, int node, const char *msg) {
-    snprintf(m->error, sizeof m->error, "%s: in `%s`: %s", node_loc[node], node_desc[node],
-             msg ? msg : oi_status_str(st));
+/* Writes the error message, cut to the buffer's size: the names and locations in a message are
+ * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
+static void set_error(oi_mlp_regression *m, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(m->error, sizeof m->error, fmt, args);
+    va_end(args);
+}
+
+/* (inline: a graph with no fallible node does not call it, and an unused static inline is no warning) */
+static inline oi_status oi_fail(oi_mlp_regression *m, oi_status st, int node, const char *msg) {
+    set_error(m, "%s: in `%s`: %s", node_loc[node], node_desc[node],
+              msg ? msg : oi_status_str(st));
     return st;
 }
 
@@ -147,26 +158,26 @@ static oi_status setup(oi_mlp_regression *m) {
     m->entry.v_x = (float *)(m->arena + 512u);
     m->entry.v_y = (float *)(m->arena + 768u);
     if (oi_oinf_require(&m->file, "b1", 10u, 128u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "b1",
-                 "f32", "[32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "b1",
+                  "f32", "[32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w0_b1 = p;
     if (oi_oinf_require(&m->file, "b2", 10u, 32u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "b2",
-                 "f32", "[8]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "b2",
+                  "f32", "[8]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w1_b2 = p;
     if (oi_oinf_require(&m->file, "w1", 10u, 2048u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "w1",
-                 "f32", "[16, 32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "w1",
+                  "f32", "[16, 32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w2_w1 = p;
     if (oi_oinf_require(&m->file, "w2", 10u, 1024u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "w2",
-                 "f32", "[32, 8]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "w2",
+                  "f32", "[32, 8]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w3_w2 = p;
@@ -241,7 +252,7 @@ oi_status oi_mlp_regression_step(oi_mlp_regression *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
     m->error[0] = '\0';
     if (!(m->inputs_set[0] & 1u)) {
-        snprintf(m->error, sizeof m->error, "%s: dynamic variable `x` not set before this step", "mlp_regression.oig:5:5");
+        set_error(m, "%s: dynamic variable `x` not set before this step", "mlp_regression.oig:5:5");
         return OI_ERR_INPUT_NOT_SET;
     }
     memset(m->inputs_set, 0, sizeof m->inputs_set);
@@ -263,8 +274,8 @@ oi_status oi_mlp_regression_set(oi_mlp_regression *m, oi_mlp_regression_var var,
     default:
         break;
     }
-    snprintf(m->error, sizeof m->error, "set: variable %d is not a dynamic input of mlp_regression, or %zu is not its size",
-             (int)var, bytes);
+    set_error(m, "set: variable %d is not a dynamic input of mlp_regression, or %zu is not its size",
+              (int)var, bytes);
     return OI_ERR_INVALID_ARGUMENT;
 }
 
@@ -283,8 +294,8 @@ oi_status oi_mlp_regression_get(oi_mlp_regression *m, oi_mlp_regression_var var,
     default: break;
     }
     if (!src || bytes != n) {
-        snprintf(m->error, sizeof m->error, "get: variable %d is not observable in mlp_regression, or %zu is not its size",
-                 (int)var, bytes);
+        set_error(m, "get: variable %d is not observable in mlp_regression, or %zu is not its size",
+                  (int)var, bytes);
         return OI_ERR_INVALID_ARGUMENT;
     }
     memcpy(dst, src, n);

@@ -5,6 +5,7 @@
  */
 #include "residual_mlp_stack.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -85,9 +86,19 @@ static const oi_var_info var_info[4] = {
     {"h", 10u, 1u, 2u, {4, 32}, 512u, 0u, 1u},
 };
 
-static oi_status oi_fail(oi_residual_mlp_stack *m, oi_status st, int node, const char *msg) {
-    snprintf(m->error, sizeof m->error, "%s: in `%s`: %s", node_loc[node], node_desc[node],
-             msg ? msg : oi_status_str(st));
+/* Writes the error message, cut to the buffer's size: the names and locations in a message are
+ * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
+static void set_error(oi_residual_mlp_stack *m, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(m->error, sizeof m->error, fmt, args);
+    va_end(args);
+}
+
+/* (inline: a graph with no fallible node does not call it, and an unused static inline is no warning) */
+static inline oi_status oi_fail(oi_residual_mlp_stack *m, oi_status st, int node, const char *msg) {
+    set_error(m, "%s: in `%s`: %s", node_loc[node], node_desc[node],
+              msg ? msg : oi_status_str(st));
     return st;
 }
 
@@ -162,80 +173,80 @@ static oi_status setup(oi_residual_mlp_stack *m) {
     m->entry.v_x = (float *)(m->arena + 512u);
     m->entry.v_y = (float *)(m->arena + 1024u);
     if (oi_oinf_require(&m->file, "bias0", 10u, 128u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "bias0",
-                 "f32", "[32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "bias0",
+                  "f32", "[32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w0_bias0 = p;
     if (oi_oinf_require(&m->file, "res.mlp.b.0", 10u, 128u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.0",
-                 "f32", "[32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.0",
+                  "f32", "[32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w1_res_mlp_b_0 = p;
     if (oi_oinf_require(&m->file, "res.mlp.b.1", 10u, 128u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.1",
-                 "f32", "[32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.1",
+                  "f32", "[32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w2_res_mlp_b_1 = p;
     if (oi_oinf_require(&m->file, "res.mlp.b.2", 10u, 128u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.2",
-                 "f32", "[32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.2",
+                  "f32", "[32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w3_res_mlp_b_2 = p;
     if (oi_oinf_require(&m->file, "res.mlp.w.0", 10u, 4096u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.0",
-                 "f32", "[32, 32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.0",
+                  "f32", "[32, 32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w4_res_mlp_w_0 = p;
     if (oi_oinf_require(&m->file, "res.mlp.w.1", 10u, 4096u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.1",
-                 "f32", "[32, 32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.1",
+                  "f32", "[32, 32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w5_res_mlp_w_1 = p;
     if (oi_oinf_require(&m->file, "res.mlp.w.2", 10u, 4096u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.2",
-                 "f32", "[32, 32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.2",
+                  "f32", "[32, 32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w6_res_mlp_w_2 = p;
     if (oi_oinf_require(&m->file, "res.mlp.w.0", 10u, 4096u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.0",
-                 "f32", "[32, 32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.0",
+                  "f32", "[32, 32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->p_W[0] = p;
     if (oi_oinf_require(&m->file, "res.mlp.w.1", 10u, 4096u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.1",
-                 "f32", "[32, 32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.1",
+                  "f32", "[32, 32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->p_W[1] = p;
     if (oi_oinf_require(&m->file, "res.mlp.w.2", 10u, 4096u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.2",
-                 "f32", "[32, 32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.w.2",
+                  "f32", "[32, 32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->p_W[2] = p;
     if (oi_oinf_require(&m->file, "res.mlp.b.0", 10u, 128u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.0",
-                 "f32", "[32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.0",
+                  "f32", "[32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->p_b[0] = p;
     if (oi_oinf_require(&m->file, "res.mlp.b.1", 10u, 128u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.1",
-                 "f32", "[32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.1",
+                  "f32", "[32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->p_b[1] = p;
     if (oi_oinf_require(&m->file, "res.mlp.b.2", 10u, 128u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.2",
-                 "f32", "[32]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "res.mlp.b.2",
+                  "f32", "[32]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->p_b[2] = p;
@@ -310,7 +321,7 @@ oi_status oi_residual_mlp_stack_step(oi_residual_mlp_stack *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
     m->error[0] = '\0';
     if (!(m->inputs_set[0] & 1u)) {
-        snprintf(m->error, sizeof m->error, "%s: dynamic variable `x` not set before this step", "residual_mlp_stack.oig:6:5");
+        set_error(m, "%s: dynamic variable `x` not set before this step", "residual_mlp_stack.oig:6:5");
         return OI_ERR_INPUT_NOT_SET;
     }
     memset(m->inputs_set, 0, sizeof m->inputs_set);
@@ -332,8 +343,8 @@ oi_status oi_residual_mlp_stack_set(oi_residual_mlp_stack *m, oi_residual_mlp_st
     default:
         break;
     }
-    snprintf(m->error, sizeof m->error, "set: variable %d is not a dynamic input of residual_mlp_stack, or %zu is not its size",
-             (int)var, bytes);
+    set_error(m, "set: variable %d is not a dynamic input of residual_mlp_stack, or %zu is not its size",
+              (int)var, bytes);
     return OI_ERR_INVALID_ARGUMENT;
 }
 
@@ -349,8 +360,8 @@ oi_status oi_residual_mlp_stack_get(oi_residual_mlp_stack *m, oi_residual_mlp_st
     default: break;
     }
     if (!src || bytes != n) {
-        snprintf(m->error, sizeof m->error, "get: variable %d is not observable in residual_mlp_stack, or %zu is not its size",
-                 (int)var, bytes);
+        set_error(m, "get: variable %d is not observable in residual_mlp_stack, or %zu is not its size",
+                  (int)var, bytes);
         return OI_ERR_INVALID_ARGUMENT;
     }
     memcpy(dst, src, n);

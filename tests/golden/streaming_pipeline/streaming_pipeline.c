@@ -5,6 +5,7 @@
  */
 #include "streaming_pipeline.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -93,9 +94,19 @@ static const oi_var_info var_info[5] = {
     {"h2", 10u, 1u, 2u, {4, 16}, 256u, 0u, 1u},
 };
 
-static oi_status oi_fail(oi_streaming_pipeline *m, oi_status st, int node, const char *msg) {
-    snprintf(m->error, sizeof m->error, "%s: in `%s`: %s", node_loc[node], node_desc[node],
-             msg ? msg : oi_status_str(st));
+/* Writes the error message, cut to the buffer's size: the names and locations in a message are
+ * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
+static void set_error(oi_streaming_pipeline *m, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(m->error, sizeof m->error, fmt, args);
+    va_end(args);
+}
+
+/* (inline: a graph with no fallible node does not call it, and an unused static inline is no warning) */
+static inline oi_status oi_fail(oi_streaming_pipeline *m, oi_status st, int node, const char *msg) {
+    set_error(m, "%s: in `%s`: %s", node_loc[node], node_desc[node],
+              msg ? msg : oi_status_str(st));
     return st;
 }
 
@@ -235,14 +246,14 @@ static oi_status setup(oi_streaming_pipeline *m) {
     m->f_reader.v_x = (float *)(m->arena + 1024u);
     m->f_writer.v_x = (float *)(m->arena + 1280u);
     if (oi_oinf_require(&m->file, "bias", 10u, 64u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "bias",
-                 "f32", "[16]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "bias",
+                  "f32", "[16]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w0_bias = p;
     if (oi_oinf_require(&m->file, "w", 10u, 1024u, &p) != OI_OK) {
-        snprintf(m->error, sizeof m->error, "model tensor \"%s\" is missing or is not %s%s", "w",
-                 "f32", "[16, 16]");
+        set_error(m, "model tensor \"%s\" is missing or is not %s%s", "w",
+                  "f32", "[16, 16]");
         return OI_ERR_MODEL_MISMATCH;
     }
     m->w1_w = p;
@@ -317,7 +328,7 @@ oi_status oi_streaming_pipeline_step(oi_streaming_pipeline *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
     m->error[0] = '\0';
     if (!(m->inputs_set[0] & 1u)) {
-        snprintf(m->error, sizeof m->error, "%s: dynamic variable `x` not set before this step", "streaming_pipeline.oig:7:5");
+        set_error(m, "%s: dynamic variable `x` not set before this step", "streaming_pipeline.oig:7:5");
         return OI_ERR_INPUT_NOT_SET;
     }
     memset(m->inputs_set, 0, sizeof m->inputs_set);
@@ -339,8 +350,8 @@ oi_status oi_streaming_pipeline_set(oi_streaming_pipeline *m, oi_streaming_pipel
     default:
         break;
     }
-    snprintf(m->error, sizeof m->error, "set: variable %d is not a dynamic input of streaming_pipeline, or %zu is not its size",
-             (int)var, bytes);
+    set_error(m, "set: variable %d is not a dynamic input of streaming_pipeline, or %zu is not its size",
+              (int)var, bytes);
     return OI_ERR_INVALID_ARGUMENT;
 }
 
@@ -357,8 +368,8 @@ oi_status oi_streaming_pipeline_get(oi_streaming_pipeline *m, oi_streaming_pipel
     default: break;
     }
     if (!src || bytes != n) {
-        snprintf(m->error, sizeof m->error, "get: variable %d is not observable in streaming_pipeline, or %zu is not its size",
-                 (int)var, bytes);
+        set_error(m, "get: variable %d is not observable in streaming_pipeline, or %zu is not its size",
+                  (int)var, bytes);
         return OI_ERR_INVALID_ARGUMENT;
     }
     memcpy(dst, src, n);
