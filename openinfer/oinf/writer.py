@@ -44,6 +44,7 @@ from .format import (
     check_name,
     encode_string,
     numel_of,
+    shape_problem,
     stored_value_problem,
     string_size,
     tensor_dtype,
@@ -259,7 +260,10 @@ def _shape(value: Any, name: str) -> tuple[int, ...]:
     for d in dims:
         if isinstance(d, bool | np.bool_) or not isinstance(d, int | np.integer) or not 0 <= int(d) <= U64_MAX:
             raise OinfError(f"shape {list(dims)} must hold ints in 0..2^64-1", table="tensors", entry=name)
-    return tuple(int(d) for d in dims)
+    dims = tuple(int(d) for d in dims)
+    if problem := shape_problem(dims):      # what both readers refuse is never written
+        raise OinfError(problem, table="tensors", entry=name)
+    return dims
 
 
 def _tensor_type(spec: Any, name: str) -> DTypeInfo:

@@ -228,3 +228,20 @@ def test_a_live_writers_temporary_is_not_removed(tmp_path):
     finally:
         writer.kill()
         writer.wait()
+
+
+@pytest.mark.parametrize("shape, match", [
+    ((0, 2**64 - 1), r"too large \(the product of its non-zero dims must be below 2\^58\)"),
+    ((2**30, 2**28), "too large"),
+    ((1,) * 9, "9 dims; at most 8 are supported"),
+])
+def test_writer_refuses_shapes_the_readers_refuse(tmp_path, shape, match):
+    """A shape the verifier (and the C loader) rejects is never written: nothing is left at the path."""
+    from openinfer.oinf import UninitializedTensor
+
+    path = tmp_path / "m.oinf"
+    with pytest.raises(OinfError, match=match):
+        write_oinf(path, tensors={"t": UninitializedTensor("f32", shape)})
+    assert list(tmp_path.iterdir()) == []
+    write_oinf(path, tensors={"t": UninitializedTensor("f32", (0, 2**57))})       # the largest class accepted
+    assert ModelLoader.open(path).info("t").shape == (0, 2**57)
