@@ -22,9 +22,11 @@ the executor remains usable.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
@@ -57,6 +59,15 @@ class _Frame:
     values: dict[str, np.ndarray]
     loops: dict[str, int] = field(default_factory=dict)
     written: set[str] = field(default_factory=set)
+
+
+@cache
+def _physical_memory() -> int:
+    """Bytes of RAM (unbounded where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
 
 
 class ReferenceExecutor:
@@ -153,6 +164,11 @@ class ReferenceExecutor:
     def _initial(self, var: BoundVar) -> np.ndarray:
         if var.model_key is not None:
             return np.array(self.model.tensor(var.model_key), dtype=var.dtype.np_dtype, copy=True)
+        # Refused before allocating when it exceeds the machine's memory: where the kernel
+        # overcommits, a huge zeroed allocation succeeds and the process is killed on first touch.
+        nbytes = var.numel * var.dtype.np_dtype.itemsize
+        if nbytes > _physical_memory():
+            raise self._out_of_memory(var, MemoryError(f"{nbytes} bytes; this machine has {_physical_memory()}"))
         try:
             return filled(var.dtype, var.shape, var.init)
         except MemoryError as exc:

@@ -112,7 +112,8 @@ def test_meson_subproject_consumer(workspace, example_models, example):
 def test_makefile_consumer(workspace, example_models, example):
     proj = workspace / "make-consumer"
     model = example_models / "mlp_regression.oinf"
-    make = ["make", f"MODEL={model}", "OPENINFER=openinfer", f"ARCH={best_host_target()}"]
+    # OUT named too: the Makefile's `OUT ?= build` would take an OUT from the environment
+    make = ["make", f"MODEL={model}", "OPENINFER=openinfer", f"ARCH={best_host_target()}", "OUT=build"]
     first = sh(make, proj)
     assert "openinfer gen" in first
     check_output(sh([str(proj / "build" / "mlp_demo"), str(model)], proj), expected_rows(example))
