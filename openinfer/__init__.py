@@ -13,6 +13,7 @@ from .errors import (  # noqa: E402
     DslError,
     ExecutionError,
     OinfError,
+    OnnxImportError,
     OpenInferError,
     SimulationError,
     SynthesisError,
@@ -31,6 +32,7 @@ from .oinf import (  # noqa: E402
     write_dataclass,
     write_oinf,
 )
+from .onnx import import_onnx  # noqa: E402
 from .reference.executor import Reference  # noqa: E402
 from .sim import Simulator  # noqa: E402
 from .synth.synthesizer import Synthesizer  # noqa: E402
@@ -38,9 +40,10 @@ from .synth.synthesizer import Synthesizer  # noqa: E402
 __all__ = [
     "__version__",
     "OpenInferError", "OinfError", "DslError", "BindError", "ExecutionError", "SynthesisError",
-    "DeviceError", "BuildError", "SimulationError",
+    "DeviceError", "BuildError", "SimulationError", "OnnxImportError",
     "graph", "load_graph",
     "ModelLoader", "Model", "TensorInfo", "write_oinf", "dataclass_to_oinf", "write_dataclass",
     "TensorSpec", "UninitializedTensor", "ScalarValue", "SizeVar", "Bitset", "QuantParams",
     "Reference", "Simulator", "Synthesizer",
+    "import_onnx",
 ]

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "openinfer.reference.commands",
     "openinfer.synth.commands",
     "openinfer.ir.commands",
+    "openinfer.onnx.commands",
 )
 
 DESCRIPTION = """\
@@ -36,6 +37,7 @@ Typical flow:
   openinfer run graph.oig --model m.oinf      run it with the NumPy reference
   openinfer gen graph.oig --model m.oinf --arch devices/x86_64-avx2.json -o out/
   openinfer sim graph.oig --model m.oinf --arch devices/x86_64-avx2.json
+  openinfer import model.onnx -o out/          ONNX -> out/model.oig + out/model.oinf
 
 Run `openinfer COMMAND --help` for the options of each command."""
 

@@ -137,5 +137,10 @@ class BuildError(OpenInferError):
     """`meson setup` or `ninja` failed on a generated project."""
 
 
+class OnnxImportError(OpenInferError):
+    """An ONNX model cannot be imported: unreadable, or a node whose op or attribute value the
+    importer does not support (the message names the node, its op type and what is missing)."""
+
+
 class SimulationError(OpenInferError):
     """A compiled program could not be loaded or run, or returned an error status."""

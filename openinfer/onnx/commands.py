@@ -1,0 +1,53 @@
+"""`openinfer import`: an ONNX model -> a DSL graph and its `.oinf` model."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..cliutil import sizevars
+from ..errors import OpenInferError
+
+IMPORT_HELP = """\
+Import an ONNX model: write OUT/NAME.oig (the graph as DSL text you can read and edit) and
+OUT/NAME.oinf (its weights, in the layouts the ops take). Graph inputs become `dynamic`
+variables, initializers `constant`s, everything computed `volatile`; ONNX names that are not DSL
+identifiers are renamed (the original names are kept as comments), and each op line ends with
+the ONNX node it comes from. Constants are folded, Identity and Dropout dropped, a
+BatchNormalization after a Conv folded into the conv's weights. The result is parsed and bound
+by openinfer before anything is written.
+
+Symbolic input dims (ONNX dim_param) become sizevars; give each a value with --sizevar NAME=VALUE
+(by its ONNX name or the sizevar's). An op or attribute the importer does not support is an
+error naming the node; --list-ops prints what is supported. Needs `onnx` (pip install
+'openinfer[onnx]').
+
+examples:
+  openinfer import mlp.onnx -o out/                         # -> out/mlp.oig, out/mlp.oinf
+  openinfer import resnet.onnx -o out/ --name net --sizevar batch=1
+  openinfer import --list-ops"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("import", help="import an ONNX model as a DSL graph and a .oinf model",
+                       description=IMPORT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", metavar="MODEL.onnx", nargs="?", help="the ONNX model")
+    p.add_argument("--out", "-o", metavar="DIR", help="output directory (created if missing)")
+    p.add_argument("--name", metavar="NAME", help="graph and file name (default: the model file's stem)")
+    p.add_argument("--sizevar", "-s", action="append", default=[], metavar="NAME=VALUE",
+                   help="the value of a symbolic input dim; repeatable")
+    p.add_argument("--list-ops", action="store_true", help="print the supported ONNX ops and exit")
+    p.set_defaults(handler=import_cmd, help_parser=p)
+
+
+def import_cmd(args) -> int:
+    from .importer import import_onnx, list_ops
+
+    if args.list_ops:
+        print(list_ops(), end="")
+        return 0
+    if args.model is None or args.out is None:
+        raise OpenInferError("import needs MODEL.onnx and --out DIR (or --list-ops)")
+    result = import_onnx(args.model, name=args.name, sizevars=sizevars(args))
+    graph, model = result.write(args.out)
+    print(f"wrote {graph} and {model}")
+    return 0

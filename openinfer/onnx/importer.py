@@ -1,0 +1,973 @@
+"""ONNX -> DSL: reads an ONNX model and writes the graph as DSL text plus its weights.
+
+The importer walks the ONNX graph in its (topological) node order, keeping for every ONNX value
+its dtype, its shape (each dim a size, written as a sizevar where the model's dim is symbolic) and,
+where it is known at import time, its contents. Constants are folded (Constant, Identity, shape
+arithmetic on constants), weights are stored in the layout the ops take (Gemm's transposed B is
+transposed here, BatchNormalization after a Conv is folded into the conv's weights and bias), and
+each remaining node becomes one or a few DSL ops. The text is then parsed and bound by openinfer
+itself before it is handed out, so an import never produces a graph openinfer cannot load.
+
+`SUPPORTED_OPS` is the one table of what is imported: `openinfer import --list-ops` prints it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..dsl.lexer import KEYWORDS
+from ..errors import OnnxImportError, OpenInferError
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: ONNX TensorProto element types -> DSL dtypes (the ones both sides have).
+_ONNX_DTYPES = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool", 10: "f16",
+                11: "f64", 12: "u32", 13: "u64"}
+_NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "i16": np.int16,
+                 "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
+                 "u64": np.uint64, "bool": np.bool_}
+_FLOATS = ("f16", "f32", "f64")
+
+
+def is_identifier(name: str) -> bool:
+    """A name the DSL takes as it is."""
+    return bool(_IDENT.fullmatch(name)) and name not in KEYWORDS
+
+
+def sanitize(name: str) -> str:
+    """`name` made a DSL identifier: runs of other characters become `_`, leading and trailing `_`
+    go, a leading digit gets `v_` in front and a keyword `_` behind."""
+    if is_identifier(name):
+        return name
+    out = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "v"
+    if out[0].isdigit():
+        out = "v_" + out
+    return out + "_" if out in KEYWORDS else out
+
+
+@dataclass(frozen=True)
+class Dim:
+    size: int
+    sizevar: str | None = None      # written as this sizevar (a symbolic dim of a graph input)
+
+    def text(self) -> str:
+        return self.sizevar or str(self.size)
+
+
+@dataclass
+class Value:
+    """One ONNX value: a DSL variable, a constant known at import, or both (a declared constant)."""
+
+    dtype: str
+    dims: tuple[Dim, ...]
+    var: str | None = None
+    const: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self.dims)
+
+
+def _dims(shape) -> tuple[Dim, ...]:
+    return tuple(Dim(int(s)) for s in shape)
+
+
+@dataclass
+class ImportedModel:
+    """What `import_onnx` returns: the graph as DSL text, and the model it binds against."""
+
+    name: str
+    text: str
+    tensors: dict[str, np.ndarray]
+    sizevars: dict[str, int]
+    renamed: dict[str, str] = field(default_factory=dict)     # ONNX name -> DSL name, where they differ
+
+    def write(self, out_dir: str | os.PathLike) -> tuple[Path, Path]:
+        """Writes OUT_DIR/NAME.oig and OUT_DIR/NAME.oinf; returns their paths."""
+        from ..cliutil import write_text
+        from ..oinf import write_oinf
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        graph, model = out / f"{self.name}.oig", out / f"{self.name}.oinf"
+        write_oinf(model, tensors=self.tensors, sizevars=self.sizevars)
+        write_text(str(graph), self.text)
+        return graph, model
+
+
+def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] | None = None) -> ImportedModel:
+    """Imports an ONNX model (a path or an `onnx.ModelProto`).
+
+    `name` names the graph (default: the file's stem, made an identifier); `sizevars` gives values
+    to the model's symbolic input dims, by their ONNX name or the sizevar they become. The result
+    has been parsed and bound by openinfer; `.write(dir)` writes NAME.oig and NAME.oinf."""
+    try:
+        import onnx
+    except ModuleNotFoundError:
+        raise OnnxImportError("the `onnx` package is needed to import ONNX models: pip install 'openinfer[onnx]'") \
+            from None
+    if isinstance(source, onnx.ModelProto):
+        model, source_name = source, "<ModelProto>"
+        default_name = source.graph.name or "model"
+    else:
+        path = Path(source)
+        try:
+            model = onnx.load(str(path))
+        except OSError as exc:
+            raise OnnxImportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        except Exception as exc:        # protobuf's DecodeError and onnx's own errors
+            raise OnnxImportError(f"{path}: not a readable ONNX model: {exc}") from None
+        source_name, default_name = path.name, path.stem
+    graph_name = sanitize(name if name is not None else default_name)
+    result = _Importer(model, graph_name, dict(sizevars or {}), source_name).run()
+    _validate(result)
+    return result
+
+
+def _validate(result: ImportedModel) -> None:
+    """Parses and binds the text against its model; a failure here is an importer bug, reported as such."""
+    from ..api import bind_inputs
+    from ..oinf import ModelLoader, write_oinf
+
+    with tempfile.TemporaryDirectory(prefix="oi-import-") as tmp:
+        path = Path(tmp) / f"{result.name}.oinf"
+        write_oinf(path, tensors=result.tensors, sizevars=result.sizevars)
+        model = ModelLoader.open(path)
+        try:
+            from ..dsl import graph
+
+            bind_inputs(model, graph(result.text, f"{result.name}.oig"))
+        except OpenInferError as exc:
+            raise OnnxImportError(f"internal error: the imported graph does not load in openinfer "
+                                  f"(please report it with the model):\n{exc}") from None
+        finally:
+            model.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# the supported ops: ONNX op type -> (handler, what is supported); filled by @_op below
+
+
+@dataclass(frozen=True)
+class _OpSupport:
+    handler: Callable
+    note: str
+
+
+SUPPORTED_OPS: dict[str, _OpSupport] = {}
+
+
+def _op(*op_types: str, note: str):
+    def register(fn):
+        for t in op_types:
+            SUPPORTED_OPS[t] = _OpSupport(fn, note)
+        return fn
+    return register
+
+
+def list_ops() -> str:
+    """The coverage, one op a line (what `openinfer import --list-ops` prints)."""
+    width = max(len(k) for k in SUPPORTED_OPS)
+    return "\n".join(f"{k:<{width}}  {SUPPORTED_OPS[k].note}" for k in sorted(SUPPORTED_OPS)) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _float_literal(x: float) -> str:
+    if math.isnan(x):
+        raise ValueError("NaN has no DSL literal")
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return repr(float(x))
+
+
+def _setting(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(int(v)) for v in value) + "]"
+    if isinstance(value, float):
+        return _float_literal(value)
+    return str(value)
+
+
+def _broadcast(node_fail, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    n = max(len(a), len(b))
+    a = (Dim(1),) * (n - len(a)) + a
+    b = (Dim(1),) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x.size != y.size and 1 not in (x.size, y.size):
+            node_fail(f"shapes {[d.size for d in a]} and {[d.size for d in b]} do not broadcast")
+        big = [d for d in (x, y) if d.size == max(x.size, y.size)]
+        out.append(next((d for d in big if d.sizevar), big[0]))
+    return tuple(out)
+
+
+def _pool_pads(fail, attrs, spatial, kernel, strides, dilations) -> list[int]:
+    """ONNX pads ([begins..., ends...]) from `pads` or `auto_pad`."""
+    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    rank = len(spatial)
+    if auto in ("NOTSET", ""):
+        pads = list(attrs.get("pads", [0] * 2 * rank))
+        if len(pads) != 2 * rank:
+            fail(f"pads {pads}: expected {2 * rank} values")
+        return pads
+    if auto == "VALID":
+        return [0] * 2 * rank
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begins, ends = [], []
+        for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+            small, large = total // 2, total - total // 2
+            begins.append(small if auto == "SAME_UPPER" else large)
+            ends.append(large if auto == "SAME_UPPER" else small)
+        return begins + ends
+    fail(f"auto_pad {auto!r} is not supported (NOTSET, VALID, SAME_UPPER, SAME_LOWER are)")
+    raise AssertionError
+
+
+def _pair_setting(values: list[int], default: int):
+    """A 2-D int_or_list setting written as hand-written DSL would: None at the default, an int when
+    both are equal."""
+    if all(v == values[0] for v in values):
+        return None if values[0] == default else values[0]
+    return list(values)
+
+
+def _padding_setting(pads: list[int]):
+    top, left, bottom, right = pads
+    if top == bottom and left == right:
+        return _pair_setting([top, left], 0)
+    return [top, left, bottom, right]
+
+
+class _Importer:
+    def __init__(self, model, name: str, sizevars: dict[str, int], source_name: str):
+        self.model = model
+        self.g = model.graph
+        self.name = name
+        self.source_name = source_name
+        self.user_sizevars = sizevars
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self.values: dict[str, Value] = {}
+        self.used: set[str] = set()
+        self.onnx_to_dsl: dict[str, str] = {}
+        self.sizevar_names: dict[str, str] = {}        # ONNX dim_param -> sizevar
+        self.sizevars: dict[str, int] = {}
+        self.decls: dict[str, list[tuple[str, str]]] = {"dynamic": [], "constant": [], "volatile": []}
+        self.lines: list[tuple[str, str]] = []
+        self.tensors: dict[str, np.ndarray] = {}
+        self.consumers: dict[str, list] = {}
+        self.skip: set[int] = set()
+        self.outputs = [o.name for o in self.g.output]
+
+    # -- names and declarations ---------------------------------------------------------------
+    def _fresh(self, base: str) -> str:
+        name, n = base, 2
+        while name in self.used:
+            name, n = f"{base}_{n}", n + 1
+        self.used.add(name)
+        return name
+
+    def dsl_name(self, onnx_name: str) -> str:
+        """The DSL name of an ONNX value, chosen once."""
+        if onnx_name not in self.onnx_to_dsl:
+            self.onnx_to_dsl[onnx_name] = self._fresh(sanitize(onnx_name))
+        return self.onnx_to_dsl[onnx_name]
+
+    def declare(self, kind: str, var: str, dtype: str, dims: tuple[Dim, ...], onnx_name: str | None) -> None:
+        shape = f"[{', '.join(d.text() for d in dims)}]" if dims else ""
+        note = f'ONNX "{onnx_name}"' if onnx_name is not None and onnx_name != var else ""
+        self.decls[kind].append((f"{var}: {dtype}{shape};", note))
+
+    def tensor(self, v: Value, onnx_name: str) -> str:
+        """The variable holding `v`, declaring a constant known at import on first use."""
+        if v.var is None:
+            v.var = self.dsl_name(onnx_name)
+            self.declare("constant", v.var, v.dtype, v.dims, onnx_name)
+            self.tensors[v.var] = np.ascontiguousarray(v.const)
+        return v.var
+
+    def new_constant(self, array: np.ndarray, base: str, note: str) -> str:
+        """Declares a constant computed at import (a transposed or folded weight) under a new name."""
+        v = self.const_value(np.ascontiguousarray(array))
+        v.var = self._fresh(sanitize(base))
+        self.decls["constant"].append((f"{v.var}: {v.dtype}"
+                                       f"{'[' + ', '.join(d.text() for d in v.dims) + ']' if v.dims else ''};", note))
+        self.tensors[v.var] = v.const
+        return v.var
+
+    def const_value(self, array: np.ndarray) -> Value:
+        array = np.asarray(array)
+        dtype = next((k for k, t in _NUMPY_DTYPES.items() if array.dtype == t), None)
+        if dtype is None:
+            raise OnnxImportError(f"constant of dtype {array.dtype} is not supported")
+        return Value(dtype, _dims(array.shape), const=array)
+
+    # -- running ------------------------------------------------------------------------------
+    def run(self) -> ImportedModel:
+        import onnx.numpy_helper as nh
+
+        for o in self.outputs:                       # graph inputs and outputs keep valid names
+            if is_identifier(o):
+                self.onnx_to_dsl[o] = o
+                self.used.add(o)
+        initializers = {}
+        for t in self.g.initializer:
+            try:
+                initializers[t.name] = self.const_value(nh.to_array(t))
+            except OnnxImportError as exc:
+                raise OnnxImportError(f"initializer `{t.name}`: {exc}") from None
+        for inp in self.g.input:
+            if inp.name in initializers:             # IR < 4: initializers are listed as inputs too
+                continue
+            self.graph_input(inp)
+        self.check_sizevars()
+        self.values.update(initializers)
+        for i, node in enumerate(self.g.node):
+            for x in node.input:
+                if x:
+                    self.consumers.setdefault(x, []).append(i)
+        for i, node in enumerate(self.g.node):
+            if i in self.skip:
+                continue
+            self.node(i, node)
+        for o in self.outputs:
+            self.graph_output(o)
+        return ImportedModel(self.name, self.render(), self.tensors, dict(sorted(self.sizevars.items())),
+                             {k: v for k, v in self.onnx_to_dsl.items() if k != v})
+
+    def graph_input(self, inp) -> None:
+        t = inp.type.tensor_type
+        if not inp.type.HasField("tensor_type") or t.elem_type not in _ONNX_DTYPES:
+            raise OnnxImportError(f"graph input `{inp.name}`: only tensors of "
+                                  f"{', '.join(sorted(set(_ONNX_DTYPES.values())))} are supported")
+        dims = []
+        for k, d in enumerate(t.shape.dim):
+            if d.HasField("dim_value"):
+                dims.append(Dim(d.dim_value))
+            elif d.HasField("dim_param"):
+                dims.append(self.symbolic_dim(d.dim_param, inp.name))
+            else:
+                raise OnnxImportError(f"graph input `{inp.name}`: dim {k} has neither a size nor a name; "
+                                      f"give it a dim_param in the model and its value with --sizevar")
+        if inp.name not in self.onnx_to_dsl and is_identifier(inp.name):
+            self.onnx_to_dsl[inp.name] = inp.name
+            self.used.add(inp.name)
+        var = self.dsl_name(inp.name)
+        v = Value(_ONNX_DTYPES[t.elem_type], tuple(dims), var=var)
+        self.declare("dynamic", var, v.dtype, v.dims, inp.name)
+        self.values[inp.name] = v
+
+    def symbolic_dim(self, param: str, input_name: str) -> Dim:
+        if param not in self.sizevar_names:
+            sv = sanitize(param)
+            while sv in self.sizevar_names.values():
+                sv += "_"
+            self.sizevar_names[param] = sv
+            value = self.user_sizevars.get(param, self.user_sizevars.get(sv))
+            if value is None:
+                raise OnnxImportError(f"graph input `{input_name}` has the symbolic dim `{param}` and no value "
+                                      f"for it: give one with --sizevar {sv}=VALUE")
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise OnnxImportError(f"sizevar {sv}={value!r}: expected a non-negative integer")
+            self.sizevars[sv] = value
+        sv = self.sizevar_names[param]
+        return Dim(self.sizevars[sv], sv)
+
+    def check_sizevars(self) -> None:
+        known = set(self.sizevar_names) | set(self.sizevar_names.values())
+        unknown = sorted(k for k in self.user_sizevars if k not in known)
+        if unknown:
+            have = ", ".join(sorted(self.sizevar_names.values())) or "none"
+            raise OnnxImportError(f"--sizevar {', '.join(unknown)}: the model has no such symbolic dim "
+                                  f"(its symbolic dims: {have})")
+
+    def graph_output(self, onnx_name: str) -> None:
+        v = self.values.get(onnx_name)
+        if v is None:
+            raise OnnxImportError(f"graph output `{onnx_name}` is computed by no node")
+        out = self.dsl_name(onnx_name)
+        if v.var == out:
+            return
+        if v.var is None:                            # folded to a constant: the output is that constant
+            self.tensor(v, onnx_name)
+            return
+        # an input, another output or an Identity's alias: the output gets its own copy
+        self.declare("volatile", out, v.dtype, v.dims, onnx_name)
+        self.lines.append((f"op reshape({v.var}) >> {out};", f'graph output "{onnx_name}" (a copy of {v.var})'))
+
+    def node(self, index: int, node) -> None:
+        label = f'"{node.name}"' if node.name else f"#{index}"
+        where = f"node {label} ({node.op_type})"
+
+        def fail(message: str):
+            raise OnnxImportError(f"{where}: {message}")
+
+        if node.domain not in ("", "ai.onnx"):
+            fail(f"ops of domain `{node.domain}` are not supported")
+        support = SUPPORTED_OPS.get(node.op_type)
+        if support is None:
+            fail(f"op type {node.op_type} is not supported (`openinfer import --list-ops` lists those that are)")
+        import onnx.helper as oh
+
+        attrs = {a.name: oh.get_attribute_value(a) for a in node.attribute}
+        ins = []
+        for x in node.input:
+            if not x:
+                ins.append(None)
+            elif x not in self.values:
+                fail(f"input `{x}` is computed by no earlier node")
+            else:
+                ins.append(self.values[x])
+        ctx = _NodeContext(self, index, node, attrs, ins, fail, label)
+        support.handler(ctx)
+
+    # -- output ---------------------------------------------------------------------------------
+    def render(self) -> str:
+        producer = " ".join(p for p in (self.model.producer_name, self.model.producer_version) if p)
+        head = [f"// {self.name}: imported from {self.source_name} by `openinfer import` "
+                f"(ONNX opset {self.opset}{', from ' + producer if producer else ''})."]
+        if self.sizevar_names:
+            head.append("// Sizevars (symbolic dims of the inputs): " + ", ".join(
+                f"{sv} = {self.sizevars[sv]}" + (f' (ONNX "{p}")' if p != sv else "")
+                for p, sv in self.sizevar_names.items()))
+        out = head
+        for kind in ("dynamic", "constant", "volatile"):
+            if self.decls[kind]:
+                out.append(f"{kind} {{")
+                out += [_line(code, note) for code, note in self.decls[kind]]
+                out.append("}")
+        out.append("block entry {")
+        out += [_line(code, note) for code, note in self.lines]
+        out.append("    return;")
+        out.append("}")
+        return "\n".join(out) + "\n"
+
+
+def _line(code: str, note: str) -> str:
+    code = "    " + code
+    return f"{code:<50}  // {note}" if note else code
+
+
+class _NodeContext:
+    """One ONNX node being imported: its inputs and attributes, and helpers to emit DSL ops."""
+
+    def __init__(self, imp: _Importer, index: int, node, attrs: dict, ins: list, fail, label: str):
+        self.imp = imp
+        self.index = index
+        self.node = node
+        self.attrs = attrs
+        self.ins = ins
+        self.fail = fail
+        self.label = label
+
+    @property
+    def opset(self) -> int:
+        return self.imp.opset
+
+    def allow(self, *names: str) -> None:
+        for a in self.attrs:
+            if a not in names:
+                self.fail(f"attribute `{a}` is not supported" + (
+                    f" (supported: {', '.join(names)})" if names else " (it takes none)"))
+
+    def inputs(self, least: int, most: int) -> list:
+        if not least <= len(self.ins) <= most or any(v is None for v in self.ins[:least]):
+            self.fail(f"expected {least}..{most} inputs, got {len(self.ins)}")
+        return self.ins + [None] * (most - len(self.ins))
+
+    def outputs(self, most: int = 1) -> list[str]:
+        outs = list(self.node.output)
+        if len(outs) > most and any(outs[most:]):
+            self.fail(f"output {most} (`{outs[most]}`) is not supported; only the first {most} output(s)")
+        return outs[:most]
+
+    def float_input(self, v: Value) -> None:
+        if v.dtype not in _FLOATS:
+            self.fail(f"dtype {v.dtype} is not supported here (float dtypes only)")
+
+    def const_input(self, v: Value | None, what: str) -> np.ndarray | None:
+        if v is None:
+            return None
+        if v.const is None:
+            self.fail(f"{what} must be a constant (an initializer or a folded Constant)")
+        return v.const
+
+    def var(self, v: Value, position: int) -> str:
+        return self.imp.tensor(v, self.node.input[position])
+
+    def result(self, onnx_name: str, value: Value) -> Value:
+        self.imp.values[onnx_name] = value
+        return value
+
+    def emit(self, op: str, args: list[str], settings: dict, dtype: str, dims: tuple[Dim, ...], *,
+             out: str | None = None, temp: str | None = None, note: str | None = None) -> Value:
+        """Emits `op op(args, settings) >> var` into a new volatile variable: the ONNX value `out`'s
+        (registered as it), or a temporary named after `temp`."""
+        imp = self.imp
+        var = imp.dsl_name(out) if out is not None else imp._fresh(sanitize(temp))
+        imp.declare("volatile", var, dtype, dims, out)
+        written = ", ".join(args + [f"{k}={_setting(v)}" for k, v in settings.items() if v is not None])
+        imp.lines.append((f"op {op}({written}) >> {var};", note or f"{self.label} ({self.node.op_type})"))
+        v = Value(dtype, dims, var=var)
+        if out is not None:
+            imp.values[out] = v
+        return v
+
+    def emit_inplace(self, op: str, args: list[str], target: Value) -> None:
+        """Emits `op op(args) >> target` for an element-wise op updating `target` in place, as a
+        hand-written graph adds a bias: `op add(h, b) >> h;`."""
+        self.imp.lines.append((f"op {op}({', '.join(args)}) >> {target.var};", f"{self.label} ({self.node.op_type})"))
+
+
+# ---------------------------------------------------------------------------------------------
+# handlers
+
+
+_BINARY = {"Add": ("add", np.add), "Sub": ("sub", np.subtract), "Mul": ("mul", np.multiply),
+           "Div": ("div", None)}
+
+
+def _fold_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.issubdtype(a.dtype, np.integer):
+        return (np.trunc(a.astype(np.float64) / b)).astype(a.dtype)
+    return (a / b).astype(a.dtype)
+
+
+@_op("Add", "Sub", "Mul", "Div", note="add/sub/mul/div with NumPy broadcasting")
+def _binary(c: _NodeContext) -> None:
+    c.allow()
+    a, b = c.inputs(2, 2)
+    (out,) = c.outputs()
+    if a.dtype != b.dtype:
+        c.fail(f"inputs of dtypes {a.dtype} and {b.dtype} (ONNX requires one)")
+    op, fold = _BINARY[c.node.op_type]
+    dims = _broadcast(c.fail, a.dims, b.dims)
+    if a.const is not None and b.const is not None:
+        value = (fold or _fold_div)(a.const, b.const).astype(a.const.dtype)
+        c.result(out, c.imp.const_value(value))
+        return
+    c.emit(op, [c.var(a, 0), c.var(b, 1)], {}, a.dtype, dims, out=out)
+
+
+@_op("Relu", "Sigmoid", "Tanh", note="relu, sigmoid, tanh (float)")
+def _unary(c: _NodeContext) -> None:
+    c.allow()
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.float_input(x)
+    op = c.node.op_type.lower()
+    c.emit(op, [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
+
+
+@_op("Identity", note="dropped (its output is its input)")
+def _identity(c: _NodeContext) -> None:
+    c.allow()
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.result(out, x)
+
+
+@_op("Dropout", note="dropped (inference): no mask output, training_mode false")
+def _dropout(c: _NodeContext) -> None:
+    c.allow("ratio", "seed", "is_test")
+    x, _ratio, training = c.inputs(1, 3)
+    (out,) = c.outputs()
+    if training is not None and bool(np.any(c.const_input(training, "training_mode"))):
+        c.fail("training_mode=true is not supported (inference only)")
+    if c.attrs.get("is_test", 1) == 0 and c.opset < 7:
+        c.fail("is_test=0 (training) is not supported (inference only)")
+    c.result(out, x)
+
+
+@_op("Constant", note="folded: value, value_float(s), value_int(s)")
+def _constant(c: _NodeContext) -> None:
+    import onnx.numpy_helper as nh
+
+    c.allow("value", "value_float", "value_floats", "value_int", "value_ints")
+    (out,) = c.outputs()
+    if len(c.attrs) != 1:
+        c.fail("expected exactly one value attribute")
+    key, v = next(iter(c.attrs.items()))
+    array = {"value": lambda: nh.to_array(v), "value_float": lambda: np.float32(v),
+             "value_floats": lambda: np.asarray(v, np.float32), "value_int": lambda: np.int64(v),
+             "value_ints": lambda: np.asarray(v, np.int64)}[key]()
+    try:
+        c.result(out, c.imp.const_value(np.asarray(array)))
+    except OnnxImportError as exc:
+        c.fail(str(exc))
+
+
+def _matmul_dims(c: _NodeContext, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    if not a or not b:
+        c.fail("scalar operands are not supported")
+    av, bv = len(a) == 1, len(b) == 1
+    a2 = ((Dim(1),) + a) if av else a
+    b2 = (b + (Dim(1),)) if bv else b
+    if a2[-1].size != b2[-2].size:
+        c.fail(f"inner dims differ: {[d.size for d in a]} @ {[d.size for d in b]}")
+    batch = _broadcast(c.fail, a2[:-2], b2[:-2])
+    return batch + (() if av else (a2[-2],)) + (() if bv else (b2[-1],))
+
+
+@_op("MatMul", note="matmul (NumPy semantics: batch dims broadcast, 1-D operands as vectors)")
+def _matmul(c: _NodeContext) -> None:
+    c.allow()
+    a, b = c.inputs(2, 2)
+    (out,) = c.outputs()
+    if a.dtype != b.dtype:
+        c.fail(f"inputs of dtypes {a.dtype} and {b.dtype}")
+    dims = _matmul_dims(c, a.dims, b.dims)
+    c.emit("matmul", [c.var(a, 0), c.var(b, 1)], {}, a.dtype, dims, out=out)
+
+
+@_op("Gemm", note="matmul + add; transA/transB and alpha/beta folded into constant operands")
+def _gemm(c: _NodeContext) -> None:
+    c.allow("alpha", "beta", "transA", "transB", "broadcast")
+    a, b, bias = c.inputs(2, 3)
+    (out,) = c.outputs()
+    alpha, beta = float(c.attrs.get("alpha", 1.0)), float(c.attrs.get("beta", 1.0))
+    if len(a.dims) != 2 or len(b.dims) != 2:
+        c.fail("A and B must be 2-D")
+    base = c.node.output[0]
+
+    def operand(v: Value, position: int, transpose: bool, scale: float) -> tuple[str, tuple[Dim, ...]]:
+        """The operand as a variable in the layout matmul takes; constants are transposed and scaled
+        here (a PyTorch Linear's [out, in] weight is stored as [in, out])."""
+        onnx_name = c.node.input[position]
+        if v.const is not None and (transpose or scale != 1.0):
+            array = v.const.T if transpose else v.const
+            if scale != 1.0:
+                array = (array * np.asarray(scale, array.dtype)).astype(array.dtype)
+            how = " and ".join(w for w, on in (("transposed", transpose), (f"times alpha={scale!r}", scale != 1.0))
+                               if on)
+            name = c.imp.new_constant(array, onnx_name, f'ONNX "{onnx_name}", {how}')
+            return name, _dims(array.shape)
+        name = c.var(v, position)
+        if transpose:
+            dims = (v.dims[1], v.dims[0])
+            t = c.emit("transpose", [name], {"perm": [1, 0]}, v.dtype, dims, temp=f"{base}_{'ab'[position]}T")
+            return t.var, dims
+        return name, v.dims
+
+    # alpha goes into a constant operand where there is one, else it is a mul after the matmul
+    alpha_into = 1 if b.const is not None else (0 if a.const is not None else None)
+    an, ad = operand(a, 0, bool(c.attrs.get("transA", 0)), alpha if alpha_into == 0 else 1.0)
+    bn, bd = operand(b, 1, bool(c.attrs.get("transB", 0)), alpha if alpha_into == 1 else 1.0)
+    if ad[1].size != bd[0].size:
+        c.fail(f"inner dims differ: A {[d.size for d in ad]}, B {[d.size for d in bd]} (after transA/transB)")
+    dims = (ad[0], bd[1])
+    y = c.emit("matmul", [an, bn], {}, a.dtype, dims, out=base)
+    if alpha != 1.0 and alpha_into is None:
+        scale = c.imp.new_constant(np.asarray(alpha, _NUMPY_DTYPES[a.dtype]), f"{base}_alpha", "Gemm alpha")
+        c.emit_inplace("mul", [y.var, scale], y)
+    if bias is not None and beta != 0.0:
+        if [d.size for d in _broadcast(c.fail, bias.dims, dims)] != [d.size for d in dims]:
+            c.fail(f"C of shape {list(bias.shape)} does not broadcast to the result's {[d.size for d in dims]}")
+        if bias.const is not None and beta != 1.0:
+            cn = c.imp.new_constant((bias.const * np.asarray(beta, bias.const.dtype)).astype(bias.const.dtype),
+                                    c.node.input[2], f'ONNX "{c.node.input[2]}", times beta={beta!r}')
+        elif bias.const is None and beta != 1.0:
+            scale = c.imp.new_constant(np.asarray(beta, _NUMPY_DTYPES[a.dtype]), f"{base}_beta", "Gemm beta")
+            cn = c.emit("mul", [c.var(bias, 2), scale], {}, a.dtype, bias.dims, temp=f"{base}_bias").var
+        else:
+            cn = c.var(bias, 2)
+        c.emit_inplace("add", [y.var, cn], y)
+
+
+@_op("Softmax", note="softmax(axis); opset < 13 (flattened to 2-D) through reshapes")
+def _softmax(c: _NodeContext) -> None:
+    c.allow("axis")
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.float_input(x)
+    rank = len(x.dims)
+    if rank == 0:
+        c.fail("a scalar input is not supported")
+    axis = int(c.attrs.get("axis", -1 if c.opset >= 13 else 1))
+    if not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    if c.opset >= 13 or axis == rank - 1:
+        c.emit("softmax", [c.var(x, 0)], {"axis": axis if axis != rank - 1 else None}, x.dtype, x.dims, out=out)
+        return
+    # opset < 13: softmax over all dims from `axis` on, as a 2-D [outer, inner] softmax
+    outer, inner = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))
+    flat = c.emit("reshape", [c.var(x, 0)], {}, x.dtype, _dims((outer, inner)), temp=f"{out}_2d")
+    soft = c.emit("softmax", [flat.var], {}, x.dtype, flat.dims, temp=f"{out}_2d_softmax")
+    c.emit("reshape", [soft.var], {}, x.dtype, x.dims, out=out)
+
+
+def _reshaped(c: _NodeContext, x: Value, shape: tuple[int, ...], dims: tuple[Dim, ...], out: str) -> None:
+    if int(np.prod(shape)) != int(np.prod(x.shape)):
+        c.fail(f"cannot reshape {list(x.shape)} to {list(shape)}")
+    if x.const is not None:
+        c.result(out, c.imp.const_value(x.const.reshape(shape)))
+        return
+    c.emit("reshape", [c.var(x, 0)], {}, x.dtype, dims, out=out)
+
+
+@_op("Flatten", note="reshape to 2-D at `axis`")
+def _flatten(c: _NodeContext) -> None:
+    c.allow("axis")
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    rank = len(x.dims)
+    axis = int(c.attrs.get("axis", 1))
+    if not -rank <= axis <= rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    shape = (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
+    dims = ((x.dims[0] if axis == 1 else Dim(shape[0])), Dim(shape[1]))
+    _reshaped(c, x, shape, dims, out)
+
+
+@_op("Reshape", note="reshape; the shape input constant (0 and -1 resolved at import)")
+def _reshape(c: _NodeContext) -> None:
+    c.allow("allowzero", "shape")
+    x, shape_in = c.inputs(1, 2)
+    (out,) = c.outputs()
+    if shape_in is not None:
+        target = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
+    elif "shape" in c.attrs:
+        target = [int(s) for s in c.attrs["shape"]]
+    else:
+        c.fail("no shape given")
+    allow_zero = bool(c.attrs.get("allowzero", 0))
+    dims: list[Dim | None] = []
+    for k, s in enumerate(target):
+        if s == 0 and not allow_zero:
+            if k >= len(x.dims):
+                c.fail(f"shape {target}: 0 at dim {k} copies a dim the input does not have")
+            dims.append(x.dims[k])
+        elif s == -1:
+            dims.append(None)
+        elif s < 0:
+            c.fail(f"shape {target}: negative size {s}")
+        else:
+            dims.append(Dim(s))
+    if dims.count(None) > 1:
+        c.fail(f"shape {target}: more than one -1")
+    known = int(np.prod([d.size for d in dims if d is not None]))
+    if None in dims:
+        total = int(np.prod(x.shape))
+        if known == 0 or total % known:
+            c.fail(f"shape {target} does not fit {list(x.shape)}")
+        dims[dims.index(None)] = Dim(total // known)
+    final = tuple(d for d in dims if d is not None)
+    _reshaped(c, x, tuple(d.size for d in final), final, out)
+
+
+@_op("Transpose", note="transpose(perm)")
+def _transpose(c: _NodeContext) -> None:
+    c.allow("perm")
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    rank = len(x.dims)
+    perm = [int(p) for p in c.attrs.get("perm", range(rank - 1, -1, -1))]
+    if sorted(p % rank if rank else p for p in perm) != list(range(rank)):
+        c.fail(f"perm {perm} is not a permutation of {rank} dims")
+    perm = [p % rank for p in perm]
+    if x.const is not None:
+        c.result(out, c.imp.const_value(np.ascontiguousarray(x.const.transpose(perm))))
+        return
+    c.emit("transpose", [c.var(x, 0)], {"perm": perm}, x.dtype, tuple(x.dims[p] for p in perm), out=out)
+
+
+@_op("Clip", note="clamp; min/max constant (inputs, or attributes before opset 11)")
+def _clip(c: _NodeContext) -> None:
+    c.allow("min", "max")
+    x, lo_in, hi_in = c.inputs(1, 3)
+    (out,) = c.outputs()
+    bounds = {}
+    for key, v in (("min", lo_in), ("max", hi_in)):
+        if key in c.attrs:
+            bounds[key] = c.attrs[key]
+        value = c.const_input(v, f"the {key} input")
+        if value is not None:
+            if value.size != 1:
+                c.fail(f"the {key} input must be a scalar")
+            bounds[key] = value.reshape(()).item()
+    settings = {}
+    for key, b in bounds.items():
+        if x.dtype in _FLOATS:
+            if math.isnan(float(b)):
+                c.fail(f"{key} is NaN")
+            settings[key] = float(b)
+        else:
+            settings[key] = int(b)
+    c.emit("clamp", [c.var(x, 0)], settings, x.dtype, x.dims, out=out)
+
+
+def _spatial_attrs(c: _NodeContext, x: Value, kernel: list[int], *, dilated: bool):
+    spatial = list(x.shape[2:])
+    strides = [int(s) for s in c.attrs.get("strides", [1] * len(spatial))]
+    dilations = [int(d) for d in c.attrs.get("dilations", [1] * len(spatial))]
+    if len(strides) != len(spatial) or len(dilations) != len(spatial):
+        c.fail("strides/dilations must have one value per spatial dim")
+    if not dilated and any(d != 1 for d in dilations):
+        c.fail(f"dilations {dilations} are not supported (1 only)")
+    pads = _pool_pads(c.fail, c.attrs, spatial, kernel, strides, dilations)
+    return spatial, strides, dilations, pads
+
+
+def _need_2d(c: _NodeContext, x: Value) -> None:
+    if len(x.dims) != 4:
+        c.fail(f"a {len(x.dims)}-D input: only 2-D (NCHW) is supported")
+    c.float_input(x)
+
+
+@_op("Conv", note="conv2d (NCHW): pads/auto_pad, strides, dilations, group; a following "
+                  "BatchNormalization is folded into its weights")
+def _conv(c: _NodeContext) -> None:
+    c.allow("kernel_shape", "pads", "strides", "dilations", "group", "auto_pad")
+    x, w, b = c.inputs(2, 3)
+    (out,) = c.outputs()
+    _need_2d(c, x)
+    if len(w.dims) != 4:
+        c.fail(f"weights of rank {len(w.dims)}: expected 4")
+    kernel = [int(k) for k in c.attrs.get("kernel_shape", w.shape[2:])]
+    if kernel != list(w.shape[2:]):
+        c.fail(f"kernel_shape {kernel} differs from the weights' {list(w.shape[2:])}")
+    group = int(c.attrs.get("group", 1))
+    spatial, strides, dilations, pads = _spatial_attrs(c, x, kernel, dilated=True)
+    if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
+        c.fail(f"channels: input {x.shape[1]}, weights {list(w.shape)}, group {group} do not fit")
+    size = [(n + pads[i] + pads[i + 2] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
+            for i, n in enumerate(spatial)]
+    dims = (x.dims[0], Dim(w.shape[0]), Dim(size[0]), Dim(size[1]))
+    settings = {"stride": _pair_setting(strides, 1), "padding": _padding_setting(pads),
+                "dilation": _pair_setting(dilations, 1), "groups": group if group != 1 else None}
+    weight, bias = w.const, (b.const if b is not None else None)
+    bn = _foldable_batch_norm(c, out)
+    if bn is not None and weight is not None and (b is None or bias is not None):
+        bn_index, bn_node, scale, shift = bn
+        # y = (conv(x, w) + b - mean) * s + B  ==  conv(x, w * s) + ((b - mean) * s + B)
+        weight = (weight.astype(np.float64) * scale[:, None, None, None]).astype(weight.dtype)
+        base = bias.astype(np.float64) if bias is not None else np.zeros(weight.shape[0])
+        bias = (base * scale + shift).astype(weight.dtype)
+        c.imp.skip.add(bn_index)
+        bn_label = f'"{bn_node.name}"' if bn_node.name else f"#{bn_index}"
+        folded = f"with {bn_label} folded in"
+        wn = c.imp.new_constant(weight, c.node.input[1], f'ONNX "{c.node.input[1]}", {folded}')
+        bias_name = c.node.input[2] if b is not None else f"{bn_node.output[0]}_bias"
+        bn_ = c.imp.new_constant(bias, bias_name, (f'ONNX "{bias_name}", ' if b is not None else "") + folded)
+        c.emit("conv2d", [c.var(x, 0), wn, bn_], settings, x.dtype, dims, out=bn_node.output[0],
+               note=f"{c.label} (Conv) + {bn_label} (BatchNormalization, folded)")
+        return
+    args = [c.var(x, 0), c.var(w, 1)] + ([c.var(b, 2)] if b is not None else [])
+    c.emit("conv2d", args, settings, x.dtype, dims, out=out)
+
+
+def _batch_norm_affine(c: _NodeContext, node, ins: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """(scale, shift) of an inference BatchNormalization whose parameters are constants, else None."""
+    if len(ins) != 5 or any(v is None or v.const is None for v in ins[1:]):
+        return None
+    import onnx.helper as oh
+
+    attrs = {a.name: oh.get_attribute_value(a) for a in node.attribute}
+    eps = float(attrs.get("epsilon", 1e-5))
+    gamma, beta, mean, var = (v.const.astype(np.float64).reshape(-1) for v in ins[1:])
+    scale = gamma / np.sqrt(var + eps)
+    return scale, beta - mean * scale
+
+
+def _foldable_batch_norm(c: _NodeContext, conv_out: str):
+    """The BatchNormalization that alone consumes this Conv's output, with constant parameters:
+    (its index, node, scale, shift); else None."""
+    imp = c.imp
+    users = imp.consumers.get(conv_out, [])
+    if len(users) != 1 or conv_out in imp.outputs:
+        return None
+    index = users[0]
+    node = imp.g.node[index]
+    if node.op_type != "BatchNormalization" or node.input[0] != conv_out or any(node.output[1:]):
+        return None
+    if any(a.name == "training_mode" and a.i for a in node.attribute):
+        return None
+    ins = [imp.values.get(x) if x else None for x in node.input]
+    affine = _batch_norm_affine(c, node, ins)
+    return None if affine is None else (index, node, *affine)
+
+
+@_op("BatchNormalization", note="inference only: folded into a preceding Conv, else mul + add")
+def _batch_norm(c: _NodeContext) -> None:
+    c.allow("epsilon", "momentum", "spatial", "is_test", "training_mode")
+    x = c.inputs(5, 5)[0]
+    (out,) = c.outputs()
+    if c.attrs.get("training_mode", 0):
+        c.fail("training_mode=1 is not supported (inference only)")
+    if c.attrs.get("spatial", 1) != 1:
+        c.fail("spatial=0 is not supported")
+    c.float_input(x)
+    affine = _batch_norm_affine(c, c.node, c.ins)
+    if affine is None:
+        c.fail("scale, B, mean and var must be constants")
+    if len(x.dims) < 2:
+        c.fail("the input needs a channel dim (rank >= 2)")
+    shape = (x.shape[1],) + (1,) * (len(x.dims) - 2)
+    np_dtype = _NUMPY_DTYPES[x.dtype]
+    scale, shift = (a.reshape(shape).astype(np_dtype) for a in affine)
+    sn = c.imp.new_constant(scale, f"{out}_scale", "scale / sqrt(var + epsilon)")
+    tn = c.imp.new_constant(shift, f"{out}_shift", "B - mean * scale / sqrt(var + epsilon)")
+    y = c.emit("mul", [c.var(x, 0), sn], {}, x.dtype, x.dims, out=out)
+    c.emit_inplace("add", [y.var, tn], y)
+
+
+@_op("MaxPool", "AveragePool", note="max_pool2d / avg_pool2d (NCHW): kernel_shape, strides, pads/auto_pad, "
+                                    "count_include_pad; ceil_mode where it does not change the size")
+def _pool(c: _NodeContext) -> None:
+    is_max = c.node.op_type == "MaxPool"
+    c.allow("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations",
+            *(("storage_order",) if is_max else ("count_include_pad",)))
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    _need_2d(c, x)
+    if "kernel_shape" not in c.attrs:
+        c.fail("kernel_shape is required")
+    kernel = [int(k) for k in c.attrs["kernel_shape"]]
+    if len(kernel) != 2:
+        c.fail(f"kernel_shape {kernel}: expected 2 values")
+    spatial, strides, _, pads = _spatial_attrs(c, x, kernel, dilated=False)
+    for i in range(2):
+        if max(pads[i], pads[i + 2]) * 2 > kernel[i]:
+            c.fail(f"pads {pads} larger than half the kernel {kernel} are not supported")
+    size = []
+    for i, n in enumerate(spatial):
+        span = n + pads[i] + pads[i + 2] - kernel[i]
+        floor, ceil = span // strides[i] + 1, -(-span // strides[i]) + 1
+        if c.attrs.get("ceil_mode", 0) and ceil != floor and (ceil - 1) * strides[i] < n + pads[i]:
+            c.fail(f"ceil_mode=1 where it changes the output size ({floor} -> {ceil}) is not supported")
+        size.append(floor)
+    dims = (x.dims[0], x.dims[1], Dim(size[0]), Dim(size[1]))
+    settings = {"kernel": _pair_setting(kernel, -1),
+                "stride": None if strides == kernel else _pair_setting(strides, -1),
+                "padding": _padding_setting(pads)}
+    if not is_max and c.attrs.get("count_include_pad", 0):
+        settings["count_include_pad"] = True
+    c.emit("max_pool2d" if is_max else "avg_pool2d", [c.var(x, 0)], settings, x.dtype, dims, out=out)
+
+
+@_op("GlobalAveragePool", note="mean_axis over the spatial dims, keepdims")
+def _global_average_pool(c: _NodeContext) -> None:
+    c.allow()
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.float_input(x)
+    if len(x.dims) < 3:
+        c.fail(f"a {len(x.dims)}-D input: expected N, C and spatial dims")
+    axes = list(range(2, len(x.dims)))
+    dims = x.dims[:2] + (Dim(1),) * len(axes)
+    c.emit("mean_axis", [c.var(x, 0)], {"axes": axes, "keepdims": True}, x.dtype, dims, out=out)

@@ -1,0 +1,153 @@
+"""Runs the ONNX backend node tests (the cases `onnx.backend.test.case.node.collect_testcases`
+builds in memory) through `import_onnx` and an openinfer engine, and tabulates the outcome per op.
+
+Used by tests/onnx/test_node_cases.py and by `tools/onnx_node_table.py`, which writes the table
+into docs/onnx.md; the test checks that the table there is the one this run produces.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import OnnxImportError, OpenInferError
+from .importer import SUPPORTED_OPS, import_onnx
+
+#: Outcomes of one case.
+REFUSED = "refused"          # the importer refused it with its OnnxImportError
+PASSED = "passed"
+FAILED = "failed"            # imported, but an engine's outputs differ (or it raised)
+
+
+@dataclass
+class CaseResult:
+    name: str
+    ops: tuple[str, ...]
+    outcome: str
+    detail: str = ""
+
+
+def collect_cases() -> list:
+    """The node test cases of the installed onnx package (about 10 s for onnx 1.23's 1,884)."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # some case builders overflow casts on purpose
+        return [c for c in collect_testcases(None) if c.model is not None and c.kind == "node"]
+
+
+def case_ops(case) -> tuple[str, ...]:
+    return tuple(sorted({n.op_type for n in case.model.graph.node}))
+
+
+def supported_cases(cases: Iterable) -> list:
+    """The cases whose every op the importer has in its table."""
+    return [c for c in cases if all(op in SUPPORTED_OPS for op in case_ops(c))]
+
+
+def run_case(case, engine: Callable | None = None) -> CaseResult:
+    """Imports `case.model` and runs each of its data sets on the reference (or on the engine
+    `engine(model_path, graph_text)` returns), comparing with the expected outputs at the case's
+    tolerances."""
+    from ..oinf import ModelLoader
+    from ..reference.executor import Reference
+
+    ops = case_ops(case)
+    graph = case.model.graph
+    initializers = {t.name for t in graph.initializer}
+    input_names = [i.name for i in graph.input if i.name not in initializers]
+    output_names = [o.name for o in graph.output]
+    try:
+        first_inputs = case.data_sets[0][0] if case.data_sets else []
+        sizevars = _symbolic_sizes(graph, input_names, first_inputs)
+        imported = import_onnx(case.model, name="case", sizevars=sizevars)
+    except OnnxImportError as exc:
+        return CaseResult(case.name, ops, REFUSED, str(exc).splitlines()[0])
+    dsl = {n: imported.renamed.get(n, n) for n in input_names + output_names}
+    try:
+        with tempfile.TemporaryDirectory(prefix="oi-onnx-case-") as tmp:
+            graph_path, model_path = imported.write(tmp)
+            model = ModelLoader.open(model_path)
+            try:
+                runner = (engine or (lambda m, g: Reference(m, g).make_executor()))(model, graph_path)
+                for inputs, expected in case.data_sets:
+                    runner.insert(**{dsl[n]: np.asarray(v) for n, v in zip(input_names, inputs, strict=True)})
+                    runner.run_step()
+                    for n, want in zip(output_names, expected, strict=True):
+                        got = runner.fetch(dsl[n])
+                        _compare(np.asarray(want), got, case.rtol, case.atol, n)
+            finally:
+                del runner
+                model.close()
+    except (AssertionError, OpenInferError) as exc:
+        return CaseResult(case.name, ops, FAILED, " ".join(str(exc).split())[:300])
+    return CaseResult(case.name, ops, PASSED)
+
+
+def _symbolic_sizes(graph, input_names: list[str], inputs) -> dict[str, int]:
+    """Values of the inputs' symbolic dims, from the data set's arrays."""
+    sizes: dict[str, int] = {}
+    by_name = {i.name: i for i in graph.input}
+    for name, array in zip(input_names, inputs, strict=False):
+        for d, n in zip(by_name[name].type.tensor_type.shape.dim, np.shape(array), strict=False):
+            if d.HasField("dim_param"):
+                sizes[d.dim_param] = int(n)
+    return sizes
+
+
+def _compare(want: np.ndarray, got: np.ndarray, rtol: float, atol: float, name: str) -> None:
+    if got.shape != want.shape:
+        raise AssertionError(f"output {name}: shape {list(got.shape)}, expected {list(want.shape)}")
+    if want.dtype.kind in "fc":
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
+                                   err_msg=f"output {name}")
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=f"output {name}")
+
+
+def tabulate(results: list[CaseResult], all_cases: int, c_results: dict[str, CaseResult]) -> str:
+    """The per-op table of docs/onnx.md (Markdown), from a run."""
+    rows = []
+    for op in sorted(SUPPORTED_OPS):
+        mine = [r for r in results if op in r.ops]
+        imported = [r for r in mine if r.outcome != REFUSED]
+        passed = [r for r in mine if r.outcome == PASSED]
+        c_mine = [r for r in c_results.values() if op in r.ops]
+        c_passed = [r for r in c_mine if r.outcome == PASSED]
+        rows.append(f"| {op} | {len(mine)} | {len(imported)} | {len(passed)} | {len(c_passed)} / {len(c_mine)} |")
+    refused = sum(r.outcome == REFUSED for r in results)
+    failed = sum(r.outcome == FAILED for r in results)
+    passed = sum(r.outcome == PASSED for r in results)
+    head = [f"{all_cases} node test cases; {len(results)} use only supported ops: {passed} pass on the reference, "
+            f"{failed} fail, {refused} are refused by the importer. "
+            f"{sum(r.outcome == PASSED for r in c_results.values())} of the {len(c_results)} run through the generated "
+            f"C (x86_64-generic) pass.",
+            "",
+            "| op | cases | imported | reference passed | generated C passed / run |",
+            "|---|---|---|---|---|"]
+    return "\n".join(head + rows) + "\n"
+
+
+def c_subset(cases: list, per_op: int) -> list:
+    """The first `per_op` cases of each supported op (in collection order) that are single-node
+    cases of that op: the bounded set run through the generated C."""
+    chosen, counts = [], {}
+    for c in cases:
+        ops = case_ops(c)
+        if len(ops) == 1 and counts.get(ops[0], 0) < per_op:
+            counts[ops[0]] = counts.get(ops[0], 0) + 1
+            chosen.append(c)
+    return chosen
+
+
+def write_table(doc: Path, table: str) -> None:
+    """Replaces the text between the table markers of `doc` with `table`."""
+    text = doc.read_text()
+    start, end = "<!-- node-table:start -->\n", "<!-- node-table:end -->"
+    a, b = text.index(start) + len(start), text.index(end)
+    doc.write_text(text[:a] + table + text[b:])
