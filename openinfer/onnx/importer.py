@@ -164,6 +164,9 @@ class _OpSupport:
 
 SUPPORTED_OPS: dict[str, _OpSupport] = {}
 
+#: Inputs (by position) the importer needs as constants: exported models hold them as initializers.
+CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2)}
+
 
 def _op(*op_types: str, note: str):
     def register(fn):
@@ -295,18 +298,32 @@ class _Importer:
         """The variable holding `v`, declaring a constant known at import on first use."""
         if v.var is None:
             v.var = self.dsl_name(onnx_name)
-            self.declare("constant", v.var, v.dtype, v.dims, onnx_name)
-            self.tensors[v.var] = np.ascontiguousarray(v.const)
+            self._constant(v, f'ONNX "{onnx_name}"' if onnx_name != v.var else "")
         return v.var
 
     def new_constant(self, array: np.ndarray, base: str, note: str) -> str:
         """Declares a constant computed at import (a transposed or folded weight) under a new name."""
         v = self.const_value(np.ascontiguousarray(array))
         v.var = self._fresh(sanitize(base))
-        self.decls["constant"].append((f"{v.var}: {v.dtype}"
-                                       f"{'[' + ', '.join(d.text() for d in v.dims) + ']' if v.dims else ''};", note))
-        self.tensors[v.var] = v.const
+        self._constant(v, note)
         return v.var
+
+    def _constant(self, v: Value, note: str) -> None:
+        """A scalar is written in the graph (`c: f32 @init(2.0);`), a tensor goes into the model."""
+        if v.dims:
+            self.decls["constant"].append((f"{v.var}: {v.dtype}[{', '.join(d.text() for d in v.dims)}];", note))
+            self.tensors[v.var] = np.ascontiguousarray(v.const)
+            return
+        x = v.const.item()
+        if v.dtype == "bool":
+            literal = "true" if x else "false"
+        elif v.dtype in _FLOATS:
+            if not math.isfinite(x):    # @init takes finite literals only
+                raise OnnxImportError(f"scalar constant `{v.var}` is {x}, which @init cannot hold")
+            literal = _float_literal(x)
+        else:
+            literal = str(int(x))
+        self.decls["constant"].append((f"{v.var}: {v.dtype} @init({literal});", note))
 
     def const_value(self, array: np.ndarray) -> Value:
         array = np.asarray(array)

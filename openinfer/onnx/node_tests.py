@@ -1,12 +1,13 @@
 """Runs the ONNX backend node tests (the cases `onnx.backend.test.case.node.collect_testcases`
 builds in memory) through `import_onnx` and an openinfer engine, and tabulates the outcome per op.
 
-Used by tests/onnx/test_node_cases.py and by `tools/onnx_node_table.py`, which writes the table
+Used by tests/onnx/test_onnx_node_cases.py and by `tools/onnx_node_table.py`, which writes the table
 into docs/onnx.md; the test checks that the table there is the one this run produces.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import warnings
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import OnnxImportError, OpenInferError
-from .importer import SUPPORTED_OPS, import_onnx
+from .importer import CONSTANT_INPUTS, SUPPORTED_OPS, import_onnx
 
 #: Outcomes of one case.
 REFUSED = "refused"          # the importer refused it with its OnnxImportError
@@ -30,6 +31,7 @@ class CaseResult:
     ops: tuple[str, ...]
     outcome: str
     detail: str = ""
+    dsl_ops: tuple[str, ...] = ()        # the DSL ops of the imported graph
 
 
 def collect_cases() -> list:
@@ -50,6 +52,32 @@ def supported_cases(cases: Iterable) -> list:
     return [c for c in cases if all(op in SUPPORTED_OPS for op in case_ops(c))]
 
 
+def with_constant_inputs(case):
+    """The case with the graph inputs that feed an input the importer needs as a constant (a
+    Reshape's shape, Clip's bounds, BatchNormalization's statistics) made initializers holding the
+    data set's values, as an exported model holds them; the case itself where there are none."""
+    import copy
+
+    import onnx.numpy_helper as nh
+
+    graph = case.model.graph
+    feeding = {node.input[k] for node in graph.node for k in CONSTANT_INPUTS.get(node.op_type, ())
+               if k < len(node.input) and node.input[k]}
+    initializers = {t.name for t in graph.initializer}
+    inputs = [i.name for i in graph.input if i.name not in initializers]
+    promote = [n for n in inputs if n in feeding]
+    if not promote or len(case.data_sets) != 1:
+        return case
+    values = dict(zip(inputs, case.data_sets[0][0], strict=True))
+    model = copy.deepcopy(case.model)
+    keep = [i for i in model.graph.input if i.name not in promote]
+    del model.graph.input[:]
+    model.graph.input.extend(keep)
+    model.graph.initializer.extend(nh.from_array(np.asarray(values[n]), n) for n in promote)
+    data = [([values[n] for n in inputs if n not in promote], case.data_sets[0][1])]
+    return dataclasses.replace(case, model=model, data_sets=data)
+
+
 def run_case(case, engine: Callable | None = None) -> CaseResult:
     """Imports `case.model` and runs each of its data sets on the reference (or on the engine
     `engine(model_path, graph_text)` returns), comparing with the expected outputs at the case's
@@ -58,6 +86,7 @@ def run_case(case, engine: Callable | None = None) -> CaseResult:
     from ..reference.executor import Reference
 
     ops = case_ops(case)
+    case = with_constant_inputs(case)
     graph = case.model.graph
     initializers = {t.name for t in graph.initializer}
     input_names = [i.name for i in graph.input if i.name not in initializers]
@@ -69,6 +98,8 @@ def run_case(case, engine: Callable | None = None) -> CaseResult:
     except OnnxImportError as exc:
         return CaseResult(case.name, ops, REFUSED, str(exc).splitlines()[0])
     dsl = {n: imported.renamed.get(n, n) for n in input_names + output_names}
+    dsl_ops = tuple(sorted({line.split()[1].split("(")[0] for line in imported.text.splitlines()
+                            if line.lstrip().startswith("op ")}))
     try:
         with tempfile.TemporaryDirectory(prefix="oi-onnx-case-") as tmp:
             graph_path, model_path = imported.write(tmp)
@@ -85,8 +116,8 @@ def run_case(case, engine: Callable | None = None) -> CaseResult:
                 del runner
                 model.close()
     except (AssertionError, OpenInferError) as exc:
-        return CaseResult(case.name, ops, FAILED, " ".join(str(exc).split())[:300])
-    return CaseResult(case.name, ops, PASSED)
+        return CaseResult(case.name, ops, FAILED, " ".join(str(exc).split())[:300], dsl_ops)
+    return CaseResult(case.name, ops, PASSED, "", dsl_ops)
 
 
 def _symbolic_sizes(graph, input_names: list[str], inputs) -> dict[str, int]:
@@ -133,14 +164,16 @@ def tabulate(results: list[CaseResult], all_cases: int, c_results: dict[str, Cas
     return "\n".join(head + rows) + "\n"
 
 
-def c_subset(cases: list, per_op: int) -> list:
-    """The first `per_op` cases of each supported op (in collection order) that are single-node
-    cases of that op: the bounded set run through the generated C."""
-    chosen, counts = [], {}
+def c_subset(cases: list, results: list[CaseResult], every: bool = False) -> list:
+    """The cases run through the generated C, among those that pass on the reference: all of them
+    with `every`; else, in collection order, each case whose graph uses a DSL op no case chosen
+    before uses (so every op the importer emits is built and run at least once, ~16 builds)."""
+    by_name = {r.name: r for r in results if r.outcome == PASSED}
+    chosen, covered = [], set()
     for c in cases:
-        ops = case_ops(c)
-        if len(ops) == 1 and counts.get(ops[0], 0) < per_op:
-            counts[ops[0]] = counts.get(ops[0], 0) + 1
+        r = by_name.get(c.name)
+        if r is not None and (every or not set(r.dsl_ops) <= covered):
+            covered |= set(r.dsl_ops)
             chosen.append(c)
     return chosen
 

@@ -1,0 +1,154 @@
+"""`openinfer import`: determinism, names, errors, and the command line."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+import onnx_models as models  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import openinfer as oi  # noqa: E402
+from openinfer.cli import main  # noqa: E402
+from openinfer.onnx import SUPPORTED_OPS, sanitize  # noqa: E402
+
+
+def _single(node, inputs, outputs, initializers=(), opset=17):
+    g = helper.make_graph([node], "g", inputs, outputs, list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def test_two_imports_are_byte_identical(tmp_path):
+    path = tmp_path / "cnn.onnx"
+    onnx.save(models.cnn(), path)
+    first = main(["import", str(path), "-o", str(tmp_path / "a"), "-s", "N=1"])
+    second = main(["import", str(path), "-o", str(tmp_path / "b"), "-s", "N=1"])
+    assert first == second == 0
+    for suffix in ("oig", "oinf"):
+        assert (tmp_path / "a" / f"cnn.{suffix}").read_bytes() == (tmp_path / "b" / f"cnn.{suffix}").read_bytes()
+
+
+@pytest.mark.parametrize(("onnx_name", "dsl_name"), [
+    ("x", "x"), ("input.1", "input_1"), ("/fc1/Gemm_output_0", "fc1_Gemm_output_0"), ("0", "v_0"),
+    ("type", "type_"), ("self", "self_"), ("::", "v"), ("a-b c", "a_b_c"), ("_hidden", "_hidden"),
+])
+def test_sanitize(onnx_name, dsl_name):
+    assert sanitize(onnx_name) == dsl_name
+
+
+def test_names_clash_deterministically_and_the_mapping_is_written():
+    # "a.b" and "a_b" both sanitize to a_b: the graph output keeps its valid name, the other gets _2
+    x = helper.make_tensor_value_info("in", TensorProto.FLOAT, [2])   # `in` is a keyword
+    nodes = [helper.make_node("Relu", ["in"], ["a.b"], name="r1"), helper.make_node("Tanh", ["a.b"], ["a_b"], name="t")]
+    g = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("a_b", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    result = oi.import_onnx(m, name="clash")
+    assert result.renamed == {"in": "in_", "a.b": "a_b_2"}
+    assert 'in_: f32[2];' in result.text and '// ONNX "in"' in result.text
+    assert 'a_b_2: f32[2];' in result.text and '// ONNX "a.b"' in result.text
+    assert "op relu(in_) >> a_b_2;" in result.text and "op tanh(a_b_2) >> a_b;" in result.text
+    ex = oi.Reference(_written(result), result.text).make_executor()
+    ex.insert(in_=np.array([-1.0, 2.0], np.float32))
+    ex.run_step()
+    np.testing.assert_allclose(ex.fetch("a_b"), np.tanh([0.0, 2.0]), rtol=1e-6)
+
+
+def _written(result):
+    import tempfile
+    from pathlib import Path
+
+    d = Path(tempfile.mkdtemp(prefix="oi-onnx-test-"))
+    _, model = result.write(d)
+    return oi.ModelLoader.open(model)
+
+
+def test_unsupported_op_is_one_error_naming_the_node():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    m = _single(helper.make_node("Erf", ["x"], ["y"], name="/act/Erf"), [x], [y])
+    with pytest.raises(oi.OnnxImportError) as err:
+        oi.import_onnx(m)
+    assert str(err.value) == ('node "/act/Erf" (Erf): op type Erf is not supported '
+                              "(`openinfer import --list-ops` lists those that are)")
+    assert isinstance(err.value, oi.OpenInferError)
+
+
+def test_unsupported_attribute_value_names_the_node_and_what_is_missing():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])
+    pool = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 2])
+    with pytest.raises(oi.OnnxImportError, match=r"^node #0 \(MaxPool\): dilations \[2, 2\] are not supported"):
+        oi.import_onnx(_single(pool, [x], [y]))
+    bad_attr = helper.make_node("Relu", ["x"], ["y"], name="r", alpha=0.5)
+    with pytest.raises(oi.OnnxImportError, match=r'^node "r" \(Relu\): attribute `alpha` is not supported'):
+        oi.import_onnx(_single(bad_attr, [x], [x]))
+
+
+def test_symbolic_dim_without_a_value_is_an_error(tmp_path, capsys):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(models.mlp(), path)
+    assert main(["import", str(path), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err == ("openinfer: error: graph input `input.1` has the symbolic dim `batch` and no value for it: "
+                   "give one with --sizevar batch=VALUE\n")
+    assert not (tmp_path / "out").exists()
+    assert main(["import", str(path), "-o", str(tmp_path / "out"), "-s", "batch=2", "-s", "seq=3"]) == 1
+    assert "--sizevar seq: the model has no such symbolic dim (its symbolic dims: batch)" in capsys.readouterr().err
+
+
+def test_cli_writes_a_graph_openinfer_checks(tmp_path, capsys):
+    path = tmp_path / "net.onnx"
+    onnx.save(models.mlp(), path)
+    assert main(["import", str(path), "-o", str(tmp_path / "out"), "--name", "classifier", "--sizevar", "batch=4"]) == 0
+    graph, model = tmp_path / "out" / "classifier.oig", tmp_path / "out" / "classifier.oinf"
+    assert capsys.readouterr().out == f"wrote {graph} and {model}\n"
+    assert main(["check", str(graph), "-m", str(model)]) == 0
+    assert re.search(r"^  input_1 +dynamic +f32\[4, 8\]$", capsys.readouterr().out, re.M)
+
+
+def test_cli_list_ops_is_the_importers_table(capsys):
+    assert main(["import", "--list-ops"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == sorted(SUPPORTED_OPS)
+    assert {"Conv", "BatchNormalization", "Gemm", "MaxPool", "Softmax", "Reshape"} <= set(listed)
+
+
+def test_cli_help_explains(capsys):
+    with pytest.raises(SystemExit):
+        main(["import", "--help"])
+    out = capsys.readouterr().out
+    assert "--sizevar NAME=VALUE" in out and "--list-ops" in out and "dim_param" in out
+
+
+def test_unreadable_model_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\xff\xfe not a protobuf")
+    assert main(["import", str(bad), "-o", str(tmp_path / "o")]) == 1
+    assert capsys.readouterr().err.startswith(f"openinfer: error: {bad}: not a readable ONNX model")
+
+
+def test_constants_are_folded_and_identity_dropped():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])
+    shape = helper.make_node("Constant", [], ["shape"], value=numpy_helper.from_array(np.array([3, -1], np.int64)))
+    one = helper.make_node("Constant", [], ["one"], value_float=1.0)
+    two = helper.make_node("Add", ["one", "one"], ["two"])
+    nodes = [shape, one, two, helper.make_node("Identity", ["x"], ["x2"]),
+             helper.make_node("Mul", ["x2", "two"], ["m"]), helper.make_node("Reshape", ["m", "shape"], ["y"])]
+    g = helper.make_graph(nodes, "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    result = oi.import_onnx(m, name="fold")
+    ops = [line.split("(")[0].split()[-1] for line in result.text.splitlines() if line.strip().startswith("op ")]
+    assert ops == ["mul", "reshape"]
+    assert result.tensors == {}                         # the folded scalar is written in the graph
+    assert "two: f32 @init(2.0);" in result.text
+    xv = np.arange(12, dtype=np.float32).reshape(2, 6)
+    ex = oi.Reference(_written(result), result.text).make_executor()
+    ex.insert(x=xv)
+    ex.run_step()
+    np.testing.assert_array_equal(ex.fetch("y"), (xv * 2).reshape(3, 4))
