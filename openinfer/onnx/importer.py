@@ -169,11 +169,17 @@ CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2,
 
 
 def _op(*op_types: str, note: str):
+    """Registers a handler for `op_types`; `note` (what each becomes, and its limits) may name the
+    ONNX op as {op} and its DSL op as {dsl}."""
     def register(fn):
         for t in op_types:
-            SUPPORTED_OPS[t] = _OpSupport(fn, note)
+            SUPPORTED_OPS[t] = _OpSupport(fn, note.format(op=t, dsl=_DSL_OPS.get(t, "")))
         return fn
     return register
+
+
+_DSL_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Relu": "relu", "Sigmoid": "sigmoid",
+            "Tanh": "tanh", "MaxPool": "max_pool2d", "AveragePool": "avg_pool2d"}
 
 
 def list_ops() -> str:
@@ -553,8 +559,7 @@ class _NodeContext:
 # handlers
 
 
-_BINARY = {"Add": ("add", np.add), "Sub": ("sub", np.subtract), "Mul": ("mul", np.multiply),
-           "Div": ("div", None)}
+_BINARY_FOLDS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None}
 
 
 def _fold_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -563,14 +568,15 @@ def _fold_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a / b).astype(a.dtype)
 
 
-@_op("Add", "Sub", "Mul", "Div", note="add/sub/mul/div with NumPy broadcasting")
+@_op("Add", "Sub", "Mul", "Div", note="{dsl}, NumPy broadcasting; folded when both inputs are constants")
 def _binary(c: _NodeContext) -> None:
     c.allow()
     a, b = c.inputs(2, 2)
     (out,) = c.outputs()
     if a.dtype != b.dtype:
         c.fail(f"inputs of dtypes {a.dtype} and {b.dtype} (ONNX requires one)")
-    op, fold = _BINARY[c.node.op_type]
+    fold = _BINARY_FOLDS[c.node.op_type]
+    op = _DSL_OPS[c.node.op_type]
     dims = _broadcast(c.fail, a.dims, b.dims)
     if a.const is not None and b.const is not None:
         value = (fold or _fold_div)(a.const, b.const).astype(a.const.dtype)
@@ -579,14 +585,13 @@ def _binary(c: _NodeContext) -> None:
     c.emit(op, [c.var(a, 0), c.var(b, 1)], {}, a.dtype, dims, out=out)
 
 
-@_op("Relu", "Sigmoid", "Tanh", note="relu, sigmoid, tanh (float)")
+@_op("Relu", "Sigmoid", "Tanh", note="{dsl} (float dtypes)")
 def _unary(c: _NodeContext) -> None:
     c.allow()
     (x,) = c.inputs(1, 1)
     (out,) = c.outputs()
     c.float_input(x)
-    op = c.node.op_type.lower()
-    c.emit(op, [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
+    c.emit(_DSL_OPS[c.node.op_type], [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
 
 
 @_op("Identity", note="dropped (its output is its input)")
@@ -597,16 +602,18 @@ def _identity(c: _NodeContext) -> None:
     c.result(out, x)
 
 
-@_op("Dropout", note="dropped (inference): no mask output, training_mode false")
+@_op("Dropout", note="dropped (inference; training_mode false): the mask output is a constant of ones")
 def _dropout(c: _NodeContext) -> None:
     c.allow("ratio", "seed", "is_test")
     x, _ratio, training = c.inputs(1, 3)
-    (out,) = c.outputs()
+    out, mask = (c.outputs(2) + [""])[:2]
     if training is not None and bool(np.any(c.const_input(training, "training_mode"))):
         c.fail("training_mode=true is not supported (inference only)")
     if c.attrs.get("is_test", 1) == 0 and c.opset < 7:
         c.fail("is_test=0 (training) is not supported (inference only)")
     c.result(out, x)
+    if mask:
+        c.result(mask, c.imp.const_value(np.ones(x.shape, np.bool_)))
 
 
 @_op("Constant", note="folded: value, value_float(s), value_int(s)")
@@ -943,8 +950,12 @@ def _batch_norm(c: _NodeContext) -> None:
     c.emit_inplace("add", [y.var, tn], y)
 
 
-@_op("MaxPool", "AveragePool", note="max_pool2d / avg_pool2d (NCHW): kernel_shape, strides, pads/auto_pad, "
-                                    "count_include_pad; ceil_mode where it does not change the size")
+_POOL_NOTE = ("{dsl} (NCHW): kernel_shape, strides, pads up to half the kernel (ceil_mode's extra end padding "
+              "included), auto_pad%s; no dilations")
+
+
+@_op("AveragePool", note=_POOL_NOTE % ", count_include_pad")
+@_op("MaxPool", note=_POOL_NOTE % "; no Indices output")
 def _pool(c: _NodeContext) -> None:
     is_max = c.node.op_type == "MaxPool"
     c.allow("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations",
@@ -958,21 +969,30 @@ def _pool(c: _NodeContext) -> None:
     if len(kernel) != 2:
         c.fail(f"kernel_shape {kernel}: expected 2 values")
     spatial, strides, _, pads = _spatial_attrs(c, x, kernel, dilated=False)
-    for i in range(2):
-        if max(pads[i], pads[i + 2]) * 2 > kernel[i]:
-            c.fail(f"pads {pads} larger than half the kernel {kernel} are not supported")
-    size = []
+    include_pad = not is_max and bool(c.attrs.get("count_include_pad", 0))
+    onnx_pads, size = list(pads), []
     for i, n in enumerate(spatial):
         span = n + pads[i] + pads[i + 2] - kernel[i]
         floor, ceil = span // strides[i] + 1, -(-span // strides[i]) + 1
+        # ceil mode keeps a last window that starts inside the input (or its begin padding)
         if c.attrs.get("ceil_mode", 0) and ceil != floor and (ceil - 1) * strides[i] < n + pads[i]:
-            c.fail(f"ceil_mode=1 where it changes the output size ({floor} -> {ceil}) is not supported")
+            if include_pad:
+                c.fail(f"ceil_mode=1 with count_include_pad=1 where it changes the output size ({floor} -> "
+                       f"{ceil}) is not supported")
+            # the floor-mode pool over more end padding: padding is never the max, and is not
+            # counted by an average without count_include_pad
+            pads[i + 2] += (ceil - 1) * strides[i] + kernel[i] - (n + pads[i] + pads[i + 2])
+            floor = ceil
         size.append(floor)
+    for i in range(2):
+        if max(pads[i], pads[i + 2]) * 2 > kernel[i]:
+            c.fail(f"pads {onnx_pads}" + (f" (with ceil_mode: {pads})" if pads != onnx_pads else "") +
+                   f" larger than half the kernel {kernel} are not supported")
     dims = (x.dims[0], x.dims[1], Dim(size[0]), Dim(size[1]))
     settings = {"kernel": _pair_setting(kernel, -1),
                 "stride": None if strides == kernel else _pair_setting(strides, -1),
                 "padding": _padding_setting(pads)}
-    if not is_max and c.attrs.get("count_include_pad", 0):
+    if include_pad:
         settings["count_include_pad"] = True
     c.emit("max_pool2d" if is_max else "avg_pool2d", [c.var(x, 0)], settings, x.dtype, dims, out=out)
 
