@@ -13,6 +13,7 @@ itself before it is handed out, so an import never produces a graph openinfer ca
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -191,6 +192,12 @@ def list_ops() -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def _quoted(name: str) -> str:
+    """An ONNX name as a comment shows it: quoted, with newlines, control and non-ASCII characters
+    escaped (a newline in a `//` comment would end it)."""
+    return json.dumps(name)
+
+
 def _float_literal(x: float) -> str:
     if math.isnan(x):
         raise ValueError("NaN has no DSL literal")
@@ -297,14 +304,14 @@ class _Importer:
 
     def declare(self, kind: str, var: str, dtype: str, dims: tuple[Dim, ...], onnx_name: str | None) -> None:
         shape = f"[{', '.join(d.text() for d in dims)}]" if dims else ""
-        note = f'ONNX "{onnx_name}"' if onnx_name is not None and onnx_name != var else ""
+        note = f'ONNX {_quoted(onnx_name)}' if onnx_name is not None and onnx_name != var else ""
         self.decls[kind].append((f"{var}: {dtype}{shape};", note))
 
     def tensor(self, v: Value, onnx_name: str) -> str:
         """The variable holding `v`, declaring a constant known at import on first use."""
         if v.var is None:
             v.var = self.dsl_name(onnx_name)
-            self._constant(v, f'ONNX "{onnx_name}"' if onnx_name != v.var else "")
+            self._constant(v, f'ONNX {_quoted(onnx_name)}' if onnx_name != v.var else "")
         return v.var
 
     def new_constant(self, array: np.ndarray, base: str, note: str) -> str:
@@ -429,10 +436,10 @@ class _Importer:
             return
         # an input, another output or an Identity's alias: the output gets its own copy
         self.declare("volatile", out, v.dtype, v.dims, onnx_name)
-        self.lines.append((f"op reshape({v.var}) >> {out};", f'graph output "{onnx_name}" (a copy of {v.var})'))
+        self.lines.append((f"op reshape({v.var}) >> {out};", f"graph output {_quoted(onnx_name)} (a copy of {v.var})"))
 
     def node(self, index: int, node) -> None:
-        label = f'"{node.name}"' if node.name else f"#{index}"
+        label = _quoted(node.name) if node.name else f"#{index}"
         where = f"node {label} ({node.op_type})"
 
         def fail(message: str):
@@ -460,11 +467,11 @@ class _Importer:
     # -- output ---------------------------------------------------------------------------------
     def render(self) -> str:
         producer = " ".join(p for p in (self.model.producer_name, self.model.producer_version) if p)
-        head = [f"// {self.name}: imported from {self.source_name} by `openinfer import` "
-                f"(ONNX opset {self.opset}{', from ' + producer if producer else ''})."]
+        head = [f"// {self.name}: imported from {_quoted(self.source_name)} by `openinfer import` "
+                f"(ONNX opset {self.opset}{', from ' + _quoted(producer) if producer else ''})."]
         if self.sizevar_names:
             head.append("// Sizevars (symbolic dims of the inputs): " + ", ".join(
-                f"{sv} = {self.sizevars[sv]}" + (f' (ONNX "{p}")' if p != sv else "")
+                f"{sv} = {self.sizevars[sv]}" + (f' (ONNX {_quoted(p)})' if p != sv else "")
                 for p, sv in self.sizevar_names.items()))
         out = head
         for kind in ("dynamic", "constant", "volatile"):
@@ -677,7 +684,7 @@ def _gemm(c: _NodeContext) -> None:
                 array = (array * np.asarray(scale, array.dtype)).astype(array.dtype)
             how = " and ".join(w for w, on in (("transposed", transpose), (f"times alpha={scale!r}", scale != 1.0))
                                if on)
-            name = c.imp.new_constant(array, onnx_name, f'ONNX "{onnx_name}", {how}')
+            name = c.imp.new_constant(array, onnx_name, f'ONNX {_quoted(onnx_name)}, {how}')
             return name, _dims(array.shape)
         name = c.var(v, position)
         if transpose:
@@ -702,7 +709,7 @@ def _gemm(c: _NodeContext) -> None:
             c.fail(f"C of shape {list(bias.shape)} does not broadcast to the result's {[d.size for d in dims]}")
         if bias.const is not None and beta != 1.0:
             cn = c.imp.new_constant((bias.const * np.asarray(beta, bias.const.dtype)).astype(bias.const.dtype),
-                                    c.node.input[2], f'ONNX "{c.node.input[2]}", times beta={beta!r}')
+                                    c.node.input[2], f'ONNX {_quoted(c.node.input[2])}, times beta={beta!r}')
         elif bias.const is None and beta != 1.0:
             scale = c.imp.new_constant(np.asarray(beta, _NUMPY_DTYPES[a.dtype]), f"{base}_beta", "Gemm beta")
             cn = c.emit("mul", [c.var(bias, 2), scale], {}, a.dtype, bias.dims, temp=f"{base}_bias").var
@@ -883,11 +890,11 @@ def _conv(c: _NodeContext) -> None:
         base = bias.astype(np.float64) if bias is not None else np.zeros(weight.shape[0])
         bias = (base * scale + shift).astype(weight.dtype)
         c.imp.skip.add(bn_index)
-        bn_label = f'"{bn_node.name}"' if bn_node.name else f"#{bn_index}"
+        bn_label = _quoted(bn_node.name) if bn_node.name else f"#{bn_index}"
         folded = f"with {bn_label} folded in"
-        wn = c.imp.new_constant(weight, c.node.input[1], f'ONNX "{c.node.input[1]}", {folded}')
+        wn = c.imp.new_constant(weight, c.node.input[1], f'ONNX {_quoted(c.node.input[1])}, {folded}')
         bias_name = c.node.input[2] if b is not None else f"{bn_node.output[0]}_bias"
-        bn_ = c.imp.new_constant(bias, bias_name, (f'ONNX "{bias_name}", ' if b is not None else "") + folded)
+        bn_ = c.imp.new_constant(bias, bias_name, (f'ONNX {_quoted(bias_name)}, ' if b is not None else "") + folded)
         c.emit("conv2d", [c.var(x, 0), wn, bn_], settings, x.dtype, dims, out=bn_node.output[0],
                note=f"{c.label} (Conv) + {bn_label} (BatchNormalization, folded)")
         return

@@ -152,3 +152,24 @@ def test_constants_are_folded_and_identity_dropped():
     ex.insert(x=xv)
     ex.run_step()
     np.testing.assert_array_equal(ex.fetch("y"), (xv * 2).reshape(3, 4))
+
+
+def test_any_onnx_name_gives_a_graph_that_loads():
+    # names with a newline (which would end a `//` comment), non-ASCII, a keyword, a leading digit
+    names = ["x\ny", "ü/1", "loop", "9lives"]
+    x = helper.make_tensor_value_info(names[0], TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info(names[3], TensorProto.FLOAT, [3])
+    nodes = [helper.make_node("Relu", [names[0]], [names[1]], name="relu\n// not a comment"),
+             helper.make_node("Sigmoid", [names[1]], [names[2]], name="s\u00e9"),
+             helper.make_node("Tanh", [names[2]], [names[3]], name="t")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    result = oi.import_onnx(m, name="odd names")
+    assert result.name == "odd_names"
+    assert result.renamed == {"x\ny": "x_y", "ü/1": "v_1", "loop": "loop_", "9lives": "v_9lives"}
+    assert '// "relu\\n// not a comment" (Relu)' in result.text and '"s\\u00e9" (Sigmoid)' in result.text
+    assert all(ord(ch) < 128 for ch in result.text)
+    ex = oi.Reference(_written(result), result.text).make_executor()
+    ex.insert(x_y=np.array([-1.0, 0.0, 2.0], np.float32))
+    ex.run_step()
+    want = np.tanh(1 / (1 + np.exp(-np.maximum([-1.0, 0.0, 2.0], 0))))
+    np.testing.assert_allclose(ex.fetch("v_9lives"), want, rtol=1e-6)
