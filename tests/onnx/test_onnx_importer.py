@@ -173,3 +173,29 @@ def test_any_onnx_name_gives_a_graph_that_loads():
     ex.run_step()
     want = np.tanh(1 / (1 + np.exp(-np.maximum([-1.0, 0.0, 2.0], 0))))
     np.testing.assert_allclose(ex.fetch("v_9lives"), want, rtol=1e-6)
+
+
+def test_batch_norm_not_after_a_lone_conv_is_a_scale_and_shift():
+    # the conv's output is also a graph output, so the batch norm cannot be folded into it
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(3)
+    arrays = {"w": rng.standard_normal((4, 2, 3, 3)), "scale": rng.uniform(0.5, 2, 4), "bias": rng.standard_normal(4),
+              "mean": rng.standard_normal(4), "var": rng.uniform(0.5, 2, 4)}
+    inits = [numpy_helper.from_array(a.astype(np.float32), k) for k, a in arrays.items()]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["y"], epsilon=1e-3)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
+                          [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 4, 5, 5]),
+                           helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    result = oi.import_onnx(m, name="bn")
+    ops = [line.split("(")[0].split()[-1] for line in result.text.splitlines() if line.strip().startswith("op ")]
+    assert ops == ["conv2d", "mul", "add"]
+    assert result.tensors["y_scale"].shape == (4, 1, 1)
+    x = rng.uniform(-1, 1, (1, 2, 5, 5)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    ex = oi.Reference(_written(result), result.text).make_executor()
+    ex.insert(x=x)
+    ex.run_step()
+    np.testing.assert_allclose(ex.fetch("c"), want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ex.fetch("y"), want[1], rtol=1e-5, atol=1e-5)
