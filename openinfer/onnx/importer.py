@@ -854,21 +854,22 @@ def _spatial_attrs(c: _NodeContext, x: Value, kernel: list[int], *, dilated: boo
     return spatial, strides, dilations, pads
 
 
-def _need_2d(c: _NodeContext, x: Value) -> None:
-    if len(x.dims) != 4:
-        c.fail(f"a {len(x.dims)}-D input: only 2-D (NCHW) is supported")
+def _need_1d_or_2d(c: _NodeContext, x: Value) -> None:
+    if len(x.dims) not in (3, 4):
+        c.fail(f"a {len(x.dims)}-D input: only 1-D (NCL) and 2-D (NCHW) are supported")
     c.float_input(x)
 
 
-@_op("Conv", note="conv2d (NCHW): pads/auto_pad, strides, dilations, group; a following "
+@_op("Conv", note="conv1d (NCL) / conv2d (NCHW): pads/auto_pad, strides, dilations, group; a following "
                   "BatchNormalization is folded into its weights")
 def _conv(c: _NodeContext) -> None:
     c.allow("kernel_shape", "pads", "strides", "dilations", "group", "auto_pad")
     x, w, b = c.inputs(2, 3)
     (out,) = c.outputs()
-    _need_2d(c, x)
-    if len(w.dims) != 4:
-        c.fail(f"weights of rank {len(w.dims)}: expected 4")
+    _need_1d_or_2d(c, x)
+    rank = len(x.dims)
+    if len(w.dims) != rank:
+        c.fail(f"weights of rank {len(w.dims)}: expected {rank}")
     kernel = [int(k) for k in c.attrs.get("kernel_shape", w.shape[2:])]
     if kernel != list(w.shape[2:]):
         c.fail(f"kernel_shape {kernel} differs from the weights' {list(w.shape[2:])}")
@@ -876,17 +877,25 @@ def _conv(c: _NodeContext) -> None:
     spatial, strides, dilations, pads = _spatial_attrs(c, x, kernel, dilated=True)
     if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
         c.fail(f"channels: input {x.shape[1]}, weights {list(w.shape)}, group {group} do not fit")
-    size = [(n + pads[i] + pads[i + 2] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
+    k = len(spatial)
+    size = [(n + pads[i] + pads[i + k] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
             for i, n in enumerate(spatial)]
-    dims = (x.dims[0], Dim(w.shape[0]), Dim(size[0]), Dim(size[1]))
-    settings = {"stride": _pair_setting(strides, 1), "padding": _padding_setting(pads),
-                "dilation": _pair_setting(dilations, 1), "groups": group if group != 1 else None}
+    dims = (x.dims[0], Dim(w.shape[0]), *(Dim(n) for n in size))
+    if k == 2:
+        op = "conv2d"
+        settings = {"stride": _pair_setting(strides, 1), "padding": _padding_setting(pads),
+                    "dilation": _pair_setting(dilations, 1)}
+    else:
+        op = "conv1d"
+        settings = {"stride": strides[0] if strides[0] != 1 else None,
+                    "padding": _pair_setting(pads, 0), "dilation": dilations[0] if dilations[0] != 1 else None}
+    settings["groups"] = group if group != 1 else None
     weight, bias = w.const, (b.const if b is not None else None)
     bn = _foldable_batch_norm(c, out)
     if bn is not None and weight is not None and (b is None or bias is not None):
         bn_index, bn_node, scale, shift = bn
         # y = (conv(x, w) + b - mean) * s + B  ==  conv(x, w * s) + ((b - mean) * s + B)
-        weight = (weight.astype(np.float64) * scale[:, None, None, None]).astype(weight.dtype)
+        weight = (weight.astype(np.float64) * scale.reshape((-1,) + (1,) * (rank - 1))).astype(weight.dtype)
         base = bias.astype(np.float64) if bias is not None else np.zeros(weight.shape[0])
         bias = (base * scale + shift).astype(weight.dtype)
         c.imp.skip.add(bn_index)
@@ -895,11 +904,11 @@ def _conv(c: _NodeContext) -> None:
         wn = c.imp.new_constant(weight, c.node.input[1], f'ONNX {_quoted(c.node.input[1])}, {folded}')
         bias_name = c.node.input[2] if b is not None else f"{bn_node.output[0]}_bias"
         bn_ = c.imp.new_constant(bias, bias_name, (f'ONNX {_quoted(bias_name)}, ' if b is not None else "") + folded)
-        c.emit("conv2d", [c.var(x, 0), wn, bn_], settings, x.dtype, dims, out=bn_node.output[0],
+        c.emit(op, [c.var(x, 0), wn, bn_], settings, x.dtype, dims, out=bn_node.output[0],
                note=f"{c.label} (Conv) + {bn_label} (BatchNormalization, folded)")
         return
     args = [c.var(x, 0), c.var(w, 1)] + ([c.var(b, 2)] if b is not None else [])
-    c.emit("conv2d", args, settings, x.dtype, dims, out=out)
+    c.emit(op, args, settings, x.dtype, dims, out=out)
 
 
 def _batch_norm_affine(c: _NodeContext, node, ins: list) -> tuple[np.ndarray, np.ndarray] | None:
@@ -957,8 +966,8 @@ def _batch_norm(c: _NodeContext) -> None:
     c.emit_inplace("add", [y.var, tn], y)
 
 
-_POOL_NOTE = ("{dsl} (NCHW): kernel_shape, strides, pads up to half the kernel (ceil_mode's extra end padding "
-              "included), auto_pad%s; no dilations")
+_POOL_NOTE = ("{dsl} (NCHW; 1-D NCL through reshapes): kernel_shape, strides, pads up to half the kernel "
+              "(ceil_mode's extra end padding included), auto_pad%s; no dilations")
 
 
 @_op("AveragePool", note=_POOL_NOTE % ", count_include_pad")
@@ -969,13 +978,16 @@ def _pool(c: _NodeContext) -> None:
             *(("storage_order",) if is_max else ("count_include_pad",)))
     (x,) = c.inputs(1, 1)
     (out,) = c.outputs()
-    _need_2d(c, x)
+    _need_1d_or_2d(c, x)
+    one_d = len(x.dims) == 3
     if "kernel_shape" not in c.attrs:
         c.fail("kernel_shape is required")
     kernel = [int(k) for k in c.attrs["kernel_shape"]]
-    if len(kernel) != 2:
-        c.fail(f"kernel_shape {kernel}: expected 2 values")
+    if len(kernel) != len(x.dims) - 2:
+        c.fail(f"kernel_shape {kernel}: expected {len(x.dims) - 2} values")
     spatial, strides, _, pads = _spatial_attrs(c, x, kernel, dilated=False)
+    if one_d:       # pooled as [N, C, 1, L] by the 2-D pools
+        spatial, kernel, strides, pads = [1, *spatial], [1, *kernel], [1, *strides], [0, pads[0], 0, pads[1]]
     include_pad = not is_max and bool(c.attrs.get("count_include_pad", 0))
     onnx_pads, size = list(pads), []
     for i, n in enumerate(spatial):
@@ -995,13 +1007,20 @@ def _pool(c: _NodeContext) -> None:
         if max(pads[i], pads[i + 2]) * 2 > kernel[i]:
             c.fail(f"pads {onnx_pads}" + (f" (with ceil_mode: {pads})" if pads != onnx_pads else "") +
                    f" larger than half the kernel {kernel} are not supported")
-    dims = (x.dims[0], x.dims[1], Dim(size[0]), Dim(size[1]))
     settings = {"kernel": _pair_setting(kernel, -1),
                 "stride": None if strides == kernel else _pair_setting(strides, -1),
                 "padding": _padding_setting(pads)}
     if include_pad:
         settings["count_include_pad"] = True
-    c.emit("max_pool2d" if is_max else "avg_pool2d", [c.var(x, 0)], settings, x.dtype, dims, out=out)
+    op = _DSL_OPS[c.node.op_type]
+    if not one_d:
+        c.emit(op, [c.var(x, 0)], settings, x.dtype, (x.dims[0], x.dims[1], Dim(size[0]), Dim(size[1])), out=out)
+        return
+    lifted = c.emit("reshape", [c.var(x, 0)], {}, x.dtype, (x.dims[0], x.dims[1], Dim(1), x.dims[2]),
+                    temp=f"{out}_2d")
+    pooled = c.emit(op, [lifted.var], settings, x.dtype, (x.dims[0], x.dims[1], Dim(1), Dim(size[1])),
+                    temp=f"{out}_2d_pooled")
+    c.emit("reshape", [pooled.var], {}, x.dtype, (x.dims[0], x.dims[1], Dim(size[1])), out=out)
 
 
 @_op("GlobalAveragePool", note="mean_axis over the spatial dims, keepdims")

@@ -199,3 +199,25 @@ def test_batch_norm_not_after_a_lone_conv_is_a_scale_and_shift():
     ex.run_step()
     np.testing.assert_allclose(ex.fetch("c"), want[0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ex.fetch("y"), want[1], rtol=1e-5, atol=1e-5)
+
+
+def test_one_d_conv_batch_norm_and_pool_match_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(4)
+    arrays = {"w": rng.standard_normal((6, 2, 3)), "b": rng.standard_normal(6), "scale": rng.uniform(0.5, 2, 6),
+              "bias": rng.standard_normal(6), "mean": rng.standard_normal(6), "var": rng.uniform(0.5, 2, 6)}
+    inits = [numpy_helper.from_array(a.astype(np.float32), k) for k, a in arrays.items()]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[2, 1], strides=[2], dilations=[2]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["n"]),
+             helper.make_node("MaxPool", ["n"], ["y"], kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2, 11])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    result = oi.import_onnx(m, name="conv1d")
+    assert "op conv1d(x, w, b, stride=2, padding=[2, 1], dilation=2) >> n;" in result.text   # BN folded
+    x = rng.uniform(-1, 1, (2, 2, 11)).astype(np.float32)
+    (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    ex = oi.Reference(_written(result), result.text).make_executor()
+    ex.insert(x=x)
+    ex.run_step()
+    np.testing.assert_allclose(ex.fetch("y"), want, rtol=1e-5, atol=1e-5)
