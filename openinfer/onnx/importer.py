@@ -461,7 +461,7 @@ class _Importer:
                 fail(f"input `{x}` is computed by no earlier node")
             else:
                 ins.append(self.values[x])
-        ctx = _NodeContext(self, index, node, attrs, ins, fail, label)
+        ctx = _NodeContext(self, node, attrs, ins, fail, label)
         support.handler(ctx)
 
     # -- output ---------------------------------------------------------------------------------
@@ -494,9 +494,8 @@ def _line(code: str, note: str) -> str:
 class _NodeContext:
     """One ONNX node being imported: its inputs and attributes, and helpers to emit DSL ops."""
 
-    def __init__(self, imp: _Importer, index: int, node, attrs: dict, ins: list, fail, label: str):
+    def __init__(self, imp: _Importer, node, attrs: dict, ins: list, fail, label: str):
         self.imp = imp
-        self.index = index
         self.node = node
         self.attrs = attrs
         self.ins = ins
