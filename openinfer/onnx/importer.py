@@ -166,7 +166,10 @@ class _OpSupport:
 SUPPORTED_OPS: dict[str, _OpSupport] = {}
 
 #: Inputs (by position) the importer needs as constants: exported models hold them as initializers.
-CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2)}
+CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2),
+                   "Pow": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4),
+                   "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+                   "ReduceProd": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2)}
 
 
 def _op(*op_types: str, note: str):
@@ -180,7 +183,11 @@ def _op(*op_types: str, note: str):
 
 
 _DSL_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Relu": "relu", "Sigmoid": "sigmoid",
-            "Tanh": "tanh", "MaxPool": "max_pool2d", "AveragePool": "avg_pool2d"}
+            "Tanh": "tanh", "MaxPool": "max_pool2d", "AveragePool": "avg_pool2d", "Sqrt": "sqrt", "Exp": "exp",
+            "Log": "log", "Erf": "erf", "Neg": "neg", "Abs": "abs", "Reciprocal": "recip", "Equal": "eq",
+            "Less": "lt", "Greater": "gt", "LessOrEqual": "le", "GreaterOrEqual": "ge", "ReduceMean": "mean_axis",
+            "ReduceSum": "sum_axis", "ReduceMax": "max_axis", "ReduceMin": "min_axis", "ReduceProd": "prod_axis",
+            "Softmax": "softmax", "LogSoftmax": "log_softmax"}
 
 
 def list_ops() -> str:
@@ -1033,3 +1040,325 @@ def _global_average_pool(c: _NodeContext) -> None:
     axes = list(range(2, len(x.dims)))
     dims = x.dims[:2] + (Dim(1),) * len(axes)
     c.emit("mean_axis", [c.var(x, 0)], {"axes": axes, "keepdims": True}, x.dtype, dims, out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# element-wise math, comparisons, Where, Cast, Pow
+
+_ONNX_INTS = ("i8", "i16", "i32", "i64")
+_ONNX_UINTS = ("u8", "u16", "u32", "u64")
+
+#: NumPy folds of the unary ops, for constant inputs (shape arithmetic); Erf has none and is emitted.
+_UNARY_FOLDS = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Neg": np.negative, "Abs": np.abs,
+                "Reciprocal": np.reciprocal, "Relu": lambda a: np.maximum(a, 0)}
+
+
+def _expanded(c: _NodeContext, v: Value, position: int | None, dims: tuple[Dim, ...], base: str) -> str:
+    """The variable holding `v` broadcast to `dims`: `v` itself at that shape, a constant broadcast
+    at import, else `add(v, zeros)` (add broadcasts; for bool it is OR, so false is its zero)."""
+    shape = tuple(d.size for d in dims)
+    if v.shape == shape:
+        return c.var(v, position) if position is not None else v.var
+    if v.const is not None:
+        return c.imp.new_constant(np.broadcast_to(v.const, shape), f"{base}_expanded",
+                                  f"{c.label} input broadcast to {list(shape)} at import")
+    zeros = c.imp.new_constant(np.zeros(shape, _NUMPY_DTYPES[v.dtype]), f"{base}_zeros",
+                               f"zeros of {list(shape)}: the add that broadcasts {c.label}'s input")
+    name = c.var(v, position) if position is not None else v.var
+    return c.emit("add", [name, zeros], {}, v.dtype, dims, temp=f"{base}_expanded").var
+
+
+@_op("Sqrt", "Exp", "Log", "Erf", note="{dsl} (float dtypes); folded on constants")
+@_op("Reciprocal", note="recip(div_by_zero_mask=inf) (float dtypes: 1/±0 gives +inf, ONNX ±inf); folded on constants")
+@_op("Neg", "Abs", note="{dsl} (float and signed dtypes; Abs of unsigned is dropped); folded on constants")
+def _math(c: _NodeContext) -> None:
+    c.allow()
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    op_type = c.node.op_type
+    fold = _UNARY_FOLDS.get(op_type)
+    if x.const is not None and fold is not None:
+        with np.errstate(all="ignore"):
+            c.result(out, c.imp.const_value(np.asarray(fold(x.const)).astype(x.const.dtype)))
+        return
+    if op_type == "Abs" and x.dtype in _ONNX_UINTS:
+        c.result(out, x)
+        return
+    if op_type in ("Neg", "Abs"):
+        if x.dtype not in _FLOATS + _ONNX_INTS:
+            c.fail(f"dtype {x.dtype} is not supported (float and signed dtypes)")
+    else:
+        c.float_input(x)
+    settings = {"div_by_zero_mask": math.inf} if op_type == "Reciprocal" else {}
+    c.emit(_DSL_OPS[op_type], [c.var(x, 0)], settings, x.dtype, x.dims, out=out)
+
+
+_COMPARE_FOLDS = {"Equal": np.equal, "Less": np.less, "Greater": np.greater, "LessOrEqual": np.less_equal,
+                  "GreaterOrEqual": np.greater_equal}
+
+
+@_op("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+     note="{dsl} to bool; NumPy broadcasting through an add of zeros; folded on constants")
+def _compare(c: _NodeContext) -> None:
+    c.allow()
+    a, b = c.inputs(2, 2)
+    (out,) = c.outputs()
+    if a.dtype != b.dtype:
+        c.fail(f"inputs of dtypes {a.dtype} and {b.dtype} (ONNX requires one)")
+    op_type = c.node.op_type
+    if a.dtype == "bool" and op_type != "Equal":
+        c.fail("bool inputs are supported by Equal only")
+    dims = _broadcast(c.fail, a.dims, b.dims)
+    if a.const is not None and b.const is not None:
+        c.result(out, c.imp.const_value(_COMPARE_FOLDS[op_type](a.const, b.const)))
+        return
+    an = _expanded(c, a, 0, dims, f"{out}_a")
+    bn = _expanded(c, b, 1, dims, f"{out}_b")
+    c.emit(_DSL_OPS[op_type], [an, bn], {}, "bool", dims, out=out)
+
+
+@_op("Where", note="filter(x, y, cond), operands broadcast; cond constant, or computed for bool x and y "
+                   "(the registry's cast has no bool)")
+def _where(c: _NodeContext) -> None:
+    c.allow()
+    cond, a, b = c.inputs(3, 3)
+    (out,) = c.outputs()
+    if a.dtype != b.dtype or cond.dtype != "bool":
+        c.fail(f"inputs of dtypes {cond.dtype}, {a.dtype}, {b.dtype}: expected bool, T, T")
+    dims = _broadcast(c.fail, _broadcast(c.fail, cond.dims, a.dims), b.dims)
+    if all(v.const is not None for v in (cond, a, b)):
+        c.result(out, c.imp.const_value(np.where(cond.const, a.const, b.const).astype(a.const.dtype)))
+        return
+    if cond.const is not None:      # filter's condition has the operands' type
+        cn = c.imp.new_constant(np.broadcast_to(cond.const.astype(_NUMPY_DTYPES[a.dtype]), tuple(d.size for d in dims)),
+                                f"{out}_cond", f"{c.label}'s condition as {a.dtype}")
+    elif a.dtype == "bool":
+        cn = _expanded(c, cond, 0, dims, f"{out}_cond")
+    else:
+        c.fail(f"a computed condition with {a.dtype} operands needs a cast from bool, which the registry's "
+               f"cast does not do (a constant condition, or bool operands, are supported)")
+    an = _expanded(c, a, 1, dims, f"{out}_x")
+    bn = _expanded(c, b, 2, dims, f"{out}_y")
+    c.emit("filter", [an, bn, cn], {}, a.dtype, dims, out=out)
+
+
+def _cast_allowed(src: str, dst: str) -> bool:
+    """The registry's cast: any numeric type to a float, a float to an integer, an integer to a
+    strictly wider one of the same signedness; never bool."""
+    if "bool" in (src, dst):
+        return False
+    if dst in _FLOATS:
+        return True
+    if src in _FLOATS:
+        return True
+    same = (_ONNX_INTS if src in _ONNX_INTS else _ONNX_UINTS)
+    return dst in same and same.index(dst) > same.index(src)
+
+
+@_op("Cast", note="cast(to) where the registry's cast allows it (numeric to float, float to integer, integer "
+                  "to a wider one of its signedness; no bool); same dtype dropped; folded on constants")
+def _cast(c: _NodeContext) -> None:
+    c.allow("to", "saturate")
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    to = _ONNX_DTYPES.get(int(c.attrs.get("to", 0)))
+    if to is None:
+        c.fail(f"cast to ONNX element type {c.attrs.get('to')} is not supported "
+               f"({', '.join(sorted(set(_ONNX_DTYPES.values())))} are)")
+    if x.const is not None:
+        with np.errstate(all="ignore"):
+            c.result(out, c.imp.const_value(x.const.astype(_NUMPY_DTYPES[to])))
+        return
+    if to == x.dtype:
+        c.result(out, x)
+        return
+    if not _cast_allowed(x.dtype, to):
+        c.fail(f"cast from {x.dtype} to {to} is not one the registry's cast does (numeric to float, float to "
+               f"integer, integer to a wider integer of the same signedness; never bool)")
+    c.emit("cast", [c.var(x, 0)], {"to": to}, to, x.dims, out=out)
+
+
+@_op("Pow", note="a constant scalar exponent: 1 dropped, 2 and 3 as mul, 0.5 sqrt, -0.5 rsqrt, -1 recip "
+                 "(the registry has no pow); folded on constants")
+def _pow(c: _NodeContext) -> None:
+    c.allow()
+    x, y = c.inputs(2, 2)
+    (out,) = c.outputs()
+    if x.const is not None and y.const is not None:
+        with np.errstate(all="ignore"):
+            c.result(out, c.imp.const_value(np.power(x.const, y.const).astype(x.const.dtype)))
+        return
+    e = c.const_input(y, "the exponent")
+    if e.size != 1 or len(_broadcast(c.fail, x.dims, y.dims)) != len(x.dims):
+        c.fail(f"an exponent of shape {list(e.shape)}: a scalar is supported")
+    c.float_input(x)
+    e = float(e.reshape(()).item())
+    name = c.var(x, 0)
+    if e == 1.0:
+        c.result(out, x)
+    elif e in (2.0, 3.0):
+        y2 = c.emit("mul", [name, name], {}, x.dtype, x.dims, out=out)
+        if e == 3.0:
+            c.emit_inplace("mul", [y2.var, name], y2)
+    elif e in (0.5, -0.5, -1.0):
+        op = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "recip"}[e]
+        c.emit(op, [name], {"div_by_zero_mask": math.inf} if op == "recip" else {}, x.dtype, x.dims, out=out)
+    else:
+        c.fail(f"exponent {e!r}: the registry has no pow (1, 2, 3, 0.5, -0.5 and -1 are supported)")
+
+
+# ---------------------------------------------------------------------------------------------
+# layout: Unsqueeze, Squeeze, Concat, Expand, Slice, Gather
+
+
+def _axes(c: _NodeContext, v: Value | None, rank: int, what: str = "axes") -> list[int] | None:
+    """`axes` from the attribute (older opsets) or the constant input, normalised; None when absent."""
+    if v is not None:
+        raw = [int(a) for a in c.const_input(v, f"the {what} input").reshape(-1)]
+    elif "axes" in c.attrs:
+        raw = [int(a) for a in c.attrs["axes"]]
+    else:
+        return None
+    if any(not -rank <= a < rank for a in raw):
+        c.fail(f"{what} {raw} out of range for rank {rank}")
+    axes = [a % rank for a in raw]
+    if len(set(axes)) != len(axes):
+        c.fail(f"{what} {raw} repeat an axis")
+    return axes
+
+
+@_op("Unsqueeze", note="reshape; axes (attribute, or a constant input from opset 13) constant")
+def _unsqueeze(c: _NodeContext) -> None:
+    c.allow("axes")
+    x, axes_in = c.inputs(1, 2)
+    (out,) = c.outputs()
+    rank = len(x.dims) + len(c.const_input(axes_in, "the axes input").reshape(-1) if axes_in is not None
+                             else c.attrs.get("axes", []))
+    axes = _axes(c, axes_in, rank)
+    if not axes:
+        c.fail("no axes given")
+    rest = iter(x.dims)
+    dims = tuple(Dim(1) if k in axes else next(rest) for k in range(rank))
+    _reshaped(c, x, tuple(d.size for d in dims), dims, out)
+
+
+@_op("Squeeze", note="reshape; axes (attribute, or a constant input from opset 13) constant, or all 1-dims")
+def _squeeze(c: _NodeContext) -> None:
+    c.allow("axes")
+    x, axes_in = c.inputs(1, 2)
+    (out,) = c.outputs()
+    axes = _axes(c, axes_in, len(x.dims))
+    if axes is None:
+        axes = [k for k, d in enumerate(x.dims) if d.size == 1]
+    if any(x.dims[a].size != 1 for a in axes):
+        c.fail(f"axes {axes}: dims of size other than 1 in {list(x.shape)}")
+    dims = tuple(d for k, d in enumerate(x.dims) if k not in axes)
+    _reshaped(c, x, tuple(d.size for d in dims), dims, out)
+
+
+@_op("Concat", note="concat(axis); folded when all inputs are constants")
+def _concat(c: _NodeContext) -> None:
+    c.allow("axis")
+    ins = c.inputs(1, len(c.ins))
+    (out,) = c.outputs()
+    if "axis" not in c.attrs:
+        c.fail("axis is required")
+    rank = len(ins[0].dims)
+    axis = int(c.attrs["axis"])
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    if any(v.dtype != ins[0].dtype or len(v.dims) != rank for v in ins):
+        c.fail("inputs of different dtypes or ranks")
+    for v in ins:
+        if any(v.shape[k] != ins[0].shape[k] for k in range(rank) if k != axis):
+            c.fail(f"shapes {[list(v.shape) for v in ins]} differ off axis {axis}")
+    if all(v.const is not None for v in ins):
+        c.result(out, c.imp.const_value(np.concatenate([v.const for v in ins], axis=axis)))
+        return
+    parts = [(v, k) for k, v in enumerate(ins) if v.shape[axis] != 0]   # empty parts add nothing
+    total = sum(v.shape[axis] for v, _ in parts)
+    dims = tuple(Dim(total) if k == axis else d for k, d in enumerate(ins[0].dims))
+    if len(parts) == 1:
+        v, k = parts[0]
+        c.emit("reshape", [c.var(v, k)], {}, v.dtype, dims, out=out)
+        return
+    c.emit("concat", [c.var(v, k) for v, k in parts], {"axis": axis}, ins[0].dtype, dims, out=out)
+
+
+@_op("Expand", note="NumPy broadcasting to a constant shape: an add of zeros; folded on constants")
+def _expand(c: _NodeContext) -> None:
+    c.allow()
+    x, shape_in = c.inputs(2, 2)
+    (out,) = c.outputs()
+    shape = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
+    dims = _broadcast(c.fail, x.dims, _dims(shape))
+    if x.const is not None:
+        c.result(out, c.imp.const_value(np.ascontiguousarray(np.broadcast_to(x.const, [d.size for d in dims]))))
+        return
+    if x.shape == tuple(d.size for d in dims):
+        c.emit("reshape", [c.var(x, 0)], {}, x.dtype, dims, out=out)
+        return
+    zeros = c.imp.new_constant(np.zeros([d.size for d in dims], _NUMPY_DTYPES[x.dtype]), f"{out}_zeros",
+                               f"zeros of {[d.size for d in dims]}: the add that broadcasts {c.label}'s input")
+    c.emit("add", [c.var(x, 0), zeros], {}, x.dtype, dims, out=out)
+
+
+@_op("Slice", note="slice(starts, ends, axes, steps), all constant (attributes before opset 10); folded on "
+                   "constants")
+def _slice(c: _NodeContext) -> None:
+    c.allow("starts", "ends", "axes")
+    x, starts_in, ends_in, axes_in, steps_in = c.inputs(1, 5)
+    (out,) = c.outputs()
+    rank = len(x.dims)
+    if starts_in is not None:
+        starts = [int(v) for v in c.const_input(starts_in, "the starts input").reshape(-1)]
+        ends = [int(v) for v in c.const_input(ends_in, "the ends input").reshape(-1)]
+    else:
+        starts, ends = [int(v) for v in c.attrs.get("starts", [])], [int(v) for v in c.attrs.get("ends", [])]
+    axes = _axes(c, axes_in, rank) if starts_in is not None else _axes(c, None, rank)
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = [int(v) for v in c.const_input(steps_in, "the steps input").reshape(-1)] if steps_in is not None \
+        else [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        c.fail(f"starts {starts}, ends {ends}, axes {axes}, steps {steps} differ in length")
+    if 0 in steps:
+        c.fail("a step of 0")
+    index = [slice(None)] * rank
+    dims = list(x.dims)
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
+        index[a] = slice(s, e, st)
+        dims[a] = Dim(len(range(*index[a].indices(x.shape[a]))))
+    if x.const is not None:
+        c.result(out, c.imp.const_value(np.ascontiguousarray(x.const[tuple(index)])))
+        return
+    # ONNX writes "to the end" as INT64_MAX / INT64_MIN: clamped to the dim, as Python slicing would
+    def clamp(v: int, a: int) -> int:
+        return max(min(v, x.shape[a]), -x.shape[a] - 1)
+
+    starts = [clamp(s, a) for s, a in zip(starts, axes, strict=True)]
+    ends = [clamp(e, a) for e, a in zip(ends, axes, strict=True)]
+    settings = {"starts": starts, "ends": ends, "axes": axes, "steps": steps if any(s != 1 for s in steps) else None}
+    c.emit("slice", [c.var(x, 0)], settings, x.dtype, tuple(dims), out=out)
+
+
+@_op("Gather", note="gather(axis); folded when data and indices are constants")
+def _gather(c: _NodeContext) -> None:
+    c.allow("axis")
+    data, indices = c.inputs(2, 2)
+    (out,) = c.outputs()
+    rank = len(data.dims)
+    axis = int(c.attrs.get("axis", 0))
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    if indices.dtype not in _ONNX_INTS + _ONNX_UINTS:
+        c.fail(f"indices of dtype {indices.dtype}")
+    if data.const is not None and indices.const is not None:
+        n = data.shape[axis]
+        if np.any((indices.const < -n) | (indices.const >= n)):
+            c.fail(f"an index out of [-{n}, {n})")
+        c.result(out, c.imp.const_value(np.take(data.const, indices.const.astype(np.int64), axis=axis)))
+        return
+    dims = data.dims[:axis] + indices.dims + data.dims[axis + 1:]
+    c.emit("gather", [c.var(data, 0), c.var(indices, 1)], {"axis": axis or None}, data.dtype, dims, out=out)

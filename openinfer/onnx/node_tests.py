@@ -78,6 +78,18 @@ def with_constant_inputs(case):
     return dataclasses.replace(case, model=model, data_sets=data)
 
 
+def with_arrays(case):
+    """The case with its data given as NumPy arrays (a few cases hold TensorProtos)."""
+    import onnx
+    import onnx.numpy_helper as nh
+
+    def array(v):
+        return nh.to_array(v) if isinstance(v, onnx.TensorProto) else v
+
+    data = [([array(v) for v in inputs], [array(v) for v in outputs]) for inputs, outputs in case.data_sets]
+    return dataclasses.replace(case, data_sets=data)
+
+
 def run_case(case, engine: Callable | None = None) -> CaseResult:
     """Imports `case.model` and runs each of its data sets on the reference (or on the engine
     `engine(model_path, graph_text)` returns), comparing with the expected outputs at the case's
@@ -86,7 +98,7 @@ def run_case(case, engine: Callable | None = None) -> CaseResult:
     from ..reference.executor import Reference
 
     ops = case_ops(case)
-    case = with_constant_inputs(case)
+    case = with_constant_inputs(with_arrays(case))
     graph = case.model.graph
     initializers = {t.name for t in graph.initializer}
     input_names = [i.name for i in graph.input if i.name not in initializers]
