@@ -724,7 +724,7 @@ def _gemm(c: _NodeContext) -> None:
         c.emit_inplace("add", [y.var, cn], y)
 
 
-@_op("Softmax", note="softmax(axis); opset < 13 (flattened to 2-D) through reshapes")
+@_op("Softmax", "LogSoftmax", note="{dsl}(axis); opset < 13 (flattened to 2-D) through reshapes")
 def _softmax(c: _NodeContext) -> None:
     c.allow("axis")
     (x,) = c.inputs(1, 1)
@@ -738,12 +738,13 @@ def _softmax(c: _NodeContext) -> None:
         c.fail(f"axis {axis} out of range for rank {rank}")
     axis %= rank
     if c.opset >= 13 or axis == rank - 1:
-        c.emit("softmax", [c.var(x, 0)], {"axis": axis if axis != rank - 1 else None}, x.dtype, x.dims, out=out)
+        c.emit(_DSL_OPS[c.node.op_type], [c.var(x, 0)], {"axis": axis if axis != rank - 1 else None}, x.dtype,
+               x.dims, out=out)
         return
     # opset < 13: softmax over all dims from `axis` on, as a 2-D [outer, inner] softmax
     outer, inner = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))
     flat = c.emit("reshape", [c.var(x, 0)], {}, x.dtype, _dims((outer, inner)), temp=f"{out}_2d")
-    soft = c.emit("softmax", [flat.var], {}, x.dtype, flat.dims, temp=f"{out}_2d_softmax")
+    soft = c.emit(_DSL_OPS[c.node.op_type], [flat.var], {}, x.dtype, flat.dims, temp=f"{out}_2d_softmax")
     c.emit("reshape", [soft.var], {}, x.dtype, x.dims, out=out)
 
 
@@ -1362,3 +1363,115 @@ def _gather(c: _NodeContext) -> None:
         return
     dims = data.dims[:axis] + indices.dims + data.dims[axis + 1:]
     c.emit("gather", [c.var(data, 0), c.var(indices, 1)], {"axis": axis or None}, data.dtype, dims, out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# reductions, normalisation, activations
+
+_REDUCE_FOLDS = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min,
+                 "ReduceProd": np.prod}
+
+
+@_op("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
+     note="{dsl}(axes, keepdims); axes constant (attribute, or input from opset 13/18), none: all "
+          "(noop_with_empty_axes: dropped); ReduceMean of float dtypes; folded on constants")
+def _reduce(c: _NodeContext) -> None:
+    c.allow("axes", "keepdims", "noop_with_empty_axes")
+    x, axes_in = c.inputs(1, 2)
+    (out,) = c.outputs()
+    op_type = c.node.op_type
+    rank = len(x.dims)
+    axes = _axes(c, axes_in, rank) if rank else None
+    keepdims = bool(c.attrs.get("keepdims", 1))
+    if not axes:
+        if c.attrs.get("noop_with_empty_axes", 0):
+            c.result(out, x)
+            return
+        axes = list(range(rank))
+    if x.dtype == "bool" or (op_type == "ReduceMean" and x.dtype not in _FLOATS):
+        c.fail(f"dtype {x.dtype}: {_DSL_OPS[op_type]} takes {'float' if op_type == 'ReduceMean' else 'numeric'} "
+               f"dtypes")
+    if any(x.shape[a] == 0 for a in axes) and op_type in ("ReduceMax", "ReduceMin", "ReduceMean"):
+        c.fail(f"reducing an empty dim of {list(x.shape)} (the registry's {_DSL_OPS[op_type]} has no empty result)")
+    axes = sorted(axes)
+    if any(x.shape[k] == 0 for k in range(rank) if k not in axes) and x.const is None:
+        c.fail(f"a kept dim of size 0 in {list(x.shape)} (the reference's reductions do not take one)")
+    if x.const is not None:
+        folded = _REDUCE_FOLDS[op_type](x.const, axis=tuple(axes), keepdims=keepdims)
+        c.result(out, c.imp.const_value(np.asarray(folded).astype(x.const.dtype)))
+        return
+    if not axes:        # a scalar: nothing to reduce
+        c.emit("reshape", [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
+        return
+    dims = tuple(Dim(1) if k in axes else d for k, d in enumerate(x.dims) if keepdims or k not in axes)
+    c.emit(_DSL_OPS[op_type], [c.var(x, 0)], {"axes": axes, "keepdims": keepdims or None}, x.dtype, dims, out=out)
+
+
+@_op("LayerNormalization", note="layer_norm(axis, eps); Scale and B of the normalised dims' shape (broadcast "
+                                "at import when constant); the Mean / InvStdDev outputs (f32) by mean_axis, sub, "
+                                "mul, add, rsqrt")
+def _layer_norm(c: _NodeContext) -> None:
+    c.allow("axis", "epsilon", "stash_type")
+    x, scale, bias = c.inputs(2, 3)
+    out, mean_out, inv_std_out = (c.outputs(3) + ["", ""])[:3]
+    c.float_input(x)
+    if int(c.attrs.get("stash_type", 1)) != 1:
+        c.fail(f"stash_type {c.attrs['stash_type']}: only 1 (f32 statistics) is supported")
+    rank = len(x.dims)
+    axis = int(c.attrs.get("axis", -1))
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    normalised = x.dims[axis:]
+    args = [c.var(x, 0)]
+    for v, k, what in ((scale, 1, "Scale"), (bias, 2, "B")):
+        if v is None:
+            continue
+        if v.dtype != x.dtype:
+            c.fail(f"{what} of dtype {v.dtype}, X of {x.dtype}")
+        if v.shape != tuple(d.size for d in normalised):
+            if v.const is None or _broadcast(c.fail, v.dims, normalised) != normalised:
+                c.fail(f"{what} of shape {list(v.shape)}: expected {[d.size for d in normalised]} "
+                       f"(or a constant that broadcasts to it)")
+        args.append(_expanded(c, v, k, normalised, f"{out}_{what.lower()}"))
+    eps = float(c.attrs.get("epsilon", 1e-5))
+    if out:
+        c.emit("layer_norm", args, {"axis": axis if axis != rank - 1 else None, "eps": eps if eps != 1e-5 else None},
+               x.dtype, x.dims, out=out)
+    if mean_out or inv_std_out:
+        _layer_norm_statistics(c, x, axis, eps, mean_out, inv_std_out)
+
+
+def _layer_norm_statistics(c: _NodeContext, x: Value, axis: int, eps: float, mean_out: str, inv_std_out: str) -> None:
+    """LayerNormalization's Mean and InvStdDev outputs (f32, the normalised dims kept as 1), computed
+    by ops: the mean, and rsqrt of the mean square deviation plus epsilon."""
+    if x.dtype != "f32":
+        c.fail(f"the Mean / InvStdDev outputs of a {x.dtype} input (f32 only: they are f32)")
+    axes = list(range(axis, len(x.dims)))
+    stat_dims = x.dims[:axis] + (Dim(1),) * len(axes)
+    base = mean_out or inv_std_out
+    mean = c.emit("mean_axis", [c.var(x, 0)], {"axes": axes, "keepdims": True}, x.dtype, stat_dims,
+                  **({"out": mean_out} if mean_out else {"temp": f"{base}_mean"}))
+    if not inv_std_out:
+        return
+    deviation = c.emit("sub", [c.var(x, 0), mean.var], {}, x.dtype, x.dims, temp=f"{inv_std_out}_deviation")
+    c.emit_inplace("mul", [deviation.var, deviation.var], deviation)
+    var = c.emit("mean_axis", [deviation.var], {"axes": axes, "keepdims": True}, x.dtype, stat_dims,
+                 temp=f"{inv_std_out}_var")
+    eps_name = c.imp.new_constant(np.asarray(eps, np.float32), f"{inv_std_out}_epsilon", "LayerNormalization epsilon")
+    c.emit_inplace("add", [var.var, eps_name], var)
+    c.emit("rsqrt", [var.var], {}, x.dtype, stat_dims, out=inv_std_out)
+
+
+@_op("Gelu", note="gelu(approximate) (float dtypes)")
+def _gelu(c: _NodeContext) -> None:
+    c.allow("approximate")
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.float_input(x)
+    approximate = c.attrs.get("approximate", b"none")
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    if approximate not in ("none", "tanh"):
+        c.fail(f"approximate {approximate!r} (none and tanh are supported)")
+    c.emit("gelu", [c.var(x, 0)], {"approximate": '"tanh"' if approximate == "tanh" else None}, x.dtype, x.dims,
+           out=out)
