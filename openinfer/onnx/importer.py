@@ -71,6 +71,9 @@ class Value:
     dims: tuple[Dim, ...]
     var: str | None = None
     const: np.ndarray | None = None
+    #: for an integer constant computed from shapes (Shape, and Gather/Concat/Slice/Unsqueeze on it):
+    #: each element as the dim it came from, so a Reshape or Expand to it keeps the sizevars
+    elements: tuple[Dim, ...] | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -79,6 +82,13 @@ class Value:
 
 def _dims(shape) -> tuple[Dim, ...]:
     return tuple(Dim(int(s)) for s in shape)
+
+
+def _with_elements(v: Value, elements: tuple[Dim, ...] | None) -> Value:
+    """`v` noting the dims its elements are (see Value.elements), where they still are those dims."""
+    if elements is not None and v.const is not None and [d.size for d in elements] == v.const.reshape(-1).tolist():
+        v.elements = tuple(elements)
+    return v
 
 
 @dataclass
@@ -752,7 +762,7 @@ def _reshaped(c: _NodeContext, x: Value, shape: tuple[int, ...], dims: tuple[Dim
     if int(np.prod(shape)) != int(np.prod(x.shape)):
         c.fail(f"cannot reshape {list(x.shape)} to {list(shape)}")
     if x.const is not None:
-        c.result(out, c.imp.const_value(x.const.reshape(shape)))
+        c.result(out, _with_elements(c.imp.const_value(x.const.reshape(shape)), x.elements))
         return
     c.emit("reshape", [c.var(x, 0)], {}, x.dtype, dims, out=out)
 
@@ -779,8 +789,9 @@ def _reshape(c: _NodeContext) -> None:
     (out,) = c.outputs()
     if shape_in is not None:
         target = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
+        known_dims = shape_in.elements
     elif "shape" in c.attrs:
-        target = [int(s) for s in c.attrs["shape"]]
+        target, known_dims = [int(s) for s in c.attrs["shape"]], None
     else:
         c.fail("no shape given")
     allow_zero = bool(c.attrs.get("allowzero", 0))
@@ -795,7 +806,7 @@ def _reshape(c: _NodeContext) -> None:
         elif s < 0:
             c.fail(f"shape {target}: negative size {s}")
         else:
-            dims.append(Dim(s))
+            dims.append(known_dims[k] if known_dims is not None else Dim(s))
     if dims.count(None) > 1:
         c.fail(f"shape {target}: more than one -1")
     known = int(np.prod([d.size for d in dims if d is not None]))
@@ -1168,7 +1179,8 @@ def _cast(c: _NodeContext) -> None:
                f"({', '.join(sorted(set(_ONNX_DTYPES.values())))} are)")
     if x.const is not None:
         with np.errstate(all="ignore"):
-            c.result(out, c.imp.const_value(x.const.astype(_NUMPY_DTYPES[to])))
+            c.result(out, _with_elements(c.imp.const_value(x.const.astype(_NUMPY_DTYPES[to])),
+                                         x.elements if to in _ONNX_INTS else None))
         return
     if to == x.dtype:
         c.result(out, x)
@@ -1275,7 +1287,10 @@ def _concat(c: _NodeContext) -> None:
         if any(v.shape[k] != ins[0].shape[k] for k in range(rank) if k != axis):
             c.fail(f"shapes {[list(v.shape) for v in ins]} differ off axis {axis}")
     if all(v.const is not None for v in ins):
-        c.result(out, c.imp.const_value(np.concatenate([v.const for v in ins], axis=axis)))
+        elements = None
+        if rank == 1 and any(v.elements for v in ins):
+            elements = tuple(d for v in ins for d in (v.elements or _dims(v.const)))
+        c.result(out, _with_elements(c.imp.const_value(np.concatenate([v.const for v in ins], axis=axis)), elements))
         return
     parts = [(v, k) for k, v in enumerate(ins) if v.shape[axis] != 0]   # empty parts add nothing
     total = sum(v.shape[axis] for v, _ in parts)
@@ -1293,7 +1308,7 @@ def _expand(c: _NodeContext) -> None:
     x, shape_in = c.inputs(2, 2)
     (out,) = c.outputs()
     shape = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
-    dims = _broadcast(c.fail, x.dims, _dims(shape))
+    dims = _broadcast(c.fail, x.dims, shape_in.elements or _dims(shape))
     if x.const is not None:
         c.result(out, c.imp.const_value(np.ascontiguousarray(np.broadcast_to(x.const, [d.size for d in dims]))))
         return
@@ -1331,7 +1346,8 @@ def _slice(c: _NodeContext) -> None:
         index[a] = slice(s, e, st)
         dims[a] = Dim(len(range(*index[a].indices(x.shape[a]))))
     if x.const is not None:
-        c.result(out, c.imp.const_value(np.ascontiguousarray(x.const[tuple(index)])))
+        elements = x.elements[index[0]] if x.elements and rank == 1 else None
+        c.result(out, _with_elements(c.imp.const_value(np.ascontiguousarray(x.const[tuple(index)])), elements))
         return
     # ONNX writes "to the end" as INT64_MAX / INT64_MIN: clamped to the dim, as Python slicing would
     def clamp(v: int, a: int) -> int:
@@ -1359,7 +1375,9 @@ def _gather(c: _NodeContext) -> None:
         n = data.shape[axis]
         if np.any((indices.const < -n) | (indices.const >= n)):
             c.fail(f"an index out of [-{n}, {n})")
-        c.result(out, c.imp.const_value(np.take(data.const, indices.const.astype(np.int64), axis=axis)))
+        taken = np.take(data.const, indices.const.astype(np.int64), axis=axis)
+        elements = tuple(data.elements[int(i)] for i in indices.const.reshape(-1)) if data.elements else None
+        c.result(out, _with_elements(c.imp.const_value(taken), elements))
         return
     dims = data.dims[:axis] + indices.dims + data.dims[axis + 1:]
     c.emit("gather", [c.var(data, 0), c.var(indices, 1)], {"axis": axis or None}, data.dtype, dims, out=out)
@@ -1475,3 +1493,58 @@ def _gelu(c: _NodeContext) -> None:
         c.fail(f"approximate {approximate!r} (none and tanh are supported)")
     c.emit("gelu", [c.var(x, 0)], {"approximate": '"tanh"' if approximate == "tanh" else None}, x.dtype, x.dims,
            out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# shape computations, folded at import (all shapes are static once the sizevars have values)
+
+
+@_op("Shape", note="folded: the input's shape (start, end) as an i64 constant")
+def _shape(c: _NodeContext) -> None:
+    c.allow("start", "end")
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    rank = len(x.dims)
+    start, end = int(c.attrs.get("start", 0)), int(c.attrs.get("end", rank))
+    c.result(out, _with_elements(c.imp.const_value(np.asarray(x.shape[slice(start, end)], np.int64)),
+                                 x.dims[slice(start, end)]))
+
+
+@_op("Size", note="folded: the input's element count as an i64 constant")
+def _size(c: _NodeContext) -> None:
+    c.allow()
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.result(out, c.imp.const_value(np.asarray(int(np.prod(x.shape)), np.int64)))
+
+
+@_op("ConstantOfShape", note="folded: a constant of the (constant) shape input, filled with value")
+def _constant_of_shape(c: _NodeContext) -> None:
+    import onnx.numpy_helper as nh
+
+    c.allow("value")
+    (shape_in,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    shape = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
+    if any(s < 0 for s in shape):
+        c.fail(f"shape {shape} has a negative size")
+    value = nh.to_array(c.attrs["value"]).reshape(-1) if "value" in c.attrs else np.zeros(1, np.float32)
+    if value.size != 1:
+        c.fail("value must hold one element")
+    try:
+        c.result(out, c.imp.const_value(np.full(shape, value[0], value.dtype)))
+    except OnnxImportError as exc:
+        c.fail(str(exc))
+
+
+@_op("Range", note="folded: start, limit and delta constant")
+def _range(c: _NodeContext) -> None:
+    c.allow()
+    ins = c.inputs(3, 3)
+    (out,) = c.outputs()
+    start, limit, delta = (c.const_input(v, f"the {w} input").reshape(()) for v, w in
+                           zip(ins, ("start", "limit", "delta"), strict=True))
+    if delta == 0:
+        c.fail("delta is 0")
+    count = max(int(math.ceil((limit - start) / delta)), 0)
+    c.result(out, c.imp.const_value((start + np.arange(count) * delta).astype(start.dtype)))

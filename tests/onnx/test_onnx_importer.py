@@ -221,3 +221,40 @@ def test_one_d_conv_batch_norm_and_pool_match_onnxruntime():
     ex.insert(x=x)
     ex.run_step()
     np.testing.assert_allclose(ex.fetch("y"), want, rtol=1e-5, atol=1e-5)
+
+
+def test_shape_subgraph_folds_and_rms_norm_pattern_matches_onnxruntime():
+    # as an exported transformer computes a head split's shape: Shape -> Gather -> Unsqueeze -> Concat
+    ort = pytest.importorskip("onnxruntime")
+    ints = {"i0": np.asarray(0, np.int64), "i1": np.asarray(1, np.int64), "ax0": np.asarray([0], np.int64),
+            "heads": np.asarray([2, 4], np.int64), "two": np.asarray(2.0, np.float32),
+            "eps": np.asarray(1e-6, np.float32), "rmean_axes": np.asarray([-1], np.int64)}
+    inits = [numpy_helper.from_array(a, k) for k, a in ints.items()]
+    nodes = [helper.make_node("Pow", ["x", "two"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq", "rmean_axes"], ["ms"]),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]),
+             helper.make_node("Sqrt", ["mse"], ["rms"]),
+             helper.make_node("Div", ["x", "rms"], ["normed"]),
+             helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["b"]),
+             helper.make_node("Gather", ["s", "i1"], ["t"]),
+             helper.make_node("Unsqueeze", ["b", "ax0"], ["b1"]),
+             helper.make_node("Unsqueeze", ["t", "ax0"], ["t1"]),
+             helper.make_node("Concat", ["b1", "t1", "heads"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["normed", "shape"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 1, 3])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    result = oi.import_onnx(m, name="heads", sizevars={"batch": 2, "seq": 3})
+    ops = [line.split("(")[0].split()[-1] for line in result.text.splitlines() if line.strip().startswith("op ")]
+    assert ops == ["mul", "mean_axis", "add", "sqrt", "div", "reshape", "transpose"]
+    assert "r: f32[batch, seq, 2, 4];" in result.text     # the folded shape keeps the sizevars
+    assert not any(t.dtype == np.int64 for t in result.tensors.values())
+    x = np.random.default_rng(5).uniform(-1, 1, (2, 3, 8)).astype(np.float32)
+    (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    ex = oi.Reference(_written(result), result.text).make_executor()
+    ex.insert(x=x)
+    ex.run_step()
+    np.testing.assert_allclose(ex.fetch("y"), want, rtol=1e-5, atol=1e-6)

@@ -52,7 +52,7 @@ def test_refusals_are_one_clear_line_naming_the_node(run):
     refused = [r for r in results if r.outcome == nt.REFUSED]
     assert refused
     for r in refused:
-        assert r.detail.startswith(("node ", "graph input ")), r
+        assert r.detail.startswith(("node ", "graph input ", "initializer ")), r
         if r.detail.startswith("node "):
             assert f"({r.ops[0]})" in r.detail or any(f"({op})" in r.detail for op in r.ops), r
 
