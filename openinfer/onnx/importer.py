@@ -1080,9 +1080,11 @@ def _expanded(c: _NodeContext, v: Value, position: int | None, dims: tuple[Dim, 
     return c.emit("add", [name, zeros], {}, v.dtype, dims, temp=f"{base}_expanded").var
 
 
-@_op("Sqrt", "Exp", "Log", "Erf", note="{dsl} (float dtypes); folded on constants")
+@_op("Sqrt", "Exp", "Log", note="{dsl} (float dtypes); folded on constants")
+@_op("Erf", note="erf (float dtypes)")
 @_op("Reciprocal", note="recip(div_by_zero_mask=inf) (float dtypes: 1/±0 gives +inf, ONNX ±inf); folded on constants")
-@_op("Neg", "Abs", note="{dsl} (float and signed dtypes; Abs of unsigned is dropped); folded on constants")
+@_op("Neg", note="neg (float and signed dtypes); folded on constants")
+@_op("Abs", note="abs (float and signed dtypes; of unsigned dropped); folded on constants")
 def _math(c: _NodeContext) -> None:
     c.allow()
     (x,) = c.inputs(1, 1)
@@ -1392,7 +1394,7 @@ _REDUCE_FOLDS = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max
 
 @_op("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
      note="{dsl}(axes, keepdims); axes constant (attribute, or input from opset 13/18), none: all "
-          "(noop_with_empty_axes: dropped); ReduceMean of float dtypes; folded on constants")
+          "(noop_with_empty_axes: dropped); numeric dtypes (mean_axis: float); folded on constants")
 def _reduce(c: _NodeContext) -> None:
     c.allow("axes", "keepdims", "noop_with_empty_axes")
     x, axes_in = c.inputs(1, 2)
