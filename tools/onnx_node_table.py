@@ -1,7 +1,7 @@
 """Runs the ONNX backend node tests through `openinfer import` and writes the per-op table of
 docs/onnx.md (between its node-table markers) from the run, as tests/onnx/test_onnx_node_cases.py
-runs them: every supported case on the reference, and for every DSL op the imported graphs use the
-first passing case that uses it on the generated C (x86_64-generic). Prints every case that failed
+runs them: every supported case on the reference, and a few passing cases that together use every
+DSL op the imported graphs use on the generated C (x86_64-generic). Prints every case that failed
 or was refused, with why.
 
     python tools/onnx_node_table.py [--doc docs/onnx.md]

@@ -179,7 +179,8 @@ SUPPORTED_OPS: dict[str, _OpSupport] = {}
 CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2),
                    "Pow": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4),
                    "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
-                   "ReduceProd": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2)}
+                   "ReduceProd": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "Split": (1,),
+                   "Trilu": (1,)}
 
 
 def _op(*op_types: str, note: str):
@@ -1550,3 +1551,61 @@ def _range(c: _NodeContext) -> None:
         c.fail("delta is 0")
     count = max(int(math.ceil((limit - start) / delta)), 0)
     c.result(out, c.imp.const_value((start + np.arange(count) * delta).astype(start.dtype)))
+
+
+@_op("Split", note="one slice per output; split sizes constant (attribute, input from opset 13) or num_outputs; "
+                   "folded on constants")
+def _split(c: _NodeContext) -> None:
+    c.allow("axis", "split", "num_outputs")
+    x, split_in = c.inputs(1, 2)
+    outs = list(c.node.output)
+    rank = len(x.dims)
+    axis = int(c.attrs.get("axis", 0))
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    n = x.shape[axis]
+    if split_in is not None:
+        sizes = [int(v) for v in c.const_input(split_in, "the split input").reshape(-1)]
+    elif "split" in c.attrs:
+        sizes = [int(v) for v in c.attrs["split"]]
+    else:
+        parts = int(c.attrs.get("num_outputs", len(outs)))
+        if parts != len(outs) or parts < 1:
+            c.fail(f"num_outputs {parts} for {len(outs)} outputs")
+        step = -(-n // parts)                        # the last part is the smaller one
+        sizes = [min(step, n - k * step) for k in range(parts)]
+    if len(sizes) != len(outs) or sum(sizes) != n or any(s < 0 for s in sizes):
+        c.fail(f"split {sizes} does not divide dim {axis} of {list(x.shape)} into {len(outs)} outputs")
+    start = 0
+    for out, size in zip(outs, sizes, strict=True):
+        index = [slice(None)] * rank
+        index[axis] = slice(start, start + size)
+        dims = tuple(Dim(size) if k == axis else d for k, d in enumerate(x.dims))
+        if out and x.const is not None:
+            c.result(out, c.imp.const_value(np.ascontiguousarray(x.const[tuple(index)])))
+        elif out:
+            c.emit("slice", [c.var(x, 0)], {"starts": [start], "ends": [start + size], "axes": [axis]}, x.dtype, dims,
+                   out=out)
+        start += size
+
+
+@_op("Trilu", note="filter(x, zeros, mask) by a constant triangle mask; k constant")
+def _trilu(c: _NodeContext) -> None:
+    c.allow("upper")
+    x, k_in = c.inputs(1, 2)
+    (out,) = c.outputs()
+    if len(x.dims) < 2:
+        c.fail(f"a {len(x.dims)}-D input: at least 2-D")
+    k = int(c.const_input(k_in, "k").reshape(())) if k_in is not None else 0
+    rows, cols = x.shape[-2:]
+    upper = bool(c.attrs.get("upper", 1))
+    keep = np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k)
+    if x.const is not None:
+        c.result(out, c.imp.const_value(np.where(keep, x.const, np.zeros((), x.const.dtype))))
+        return
+    np_dtype = _NUMPY_DTYPES[x.dtype]
+    mask = c.imp.new_constant(np.broadcast_to(keep.astype(np_dtype), x.shape), f"{out}_mask",
+                              f"{c.label}'s {'upper' if upper else 'lower'} triangle (k={k}) as {x.dtype}")
+    zeros = c.imp.new_constant(np.zeros(x.shape, np_dtype), f"{out}_zeros", f"{c.label}'s zeroed part")
+    c.emit("filter", [c.var(x, 0), zeros, mask], {}, x.dtype, x.dims, out=out)
