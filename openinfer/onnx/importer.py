@@ -198,7 +198,8 @@ _DSL_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Relu": "rel
             "Log": "log", "Erf": "erf", "Neg": "neg", "Abs": "abs", "Reciprocal": "recip", "Equal": "eq",
             "Less": "lt", "Greater": "gt", "LessOrEqual": "le", "GreaterOrEqual": "ge", "ReduceMean": "mean_axis",
             "ReduceSum": "sum_axis", "ReduceMax": "max_axis", "ReduceMin": "min_axis", "ReduceProd": "prod_axis",
-            "Softmax": "softmax", "LogSoftmax": "log_softmax"}
+            "Softmax": "softmax", "LogSoftmax": "log_softmax", "And": "and", "Or": "or", "Xor": "xor", "Not": "not",
+            "Max": "max", "Min": "min", "ArgMax": "argmax_axis", "ArgMin": "argmin_axis"}
 
 
 def list_ops() -> str:
@@ -1108,12 +1109,14 @@ def _math(c: _NodeContext) -> None:
     c.emit(_DSL_OPS[op_type], [c.var(x, 0)], settings, x.dtype, x.dims, out=out)
 
 
-_COMPARE_FOLDS = {"Equal": np.equal, "Less": np.less, "Greater": np.greater, "LessOrEqual": np.less_equal,
+_COMPARE_FOLDS = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor,
+                  "Equal": np.equal, "Less": np.less, "Greater": np.greater, "LessOrEqual": np.less_equal,
                   "GreaterOrEqual": np.greater_equal}
 
 
 @_op("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
      note="{dsl} to bool; NumPy broadcasting through an add of zeros; folded on constants")
+@_op("And", "Or", "Xor", note="{dsl} of bool; NumPy broadcasting through an add of zeros; folded on constants")
 def _compare(c: _NodeContext) -> None:
     c.allow()
     a, b = c.inputs(2, 2)
@@ -1121,7 +1124,7 @@ def _compare(c: _NodeContext) -> None:
     if a.dtype != b.dtype:
         c.fail(f"inputs of dtypes {a.dtype} and {b.dtype} (ONNX requires one)")
     op_type = c.node.op_type
-    if a.dtype == "bool" and op_type != "Equal":
+    if a.dtype == "bool" and op_type not in ("Equal", "And", "Or", "Xor"):
         c.fail("bool inputs are supported by Equal only")
     dims = _broadcast(c.fail, a.dims, b.dims)
     if a.const is not None and b.const is not None:
@@ -1175,11 +1178,22 @@ def _cast_allowed(src: str, dst: str) -> bool:
 def _cast(c: _NodeContext) -> None:
     c.allow("to", "saturate")
     (x,) = c.inputs(1, 1)
-    (out,) = c.outputs()
     to = _ONNX_DTYPES.get(int(c.attrs.get("to", 0)))
     if to is None:
         c.fail(f"cast to ONNX element type {c.attrs.get('to')} is not supported "
                f"({', '.join(sorted(set(_ONNX_DTYPES.values())))} are)")
+    _cast_to(c, x, to)
+
+
+@_op("CastLike", note="as Cast, to the second input's dtype")
+def _cast_like(c: _NodeContext) -> None:
+    c.allow("saturate")
+    x, like = c.inputs(2, 2)
+    _cast_to(c, x, like.dtype)
+
+
+def _cast_to(c: _NodeContext, x: Value, to: str) -> None:
+    (out,) = c.outputs()
     if x.const is not None:
         with np.errstate(all="ignore"):
             c.result(out, _with_elements(c.imp.const_value(x.const.astype(_NUMPY_DTYPES[to])),
@@ -1609,3 +1623,83 @@ def _trilu(c: _NodeContext) -> None:
                               f"{c.label}'s {'upper' if upper else 'lower'} triangle (k={k}) as {x.dtype}")
     zeros = c.imp.new_constant(np.zeros(x.shape, np_dtype), f"{out}_zeros", f"{c.label}'s zeroed part")
     c.emit("filter", [c.var(x, 0), zeros, mask], {}, x.dtype, x.dims, out=out)
+
+
+@_op("Not", note="not (bool)")
+def _not(c: _NodeContext) -> None:
+    c.allow()
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    if x.dtype != "bool":
+        c.fail(f"dtype {x.dtype} (ONNX Not takes bool)")
+    if x.const is not None:
+        c.result(out, c.imp.const_value(np.logical_not(x.const)))
+        return
+    c.emit("not", [c.var(x, 0)], {}, "bool", x.dims, out=out)
+
+
+@_op("Max", "Min", note="{dsl} of each next input, NumPy broadcasting through an add of zeros (numeric dtypes)")
+def _min_max(c: _NodeContext) -> None:
+    c.allow()
+    ins = c.inputs(1, len(c.ins))
+    (out,) = c.outputs()
+    if any(v.dtype != ins[0].dtype for v in ins) or ins[0].dtype == "bool":
+        c.fail(f"inputs of dtypes {[v.dtype for v in ins]}: one numeric dtype")
+    dims = ins[0].dims
+    for v in ins[1:]:
+        dims = _broadcast(c.fail, dims, v.dims)
+    names = [_expanded(c, v, k, dims, f"{out}_{k}") for k, v in enumerate(ins)]
+    if len(names) == 1:
+        c.emit("reshape", names, {}, ins[0].dtype, dims, out=out)
+        return
+    y = c.emit(_DSL_OPS[c.node.op_type], names[:2], {}, ins[0].dtype, dims, out=out)
+    for name in names[2:]:
+        c.emit_inplace(_DSL_OPS[c.node.op_type], [y.var, name], y)
+
+
+@_op("ArgMax", "ArgMin", note="{dsl}(axis, keepdims, select_first) (numeric dtypes)")
+def _arg_reduce(c: _NodeContext) -> None:
+    c.allow("axis", "keepdims", "select_last_index")
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    rank = len(x.dims)
+    axis = int(c.attrs.get("axis", 0))
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    if x.dtype == "bool":
+        c.fail("dtype bool (numeric dtypes)")
+    if x.shape[axis] == 0:
+        c.fail(f"an empty axis {axis} of {list(x.shape)}")
+    keepdims = bool(c.attrs.get("keepdims", 1))
+    dims = tuple(Dim(1) if k == axis else d for k, d in enumerate(x.dims) if keepdims or k != axis)
+    settings = {"axis": axis, "keepdims": keepdims or None,
+                "select_first": False if c.attrs.get("select_last_index", 0) else None}
+    c.emit(_DSL_OPS[c.node.op_type], [c.var(x, 0)], settings, "i64", dims, out=out)
+
+
+@_op("RMSNormalization", note="rms_norm(axis, eps); scale of the normalised dims' shape (broadcast at import "
+                              "when constant); stash_type 1")
+def _rms_norm(c: _NodeContext) -> None:
+    c.allow("axis", "epsilon", "stash_type")
+    x, scale = c.inputs(2, 2)
+    (out,) = c.outputs()
+    c.float_input(x)
+    if int(c.attrs.get("stash_type", 1)) != 1:
+        c.fail(f"stash_type {c.attrs['stash_type']}: only 1 (f32 statistics) is supported")
+    rank = len(x.dims)
+    axis = int(c.attrs.get("axis", -1))
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    normalised = x.dims[axis:]
+    if scale.dtype != x.dtype:
+        c.fail(f"scale of dtype {scale.dtype}, X of {x.dtype}")
+    if scale.shape != tuple(d.size for d in normalised) and (
+            scale.const is None or _broadcast(c.fail, scale.dims, normalised) != normalised):
+        c.fail(f"scale of shape {list(scale.shape)}: expected {[d.size for d in normalised]} "
+               f"(or a constant that broadcasts to it)")
+    gamma = _expanded(c, scale, 1, normalised, f"{out}_scale")
+    eps = float(c.attrs.get("epsilon", 1e-5))
+    c.emit("rms_norm", [c.var(x, 0), gamma], {"axis": axis if axis != rank - 1 else None, "eps": eps},
+           x.dtype, x.dims, out=out)
