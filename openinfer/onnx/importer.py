@@ -199,7 +199,8 @@ _DSL_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Relu": "rel
             "Less": "lt", "Greater": "gt", "LessOrEqual": "le", "GreaterOrEqual": "ge", "ReduceMean": "mean_axis",
             "ReduceSum": "sum_axis", "ReduceMax": "max_axis", "ReduceMin": "min_axis", "ReduceProd": "prod_axis",
             "Softmax": "softmax", "LogSoftmax": "log_softmax", "And": "and", "Or": "or", "Xor": "xor", "Not": "not",
-            "Max": "max", "Min": "min", "ArgMax": "argmax_axis", "ArgMin": "argmin_axis"}
+            "Max": "max", "Min": "min", "ArgMax": "argmax_axis", "ArgMin": "argmin_axis", "Floor": "floor",
+            "Ceil": "ceil", "Sign": "sign", "IsNaN": "is_nan", "Sum": "add"}
 
 
 def list_ops() -> str:
@@ -610,13 +611,36 @@ def _binary(c: _NodeContext) -> None:
     c.emit(op, [c.var(a, 0), c.var(b, 1)], {}, a.dtype, dims, out=out)
 
 
-@_op("Relu", "Sigmoid", "Tanh", note="{dsl} (float dtypes)")
+@_op("Relu", "Tanh", note="{dsl} (float dtypes)")
+@_op("Sigmoid", note="sigmoid (float dtypes); x * sigmoid(x) (a Mul that alone consumes it, by its input) as silu")
 def _unary(c: _NodeContext) -> None:
     c.allow()
     (x,) = c.inputs(1, 1)
     (out,) = c.outputs()
     c.float_input(x)
+    silu = _silu_mul(c, out) if c.node.op_type == "Sigmoid" else None
+    if silu is not None:
+        index, mul = silu
+        c.imp.skip.add(index)
+        label = _quoted(mul.name) if mul.name else f"#{index}"
+        c.emit("silu", [c.var(x, 0)], {}, x.dtype, x.dims, out=mul.output[0],
+               note=f"{c.label} (Sigmoid) + {label} (Mul): SiLU")
+        return
     c.emit(_DSL_OPS[c.node.op_type], [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
+
+
+def _silu_mul(c: _NodeContext, sigmoid_out: str):
+    """The Mul that alone consumes this Sigmoid's output and multiplies it by the Sigmoid's input
+    (x * sigmoid(x), SiLU): (its index, node); else None."""
+    imp = c.imp
+    users = imp.consumers.get(sigmoid_out, [])
+    if len(users) != 1 or sigmoid_out in imp.outputs:
+        return None
+    node = imp.g.node[users[0]]
+    if node.op_type != "Mul" or node.domain not in ("", "ai.onnx") or sorted(node.input) != sorted(
+            [sigmoid_out, c.node.input[0]]) or sigmoid_out == c.node.input[0]:
+        return None
+    return users[0], node
 
 
 @_op("Identity", note="dropped (its output is its input)")
@@ -1064,7 +1088,7 @@ _ONNX_UINTS = ("u8", "u16", "u32", "u64")
 
 #: NumPy folds of the unary ops, for constant inputs (shape arithmetic); Erf has none and is emitted.
 _UNARY_FOLDS = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Neg": np.negative, "Abs": np.abs,
-                "Reciprocal": np.reciprocal, "Relu": lambda a: np.maximum(a, 0)}
+                "Reciprocal": np.reciprocal, "Floor": np.floor, "Ceil": np.ceil, "Sign": np.sign}
 
 
 def _expanded(c: _NodeContext, v: Value, position: int | None, dims: tuple[Dim, ...], base: str) -> str:
@@ -1082,10 +1106,12 @@ def _expanded(c: _NodeContext, v: Value, position: int | None, dims: tuple[Dim, 
     return c.emit("add", [name, zeros], {}, v.dtype, dims, temp=f"{base}_expanded").var
 
 
-@_op("Sqrt", "Exp", "Log", note="{dsl} (float dtypes); folded on constants")
+@_op("Sqrt", "Exp", "Log", "Floor", "Ceil", note="{dsl} (float dtypes); folded on constants")
+@_op("IsNaN", note="is_nan (float dtypes)")
 @_op("Erf", note="erf (float dtypes)")
 @_op("Reciprocal", note="recip(div_by_zero_mask=inf) (float dtypes: 1/±0 gives +inf, ONNX ±inf); folded on constants")
 @_op("Neg", note="neg (float and signed dtypes); folded on constants")
+@_op("Sign", note="sign (float and signed dtypes), cast from its i8 back to the input's dtype; folded on constants")
 @_op("Abs", note="abs (float and signed dtypes; of unsigned dropped); folded on constants")
 def _math(c: _NodeContext) -> None:
     c.allow()
@@ -1100,13 +1126,17 @@ def _math(c: _NodeContext) -> None:
     if op_type == "Abs" and x.dtype in _ONNX_UINTS:
         c.result(out, x)
         return
-    if op_type in ("Neg", "Abs"):
+    if op_type in ("Neg", "Abs", "Sign"):
         if x.dtype not in _FLOATS + _ONNX_INTS:
             c.fail(f"dtype {x.dtype} is not supported (float and signed dtypes)")
     else:
         c.float_input(x)
+    if op_type == "Sign" and x.dtype != "i8":      # the registry's sign gives i8, cast back to x's dtype
+        sign = c.emit("sign", [c.var(x, 0)], {}, "i8", x.dims, temp=f"{out}_i8")
+        c.emit("cast", [sign.var], {"to": x.dtype}, x.dtype, x.dims, out=out)
+        return
     settings = {"div_by_zero_mask": math.inf} if op_type == "Reciprocal" else {}
-    c.emit(_DSL_OPS[op_type], [c.var(x, 0)], settings, x.dtype, x.dims, out=out)
+    c.emit(_DSL_OPS[op_type], [c.var(x, 0)], settings, "bool" if op_type == "IsNaN" else x.dtype, x.dims, out=out)
 
 
 _COMPARE_FOLDS = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor,
@@ -1638,7 +1668,7 @@ def _not(c: _NodeContext) -> None:
     c.emit("not", [c.var(x, 0)], {}, "bool", x.dims, out=out)
 
 
-@_op("Max", "Min", note="{dsl} of each next input, NumPy broadcasting through an add of zeros (numeric dtypes)")
+@_op("Max", "Min", "Sum", note="{dsl} of each next input, NumPy broadcasting through an add of zeros (numeric dtypes)")
 def _min_max(c: _NodeContext) -> None:
     c.allow()
     ins = c.inputs(1, len(c.ins))

@@ -258,3 +258,23 @@ def test_shape_subgraph_folds_and_rms_norm_pattern_matches_onnxruntime():
     ex.insert(x=x)
     ex.run_step()
     np.testing.assert_allclose(ex.fetch("y"), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("order", [["x", "s"], ["s", "x"]])
+def test_mul_by_sigmoid_is_silu_and_matches_onnxruntime(order):
+    ort = pytest.importorskip("onnxruntime")
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="/act/Sigmoid"),
+             helper.make_node("Mul", order, ["y"], name="/act/Mul")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    result = oi.import_onnx(m, name="silu")
+    ops = [line.split("(")[0].split()[-1] for line in result.text.splitlines() if line.strip().startswith("op ")]
+    assert ops == ["silu"]
+    x = np.random.default_rng(6).uniform(-6, 6, (2, 5)).astype(np.float32)
+    (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    ex = oi.Reference(_written(result), result.text).make_executor()
+    ex.insert(x=x)
+    ex.run_step()
+    np.testing.assert_allclose(ex.fetch("y"), want, rtol=1e-6, atol=1e-7)
