@@ -179,8 +179,9 @@ SUPPORTED_OPS: dict[str, _OpSupport] = {}
 CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2),
                    "Pow": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4),
                    "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
-                   "ReduceProd": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "Split": (1,),
-                   "Trilu": (1,)}
+                   "ReduceProd": (1,), "ReduceSumSquare": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
+                   "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+                   "Split": (1,), "Trilu": (1,)}
 
 
 def _op(*op_types: str, note: str):
@@ -1434,9 +1435,22 @@ def _gather(c: _NodeContext) -> None:
 # reductions, normalisation, activations
 
 _REDUCE_FOLDS = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min,
-                 "ReduceProd": np.prod}
+                 "ReduceProd": np.prod,
+                 "ReduceSumSquare": lambda a, **k: np.sum(a * a, **k),
+                 "ReduceL1": lambda a, **k: np.sum(np.abs(a), **k),
+                 "ReduceL2": lambda a, **k: np.sqrt(np.sum(a * a, **k)),
+                 "ReduceLogSum": lambda a, **k: np.log(np.sum(a, **k)),
+                 "ReduceLogSumExp": lambda a, **k: np.log(np.sum(np.exp(a), **k))}
+
+#: the reductions ONNX composes: (op before sum_axis: "square" is mul(x, x), op after it, float only)
+_COMPOSED_REDUCTIONS = {"ReduceSumSquare": ("square", None, False), "ReduceL1": ("abs", None, False),
+                        "ReduceL2": ("square", "sqrt", True), "ReduceLogSum": (None, "log", True),
+                        "ReduceLogSumExp": ("exp", "log", True)}
 
 
+@_op("ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+     note="sum_axis(axes, keepdims) after mul(x, x), abs or exp, and before sqrt or log, as ONNX defines them "
+          "(L2, LogSum, LogSumExp: float dtypes; L1: float and signed); axes as ReduceSum; folded on constants")
 @_op("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
      note="{dsl}(axes, keepdims); axes constant (attribute, or input from opset 13/18), none: all "
           "(noop_with_empty_axes: dropped); numeric dtypes (mean_axis: float); folded on constants")
@@ -1453,9 +1467,13 @@ def _reduce(c: _NodeContext) -> None:
             c.result(out, x)
             return
         axes = list(range(rank))
+    composed = _COMPOSED_REDUCTIONS.get(op_type)
+    if composed is not None and ((composed[2] and x.dtype not in _FLOATS) or
+                                 (composed[0] == "abs" and x.dtype not in _FLOATS + _ONNX_INTS)):
+        c.fail(f"dtype {x.dtype} (float{'' if composed[2] else ' and signed'} dtypes)")
     if x.dtype == "bool" or (op_type == "ReduceMean" and x.dtype not in _FLOATS):
-        c.fail(f"dtype {x.dtype}: {_DSL_OPS[op_type]} takes {'float' if op_type == 'ReduceMean' else 'numeric'} "
-               f"dtypes")
+        c.fail(f"dtype {x.dtype}: {_DSL_OPS.get(op_type, 'sum_axis')} takes "
+               f"{'float' if op_type == 'ReduceMean' else 'numeric'} dtypes")
     if any(x.shape[a] == 0 for a in axes) and op_type in ("ReduceMax", "ReduceMin", "ReduceMean"):
         c.fail(f"reducing an empty dim of {list(x.shape)} (the registry's {_DSL_OPS[op_type]} has no empty result)")
     axes = sorted(axes)
@@ -1465,11 +1483,26 @@ def _reduce(c: _NodeContext) -> None:
         folded = _REDUCE_FOLDS[op_type](x.const, axis=tuple(axes), keepdims=keepdims)
         c.result(out, c.imp.const_value(np.asarray(folded).astype(x.const.dtype)))
         return
-    if not axes:        # a scalar: nothing to reduce
+    if not axes and composed is None:        # a scalar: nothing to reduce
         c.emit("reshape", [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
         return
     dims = tuple(Dim(1) if k in axes else d for k, d in enumerate(x.dims) if keepdims or k not in axes)
-    c.emit(_DSL_OPS[op_type], [c.var(x, 0)], {"axes": axes, "keepdims": keepdims or None}, x.dtype, dims, out=out)
+    if composed is None:
+        c.emit(_DSL_OPS[op_type], [c.var(x, 0)], {"axes": axes, "keepdims": keepdims or None}, x.dtype, dims,
+               out=out)
+        return
+    before, after, _ = composed
+    name = c.var(x, 0)
+    if before is not None:
+        name = c.emit("mul" if before == "square" else before, [name, name] if before == "square" else [name], {},
+                      x.dtype, x.dims, temp=f"{out}_{before}").var
+    if axes:
+        reduced = c.emit("sum_axis", [name], {"axes": axes, "keepdims": keepdims or None}, x.dtype, dims,
+                         **({"temp": f"{out}_sum"} if after else {"out": out}))
+    else:
+        reduced = c.emit("reshape", [name], {}, x.dtype, dims, **({"temp": f"{out}_sum"} if after else {"out": out}))
+    if after is not None:
+        c.emit(after, [reduced.var], {}, x.dtype, dims, out=out)
 
 
 @_op("LayerNormalization", note="layer_norm(axis, eps); Scale and B of the normalised dims' shape (broadcast "
