@@ -1870,3 +1870,66 @@ def _attention(c: _NodeContext) -> None:
     t = c.emit("transpose", [y.var], {"perm": [0, 2, 1, 3]}, q.dtype, (dims[0], dims[2], dims[1], dims[3]),
                temp=f"{out}_t")
     c.emit("reshape", [t.var], {}, q.dtype, (dims[0], dims[2], Dim(dims[1].size * dims[3].size)), out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# activations the registry has no op for, written with the ops it has
+
+
+def _scalar(c: _NodeContext, value: float, dtype: str, base: str, note: str) -> str:
+    return c.imp.new_constant(np.asarray(value, _NUMPY_DTYPES[dtype]), base, note)
+
+
+@_op("LeakyRelu", note="relu(x) - alpha * relu(-x) (float dtypes)")
+@_op("PRelu", note="relu(x) - slope * relu(-x), slope broadcast (float dtypes)")
+def _leaky_relu(c: _NodeContext) -> None:
+    is_prelu = c.node.op_type == "PRelu"
+    c.allow(*(() if is_prelu else ("alpha",)))
+    x, slope = c.inputs(2, 2) if is_prelu else (c.inputs(1, 1)[0], None)
+    (out,) = c.outputs()
+    c.float_input(x)
+    if is_prelu:
+        if slope.dtype != x.dtype or _broadcast(c.fail, x.dims, slope.dims) != x.dims:
+            c.fail(f"slope of {slope.dtype}{list(slope.shape)} does not broadcast to X's {x.dtype}{list(x.shape)}")
+        factor = c.var(slope, 1)
+    else:
+        factor = _scalar(c, float(c.attrs.get("alpha", 0.01)), x.dtype, f"{out}_alpha", "LeakyRelu alpha")
+    name = c.var(x, 0)
+    negative = c.emit("neg", [name], {}, x.dtype, x.dims, temp=f"{out}_neg")
+    c.emit_inplace("relu", [negative.var], negative)
+    c.emit_inplace("mul", [negative.var, factor], negative)
+    y = c.emit("relu", [name], {}, x.dtype, x.dims, out=out)
+    c.emit_inplace("sub", [y.var, negative.var], y)
+
+
+@_op("HardSigmoid", note="clamp(alpha * x + beta, 0, 1) (float dtypes)")
+@_op("HardSwish", note="x * clamp(x / 6 + 0.5, 0, 1) (float dtypes)")
+def _hard_sigmoid(c: _NodeContext) -> None:
+    swish = c.node.op_type == "HardSwish"
+    c.allow(*(() if swish else ("alpha", "beta")))
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.float_input(x)
+    alpha = 1 / 6 if swish else float(c.attrs.get("alpha", 0.2))
+    beta = 0.5 if swish else float(c.attrs.get("beta", 0.5))
+    a = _scalar(c, alpha, x.dtype, f"{out}_alpha", f"{c.node.op_type} alpha")
+    b = _scalar(c, beta, x.dtype, f"{out}_beta", f"{c.node.op_type} beta")
+    name = c.var(x, 0)
+    h = c.emit("mul", [name, a], {}, x.dtype, x.dims, **({"temp": f"{out}_gate"} if swish else {"out": out}))
+    c.emit_inplace("add", [h.var, b], h)
+    c.imp.lines.append((f"op clamp({h.var}, min=0.0, max=1.0) >> {h.var};", f"{c.label} ({c.node.op_type})"))
+    if swish:
+        c.emit("mul", [name, h.var], {}, x.dtype, x.dims, out=out)
+
+
+@_op("Softsign", note="x / (1 + |x|) (float dtypes)")
+def _softsign(c: _NodeContext) -> None:
+    c.allow()
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.float_input(x)
+    name = c.var(x, 0)
+    one = _scalar(c, 1.0, x.dtype, f"{out}_one", "1")
+    d = c.emit("abs", [name], {}, x.dtype, x.dims, temp=f"{out}_denominator")
+    c.emit_inplace("add", [d.var, one], d)
+    c.emit("div", [name, d.var], {}, x.dtype, x.dims, out=out)
