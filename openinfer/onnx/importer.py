@@ -1933,3 +1933,47 @@ def _softsign(c: _NodeContext) -> None:
     d = c.emit("abs", [name], {}, x.dtype, x.dims, temp=f"{out}_denominator")
     c.emit_inplace("add", [d.var, one], d)
     c.emit("div", [name, d.var], {}, x.dtype, x.dims, out=out)
+
+
+@_op("Elu", note="relu(x) + alpha * (exp(min(x, 0)) - 1), min(x, 0) as -relu(-x) (float dtypes)")
+@_op("Celu", note="relu(x) + alpha * (exp(min(x, 0) / alpha) - 1) (float dtypes)")
+@_op("Selu", note="gamma * (relu(x) + alpha * exp(min(x, 0)) - alpha) (float dtypes)")
+def _elu(c: _NodeContext) -> None:
+    op_type = c.node.op_type
+    c.allow("alpha", *(("gamma",) if op_type == "Selu" else ()))
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.float_input(x)
+    default_alpha = {"Elu": 1.0, "Celu": 1.0, "Selu": 1.67326319217681884765625}[op_type]
+    alpha = float(c.attrs.get("alpha", default_alpha))
+    if op_type == "Celu" and alpha == 0.0:
+        c.fail("alpha 0")
+    name = c.var(x, 0)
+    a = _scalar(c, alpha, x.dtype, f"{out}_alpha", f"{op_type} alpha")
+    one = _scalar(c, 1.0, x.dtype, f"{out}_one", "1")
+    m = c.emit("neg", [name], {}, x.dtype, x.dims, temp=f"{out}_negative_part")
+    c.emit_inplace("relu", [m.var], m)
+    c.emit_inplace("neg", [m.var], m)                       # min(x, 0)
+    if op_type == "Celu":
+        c.emit_inplace("div", [m.var, a], m)
+    c.emit_inplace("exp", [m.var], m)
+    c.emit_inplace("sub", [m.var, one], m)
+    c.emit_inplace("mul", [m.var, a], m)
+    y = c.emit("relu", [name], {}, x.dtype, x.dims, out=out)
+    c.emit_inplace("add", [y.var, m.var], y)
+    if op_type == "Selu":
+        gamma = _scalar(c, float(c.attrs.get("gamma", 1.05070102214813232421875)), x.dtype, f"{out}_gamma",
+                        "Selu gamma")
+        c.emit_inplace("mul", [y.var, gamma], y)
+
+
+@_op("Softplus", note="log(exp(x) + 1) (float dtypes)")
+def _softplus(c: _NodeContext) -> None:
+    c.allow()
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.float_input(x)
+    one = _scalar(c, 1.0, x.dtype, f"{out}_one", "1")
+    y = c.emit("exp", [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
+    c.emit_inplace("add", [y.var, one], y)
+    c.emit_inplace("log", [y.var], y)
