@@ -1505,13 +1505,9 @@ def _reduce(c: _NodeContext) -> None:
         c.emit(after, [reduced.var], {}, x.dtype, dims, out=out)
 
 
-@_op("LayerNormalization", note="layer_norm(axis, eps); Scale and B of the normalised dims' shape (broadcast "
-                                "at import when constant); the Mean / InvStdDev outputs (f32) by mean_axis, sub, "
-                                "mul, add, rsqrt")
-def _layer_norm(c: _NodeContext) -> None:
-    c.allow("axis", "epsilon", "stash_type")
-    x, scale, bias = c.inputs(2, 3)
-    out, mean_out, inv_std_out = (c.outputs(3) + ["", ""])[:3]
+def _norm_axis(c: _NodeContext, x: Value) -> tuple[int, int, tuple[Dim, ...]]:
+    """LayerNormalization / RMSNormalization: X's rank, the first normalised axis and the
+    normalised dims (statistics in f32: stash_type 1)."""
     c.float_input(x)
     if int(c.attrs.get("stash_type", 1)) != 1:
         c.fail(f"stash_type {c.attrs['stash_type']}: only 1 (f32 statistics) is supported")
@@ -1520,18 +1516,32 @@ def _layer_norm(c: _NodeContext) -> None:
     if rank == 0 or not -rank <= axis < rank:
         c.fail(f"axis {axis} out of range for rank {rank}")
     axis %= rank
-    normalised = x.dims[axis:]
-    args = [c.var(x, 0)]
-    for v, k, what in ((scale, 1, "Scale"), (bias, 2, "B")):
-        if v is None:
-            continue
-        if v.dtype != x.dtype:
-            c.fail(f"{what} of dtype {v.dtype}, X of {x.dtype}")
-        if v.shape != tuple(d.size for d in normalised):
-            if v.const is None or _broadcast(c.fail, v.dims, normalised) != normalised:
-                c.fail(f"{what} of shape {list(v.shape)}: expected {[d.size for d in normalised]} "
-                       f"(or a constant that broadcasts to it)")
-        args.append(_expanded(c, v, k, normalised, f"{out}_{what.lower()}"))
+    return rank, axis, x.dims[axis:]
+
+
+def _norm_parameter(c: _NodeContext, x: Value, v: Value, k: int, what: str, normalised: tuple[Dim, ...],
+                    out: str) -> str:
+    """A norm's scale or bias input, of the normalised dims' shape (a constant that broadcasts to
+    it is expanded at import)."""
+    if v.dtype != x.dtype:
+        c.fail(f"{what} of dtype {v.dtype}, X of {x.dtype}")
+    if v.shape != tuple(d.size for d in normalised):
+        if v.const is None or _broadcast(c.fail, v.dims, normalised) != normalised:
+            c.fail(f"{what} of shape {list(v.shape)}: expected {[d.size for d in normalised]} "
+                   f"(or a constant that broadcasts to it)")
+    return _expanded(c, v, k, normalised, f"{out}_{what.lower()}")
+
+
+@_op("LayerNormalization", note="layer_norm(axis, eps); Scale and B of the normalised dims' shape (broadcast "
+                                "at import when constant); the Mean / InvStdDev outputs (f32) by mean_axis, sub, "
+                                "mul, add, rsqrt")
+def _layer_norm(c: _NodeContext) -> None:
+    c.allow("axis", "epsilon", "stash_type")
+    x, scale, bias = c.inputs(2, 3)
+    out, mean_out, inv_std_out = (c.outputs(3) + ["", ""])[:3]
+    rank, axis, normalised = _norm_axis(c, x)
+    args = [c.var(x, 0)] + [_norm_parameter(c, x, v, k, what, normalised, out)
+                            for v, k, what in ((scale, 1, "Scale"), (bias, 2, "B")) if v is not None]
     eps = float(c.attrs.get("epsilon", 1e-5))
     if out:
         c.emit("layer_norm", args, {"axis": axis if axis != rank - 1 else None, "eps": eps if eps != 1e-5 else None},
@@ -1747,22 +1757,8 @@ def _rms_norm(c: _NodeContext) -> None:
     c.allow("axis", "epsilon", "stash_type")
     x, scale = c.inputs(2, 2)
     (out,) = c.outputs()
-    c.float_input(x)
-    if int(c.attrs.get("stash_type", 1)) != 1:
-        c.fail(f"stash_type {c.attrs['stash_type']}: only 1 (f32 statistics) is supported")
-    rank = len(x.dims)
-    axis = int(c.attrs.get("axis", -1))
-    if rank == 0 or not -rank <= axis < rank:
-        c.fail(f"axis {axis} out of range for rank {rank}")
-    axis %= rank
-    normalised = x.dims[axis:]
-    if scale.dtype != x.dtype:
-        c.fail(f"scale of dtype {scale.dtype}, X of {x.dtype}")
-    if scale.shape != tuple(d.size for d in normalised) and (
-            scale.const is None or _broadcast(c.fail, scale.dims, normalised) != normalised):
-        c.fail(f"scale of shape {list(scale.shape)}: expected {[d.size for d in normalised]} "
-               f"(or a constant that broadcasts to it)")
-    gamma = _expanded(c, scale, 1, normalised, f"{out}_scale")
+    rank, axis, normalised = _norm_axis(c, x)
+    gamma = _norm_parameter(c, x, scale, 1, "scale", normalised, out)
     eps = float(c.attrs.get("epsilon", 1e-5))
     c.emit("rms_norm", [c.var(x, 0), gamma], {"axis": axis if axis != rank - 1 else None, "eps": eps},
            x.dtype, x.dims, out=out)
