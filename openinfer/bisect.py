@@ -9,6 +9,7 @@ hook. After each node, the variables it writes are fetched on both sides; nodes 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .compare import Comparison, compare, table
@@ -40,24 +41,28 @@ class BisectReport:
                 f" (execution {d.occurrence + 1} of that node)\n" + table(list(d.rows)))
 
 
-def bisect(bound: BoundGraph, simulator, seed: int, step: int) -> BisectReport:
+def bisect(bound: BoundGraph, simulator, seed: int, step: int, *,
+           inputs: Callable[[int], Mapping] | None = None) -> BisectReport:
+    """Replay steps 0..`step` on both engines, `step` node by node. Each step's inputs come from
+    `inputs(step)` when given (`openinfer sim --inputs`), else `random_inputs` from `seed`."""
+    feed = inputs if inputs is not None else (lambda s: random_inputs(bound, seed, s))
     ref = ReferenceExecutor(bound)
     ex = simulator.make_executor()
     for s in range(step):
-        inputs = random_inputs(bound, seed, s)
+        step_inputs = feed(s)
         for engine in (ref, ex):
-            engine.insert(**inputs)
+            engine.insert(**step_inputs)
             engine.run_step()
     observable = {v.name for v in simulator.program.vars if v.gettable}
 
     def snapshot(engine, node_index: int) -> dict:
         return {v: engine.fetch(v) for v in simulator.node_outputs.get(node_index, []) if v in observable}
 
-    inputs = random_inputs(bound, seed, step)
+    step_inputs = feed(step)
     ref_records: dict[tuple[int, int], dict] = {}
     order: list[tuple[int, int]] = []
     counts: dict[int, int] = {}
-    ref.insert(**inputs)
+    ref.insert(**step_inputs)
     for event in ref.iterate():
         k = counts.get(event.node_index, 0)
         counts[event.node_index] = k + 1
@@ -73,7 +78,7 @@ def bisect(bound: BoundGraph, simulator, seed: int, step: int) -> BisectReport:
         sim_records[(node_index, k)] = snapshot(ex, node_index)
 
     ex.observe(observe)
-    ex.insert(**inputs)
+    ex.insert(**step_inputs)
     try:
         ex.run_step()
     finally:

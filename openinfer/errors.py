@@ -142,5 +142,11 @@ class OnnxImportError(OpenInferError):
     importer does not support (the message names the node, its op type and what is missing)."""
 
 
+class InputFileError(OpenInferError):
+    """An inputs file (`--inputs in.npz`) cannot be read or does not fit the graph: a missing or
+    unknown variable, a wrong shape, a value its variable cannot hold (the message names the file
+    and the entry)."""
+
+
 class SimulationError(OpenInferError):
     """A compiled program could not be loaded or run, or returned an error status."""

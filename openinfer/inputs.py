@@ -1,18 +1,37 @@
-"""Deterministic example inputs for `openinfer run` / `sim` / `trace`: the same seed gives the same
-values for every engine, so the reference and a compiled program see identical inputs.
+"""The inputs `openinfer run` / `sim` / `trace` feed, and the outputs they save.
 
-Step s draws from `numpy.random.default_rng(seed + s)`, one variable after another in declaration
-order: floats uniform in [-1, 1) (rounded to the dtype), integers uniform in [-4, 4] clipped to
-the dtype's range, bool uniform.
+Without `--inputs`, deterministic example inputs: the same seed gives the same values for every
+engine, so the reference and a compiled program see identical inputs. Step s draws from
+`numpy.random.default_rng(seed + s)`, one variable after another in declaration order: floats
+uniform in [-1, 1) (rounded to the dtype), integers uniform in [-4, 4] clipped to the dtype's
+range, bool uniform.
+
+With `--inputs in.npz`, the user's arrays by variable name (`InputFile`): `stepN/x` for step N, or
+`x` for every step that has no `stepN/x`. Each value goes through the executors' `coerce` (shape,
+range, floats rounded to the variable's dtype) and one more rule a file makes possible: a float
+array is never taken for an integer or bool variable, integral or not. Integers of a wider type
+are taken only when every value fits. Every entry of every step is checked before anything runs.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import tempfile
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
 import numpy as np
 
+from .errors import ExecutionError, InputFileError
 from .ir import nodes as ir
-from .ir.bound import BoundGraph
+from .ir.bound import BoundGraph, BoundVar
 from .numerics import round_float
+from .reference.executor import coerce
+
+#: `stepN/name` (N without leading zeros): an input for step N only.
+_STEP_KEY = re.compile(r"step(0|[1-9][0-9]*)/(.+)")
 
 
 def random_inputs(bound: BoundGraph, seed: int, step: int) -> dict[str, np.ndarray]:
@@ -30,6 +49,113 @@ def random_inputs(bound: BoundGraph, seed: int, step: int) -> dict[str, np.ndarr
             lo, hi = max(d.lo, -4), min(d.hi, 4)
             out[var.name] = rng.integers(lo, hi + 1, var.shape).astype(d.np_dtype)
     return out
+
+
+class InputFile:
+    """Dynamic inputs read from a `.npz` archive (`numpy.savez`) for `bound`'s graph.
+
+    `steps` is how many steps the file describes (one more than its highest `stepN/`), or None
+    when it holds only shared inputs (`x`), which then serve any number of steps."""
+
+    def __init__(self, path: str | os.PathLike, bound: BoundGraph):
+        self.path = str(path)
+        self._dynamic = [v.name for v in bound.vars.values() if v.kind is ir.MemoryKind.DYNAMIC]
+        self._shared: dict[str, np.ndarray] = {}
+        self._per_step: dict[int, dict[str, np.ndarray]] = {}
+        for key, array in _read_npz(self.path).items():
+            match = _STEP_KEY.fullmatch(key)
+            step, name = (int(match[1]), match[2]) if match else (None, key)
+            var = bound.vars.get(name)
+            if var is None or var.kind is not ir.MemoryKind.DYNAMIC:
+                what = "is not a variable of the graph" if var is None else \
+                    f"is {var.kind.section if var.kind else 'a temporary'}, not an input"
+                raise InputFileError(f"{self.path}: `{key}`: `{name}` {what}; the graph's inputs (dynamic) are: "
+                                     f"{', '.join(self._dynamic) or 'none'}")
+            value = _coerce_entry(self.path, key, var, array)
+            if step is None:
+                self._shared[name] = value
+            else:
+                self._per_step.setdefault(step, {})[name] = value
+        self.steps = max(self._per_step) + 1 if self._per_step else None
+
+    def check(self, steps: int) -> None:
+        """Every step in range(steps) has a value for every input, and no entry is for a later step."""
+        if self.steps is not None and self.steps > steps:
+            raise InputFileError(f"{self.path}: holds inputs for step {self.steps - 1} but {steps} step(s) are run "
+                                 "(leave --steps out to run every step the file holds)")
+        for step in range(steps):
+            own = self._per_step.get(step, {})
+            for name in self._dynamic:
+                if name not in own and name not in self._shared:
+                    raise InputFileError(f"{self.path}: no value for input `{name}` in step {step} "
+                                         f"(give `step{step}/{name}`, or `{name}` for every step)")
+
+    def for_step(self, step: int) -> dict[str, np.ndarray]:
+        return {**self._shared, **self._per_step.get(step, {})}
+
+
+def _read_npz(path: str) -> dict[str, np.ndarray]:
+    with open(path, "rb") as fh:                # OSError (missing, a directory): the CLI reports it
+        magic = fh.read(6)
+        if magic == b"\x93NUMPY":
+            raise InputFileError(f"{path}: holds a single array (.npy), not a .npz archive of named arrays "
+                                 "(write one with numpy.savez(path, x=..., ...))")
+        if magic[:4] != b"PK\x03\x04":
+            raise InputFileError(f"{path}: not a .npz archive (write one with numpy.savez(path, x=..., ...))")
+        fh.seek(0)
+        try:
+            with np.load(fh, allow_pickle=False) as archive:
+                return {key: archive[key] for key in archive.files}
+        except (zipfile.BadZipFile, ValueError, EOFError, OSError) as exc:   # truncated, pickled objects
+            raise InputFileError(f"{path}: not a readable .npz archive ({exc})") from None
+
+
+def _coerce_entry(path: str, key: str, var: BoundVar, array: np.ndarray) -> np.ndarray:
+    if array.dtype.kind == "f" and not var.dtype.is_float:
+        raise InputFileError(f"{path}: `{key}`: `{var.name}` is {var.dtype.name}; the file holds {array.dtype} "
+                             "values (store integers or bools: floats are never converted to them)")
+    try:
+        return coerce(var, array)
+    except ExecutionError as exc:
+        raise InputFileError(f"{path}: `{key}`: {exc.message}") from None
+
+
+def input_feed(bound: BoundGraph, *, seed: int, steps: int | None,
+               path: str | os.PathLike | None = None) -> tuple[int, Callable[[int], dict[str, np.ndarray]]]:
+    """(steps to run, step -> inputs) for the run/sim/trace commands: the file's inputs when
+    `path` is given (checked whole before anything runs), else `random_inputs` from `seed`.
+    `steps` None means 1, or as many as the file describes."""
+    if path is None:
+        return (1 if steps is None else steps), (lambda step: random_inputs(bound, seed, step))
+    source = InputFile(path, bound)
+    count = steps if steps is not None else (source.steps or 1)
+    source.check(count)
+    return count, source.for_step
+
+
+def save_outputs(path: str | os.PathLike, steps: Sequence[Mapping[str, np.ndarray]]) -> None:
+    """Write each step's outputs to a `.npz`: `y` when there is one step, else `step0/y`, `step1/y`,
+    ... (the keys `--inputs` reads). Written to a temporary file beside `path` and renamed over it,
+    so a failure leaves no half-written archive."""
+    arrays = dict(steps[0]) if len(steps) == 1 else \
+        {f"step{s}/{name}": value for s, values in enumerate(steps) for name, value in values.items()}
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())        # mkstemp's 0600 would make the result private
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def outputs_of(bound: BoundGraph) -> list[str]:

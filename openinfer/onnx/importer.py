@@ -93,13 +93,20 @@ def _with_elements(v: Value, elements: tuple[Dim, ...] | None) -> Value:
 
 @dataclass
 class ImportedModel:
-    """What `import_onnx` returns: the graph as DSL text, and the model it binds against."""
+    """What `import_onnx` returns: the graph as DSL text, and the model it binds against.
+
+    The tensors are read-only arrays (replace an entry to change it): `write` then moves the
+    `.oinf` the bind check wrote into place instead of writing the weights a second time, as long
+    as the tensors and sizevars are still the ones checked."""
 
     name: str
     text: str
     tensors: dict[str, np.ndarray]
     sizevars: dict[str, int]
     renamed: dict[str, str] = field(default_factory=dict)     # ONNX name -> DSL name, where they differ
+    #: the bind check's .oinf (in its own temporary directory) and what it was written from
+    _checked: tuple[tempfile.TemporaryDirectory, Path, dict, dict] | None = \
+        field(default=None, repr=False, compare=False)
 
     def write(self, out_dir: str | os.PathLike) -> tuple[Path, Path]:
         """Writes OUT_DIR/NAME.oig and OUT_DIR/NAME.oinf; returns their paths."""
@@ -109,9 +116,32 @@ class ImportedModel:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         graph, model = out / f"{self.name}.oig", out / f"{self.name}.oinf"
-        write_oinf(model, tensors=self.tensors, sizevars=self.sizevars)
+        if not self._move_checked_model(model):
+            write_oinf(model, tensors=self.tensors, sizevars=self.sizevars)
         write_text(str(graph), self.text)
         return graph, model
+
+    def _move_checked_model(self, target: Path) -> bool:
+        """Renames the checked .oinf (written atomically and fsync'ed) onto `target`, if it still
+        holds these tensors and the rename stays within one file system."""
+        from ..oinf.writer import _fsync_dir
+
+        if self._checked is None:
+            return False
+        scratch, path, tensors, sizevars = self._checked
+        self._checked = None
+        try:
+            if sizevars != self.sizevars or tensors.keys() != self.tensors.keys() or \
+                    any(tensors[k] is not v for k, v in self.tensors.items()):
+                return False
+            try:
+                os.replace(path, target)
+            except OSError:          # another file system (EXDEV), or a target write_oinf reports better
+                return False
+            _fsync_dir(target.parent)
+            return True
+        finally:
+            scratch.cleanup()
 
 
 def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] | None = None) -> ImportedModel:
@@ -144,12 +174,16 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
 
 
 def _validate(result: ImportedModel) -> None:
-    """Parses and binds the text against its model; a failure here is an importer bug, reported as such."""
+    """Parses and binds the text against its model; a failure here is an importer bug, reported as such.
+    The .oinf written for the check is kept for `write` (tensors made read-only, so it stays theirs)."""
     from ..api import bind_inputs
     from ..oinf import ModelLoader, write_oinf
 
-    with tempfile.TemporaryDirectory(prefix="oi-import-") as tmp:
-        path = Path(tmp) / f"{result.name}.oinf"
+    for array in result.tensors.values():
+        array.setflags(write=False)
+    scratch = tempfile.TemporaryDirectory(prefix="oi-import-")
+    try:
+        path = Path(scratch.name) / f"{result.name}.oinf"
         write_oinf(path, tensors=result.tensors, sizevars=result.sizevars)
         model = ModelLoader.open(path)
         try:
@@ -161,6 +195,10 @@ def _validate(result: ImportedModel) -> None:
                                   f"(please report it with the model):\n{exc}") from None
         finally:
             model.close()
+    except BaseException:
+        scratch.cleanup()
+        raise
+    result._checked = (scratch, path, dict(result.tensors), dict(result.sizevars))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,6 +342,10 @@ class _Importer:
         self.sizevars: dict[str, int] = {}
         self.decls: dict[str, list[tuple[str, str]]] = {"dynamic": [], "constant": [], "volatile": []}
         self.lines: list[tuple[str, str]] = []
+        #: the ONNX node name each line / volatile declaration came from (None: from no node), for
+        #: the layer headers `render` prints
+        self.line_nodes: list[str | None] = []
+        self.volatile_nodes: list[str | None] = []
         self.tensors: dict[str, np.ndarray] = {}
         self.consumers: dict[str, list] = {}
         self.skip: set[int] = set()
@@ -483,7 +525,14 @@ class _Importer:
             else:
                 ins.append(self.values[x])
         ctx = _NodeContext(self, node, attrs, ins, fail, label)
+        self._claim(None)
         support.handler(ctx)
+        self._claim(node.name or None)
+
+    def _claim(self, node_name: str | None) -> None:
+        """Marks the lines and volatile declarations emitted since the last claim as `node_name`'s."""
+        self.line_nodes += [node_name] * (len(self.lines) - len(self.line_nodes))
+        self.volatile_nodes += [node_name] * (len(self.decls["volatile"]) - len(self.volatile_nodes))
 
     # -- output ---------------------------------------------------------------------------------
     def render(self) -> str:
@@ -495,13 +544,18 @@ class _Importer:
                 f"{sv} = {self.sizevars[sv]}" + (f' (ONNX {_quoted(p)})' if p != sv else "")
                 for p, sv in self.sizevar_names.items()))
         out = head
+        self._claim(None)
+        layers = _Layers(self.line_nodes, [code for code, _ in self.lines])
         for kind in ("dynamic", "constant", "volatile"):
             if self.decls[kind]:
                 out.append(f"{kind} {{")
-                out += [_line(code, note) for code, note in self.decls[kind]]
+                if kind == "volatile":
+                    out += layers.grouped(self.decls[kind], self.volatile_nodes)
+                else:
+                    out += [_line(code, note) for code, note in self.decls[kind]]
                 out.append("}")
         out.append("block entry {")
-        out += [_line(code, note) for code, note in self.lines]
+        out += layers.grouped(self.lines, self.line_nodes)
         out.append("    return;")
         out.append("}")
         return "\n".join(out) + "\n"
@@ -510,6 +564,84 @@ class _Importer:
 def _line(code: str, note: str) -> str:
     code = "    " + code
     return f"{code:<50}  // {note}" if note else code
+
+
+#: A path segment naming one of several repeated modules, as exporters write them: `layer.0`,
+#: `layers.3`, `h.11`, `layer1.0` (PyTorch's ModuleList / Sequential index after a dot).
+_REPEATED = re.compile(r"(.+)\.(\d+)")
+
+
+def _layer_of(node_name: str | None) -> tuple[str, str, int] | None:
+    """(layer, family, index) of an ONNX node name: `/encoder/layer.3/attention/MatMul` ->
+    ("encoder.layer.3", "encoder.layer", 3): the outermost indexed segment (not the node's own,
+    last segment) and the path before it."""
+    if not node_name:
+        return None
+    parts = [p for p in node_name.split("/") if p][:-1]
+    for k, part in enumerate(parts):
+        m = _REPEATED.fullmatch(part)
+        if m:
+            family = ".".join([*parts[:k], m[1]])
+            return f"{family}.{m[2]}", family, int(m[2])
+    return None
+
+
+class _Layers:
+    """Repeated layers made visible in the printed graph: where the nodes of a family with two
+    or more members (`encoder.layer.0`, `encoder.layer.1`, ...) begin, a blank line and a header,
+    `// layer encoder.layer.1 — same ops as encoder.layer.0` when its op sequence equals the
+    family's first member's. Lines from no layer between two lines of one layer stay in it."""
+
+    def __init__(self, line_nodes: list[str | None], line_codes: list[str]):
+        found = [_layer_of(n) for n in line_nodes]
+        families: dict[str, set[str]] = {}
+        for layer in found:
+            if layer is not None:
+                families.setdefault(layer[1], set()).add(layer[0])
+        #: layer -> (family, index), for the families that repeat
+        self.layer = {name: (family, index) for layer in found if layer is not None
+                      for name, family, index in [layer] if len(families[family]) > 1}
+        self.first: dict[str, str] = {}
+        for name, (family, _index) in sorted(self.layer.items(), key=lambda kv: kv[1][1]):
+            self.first.setdefault(family, name)
+        self.ops: dict[str, list[str]] = {}
+        for name, code in zip(self.assign(line_nodes), line_codes, strict=True):
+            if name is not None:
+                self.ops.setdefault(name, []).append(code.split("(", 1)[0])
+
+    def assign(self, owners: list[str | None]) -> list[str | None]:
+        """The layer each item is printed in (None: none)."""
+        names = []
+        for node in owners:
+            layer = _layer_of(node)
+            names.append(layer[0] if layer is not None and layer[0] in self.layer else None)
+        last = {name: k for k, name in enumerate(names) if name is not None}
+        current = None
+        for k, name in enumerate(names):
+            if name is None and current is not None and last[current] > k:
+                names[k] = current              # an item from no layer inside one: it stays there
+            current = names[k]
+        return names
+
+    def header(self, name: str) -> str:
+        family, _ = self.layer[name]
+        first = self.first[family]
+        if name == first:
+            return f"    // layer {name}"
+        same = "same ops as" if self.ops.get(name) == self.ops.get(first) else "other ops than"
+        return f"    // layer {name} — {same} {first}"
+
+    def grouped(self, items: list[tuple[str, str]], owners: list[str | None]) -> list[str]:
+        out, current = [], None
+        for (code, note), name in zip(items, self.assign(owners), strict=True):
+            if name != current:
+                if out:
+                    out.append("")
+                if name is not None:
+                    out.append(self.header(name))
+                current = name
+            out.append(_line(code, note))
+        return out
 
 
 class _NodeContext:

@@ -6,21 +6,35 @@ import argparse
 import json
 
 from ..cliutil import add_graph_args, load, write_text
-from ..inputs import outputs_of, preview, random_inputs
+from ..inputs import input_feed, outputs_of, preview, save_outputs
 from ..trace import to_chrome, to_json
+
+#: How --inputs and --save-outputs work; run, trace and sim print it in their --help.
+INPUTS_HELP = """\
+--inputs FILE.npz gives the dynamic inputs instead (numpy.savez(FILE, x=..., ...)): `x` for every
+step, or `step0/x`, `step1/x`, ... per step (a step's own value wins); --steps defaults to the
+number of steps the file holds. Every input must be present and no other name, with the
+variable's shape. Values are checked, never narrowed silently: integers must fit the variable's
+type, floats are never taken for an integer or bool variable, floats of another width are rounded
+to the variable's type. --save-outputs FILE.npz writes the outputs (`y`, or `step0/y`, ... when
+several steps run) in the same form; the file is replaced whole or not at all."""
 
 RUN_HELP = """\
 Run GRAPH on MODEL with the NumPy reference interpreter for --steps steps and print each step's
 volatile outputs. Dynamic inputs are random and reproducible: step s uses numpy's default_rng(SEED + s),
 floats uniform in [-1, 1), integers in [-4, 4] (see openinfer/inputs.py).
 
-example:
-  openinfer run examples/mlp_regression.oig --model build/models/mlp_regression.oinf --steps 2"""
+""" + INPUTS_HELP + """
+
+examples:
+  openinfer run examples/mlp_regression.oig --model build/models/mlp_regression.oinf --steps 2
+  openinfer run g.oig --model m.oinf --inputs in.npz --save-outputs out.npz"""
 
 TRACE_HELP = """\
 Run GRAPH like `openinfer run` with tracing on and write the trace: --json in the original
 OpenInfer event format (block_name, node_index, node_uuid, kind, params, output, micros), --chrome
 as Chrome/Perfetto trace-event JSON (open it in ui.perfetto.dev or chrome://tracing).
+--inputs and --save-outputs work as in `openinfer run` (see `openinfer run --help`).
 
 example:
   openinfer trace examples/kv_cache_decode.oig --model m.oinf --steps 3 --chrome kv.trace.json"""
@@ -30,8 +44,7 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="run a graph with the NumPy reference and print its outputs",
                        description=RUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_graph_args(p)
-    p.add_argument("--steps", type=int, default=1, help="steps to run (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    add_io_args(p)
     p.add_argument("--show", default="", metavar="A,B", help="variables to print (default: every volatile)")
     p.add_argument("--all", action="store_true", help="print whole tensors instead of the first 8 values")
     p.set_defaults(handler=run)
@@ -39,12 +52,20 @@ def register(sub) -> None:
     t = sub.add_parser("trace", help="run a graph with tracing and write the trace as JSON / Chrome trace",
                        description=TRACE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_graph_args(t)
-    t.add_argument("--steps", type=int, default=1)
-    t.add_argument("--seed", type=int, default=0)
+    add_io_args(t)
     t.add_argument("--json", metavar="FILE", help="write events in the original's JSON format ('-': stdout)")
     t.add_argument("--chrome", metavar="FILE", help="write a Chrome/Perfetto trace-event file")
     t.add_argument("--full", action="store_true", help="record a summary of every node's output values")
     t.set_defaults(handler=trace)
+
+
+def add_io_args(p: argparse.ArgumentParser) -> None:
+    """--steps, --seed, --inputs and --save-outputs (run, trace and sim)."""
+    p.add_argument("--steps", type=int, default=None,
+                   help="steps to run (default 1, or as many as --inputs holds)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--inputs", "-i", metavar="FILE.npz", help="read the dynamic inputs from this .npz")
+    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs to this .npz")
 
 
 def run(args) -> int:
@@ -53,16 +74,21 @@ def run(args) -> int:
     from .executor import ReferenceExecutor
 
     _, _, bound = load(args)
+    steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
     ex = ReferenceExecutor(bound)
     names = [n for n in args.show.split(",") if n] or outputs_of(bound)
+    saved = []
     with np.printoptions(threshold=1 << 30, linewidth=120):
-        for step in range(args.steps):
-            ex.insert(**random_inputs(bound, args.seed, step))
+        for step in range(steps):
+            ex.insert(**inputs(step))
             ex.run_step()
-            for name in names:
-                value = ex.fetch(name)
+            values = {name: ex.fetch(name) for name in names}
+            for name, value in values.items():
                 text = np.array2string(value, separator=", ") if args.all else preview(value)
                 print(f"step {step} {name}: {value.dtype}{list(value.shape)} = {text}")
+            saved.append(values)
+    if args.save_outputs:
+        save_outputs(args.save_outputs, saved)
     return 0
 
 
@@ -70,10 +96,15 @@ def trace(args) -> int:
     from .executor import ReferenceExecutor
 
     _, _, bound = load(args)
+    steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
     ex = ReferenceExecutor(bound, trace="full" if args.full else True)
-    for step in range(args.steps):
-        ex.insert(**random_inputs(bound, args.seed, step))
+    saved = []
+    for step in range(steps):
+        ex.insert(**inputs(step))
         ex.run_step()
+        saved.append({name: ex.fetch(name) for name in outputs_of(bound)})
+    if args.save_outputs:
+        save_outputs(args.save_outputs, saved)
     events = ex.trace()
     if args.json:
         write_text(args.json, to_json(events) + "\n")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from ..cliutil import add_graph_args, load, sizevars, write_text
+from ..reference.commands import add_io_args
 
 GEN_HELP = """\
 Synthesize GRAPH on MODEL for the device described by --arch into a complete meson project
@@ -33,10 +34,13 @@ Generate, build and load GRAPH for --arch, run --steps steps beside the NumPy re
 same inputs (see `openinfer run --help`), and print a per-output comparison table for every step.
 Exits 1 on any mismatch. On a mismatch (or with --bisect) the failing step is replayed node by
 node on both engines and the first node whose output diverges is reported with its source
-location.
+location. --inputs FILE.npz feeds both engines your inputs instead of random ones (`x` for every
+step or `step0/x`, ... per step, checked as `openinfer run --help` describes); --save-outputs
+FILE.npz writes the generated program's outputs (`y`, or `step0/y`, ... for several steps).
 
-example:
-  openinfer sim examples/mlp_regression.oig --model mlp.oinf --arch devices/x86_64-avx512.json --steps 3"""
+examples:
+  openinfer sim examples/mlp_regression.oig --model mlp.oinf --arch devices/x86_64-avx512.json --steps 3
+  openinfer sim g.oig --model m.oinf --arch x86_64-avx2 --inputs in.npz --save-outputs out.npz"""
 
 
 def register(sub) -> None:
@@ -67,8 +71,7 @@ def register(sub) -> None:
                        description=SIM_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_graph_args(s)
     _target_args(s)
-    s.add_argument("--steps", type=int, default=1)
-    s.add_argument("--seed", type=int, default=0)
+    add_io_args(s)
     s.add_argument("--bisect", action="store_true", help="always replay the last step node by node")
     s.set_defaults(handler=sim)
 
@@ -179,11 +182,12 @@ def plan_cmd(args) -> int:
 
 def sim(args) -> int:
     from ..compare import compare, table
-    from ..inputs import outputs_of, random_inputs
+    from ..inputs import input_feed, outputs_of, save_outputs
     from ..reference.executor import ReferenceExecutor
     from ..sim import Simulator
 
     model, graph, bound = load(args)
+    steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
     outputs = set(args.outputs.split(",")) if args.outputs else None
     t0 = time.perf_counter()
     simulator = Simulator(model, graph, arch=args.arch, sizevars=sizevars(args), outputs=outputs,
@@ -193,27 +197,32 @@ def sim(args) -> int:
     ex = simulator.make_executor()
     names = [n for n in outputs_of(bound) if outputs is None or n in outputs]
     failed_step = None
-    for step in range(args.steps):
-        inputs = random_inputs(bound, args.seed, step)
-        ref.insert(**inputs)
-        ex.insert(**inputs)
+    saved = []
+    for step in range(steps):
+        step_inputs = inputs(step)
+        ref.insert(**step_inputs)
+        ex.insert(**step_inputs)
         ref.run_step()
         ex.run_step()
-        rows = [compare(n, bound.vars[n].dtype, ref.fetch(n), ex.fetch(n)) for n in names]
+        generated = {n: ex.fetch(n) for n in names}
+        rows = [compare(n, bound.vars[n].dtype, ref.fetch(n), generated[n]) for n in names]
         print(f"step {step}:")
         print(table(rows))
         if failed_step is None and not all(r.ok for r in rows):
             failed_step = step
+        saved.append(generated)
+    if args.save_outputs:
+        save_outputs(args.save_outputs, saved)
     if failed_step is not None or args.bisect:
         from ..bisect import bisect
 
-        step = failed_step if failed_step is not None else args.steps - 1
-        report = bisect(bound, simulator, args.seed, step)
+        step = failed_step if failed_step is not None else steps - 1
+        report = bisect(bound, simulator, args.seed, step, inputs=inputs)
         print(report.text())
     if failed_step is not None:
         print(f"MISMATCH at step {failed_step}")
         return 1
-    print(f"all {len(names)} output(s) match the reference over {args.steps} step(s)")
+    print(f"all {len(names)} output(s) match the reference over {steps} step(s)")
     return 0
 
 

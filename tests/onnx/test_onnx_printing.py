@@ -1,0 +1,133 @@
+"""The printed `.oig` of an import: repeated layers get headers; `write` moves the checked `.oinf`
+into place only while it still holds the result's tensors."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import openinfer as oi  # noqa: E402
+
+WIDTH = 4
+
+
+def _stack(rng, prefixes, extra_sigmoid_in=()):
+    """x -> for each prefix: MatMul + Add + Neg + Neg + Relu (+ Sigmoid where asked), node names under
+    the prefix (but the first Neg of each layer has none), then `/head/MatMul`."""
+    nodes, inits, weights = [], [], {}
+    x = "x"
+    for i, prefix in enumerate(prefixes):
+        w = rng.standard_normal((WIDTH, WIDTH)).astype(np.float32)
+        b = rng.standard_normal(WIDTH).astype(np.float32)
+        weights[prefix] = (w, b)
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes.append(helper.make_node("MatMul", [x, f"w{i}"], [f"{prefix}/mm"], name=f"{prefix}/fc/MatMul"))
+        nodes.append(helper.make_node("Add", [f"{prefix}/mm", f"b{i}"], [f"{prefix}/add"], name=f"{prefix}/fc/Add"))
+        x = f"{prefix}/relu"
+        # no node name: it belongs to no layer by its name, yet sits inside one
+        nodes.append(helper.make_node("Neg", [f"{prefix}/add"], [f"{prefix}/neg"]))
+        nodes.append(helper.make_node("Neg", [f"{prefix}/neg"], [f"{prefix}/pos"], name=f"{prefix}/Neg"))
+        nodes.append(helper.make_node("Relu", [f"{prefix}/pos"], [x], name=f"{prefix}/act/Relu"))
+        if prefix in extra_sigmoid_in:
+            nodes.append(helper.make_node("Sigmoid", [x], [f"{prefix}/sig"], name=f"{prefix}/act/Sigmoid"))
+            x = f"{prefix}/sig"
+    head = rng.standard_normal((WIDTH, 2)).astype(np.float32)
+    inits.append(numpy_helper.from_array(head, "head_w"))
+    nodes.append(helper.make_node("MatMul", [x, "head_w"], ["y"], name="/head/MatMul"))
+    graph = helper.make_graph(nodes, "stack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, WIDTH])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, weights, head
+
+
+def _numpy(x, prefixes, weights, head, sigmoid_in=()):
+    for prefix in prefixes:
+        w, b = weights[prefix]
+        x = np.maximum(x @ w + b, 0)
+        if prefix in sigmoid_in:
+            x = 1 / (1 + np.exp(-x))
+    return x @ head
+
+
+def _comments(text: str, section: str) -> list[str]:
+    """The section's lines that are blank or header comments, each with the code line after it."""
+    body = text.split(f"{section} {{\n", 1)[1].split("\n}", 1)[0].split("\n")
+    def var(k: int) -> str:     # what the first code line after line k declares or writes
+        line = next(x for x in body[k + 1:] if x.strip() and not x.strip().startswith("//"))
+        m = re.search(r">> (\w+);", line) or re.match(r"\s*(\w+):", line)
+        return m[1]
+
+    return [(line, var(k))
+            for k, line in enumerate(body) if not line.strip() or line.strip().startswith("// layer")]
+
+
+def test_repeated_layers_get_headers_in_the_block_and_the_volatiles(tmp_path):
+    prefixes = ["/model/layers.0", "/model/layers.1", "/model/layers.2"]
+    model, weights, head = _stack(np.random.default_rng(0), prefixes, extra_sigmoid_in={"/model/layers.2"})
+    result = oi.import_onnx(model)
+    assert result.text == oi.import_onnx(model).text                       # deterministic
+    expected = [
+        ("    // layer model.layers.0", "model_layers_0_mm"),
+        ("", "model_layers_1_mm"),
+        ("    // layer model.layers.1 — same ops as model.layers.0", "model_layers_1_mm"),
+        ("", "model_layers_2_mm"),
+        ("    // layer model.layers.2 — other ops than model.layers.0", "model_layers_2_mm"),
+    ]
+    # a blank line before each header but the first, and one after the last layer (before the head)
+    assert _comments(result.text, "block entry") == [*expected, ("", "y")]
+    assert _comments(result.text, "volatile") == [*expected, ("", "y")]
+    # the unnamed Negs stay inside their layers: no header repeats, no blank line splits a layer
+    assert result.text.count("// layer model.layers.0\n") == 2
+    assert result.text.count("// layer model.layers.1 —") == 2
+
+    x = np.random.default_rng(1).standard_normal((3, WIDTH)).astype(np.float32)
+    graph, path = result.write(tmp_path)
+    ex = oi.Reference(path, graph).make_executor()
+    ex.insert(x=x)
+    ex.run_step()
+    np.testing.assert_allclose(ex.fetch("y"), _numpy(x, prefixes, weights, head, {"/model/layers.2"}),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("prefixes", "first", "second"), [
+    (["/encoder/layer.0", "/encoder/layer.1"], "encoder.layer.0", "encoder.layer.1"),
+    (["/layer1/layer1.0", "/layer1/layer1.1"], "layer1.layer1.0", "layer1.layer1.1"),
+    (["/transformer/h.9", "/transformer/h.10"], "transformer.h.9", "transformer.h.10"),
+])
+def test_exporters_naming_styles(prefixes, first, second):
+    model, _, _ = _stack(np.random.default_rng(0), prefixes)
+    text = oi.import_onnx(model).text
+    assert f"\n    // layer {first}\n" in text
+    assert f"\n\n    // layer {second} — same ops as {first}\n" in text
+
+
+def test_a_layer_that_does_not_repeat_gets_no_header():
+    model, _, _ = _stack(np.random.default_rng(0), ["/blocks.0", "/stem"])
+    text = oi.import_onnx(model).text
+    assert "// layer" not in text and "\n\n" not in text
+
+
+def test_write_moves_the_checked_model_and_rewrites_replaced_tensors(tmp_path):
+    model, weights, head = _stack(np.random.default_rng(0), ["/a.0", "/a.1"])
+    result = oi.import_onnx(model)
+    with pytest.raises(ValueError, match="read-only"):
+        result.tensors["head_w"][0, 0] = 5.0       # the checked .oinf must stay the tensors' image
+    _, path = result.write(tmp_path / "one")
+    m = oi.ModelLoader.open(path)
+    np.testing.assert_array_equal(m.tensor("head_w"), head)
+    m.close()
+
+    result = oi.import_onnx(model)
+    result.tensors["head_w"] = head * 2                # a replaced entry: write writes the tensors anew
+    _, path = result.write(tmp_path / "two")
+    m = oi.ModelLoader.open(path)
+    np.testing.assert_array_equal(m.tensor("head_w"), head * 2)
+    m.close()
+    _, again = result.write(tmp_path / "three")     # a second write: the checked file is used up
+    assert again.read_bytes() == path.read_bytes()
