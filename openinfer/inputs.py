@@ -28,6 +28,7 @@ from .errors import ExecutionError, InputFileError
 from .ir import nodes as ir
 from .ir.bound import BoundGraph, BoundVar
 from .numerics import round_float
+from .oinf.writer import current_umask
 from .reference.executor import coerce
 
 #: `stepN/name` (N without leading zeros): an input for step N only.
@@ -143,7 +144,7 @@ def save_outputs(path: str | os.PathLike, steps: Sequence[Mapping[str, np.ndarra
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o666 & ~_umask())        # mkstemp's 0600 would make the result private
+        os.fchmod(fd, 0o666 & ~current_umask())        # mkstemp's 0600 would make the result private
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **arrays)
         os.replace(tmp, target)
@@ -151,11 +152,6 @@ def save_outputs(path: str | os.PathLike, steps: Sequence[Mapping[str, np.ndarra
         Path(tmp).unlink(missing_ok=True)
         raise
 
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def outputs_of(bound: BoundGraph) -> list[str]:

@@ -126,7 +126,7 @@ def write_plan(path: str | os.PathLike, plan: _Plan) -> None:
             _emit(f, plan)
             f.flush()
             os.fsync(f.fileno())
-            os.fchmod(f.fileno(), 0o666 & ~_umask())   # mkstemp's 0600 would surprise users
+            os.fchmod(f.fileno(), 0o666 & ~current_umask())   # mkstemp's 0600 would surprise users
         os.replace(tmp, path)
     except BaseException as exc:
         try:
@@ -512,7 +512,8 @@ def _write_all(f: BinaryIO, chunk: Any) -> int:
     return view.nbytes
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process umask, read without changing it (os.umask would race with other threads)."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
