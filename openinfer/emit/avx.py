@@ -7,12 +7,12 @@ any other request falls back to the portable C family. `Avx512Renderer` differs 
 shared and take the `Vec` as `v`.
 
 Covered (f32): matmul (packed GEMM with a register-blocked microkernel, GEMV and matrix-vector
-paths, batch dims and 1-D operands as NumPy; the GEMV paths also take f16 / bf16 operands with an
-f32 accumulator), element-wise arithmetic and activations, alone or as a fused chain (same shape,
-bias and per-row broadcasts, in place), sum/mean/max/min over contiguous axes, softmax over the
-last axis, layer_norm and rms_norm, and dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights
-(few rows of x: the weight-only quantized GEMV). Large kernels split their work over the kernel
-context's pool.
+paths, batch dims and 1-D operands as NumPy, transposed operands read as stored; the GEMV paths
+also take f16 / bf16 operands with an f32 accumulator), element-wise arithmetic and activations,
+alone or as a fused chain (same shape, bias and per-row broadcasts, in place), sum/mean/max/min
+over contiguous axes, softmax over the last axis, layer_norm and rms_norm, and dequant_matmul of
+f32 x with i8 / u8 / i4 / u4 weights (few rows of x: the weight-only quantized GEMV). Large
+kernels split their work over the kernel context's pool.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import SynthesisError
+from ..ops.shapes import matmul_operand_shapes
 from ..synth.program import KernelRequest
 from .ckernels import KernelSource, prototype
 from .ckernels.common import literal
@@ -352,7 +353,9 @@ def gemm_blocking(nr: int, device, m: int, n: int, k: int) -> tuple[int, int]:
 @dataclass(frozen=True)
 class _MatmulProblem:
     """A matmul request as the kernels see it: [m, k] @ [k, n] per batch item, A rows of items
-    that share one B stacked into m."""
+    that share one B stacked into m. `ta` / `tb`: A is stored [k, m] / B is stored [n, k]
+    (transpose_a / transpose_b), only where that differs in memory from the plain layout (a
+    transposed single row of A or column of B is the same contiguous vector)."""
 
     m: int
     n: int
@@ -360,16 +363,19 @@ class _MatmulProblem:
     nbatch: int
     offsets: dict        # C expressions of the batch items' element offsets in A and B
     dtype: str
+    ta: bool = False
+    tb: bool = False
 
     @property
     def gemv(self) -> bool:
-        """The GEMV paths (one column of B, or at most _SKINNY rows of A), which stream the matrix."""
-        return self.n == 1 or self.m <= _SKINNY
+        """The GEMV paths (one column of B, or at most _SKINNY rows of A), which stream the matrix;
+        with both operands transposed neither is contiguous along K and the GEMM packs them."""
+        return (self.n == 1 or self.m <= _SKINNY) and not (self.ta and self.tb)
 
     @property
     def gemm(self) -> bool:
         """The packed GEMM path (f32 with more than a few rows of A and columns of B)."""
-        return self.n != 1 and self.m > _SKINNY and self.dtype == "f32"
+        return not self.gemv and self.n != 1 and self.dtype == "f32"
 
 
 def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> _MatmulProblem | None:
@@ -379,8 +385,10 @@ def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
     if dtype != "f32" and not (req.acc and (dtype == "bf16" or "f16c" in device.features or r.vec.bits == 512)):
         return None       # f16 / bf16 without an f32 accumulator rounds after every add: portable C
     a, b = req.own_inputs
-    a2 = (1,) + a.shape if len(a.shape) == 1 else a.shape
-    b2 = b.shape + (1,) if len(b.shape) == 1 else b.shape
+    ta, tb = bool(req.attr("transpose_a")), bool(req.attr("transpose_b"))
+    sa, sb = matmul_operand_shapes(a.shape, b.shape, ta, tb)
+    a2 = (1,) + sa if len(sa) == 1 else sa
+    b2 = sb + (1,) if len(sb) == 1 else sb
     m, k, n = a2[-2], a2[-1], b2[-1]
     if 0 in (m, n, k) or req.output.numel == 0:
         return None
@@ -388,10 +396,11 @@ def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
     a_bat, b_bat = a2[:-2], b2[:-2]
     nbatch = math.prod(batch)
     pad_a = (1,) * (len(batch) - len(a_bat)) + tuple(a_bat)
-    if nbatch > 1 and all(d == 1 for d in b_bat) and pad_a == batch:
+    ta, tb = ta and m > 1, tb and n > 1
+    if nbatch > 1 and all(d == 1 for d in b_bat) and pad_a == batch and not ta:
         m, nbatch, batch, a_bat = m * nbatch, 1, (), ()     # one B for all items: stack the A rows
     offsets = {"a_batch": _batch_offset(batch, a_bat, m * k), "b_batch": _batch_offset(batch, b_bat, k * n)}
-    return _MatmulProblem(m, n, k, nbatch, offsets, dtype)
+    return _MatmulProblem(m, n, k, nbatch, offsets, dtype, ta, tb)
 
 
 def _packed_b_elems(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> int | None:
@@ -414,7 +423,7 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
         matrix = req.inputs[0 if n == 1 else 1]                # read once, from memory
         streamed = nbatch * (m if n == 1 else n) * k * matrix.dtype.itemsize
         parallel = parallel or streamed >= _PAR_STREAM_BYTES
-        return _gemv(r, req, name, m, n, k, nbatch, parallel, mm.offsets, mm.dtype)
+        return _gemv(r, req, name, mm, parallel)
     if not mm.gemm:
         return None
     mr, nv, lanes = r.gemm_mr, r.gemm_nv, r.vec.lanes
@@ -432,7 +441,7 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
                     nc=nc, epi=epi,
                     nblocks=-(-n // nc), batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols],
                     row_kernels=rows, full_nv=n >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
-                    **mm.offsets)
+                    ta=mm.ta, tb=mm.tb, **mm.offsets)
 
 
 def _k_slices(k: int, want: int, step: int, sums: int) -> tuple[int, int]:
@@ -457,20 +466,34 @@ def _resident_chains(vec: Vec, m: int, n: int, ku: int) -> int:
     return chains if vectors * chains <= vec.regs // 2 else 0
 
 
-def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int, nbatch: int, parallel: bool,
-          offsets: dict, dtype: str) -> str:
+def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, parallel: bool) -> str:
     """vecmat (few rows of A) or matvec (one column of B); work split into at least two units per
     device thread when the product is large enough to parallelise: row blocks of A (matvec),
     column chunks of B, or, where those chunks would cut B's rows into pieces shorter than
-    _MIN_ROW_PIECE, slices of K whose sums are added after the pool has run them (f32, one batch)."""
+    _MIN_ROW_PIECE, slices of K whose sums are added after the pool has run them (f32, one batch).
+    Transposed operands pick the form that reads the matrix along K: A^T times a column is the
+    column (as a row) times A's stored [k, m] (vecmat, operands swapped); a few rows times B^T
+    are dot products with B's stored rows (matvec, one pass per row of A over each block of B's
+    rows, which stays in L1); A^T's rows in a vecmat are read with A's row stride."""
+    m, n, k, nbatch, offsets, dtype = mm.m, mm.n, mm.k, mm.nbatch, mm.offsets, mm.dtype
     lanes = r.vec.lanes
     epi = _epilogue(req)
     want = -(-2 * r.device.threads // nbatch) if parallel else 1
     ksplit, kr = 1, k
-    if n == 1:
-        rows = _round_up(-(-m // want), 4)
-        nunits = -(-m // rows)
-        extra = {"kind": "matvec", "rows": rows}
+    ta = mm.ta
+    # swap: the kernel's first operand (`a` in the templates) is the matmul's b
+    swap = (n == 1 and ta) or mm.tb
+    if swap:
+        offsets = {"a_batch": offsets["b_batch"], "b_batch": offsets["a_batch"]}
+    if n == 1 and ta:
+        # out[i] = sum_k a[k, i] b[k]: the vecmat of b (one row) and a as stored ([k, m])
+        m, n, ta = 1, m, False
+    if n == 1 or mm.tb:
+        # the matrix (a, or b as stored [n, k]) has `mrows` rows along K, dotted with `vecs` vectors
+        mrows, vecs = (m, 1) if n == 1 else (n, m)
+        rows = _round_up(-(-mrows // want), 4)
+        nunits = -(-mrows // rows)
+        extra = {"kind": "matvec", "rows": rows, "mrows": mrows, "vecs": vecs}
     else:
         ku = max(2, _VECMAT_KU // m)
         cw = max(lanes, 4096 // m // lanes * lanes)        # C chunk of at most 16 KiB stays in L1
@@ -484,10 +507,10 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, m: int, n: int, k: int
         # C's row stride: the output's, or a scratch chunk's (a half output's f32 sums; an epilogue's product)
         ldc = n if dtype == "f32" and (epi is None or ksplit > 1) else cw
         extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "ku": ku, "skinny": _SKINNY,
-                 "chains": _resident_chains(r.vec, m, n, ku) if nunits == 1 else 0}
+                 "chains": _resident_chains(r.vec, m, n, ku) if nunits == 1 else 0, "ta": ta}
     units = nbatch * nunits * ksplit
     sections = _sections(epi, "core") if dtype == "f32" else ("core", dtype)
-    return r.render("gemv.c.j2", req, name, sections, m=m, n=n, k=k,
+    return r.render("gemv.c.j2", req, name, sections, m=m, n=n, k=k, swap=swap,
                     nunits=nunits, units=units, parallel=parallel and units > 1, dtype=dtype, ksplit=ksplit, kr=kr,
                     epi=epi, **extra, **offsets)
 

@@ -839,7 +839,8 @@ def _matmul(c: _NodeContext) -> None:
     c.emit("matmul", [c.var(a, 0), c.var(b, 1)], {}, a.dtype, dims, out=out)
 
 
-@_op("Gemm", note="matmul + add; transA/transB and alpha/beta folded into constant operands")
+@_op("Gemm", note="matmul + add; transA/transB as matmul's transpose_a/transpose_b on the operands as stored, "
+                   "alpha/beta folded into constant operands")
 def _gemm(c: _NodeContext) -> None:
     c.allow("alpha", "beta", "transA", "transB", "broadcast")
     a, b, bias = c.inputs(2, 3)
@@ -848,34 +849,27 @@ def _gemm(c: _NodeContext) -> None:
     if len(a.dims) != 2 or len(b.dims) != 2:
         c.fail("A and B must be 2-D")
     base = c.node.output[0]
+    trans = {"transpose_a": bool(c.attrs.get("transA", 0)), "transpose_b": bool(c.attrs.get("transB", 0))}
 
     def operand(v: Value, position: int, transpose: bool, scale: float) -> tuple[str, tuple[Dim, ...]]:
-        """The operand as a variable in the layout matmul takes; constants are transposed and scaled
-        here (a PyTorch Linear's [out, in] weight is stored as [in, out])."""
+        """The operand as stored (transA/transB become matmul's transpose_a/transpose_b: a PyTorch
+        Linear's [out, in] weight is used as it is) and its dims as multiplied; a constant is
+        scaled by alpha here."""
         onnx_name = c.node.input[position]
-        if v.const is not None and (transpose or scale != 1.0):
-            array = v.const.T if transpose else v.const
-            if scale != 1.0:
-                array = (array * np.asarray(scale, array.dtype)).astype(array.dtype)
-            how = " and ".join(w for w, on in (("transposed", transpose), (f"times alpha={scale!r}", scale != 1.0))
-                               if on)
-            name = c.imp.new_constant(array, onnx_name, f'ONNX {_quoted(onnx_name)}, {how}')
-            return name, _dims(array.shape)
-        name = c.var(v, position)
-        if transpose:
-            dims = (v.dims[1], v.dims[0])
-            t = c.emit("transpose", [name], {"perm": [1, 0]}, v.dtype, dims, temp=f"{base}_{'ab'[position]}T")
-            return t.var, dims
-        return name, v.dims
+        if v.const is not None and scale != 1.0:
+            array = (v.const * np.asarray(scale, v.const.dtype)).astype(v.const.dtype)
+            name = c.imp.new_constant(array, onnx_name, f'ONNX {_quoted(onnx_name)}, times alpha={scale!r}')
+        else:
+            name = c.var(v, position)
+        return name, (v.dims[1], v.dims[0]) if transpose else v.dims
 
-    # alpha goes into a constant operand where there is one, else it is a mul after the matmul
     alpha_into = 1 if b.const is not None else (0 if a.const is not None else None)
-    an, ad = operand(a, 0, bool(c.attrs.get("transA", 0)), alpha if alpha_into == 0 else 1.0)
-    bn, bd = operand(b, 1, bool(c.attrs.get("transB", 0)), alpha if alpha_into == 1 else 1.0)
+    an, ad = operand(a, 0, trans["transpose_a"], alpha if alpha_into == 0 else 1.0)
+    bn, bd = operand(b, 1, trans["transpose_b"], alpha if alpha_into == 1 else 1.0)
     if ad[1].size != bd[0].size:
         c.fail(f"inner dims differ: A {[d.size for d in ad]}, B {[d.size for d in bd]} (after transA/transB)")
     dims = (ad[0], bd[1])
-    y = c.emit("matmul", [an, bn], {}, a.dtype, dims, out=base)
+    y = c.emit("matmul", [an, bn], {k: True for k, on in trans.items() if on}, a.dtype, dims, out=base)
     if alpha != 1.0 and alpha_into is None:
         scale = c.imp.new_constant(np.asarray(alpha, _NUMPY_DTYPES[a.dtype]), f"{base}_alpha", "Gemm alpha")
         c.emit_inplace("mul", [y.var, scale], y)

@@ -63,15 +63,30 @@ def _broadcast(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return out, any(x.shape != out for x in ins)
 
 
+def matmul_operand_shapes(a: Shape, b: Shape, transpose_a: bool, transpose_b: bool) -> tuple[Shape, Shape]:
+    """The shapes a matmul multiplies: a and b with their last two dims swapped where transposed
+    (the attrs read the operands as stored; shapes only, the data stays in place)."""
+    def swapped(s: Shape, t: bool) -> Shape:
+        return (*s[:-2], s[-1], s[-2]) if t else tuple(s)
+    return swapped(a, transpose_a), swapped(b, transpose_b)
+
+
 def _matmul(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     a, b = ins[0].shape, ins[1].shape
     if not a or not b:
         raise OpTypeError(f"matmul: operands must have at least 1 dim, got {_fmt(a)} and {_fmt(b)}",
                           "use mul for scalars")
+    for name, s in (("a", a), ("b", b)):
+        if attrs.get(f"transpose_{name}") and len(s) < 2:
+            raise OpTypeError(f"matmul: transpose_{name} needs {name} of rank >= 2, got {_fmt(s)}",
+                              f"a 1-D {name} is a vector in either orientation: drop transpose_{name}")
+    a, b = matmul_operand_shapes(a, b, attrs.get("transpose_a", False), attrs.get("transpose_b", False))
     a2 = (1, *a) if len(a) == 1 else a
     b2 = (*b, 1) if len(b) == 1 else b
     if a2[-1] != b2[-2]:
-        raise OpTypeError(f"matmul: inner dims differ: {_fmt(a)} @ {_fmt(b)} ({a2[-1]} vs {b2[-2]})")
+        raise OpTypeError(f"matmul: inner dims differ: {_fmt(a)} @ {_fmt(b)} ({a2[-1]} vs {b2[-2]})"
+                          + (" after transpose_a / transpose_b" if attrs.get("transpose_a") or attrs.get("transpose_b")
+                             else ""))
     batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
     out = (*batch, *((a2[-2],) if len(a) > 1 else ()), *((b2[-1],) if len(b) > 1 else ()))
     nb = len(batch)
@@ -334,7 +349,8 @@ SHAPE_RULES: dict[str, Rule] = {
 SHAPE_RULE_DOCS = {
     "same": "all inputs one shape; the output has it",
     "broadcast": "NumPy broadcasting of the inputs",
-    "matmul": "NumPy matmul: [..., M, K] @ [..., K, N] -> [..., M, N], batch dims broadcast, 1-D operands as vectors",
+    "matmul": "NumPy matmul: [..., M, K] @ [..., K, N] -> [..., M, N], batch dims broadcast, 1-D operands as vectors; "
+              "transpose_a takes a as [..., K, M], transpose_b b as [..., N, K]",
     "reduce": "x's shape without `axes` (size 1 with keepdims)",
     "arg_reduce": "x's shape without `axis` (size 1 with keepdims)",
     "is_finite": "0-d (all finite) or x's shape (element-wise), as declared",

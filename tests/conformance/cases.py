@@ -417,7 +417,14 @@ def _matmul(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
             Variant("vec_mat", [mv((4,)), mv((4, 3), 1)]),
             Variant("mat_vec", [mv((3, 4)), mv((4,), 5)]),
             Variant("vec_vec", [mv((4,)), mv((4,), 2)]),
-            Variant("square_inplace", [mv((3, 3)), mv((3, 3), 4)], inplace=True)]
+            Variant("square_inplace", [mv((3, 3)), mv((3, 3), 4)], inplace=True),
+            # operands read as stored with their last two dims swapped: b as an [N, K] weight, a as
+            # [K, M], both, and batch dims broadcast with a vector a
+            Variant("transpose_b", [mv((3, 4)), mv((2, 4), 3)], {"transpose_b": True}),
+            Variant("transpose_a", [mv((4, 3)), mv((4, 2), 3)], {"transpose_a": True}),
+            Variant("transpose_ab_batch", [mv((2, 1, 4, 3)), mv((3, 2, 4), 2)],
+                    {"transpose_a": True, "transpose_b": True}),
+            Variant("vec_transpose_b", [mv((4,)), mv((2, 3, 4), 1)], {"transpose_b": True})]
 
 
 def _dequant_matmul(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:

@@ -614,8 +614,16 @@ def _arg(is_max: bool):
     return oracle
 
 
+def _swap_last(x: Arr) -> Arr:
+    """x with its last two dims swapped (the operand transpose_a / transpose_b reads)."""
+    shape = (*x.shape[:-2], x.shape[-1], x.shape[-2])
+    return build(shape, lambda o: x[(*o[:-2], o[-1], o[-2])])
+
+
 def _matmul(xs: list[Arr], c: Ctx) -> Arr:
     a, b = xs
+    a = _swap_last(a) if c.attr("transpose_a") else a
+    b = _swap_last(b) if c.attr("transpose_b") else b
     av = a.shape if len(a.shape) > 1 else (1, *a.shape)
     bv = b.shape if len(b.shape) > 1 else (*b.shape, 1)
     batch = bshape(av[:-2], bv[:-2])

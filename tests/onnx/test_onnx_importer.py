@@ -223,6 +223,34 @@ def test_one_d_conv_batch_norm_and_pool_match_onnxruntime():
     np.testing.assert_allclose(ex.fetch("y"), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("const_b", [True, False])
+def test_gemm_transposes_are_matmul_attributes_and_match_onnxruntime(const_b):
+    """transA / transB read the operands as stored (matmul's transpose_a / transpose_b): no
+    transpose op and no transposed copy of a weight; alpha still folds into a constant B."""
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(6)
+    b = rng.standard_normal((5, 3)).astype(np.float32)
+    c = rng.standard_normal(5).astype(np.float32)
+    inits = [numpy_helper.from_array(c, "c")] + ([numpy_helper.from_array(b, "b")] if const_b else [])
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4])] + \
+        ([] if const_b else [helper.make_tensor_value_info("b", TensorProto.FLOAT, [5, 3])])
+    node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1, alpha=0.5)
+    m = _single(node, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])], inits)
+    result = oi.import_onnx(m, name="gemm")
+    ops = [line.strip() for line in result.text.splitlines() if line.strip().startswith("op ")]
+    assert ops[0].startswith("op matmul(a, b, transpose_a=true, transpose_b=true) >> y;")
+    assert not any(o.startswith("op transpose(") for o in ops)
+    if const_b:
+        np.testing.assert_array_equal(result.tensors["b"], b * np.float32(0.5))    # scaled, layout as stored
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    feeds = {"a": a} if const_b else {"a": a, "b": b}
+    (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    ex = oi.Reference(_written(result), result.text).make_executor()
+    ex.insert(**feeds)
+    ex.run_step()
+    np.testing.assert_allclose(ex.fetch("y"), want, rtol=1e-5, atol=1e-6)
+
+
 def test_shape_subgraph_folds_and_rms_norm_pattern_matches_onnxruntime():
     # as an exported transformer computes a head split's shape: Shape -> Gather -> Unsqueeze -> Concat
     ort = pytest.importorskip("onnxruntime")

@@ -62,8 +62,10 @@ def test_graph_reads_like_hand_written_dsl(imported):
             ["conv2d", "relu", "max_pool2d", "conv2d", "mean_axis", "reshape", "matmul", "add"]
         assert "image: f32[N, 3, 16, 16];" in text                # the symbolic dim stays a sizevar
         assert "logits: f32[N, 10];" in text
-        assert result.tensors["fc_weight"].shape == (16, 10)     # transB weight stored as matmul takes it
+        assert result.tensors["fc_weight"].shape == (10, 16)     # the transB weight as stored ([out, in]) ...
+        assert "op matmul(f, fc_weight, transpose_b=true) >> logits;" in text    # ... read transposed
     else:
         assert "input_1: f32[batch, 8];" in text and '// ONNX "input.1"' in text
-        assert result.tensors["fc1_weight"].shape == (8, 16)
+        assert result.tensors["fc1_weight"].shape == (16, 8)
+        assert "op matmul(input_1, fc1_weight, transpose_b=true) >> fc1_Gemm_output_0;" in text
         assert result.sizevars == {"batch": 3}

@@ -235,6 +235,33 @@ MATMULS = {
     "dot": ((63,), (63,), False),
     "dot_1": ((1,), (1,), False),
 }
+#: name: (a shape, b shape as stored, b constant?, transposes): every path with transposed operands,
+#: GEMM packing from B^T (dynamic, and a prepacked constant with K slices / N blocks) and from A^T,
+#: both transposed (GEMM, also for 3 rows of A), a few rows against B^T's stored rows (matvec
+#: form, 1 and 3 rows, streamed over the pool, 1-D and batched a), vecmat rows of A^T (register
+#: resident narrow C, K slices), A^T times a column (a vecmat with the operands swapped), and
+#: transposes that change nothing in memory (a transposed single column of B).
+TRANSPOSED = {
+    "tb_gemm": ((17, 63), (65, 63), False, "b"),
+    "tb_gemm_packed": ((31, 1100), (47, 1100), True, "b"),
+    "tb_nblocks_packed": ((130, 40), (1100, 40), True, "b"),
+    "ta_gemm": ((63, 17), (63, 65), False, "a"),
+    "tab_gemm_batch": ((2, 3, 9, 17), (3, 31, 9), False, "ab"),
+    "tab_small": ((9, 3), (20, 9), False, "ab"),
+    "ta_batch_shared_b": ((3, 17, 5), (17, 40), True, "a"),
+    "tb_rows": ((3, 257), (63, 257), True, "b"),
+    "tb_row_stream": ((1, 384), (200, 384), True, "b"),
+    "tb_rows_big": ((4, 513), (4099, 513), True, "b"),
+    "tb_1d": ((127,), (3, 127), True, "b"),
+    "tb_1d_batch": ((9,), (2, 33, 9), False, "b"),
+    "ta_vecmat": ((257, 3), (257, 63), False, "a"),
+    "ta_narrow": ((203, 4), (203, 16), True, "a"),
+    "ta_ksplit": ((701, 3), (701, 100), True, "a"),
+    "ta_col": ((65, 67), (65, 1), True, "a"),
+    "ta_vec_batch": ((2, 19, 5), (19,), False, "a"),
+    "tab_col": ((65, 67), (1, 65), True, "ab"),
+    "tb_col": ((67, 65), (1, 65), True, "b"),
+}
 
 
 def _out_shape(a, b):
@@ -244,10 +271,14 @@ def _out_shape(a, b):
 def check_matmuls(tmp_path: Path, device: str, build_options: list[str] | None = None) -> None:
     rng = np.random.default_rng(2)
     weights, inputs, dyn, const, outs, body, terms = {}, {}, {}, {}, {}, [], {}
-    for name, (sa, sb, constant) in MATMULS.items():
+    cases = {**{k: (*v, "") for k, v in MATMULS.items()}, **TRANSPOSED}
+    for name, (sa, sb, constant, transposed) in cases.items():
         a = rng.standard_normal(sa).astype(np.float32)
         b = rng.standard_normal(sb).astype(np.float32)
-        terms[name] = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+        # the operands as multiplied (transposes read the stored arrays with the last two dims swapped)
+        am = np.swapaxes(a, -1, -2) if "a" in transposed else a
+        bm = np.swapaxes(b, -1, -2) if "b" in transposed else b
+        terms[name] = np.matmul(np.abs(am.astype(np.float64)), np.abs(bm.astype(np.float64)))
         if constant:
             weights[f"{name}_b"] = b
             const[f"{name}_b"] = sb
@@ -256,8 +287,9 @@ def check_matmuls(tmp_path: Path, device: str, build_options: list[str] | None =
             dyn[f"{name}_b"] = sb
         inputs[f"{name}_a"] = a
         dyn[f"{name}_a"] = sa
-        outs[name] = _out_shape(sa, sb)
-        body.append(f"  op matmul({name}_a, {name}_b) >> {name};\n")
+        outs[name] = _out_shape(am.shape, bm.shape)
+        attrs = "".join(f", transpose_{x}=true" for x in transposed)
+        body.append(f"  op matmul({name}_a, {name}_b{attrs}) >> {name};\n")
     # in place: the result replaces a [M, K] operand with K == N
     inputs["sq"], dyn["sq"] = rng.standard_normal((19, 19)).astype(np.float32), (19, 19)
     terms["sq"] = np.abs(inputs["sq"].astype(np.float64)) @ np.abs(inputs["sq"].astype(np.float64))
@@ -277,7 +309,8 @@ def test_matmul(tmp_path, device):
 #: except ar @ w's (a GEMM whose chain reads the output's old value). Paths: vecmat (1 and 3 rows
 #: of A), the vecmat split along K at 2 threads (x3 @ w3), matvec (wv @ v), the GEMM with 3 K
 #: slices (a @ wa), a batch of A rows sharing B, the parallel GEMM over a pre-packed B (ap @ wp),
-#: and a narrow vecmat whose sums stay in registers (xn @ wn).
+#: a narrow vecmat whose sums stay in registers (xn @ wn), the matvec form of 3 rows times a
+#: transposed weight (x3 @ w3t^T) and the GEMM over a pre-packed transposed weight (ap @ wpt^T).
 #: Inputs of the chains: full, row (bias), col, scalar, the output itself (a residual in place).
 EPILOGUES = """
 dynamic {
@@ -287,11 +320,13 @@ dynamic {
 }
 constant {
     w: f32[65, 129]; b: f32[129]; w3: f32[701, 100]; wv: f32[300, 257]; wa: f32[300, 47]; ba: f32[47];
-    wb: f32[9, 31]; wp: f32[300, 257]; bp: f32[257]; wn: f32[300, 10]; bn: f32[10];
+    wb: f32[9, 31]; wp: f32[300, 257]; bp: f32[257]; wn: f32[300, 10]; bn: f32[10]; w3t: f32[100, 701];
+    wpt: f32[257, 300];
 }
 volatile {
     y1: f32[1, 129]; y2: f32[1, 129]; t3: f32[3, 100]; o3: f32[3, 100]; mv: f32[300]; g: f32[31, 47];
-    g2: f32[31, 47]; gb: f32[2, 17, 31]; gp: f32[130, 257]; gr: f32[40, 129]; yn: f32[1, 10];
+    g2: f32[31, 47]; gb: f32[2, 17, 31]; gp: f32[130, 257]; gr: f32[40, 129]; yn: f32[1, 10]; tt: f32[3, 100];
+    gpt: f32[130, 257];
 }
 block entry {
     op matmul(x, w) >> y1;
@@ -324,10 +359,15 @@ block entry {
     op matmul(xn, wn) >> yn;
     op add(yn, bn) >> yn;
     op relu(yn) >> yn;
+    op matmul(x3, w3t, transpose_b=true) >> tt;
+    op mul(tt, c3) >> tt;
+    op gelu(tt) >> tt;
+    op matmul(ap, wpt, transpose_b=true) >> gpt;
+    op add(gpt, bp) >> gpt;
     return;
 }
 """
-EPILOGUE_OUTPUTS = ["r", "y2", "r3", "o3", "rv", "g", "g2", "gb", "gp", "res", "yn"]
+EPILOGUE_OUTPUTS = ["r", "y2", "r3", "o3", "rv", "g", "g2", "gb", "gp", "res", "yn", "tt", "gpt"]
 
 
 def check_epilogues(tmp_path: Path, device: str, build_options: list[str] | None = None) -> None:
@@ -335,7 +375,7 @@ def check_epilogues(tmp_path: Path, device: str, build_options: list[str] | None
     graph = oi.graph(EPILOGUES)
     shapes = {name: tuple(int(d) for d in v.dims) for name, v in graph.vars.items()}
     weights = {n: rng.standard_normal(shapes[n]).astype(np.float32)
-               for n in ("w", "b", "w3", "wv", "wa", "ba", "wb", "wp", "bp", "wn", "bn")}
+               for n in ("w", "b", "w3", "wv", "wa", "ba", "wb", "wp", "bp", "wn", "bn", "w3t", "wpt")}
     inputs = {n: rng.standard_normal(shapes[n]).astype(np.float32)
               for n in ("x", "r", "x3", "r3", "c3", "s1", "v", "rv", "a", "c31", "col31", "ab", "r17", "ap", "ar",
                         "res", "xn")}
@@ -345,9 +385,10 @@ def check_epilogues(tmp_path: Path, device: str, build_options: list[str] | None
               build_options=build_options, only_outputs=True)
     fused = sorted(s.desc.split(";")[0] for s in sim.plan.program.blocks["entry"]
                    if isinstance(s, Call) and sim.plan.program.kernels[s.kernel].epilogue)
-    assert fused == sorted(f"op matmul({a},{b}) >> {o}" for a, b, o in (
+    assert fused == sorted([f"op matmul({a},{b}) >> {o}" for a, b, o in (
         ("x", "w", "y1"), ("x", "w", "y2"), ("x3", "w3", "t3"), ("x3", "w3", "o3"), ("wv", "v", "mv"),
-        ("a", "wa", "g"), ("a", "wa", "g2"), ("ab", "wb", "gb"), ("ap", "wp", "gp"), ("xn", "wn", "yn"))), device
+        ("a", "wa", "g"), ("a", "wa", "g2"), ("ab", "wb", "gb"), ("ap", "wp", "gp"), ("xn", "wn", "yn"))]
+        + ["op matmul(x3,w3t) >> tt", "op matmul(ap,wpt) >> gpt"]), device
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
@@ -377,7 +418,7 @@ def test_half_gemv(tmp_path, device):
     """f16 / bf16 GEMV shapes with an f32 accumulator widen on load; without one they are portable C."""
     rng = np.random.default_rng(5)
     shapes = {"x": (1, 67), "w": (67, 129), "x3": (3, 257), "w3": (257, 40), "m": (37, 67), "v": (67,),
-              "big": (300, 1030), "vb": (1030,), "xn": (2, 300), "wn": (300, 10)}
+              "big": (300, 1030), "vb": (1030,), "xn": (2, 300), "wn": (300, 10), "w3t": (40, 257), "mt": (67, 37)}
     vol, body, inputs = [], [], {}
     for t in ("f16", "bf16"):
         for k, s in shapes.items():
@@ -385,9 +426,13 @@ def test_half_gemv(tmp_path, device):
         for out, (a, b), shape, acc in (("y", ("x", "w"), (1, 129), True), ("y3", ("x3", "w3"), (3, 40), True),
                                          ("mv", ("m", "v"), (37,), True), ("mvb", ("big", "vb"), (300,), True),
                                          ("yn", ("xn", "wn"), (2, 10), True),
-                                         ("seq", ("x", "w"), (1, 129), False)):
+                                         ("seq", ("x", "w"), (1, 129), False),
+                                         # transposed: rows dotted with W's stored rows; A^T times a column
+                                         ("y3t", ("x3", "w3t"), (3, 40), "transpose_b"),
+                                         ("mvt", ("mt", "v"), (37,), "transpose_a")):
             vol.append(f"{out}_{t}: {t}[{', '.join(map(str, shape))}];")
-            body.append(f"  op matmul({a}_{t}, {b}_{t}{', acc=[f32]' if acc else ''}) >> {out}_{t};\n")
+            attrs = (", acc=[f32]" if acc else "") + (f", {acc}=true" if isinstance(acc, str) else "")
+            body.append(f"  op matmul({a}_{t}, {b}_{t}{attrs}) >> {out}_{t};\n")
     dyn = " ".join(f"{k}_{t}: {t}[{', '.join(map(str, s))}];" for t in ("f16", "bf16") for k, s in shapes.items())
     text = f"dynamic {{ {dyn} }}\nvolatile {{ {' '.join(vol)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n"
     outs = [v.split(":")[0] for v in vol]

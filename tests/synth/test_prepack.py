@@ -17,20 +17,21 @@ from openinfer.synth import devices
 from openinfer.synth.synthesizer import Synthesizer
 
 #: a loop over a prefix table of weights (K = 300 > one K slice of 128, N = 1100 > the 1024-column
-#: N block, so the packed layout has a partial slice and a partial, padded block), a plain weight,
+#: N block, so the packed layout has a partial slice and a partial, padded block), a plain weight
+#: stored transposed ([out, in], read with transpose_b: packed from that layout into the same panels),
 #: a weight read as a GEMV (one row: not packed) and a dynamic B (not a constant: not packed)
 GRAPH = """
 dynamic { x: f32[9, 300]; row: f32[1, 300]; bd: f32[300, 40]; }
 constant {
     w(l): f32[300, 1100] @pattern("layer.{l}.w");
-    back: f32[1100, 300];
+    back: f32[300, 1100];
     v: f32[300, 40];
 }
 volatile { h: f32[9, 1100]; y: f32[9, 300]; g: f32[1, 40]; d: f32[9, 40]; }
 block entry {
     loop layers (l in 0..L) {
         op matmul(x, w[l]) >> h;
-        op matmul(h, back) >> y;
+        op matmul(h, back, transpose_b=true) >> y;
         op add(x, y) >> x;
     }
     op matmul(row, v) >> g;
@@ -43,7 +44,7 @@ LAYERS = 3
 
 def _weights(rng) -> dict[str, np.ndarray]:
     out = {f"layer.{l}.w": (rng.standard_normal((300, 1100)) / 30).astype(np.float32) for l in range(LAYERS)}
-    out["back"] = (rng.standard_normal((1100, 300)) / 40).astype(np.float32)
+    out["back"] = (rng.standard_normal((300, 1100)) / 40).astype(np.float32)
     out["v"] = rng.standard_normal((300, 40)).astype(np.float32)
     return out
 
@@ -63,7 +64,7 @@ def model(tmp_path_factory):
 def _numpy(weights, x, row, bd):
     x = x.astype(np.float64)
     for layer in range(LAYERS):
-        x = x + (x @ weights[f"layer.{layer}.w"]) @ weights["back"]
+        x = x + (x @ weights[f"layer.{layer}.w"]) @ weights["back"].T
     return {"x": x, "g": row.astype(np.float64) @ weights["v"], "d": x @ bd}
 
 
@@ -78,7 +79,7 @@ def test_the_pass_packs_only_gemm_constants(model):
     assert set(packed) == {"w", "back"}                # not v (a GEMV), not bd (dynamic)
     w = packed["w"]
     assert w.shape == (LAYERS, 300 * 1120)             # per entry K x N padded to the 32-column panels
-    assert packed["back"].shape == (1100 * 320,)
+    assert packed["back"].shape == (1100 * 320,)         # K = 1100 rows of N = 300 padded to 320
     for b in packed.values():
         assert plan.memory.placements[b.name].region == "persistent"
         kernel = plan.program.kernels[b.packed_from[1]]

@@ -58,25 +58,46 @@ CASES = [
     ((130, 72), (72, 136), "f16", "[f32, f32]", "f16", "GEMM: 128x128"),
     ((20, 16), (16, 24), "f16", None, "f16", "(the per-element loop)"),  # f16 running sums: k order
 ]
+#: as CASES, shapes as stored, with the transposes: every path reading A^T / B^T (the GEMV over a
+#: Hugging Face [N, K] weight splits K over a workgroup per column; the GEMM loads B^T's tile
+#: element by element; f16 operands take the plain GEMM, not cooperative matrices)
+TRANSPOSED = [
+    ((1, 200), (96, 200), "f16", "f32", "f32", "GEMV", "transpose_b"),
+    ((3, 37), (10, 37), "f32", None, "f32", "GEMV", "transpose_b"),        # the NaN in a[1, 5]
+    ((2, 4, 1, 32), (4, 64, 32), "f32", None, "f32", "GEMV", "transpose_b"),        # batch broadcast
+    ((64,), (36, 64), "f32", None, "f32", "GEMV", "transpose_b"),                     # 1-D a
+    ((37, 3), (37, 10), "f32", None, "f32", "GEMV", "transpose_a"),
+    ((136, 200), (136, 160), "f32", None, "f32", "GEMM: 128x128", "transpose_a"),
+    ((130, 70), (129, 70), "f32", None, "f32", "GEMM: 128x128", "transpose_b"),
+    ((2, 80, 96), (64, 80), "f32", None, "f32", "GEMM: 64x64", "transpose_a, transpose_b"),
+    ((3, 20, 16), (44, 16), "f16", "f32", "f32", "GEMM: 32x32", "transpose_b"),
+    ((64, 40), (64,), "f32", None, "f32", "GEMM: 32x32", "transpose_a"),                # 1-D b
+    ((16, 20), (24, 16), "f16", None, "f16", "(the per-element loop)", "transpose_a, transpose_b"),
+    ((16, 20), (24, 16), "f64", None, "f64", "(tiled", "transpose_a, transpose_b"),
+]
 
 
 def _graph_and_data(cases, seed: int = 0):
     rng = np.random.default_rng(seed)
     decl, vol, ops, inputs = [], [], [], {}
-    for i, (sa, sb, d, acc, od, _) in enumerate(cases):
+    for i, (sa, sb, d, acc, od, _, *transposes) in enumerate(cases):
         a = rng.standard_normal(sa).astype(np.float32)
         b = rng.standard_normal(sb).astype(np.float32)
         if d == "f16":
             a, b = a.astype(np.float16), b.astype(np.float16)
         elif d == "bf16":
             a, b = _bf16(a), _bf16(b)
+        elif d == "f64":
+            a, b = a.astype(np.float64), b.astype(np.float64)
         if i == 1:
             a[1, 5] = np.nan                                   # a NaN spreads along its row
         inputs[f"a{i}"], inputs[f"b{i}"] = a, b
-        r = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        attrs = "".join(f", {t}=true" for t in transposes[0].split(", ")) if transposes else ""
+        r = np.matmul(np.swapaxes(a, -1, -2) if "transpose_a" in attrs else a,
+                      np.swapaxes(b, -1, -2) if "transpose_b" in attrs else b)
         decl.append(f"a{i}: {d}{list(sa)}; b{i}: {d}{list(sb)};")
         vol.append(f"c{i}: {od}{list(r.shape)};")
-        ops.append(f"op matmul(a{i}, b{i}{', acc=' + acc if acc else ''}) >> c{i};")
+        ops.append(f"op matmul(a{i}, b{i}{', acc=' + acc if acc else ''}{attrs}) >> c{i};")
     text = f"dynamic {{ {' '.join(decl)} }} volatile {{ {' '.join(vol)} }} block entry {{ {' '.join(ops)} return; }}"
     return oi.graph(text), inputs
 
@@ -131,6 +152,30 @@ def test_fast_matmul_kernels_match_numpy():
     ex.insert(**inputs)
     ex.run_step()
     _check(ex, g, inputs, CASES)
+    assert sim.validation_messages() == 0
+
+
+def test_transposed_operands_match_numpy():
+    g, inputs = _graph_and_data(TRANSPOSED, seed=3)
+    sim = Simulator(_model(), g, arch=VK_ARCH)
+    docs = _docs(sim)
+    for i, case in enumerate(TRANSPOSED):
+        want = case[5]
+        if want.startswith("(the"):
+            assert "GEMV" not in docs[i] and "GEMM" not in docs[i], docs[i]
+        else:
+            assert want in docs[i], (case, docs[i])
+    ex = sim.make_executor()
+    ex.insert(**inputs)
+    ex.run_step()
+    _check(ex, g, inputs, TRANSPOSED)
+    # _check compares with the reference executor; the reference itself against NumPy's transposes
+    for i, (*_, od, _, transposes) in enumerate(TRANSPOSED):
+        if od == "f32":
+            a = np.swapaxes(inputs[f"a{i}"], -1, -2) if "transpose_a" in transposes else inputs[f"a{i}"]
+            b = np.swapaxes(inputs[f"b{i}"], -1, -2) if "transpose_b" in transposes else inputs[f"b{i}"]
+            want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+            np.testing.assert_allclose(ex.fetch(f"c{i}"), want, rtol=1e-4, atol=2e-5 * np.nanmax(np.abs(want)))
     assert sim.validation_messages() == 0
 
 

@@ -1,4 +1,5 @@
-"""matmul and dequant_matmul in portable C: NumPy matmul semantics (batch broadcast, 1-D operands), accumulating in
+"""matmul and dequant_matmul in portable C: NumPy matmul semantics (batch broadcast, 1-D operands; transpose_a /
+transpose_b read the operand as stored, indexing it with the last two dims swapped), accumulating in
 the reference's order and precision (openinfer/ops/kernels/reduce.py): each output element adds
 its products in k order; f8/bf16/f16 running sums round to T after every add; a two-dtype `acc`
 rounds (wraps) each product to its first dtype; bool is the OR of ANDs; integers wrap."""
@@ -6,6 +7,7 @@ rounds (wraps) each product to its first dtype; bool is the OR of ANDs; integers
 from __future__ import annotations
 
 from ...dtypes import Kind
+from ...ops.shapes import matmul_operand_shapes
 from ...synth.program import KernelRequest
 from ..env import render
 from . import family, prototype
@@ -17,8 +19,10 @@ def emit_matmul(req: KernelRequest, name: str, renderer) -> str:
     a, b = req.inputs
     out = req.output
     t = a.dtype
-    a_shape = (1,) + a.shape if len(a.shape) == 1 else a.shape
-    b_shape = b.shape + (1,) if len(b.shape) == 1 else b.shape
+    ta, tb = bool(req.attr("transpose_a")), bool(req.attr("transpose_b"))
+    a_shape, b_shape = matmul_operand_shapes(a.shape, b.shape, ta, tb)
+    a_shape = (1,) + a_shape if len(a_shape) == 1 else a_shape
+    b_shape = b_shape + (1,) if len(b_shape) == 1 else b_shape
     m, k = a_shape[-2], a_shape[-1]
     n = b_shape[-1]
     if len(a.shape) >= 2 and len(b.shape) >= 2:
@@ -48,8 +52,9 @@ def emit_matmul(req: KernelRequest, name: str, renderer) -> str:
     p = req.acc[0] if req.acc else w       # the products' dtype
     ct, lct = compute_ctype(w), compute_ctype(p)
     lt = compute_ctype(t)
-    load_a = load(t, "in0", f"a_off + i * {k} + k")
-    load_b = load(t, "in1", f"b_off + k * {n} + j")
+    # a transposed operand is read as stored: a[k, i] and b[j, k] of each batch item
+    load_a = load(t, "in0", f"a_off + k * {m} + i" if ta else f"a_off + i * {k} + k")
+    load_b = load(t, "in1", f"b_off + j * {k} + k" if tb else f"b_off + k * {n} + j")
     if lt != lct:
         load_a, load_b = f"({lct}){load_a}", f"({lct}){load_b}"
     if t.kind is Kind.BOOL:
@@ -65,7 +70,8 @@ def emit_matmul(req: KernelRequest, name: str, renderer) -> str:
             step = "s + {p}"
         else:
             step = "(int64_t)((uint64_t)s + (uint64_t){p})"
-    doc = (f"matmul: {t.name}{list(a.shape)} @ {t.name}{list(b.shape)} -> {out.dtype.name}{list(out.shape)}"
+    doc = (f"matmul: {t.name}{list(a.shape)}{'^T' if ta else ''} @ {t.name}{list(b.shape)}{'^T' if tb else ''} "
+           f"-> {out.dtype.name}{list(out.shape)}"
            + (f", products in {p.name}, sums in {w.name}" if req.acc else ""))
     common = dict(proto=prototype(req, name), doc=doc, batch=nbatch, m=m, n=n, k=k, ct=ct, lct=lct,
                   a_batch=batch_offset(a_shape, m * k), b_batch=batch_offset(b_shape, k * n), load_a=load_a,

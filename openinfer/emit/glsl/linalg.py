@@ -21,6 +21,12 @@ is free (the tolerance of an f32 reduction covers it), and three fast kernels ar
   (GL_NV_cooperative_matrix, the cooperative-matrix GLSL that shaderc 2023 compiles), operands
   staged in shared memory with 16-byte loads.
 
+`transpose_a` / `transpose_b` read an operand as stored, indexing it with its last two dims
+swapped (`_a_at` / `_b_at`). The GEMV over B^T ([N, K] stored, a Hugging Face weight) gives each
+output column a workgroup whose invocations split K, so a subgroup reads a contiguous piece of one
+stored row; the GEMM loads B^T's tile element by element; the cooperative-matrix GEMM takes no
+transposed operand (the plain GEMM does).
+
 The fast kernels decode f16 with unpackHalf2x16 (exact: every f16 is an f32) and bf16 by a shift.
 Operands are read through extra declarations of their bindings as vec4 / uvec2 / uvec4 arrays
 (every binding offset is a multiple of 64 bytes, see openinfer/emit/vulkan.py). Tile sizes and
@@ -35,6 +41,7 @@ reference orders it.
 from __future__ import annotations
 
 from ...dtypes import Kind
+from ...ops.shapes import matmul_operand_shapes
 from ...synth.program import KernelRequest
 from ..ckernels.common import contiguous_strides
 from . import Body, family
@@ -106,12 +113,27 @@ vec4 oi_bf16x4(uvec2 u) {
 }"""
 
 
+def _transposes(req: KernelRequest) -> tuple[bool, bool]:
+    return bool(req.attr("transpose_a")), bool(req.attr("transpose_b"))
+
+
+def _a_at(ta: bool, m: int, kk: int, row: str, q: str) -> str:
+    """Offset of A's element (row, q) of the product's [M, K] view in one batch item, as stored."""
+    return f"({q}) * {m}u + ({row})" if ta else f"({row}) * {kk}u + ({q})"
+
+
+def _b_at(tb: bool, n: int, kk: int, q: str, col: str) -> str:
+    """Offset of B's element (q, col) of the product's [K, N] view in one batch item, as stored."""
+    return f"({col}) * {kk}u + ({q})" if tb else f"({q}) * {n}u + ({col})"
+
+
 def _operands(req: KernelRequest):
     """(a, b, product type, m, n, k, sum dtype, product dtype) of a matmul request."""
     a, b = req.own_inputs
+    sa, sb = matmul_operand_shapes(a.shape, b.shape, *_transposes(req))
     w = req.acc[-1] if req.acc else a.dtype
     return (a, b, req.epilogue.inputs[0] if req.epilogue else req.output,
-            1 if len(a.shape) == 1 else a.shape[-2], 1 if len(b.shape) == 1 else b.shape[-1], a.shape[-1],
+            1 if len(sa) == 1 else sa[-2], 1 if len(sb) == 1 else sb[-1], sa[-1],
             w, req.acc[0] if req.acc else w)
 
 
@@ -158,8 +180,10 @@ def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
     a, b = req.own_inputs
     out = req.output
     t = a.dtype
-    a_shape = (1,) + a.shape if len(a.shape) == 1 else a.shape
-    b_shape = b.shape + (1,) if len(b.shape) == 1 else b.shape
+    ta, tb = _transposes(req)
+    a_shape, b_shape = matmul_operand_shapes(a.shape, b.shape, ta, tb)
+    a_shape = (1,) + a_shape if len(a_shape) == 1 else a_shape
+    b_shape = b_shape + (1,) if len(b_shape) == 1 else b_shape
     m, kk = a_shape[-2], a_shape[-1]
     n = b_shape[-1]
     if len(a.shape) >= 2 and len(b.shape) >= 2:
@@ -198,11 +222,11 @@ def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
         return _tiled(req, k, ct, batch_shape, a_shape, b_shape, m, n, kk, doc)
     narrow = w.name in NARROW
     lines = [f"uint bt = i / {m * n}u;", f"uint row = (i / {n}u) % {m}u;", f"uint col = i % {n}u;",
-             f"uint ao = {a_off} + row * {kk}u;", f"uint bo = {b_off} + col;",
+             f"uint ao = {a_off}, bo = {b_off};",
              f"{ct} s = {lit(ct, 0)};",
              f"for (uint q = 0u; q < {kk}u; ++q) {{",
-             f"    {lct} x = {k.load(t, 'in0', 'ao + q', lct)};",
-             f"    {lct} y = {k.load(t, 'in1', f'bo + q * {n}u', lct)};"]
+             f"    {lct} x = {k.load(t, 'in0', 'ao + ' + _a_at(ta, m, kk, 'row', 'q'), lct)};",
+             f"    {lct} y = {k.load(t, 'in1', 'bo + ' + _b_at(tb, n, kk, 'q', 'col'), lct)};"]
     if narrow:
         # the reference's f32 product and sum, each rounded, then the sum rounded to T
         lines += [f"    precise {ct} pr = {product};", f"    precise {ct} s2 = {step};",
@@ -226,14 +250,18 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     sums; the KS partial sums of a column are added in shared memory (a tree)."""
     a, b = req.own_inputs
     ta, tb = a.dtype, b.dtype
+    trans_a, trans_b = _transposes(req)
+    trans_b = trans_b and n > 1          # a transposed single column is the same vector in memory
     esize = tb.bits // 8
-    if tb.name == "f32":
+    if trans_b:
+        vw = 1                           # adjacent invocations read adjacent elements of one stored row
+    elif tb.name == "f32":
         vw = 4 if n % 4 == 0 else 1
     else:
         vw = 8 if n % 8 == 0 else (4 if n % 4 == 0 else 1)
     nvec = -(-n // vw)
     cl_n = max(1, TUNE["gemv_segment_bytes"] // (vw * esize))
-    cl_n = min(_pow2ceil(cl_n), 32, _pow2ceil(nvec))
+    cl_n = 1 if trans_b else min(_pow2ceil(cl_n), 32, _pow2ceil(nvec))
     nb = _prod(batch_shape)
     ncb = -(-nvec // cl_n)
     total = nb * ncb
@@ -265,7 +293,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
             functions = _DECODE
 
     def wload(j: int, q: str) -> list[str]:
-        idx = f"bo + ({q}) * {n}u + col"
+        idx = "bo + " + _b_at(trans_b, n, kk, q, "col")
         if vw == 1:
             return [f"float w{j}_0 = {_load_f32(tb, 'in1', idx)};"]
         if tb.name == "f32":
@@ -281,7 +309,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
             body += wload(j, q)
         for j, q in js:
             for r in range(m):
-                body.append(f"float x{j}_{r} = {_load_f32(ta, 'in0', f'ao + {r * kk}u + ({q})')};")
+                body.append(f"float x{j}_{r} = {_load_f32(ta, 'in0', 'ao + ' + _a_at(trans_a, m, kk, f'{r}u', q))};")
         for j, _ in js:
             for r in range(m):
                 for c in range(chunks):
@@ -379,6 +407,7 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
     a, b = req.inputs
     out = req.output
     ta, tb = a.dtype, b.dtype
+    trans_a, trans_b = _transposes(req)
     txn, tyn = bn // tn, bm // tm
     threads = txn * tyn
     sa, sb = bm // 4 + 1, bn // 4 + 1          # padded rows (vec4) of the shared tiles
@@ -392,7 +421,7 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
     a_off = _batch_offset(batch_shape, a_shape, m * kk)
     b_off = _batch_offset(batch_shape, b_shape, kk * n)
     views, functions = [], ""
-    bvec = n % 4 == 0
+    bvec = n % 4 == 0 and not trans_b
     if bvec:
         views.append(_view(1, "oi_bv", "vec4" if tb.name == "f32" else "uvec2"))
         if tb.name != "f32":
@@ -409,7 +438,7 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
             vals = []
             for i in range(4):
                 row, q = f"row0 + ({u} / {bk}u) * 4u + {i}u", f"{k0} + {u} % {bk}u"
-                x = _load_f32(ta, "in0", f"ao + ({row}) * {kk}u + ({q})")
+                x = _load_f32(ta, "in0", "ao + " + _a_at(trans_a, m, kk, row, q))
                 vals.append(f"(({row}) < {m}u && ({q}) < {kk}u) ? {x} : 0.0")
             return f"ra{e} = vec4({', '.join(vals)});"
 
@@ -422,7 +451,8 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
             else:
                 v = "vec4(" + ", ".join(
                     f"(({q}) < {kk}u && ({c}) + {i}u < {n}u) ? "
-                    f"{_load_f32(tb, 'in1', f'bo + ({q}) * {n}u + ({c}) + {i}u')} : 0.0" for i in range(4)) + ")"
+                    f"{_load_f32(tb, 'in1', 'bo + ' + _b_at(trans_b, n, kk, q, f'({c}) + {i}u'))} : 0.0"
+                    for i in range(4)) + ")"
             return f"rb{e} = {v};"
         return tile_units(units_a, threads, a_unit) + tile_units(units_b, threads, b_unit)
 
@@ -496,6 +526,8 @@ def _coop_shared(cfg) -> tuple[int, int, int]:
 def _coop_config(req, k: KernelCtx, m: int, n: int, kk: int):
     """The cooperative-matrix tile for this matmul, or None when the kernel does not apply."""
     a, b = req.inputs
+    if any(_transposes(req)):
+        return None                          # its 16-byte loads run along K of A and N of B
     if not (k.caps.coopmat and k.caps.float16 and k.caps.subgroup_size == 32 and a.dtype.name == "f16"
             and b.dtype.name == "f16" and kk % 8 == 0 and n % 8 == 0 and m >= 16 and n >= 16 and kk >= 16):
         return None
@@ -662,6 +694,7 @@ def _tiled(req, k: KernelCtx, ct, batch_shape, a_shape, b_shape, m, n, kk, doc) 
     while tile > 4 and (tile * tile > k.caps.max_wg or 2 * tile * tile * elem > k.caps.max_shared):
         tile //= 2
     t = req.inputs[0].dtype
+    ta, tb = _transposes(req)
     tm, tn = -(-m // tile), -(-n // tile)
     nbatch = 1
     for d in batch_shape:
@@ -678,8 +711,8 @@ uint ao = {a_off}, bo = {b_off};
 {ct} s = {zero};
 for (uint q0 = 0u; q0 < {kk}u; q0 += {tile}u) {{
     uint qa = q0 + lc, qb = q0 + lr;
-    oi_ta[lr][lc] = (row < {m}u && qa < {kk}u) ? {k.load(t, 'in0', f'ao + row * {kk}u + qa')} : {zero};
-    oi_tb[lr][lc] = (qb < {kk}u && col < {n}u) ? {k.load(t, 'in1', f'bo + qb * {n}u + col')} : {zero};
+    oi_ta[lr][lc] = (row < {m}u && qa < {kk}u) ? {k.load(t, 'in0', 'ao + ' + _a_at(ta, m, kk, 'row', 'qa'))} : {zero};
+    oi_tb[lr][lc] = (qb < {kk}u && col < {n}u) ? {k.load(t, 'in1', 'bo + ' + _b_at(tb, n, kk, 'qb', 'col'))} : {zero};
     barrier();
     uint lim = min({tile}u, {kk}u - q0);
     for (uint q = 0u; q < lim; ++q) s = s + oi_ta[lr][q] * oi_tb[q][lc];

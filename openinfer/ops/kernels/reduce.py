@@ -103,6 +103,11 @@ def _arg(is_max: bool):
 
 def matmul(xs: Arrays, inf: Inference) -> np.ndarray:
     a, b = xs
+    # transposed operands are views: the products and their order are those of the swapped operand
+    if inf.attrs.get("transpose_a"):
+        a = np.swapaxes(a, -1, -2)
+    if inf.attrs.get("transpose_b"):
+        b = np.swapaxes(b, -1, -2)
     # NumPy's 1-D rules: a vector operand is a one-row (a) or one-column (b) matrix, squeezed after.
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
