@@ -163,7 +163,7 @@ def export(name: str, module, inputs: dict[str, np.ndarray], output: str, dynami
     with torch.no_grad():
         expected = module(*args).numpy()
     path = out_dir / f"{name}.onnx"
-    dims = {i: torch.export.Dim(n, min=2, max=64) if n == "seq" else torch.export.Dim(n, min=1, max=64)
+    dims = {i: torch.export.Dim(n, min=2, max=512) if n == "seq" else torch.export.Dim(n, min=1, max=64)
             for i, n in dynamic.items()}
     torch.onnx.export(module, args, str(path), input_names=list(inputs), output_names=[output],
                       dynamic_shapes=tuple(dims for _ in inputs), opset_version=OPSET, dynamo=True,

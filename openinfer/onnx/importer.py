@@ -2315,4 +2315,218 @@ def _bool_mask_where(c: _NodeContext, cond: Value, a: Value, b: Value, out: str)
     return True
 
 
-_MATCHERS: dict[str, tuple[Callable, ...]] = {"MatMul": (_match_attention,)}
+def _other(node, name: str) -> str | None:
+    """The other input of a two-input node one of whose inputs is `name`."""
+    ins = list(node.input)
+    if len(ins) != 2 or name not in ins:
+        return None
+    return ins[1] if ins[0] == name else ins[0]
+
+
+def _rms_core(g: _Graph, name: str, consumer: int | None):
+    """X / sqrt(mean(X^2) + eps) computing `name` (Mul by Reciprocal(Sqrt), or Div by Sqrt), used
+    only by node `consumer` (None: by anything): (inner nodes, parts) or None."""
+    top = g.made_by(name, "Mul", "Div")
+    if top is None or (consumer is not None and not g.sole(name, consumer)):
+        return None
+    n, node = top
+    for k in ((0, 1) if node.op_type == "Mul" else (1,)):
+        inner, r = [n], node.input[k]
+        if node.op_type == "Mul":
+            recip = g.made_by(r, "Reciprocal")
+            if recip is None or not g.sole(r, n):
+                continue
+            inner.append(recip[0])
+            r, user = recip[1].input[0], recip[0]
+        else:
+            user = n
+        sqrt = g.made_by(r, "Sqrt")
+        if sqrt is None or not g.sole(r, user):
+            continue
+        a = sqrt[1].input[0]
+        add = g.made_by(a, "Add")
+        if add is None or not g.sole(a, sqrt[0]):
+            continue
+        x = node.input[1 - k]
+        for j in (0, 1):
+            mean = g.made_by(add[1].input[j], "ReduceMean")
+            if mean is None or not g.sole(add[1].input[j], add[0]):
+                continue
+            sq = g.made_by(mean[1].input[0], "Pow", "Mul")
+            if sq is None or not g.sole(mean[1].input[0], mean[0]) or sq[1].input[0] != x or \
+                    (sq[1].op_type == "Mul" and sq[1].input[1] != x):
+                continue
+            return inner + [sqrt[0], add[0], mean[0], sq[0]], {
+                "x": x, "eps": add[1].input[1 - j], "mean": mean[1], "square": sq[1], "weight": None}
+    return None
+
+
+def _is_parameter(g: _Graph, name: str) -> bool:
+    """An initializer or a Constant node's output (a weight)."""
+    return name in g.imp.values or g.made_by(name, "Constant") is not None
+
+
+def _match_rms_norm(g: _Graph, i: int, node):
+    """weight * (X / sqrt(mean(X^2, trailing axes) + eps)) (the weight Mul optional) as rms_norm."""
+    if node.op_type == "Mul":
+        for k in (0, 1):
+            core = _rms_core(g, node.input[k], i)
+            if core is not None and _is_parameter(g, node.input[1 - k]):
+                inner, parts = core
+                parts["weight"] = node.input[1 - k]
+                return _Fusion("rms_norm", i, sorted(inner), _apply_rms_norm, parts)
+    users = g.imp.consumers.get(node.output[0], [])
+    if len(users) == 1:           # a weight Mul after it takes the whole pattern
+        user = g.nodes[users[0]]
+        if user.op_type == "Mul" and _is_parameter(g, _other(user, node.output[0]) or ""):
+            return None
+    own = _rms_core(g, node.output[0], None)
+    if own is None:
+        return None
+    inner, parts = own
+    return _Fusion("rms_norm", i, sorted(inner[1:]), _apply_rms_norm, parts)
+
+
+def _apply_rms_norm(imp: _Importer, f: _Fusion) -> bool:
+    p = f.parts
+    x = imp.values.get(p["x"])
+    eps = _scalar_const(imp.values.get(p["eps"]))
+    if x is None or x.dtype not in _FLOATS or eps is None or eps < 0 or imp.values[p["eps"]].dtype != x.dtype:
+        return False
+    rank = len(x.dims)
+    if p["square"].op_type == "Pow":
+        e = imp.values.get(p["square"].input[1])
+        if e is None or e.const is None or e.const.size != 1 or float(e.const.reshape(())) != 2.0:
+            return False
+    mean = p["mean"]
+    axes_in = imp.values.get(mean.input[1]) if len(mean.input) > 1 and mean.input[1] else None
+    if axes_in is not None and axes_in.const is None:
+        return False
+    axes = [int(a) for a in axes_in.const.reshape(-1)] if axes_in is not None else \
+        [int(a) for a in _attr(mean, "axes", [])]
+    axes = sorted(a % rank for a in axes) if rank and all(-rank <= a < rank for a in axes) else []
+    if not axes or axes != list(range(axes[0], rank)) or int(_attr(mean, "keepdims", 1)) != 1:
+        return False
+    axis = axes[0]
+    normalised = x.dims[axis:]
+    ctx = _fusion_context(imp, f)
+    args = [imp.tensor(x, p["x"])]
+    if p["weight"] is not None:
+        w = imp.values.get(p["weight"])
+        shape = tuple(d.size for d in normalised)
+        if w is None or w.dtype != x.dtype or len(w.dims) > rank or \
+                any(s != 1 for s in w.shape[:max(0, len(w.shape) - len(shape))]):
+            return False
+        core_shape = w.shape[max(0, len(w.shape) - len(shape)):]
+        try:
+            if tuple(d.size for d in _broadcast(ctx.fail, _dims(core_shape), normalised)) != shape:
+                return False
+        except OnnxImportError:
+            return False
+        if w.const is not None:
+            args.append(imp.new_constant(np.broadcast_to(w.const.reshape(core_shape), shape), f"{p['weight']}_gamma",
+                                         f"{_quoted(p['weight'])} as rms_norm's gamma"))
+        elif w.shape == shape:
+            args.append(w.var)
+        else:
+            return False
+    ctx.emit("rms_norm", args, {"axis": axis if axis != rank - 1 else None, "eps": eps}, x.dtype, x.dims,
+             out=imp.g.node[f.final].output[0], note=_fusion_note(imp, f, "RMSNorm as rms_norm"))
+    return True
+
+
+def _match_gelu(g: _Graph, i: int, node):
+    """0.5 * x * (1 + erf(x / sqrt 2)) and 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))),
+    the product in any grouping, as gelu (approximate none / tanh)."""
+    leaves, inner = [], []
+    for name in node.input:
+        m = g.made_by(name, "Mul")
+        if m is not None and g.sole(name, i) and len(m[1].input) == 2:
+            leaves += list(m[1].input)
+            inner.append(m[0])
+        else:
+            leaves.append(name)
+    if len(leaves) != 3 or len(node.input) != 2:
+        return None
+    for h in leaves:
+        add = g.made_by(h, "Add")
+        if add is None or leaves.count(h) != 1 or not any(g.sole(h, j) for j in inner + [i]):
+            continue
+        for k in (0, 1):
+            e = add[1].input[k]
+            core = _gelu_core(g, e, add[0])
+            if core is None:
+                continue
+            approximate, x, core_inner, constants = core
+            rest = [n for n in leaves if n != h]
+            if x not in rest or len(rest) != 2:
+                continue
+            half = rest[1] if rest[0] == x else rest[0]
+            checks = constants + [(half, 0.5, True), (add[1].input[1 - k], 1.0, True)]
+            parts = {"x": x, "approximate": approximate, "checks": checks}
+            return _Fusion("gelu", i, sorted(inner + [add[0]] + core_inner), _apply_gelu, parts)
+    return None
+
+
+def _gelu_core(g: _Graph, e: str, user: int):
+    """erf(x / sqrt 2) or tanh(sqrt(2/pi) * (x + 0.044715 x^3)) computing `e`: (approximate, x,
+    inner nodes, [(constant input, the value it must have, whether of x's dtype)]) or None."""
+    erf = g.made_by(e, "Erf")
+    if erf is not None and g.sole(e, user):
+        arg = erf[1].input[0]
+        scaled = g.made_by(arg, "Div", "Mul")
+        if scaled is None or not g.sole(arg, erf[0]):
+            return None
+        x, c = scaled[1].input
+        if scaled[1].op_type == "Mul" and _is_parameter(g, x):
+            x, c = c, x
+        value = math.sqrt(2.0) if scaled[1].op_type == "Div" else 1.0 / math.sqrt(2.0)
+        return "none", x, [erf[0], scaled[0]], [(c, value, True)]
+    tanh = g.made_by(e, "Tanh")
+    if tanh is None or not g.sole(e, user):
+        return None
+    arg = tanh[1].input[0]
+    outer = g.made_by(arg, "Mul")
+    if outer is None or not g.sole(arg, tanh[0]):
+        return None
+    for k in (0, 1):
+        inner_sum = g.made_by(outer[1].input[k], "Add")
+        if inner_sum is None or not g.sole(outer[1].input[k], outer[0]):
+            continue
+        for j in (0, 1):
+            x, cubic_term = inner_sum[1].input[j], inner_sum[1].input[1 - j]
+            cm = g.made_by(cubic_term, "Mul")
+            if cm is None or not g.sole(cubic_term, inner_sum[0]):
+                continue
+            for m in (0, 1):
+                cube = g.made_by(cm[1].input[m], "Pow")
+                if cube is None or not g.sole(cm[1].input[m], cm[0]) or cube[1].input[0] != x:
+                    continue
+                return "tanh", x, [tanh[0], outer[0], inner_sum[0], cm[0], cube[0]], [
+                    (outer[1].input[1 - k], math.sqrt(2.0 / math.pi), True), (cm[1].input[1 - m], 0.044715, True),
+                    (cube[1].input[1], 3.0, False)]
+    return None
+
+
+def _apply_gelu(imp: _Importer, f: _Fusion) -> bool:
+    p = f.parts
+    x = imp.values.get(p["x"])
+    if x is None or x.dtype not in _FLOATS:
+        return False
+    for name, want, same_dtype in p["checks"]:
+        v = imp.values.get(name)
+        if v is None or v.const is None or v.const.size != 1 or len(v.dims) > len(x.dims) or \
+                (same_dtype and v.dtype != x.dtype) or v.dtype == "bool":
+            return False
+        # the constants as a float32 export rounds them (exact ones exactly)
+        if not math.isclose(float(v.const.reshape(()).item()), want, rel_tol=1e-7 if want % 0.5 else 0.0):
+            return False
+    ctx = _fusion_context(imp, f)
+    ctx.emit("gelu", [imp.tensor(x, p["x"])], {"approximate": '"tanh"' if p["approximate"] == "tanh" else None},
+             x.dtype, x.dims, out=imp.g.node[f.final].output[0],
+             note=_fusion_note(imp, f, f"GELU ({'tanh' if p['approximate'] == 'tanh' else 'erf'}) as gelu"))
+    return True
+
+
+_MATCHERS: dict[str, tuple[Callable, ...]] = {"MatMul": (_match_attention,), "Mul": (_match_rms_norm, _match_gelu),
+                                              "Div": (_match_rms_norm,)}

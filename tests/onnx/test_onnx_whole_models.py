@@ -18,9 +18,9 @@ from openinfer.synth.devices import best_host_target  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "onnx"
 #: model -> (output, the fused ops its imported graph must use, absolute and relative tolerance)
-MODELS = {"bert": ("last_hidden_state", {"sdpa", "layer_norm"}, 2e-5, 1e-4),
-          "gpt2": ("logits", {"sdpa", "layer_norm"}, 2e-5, 1e-4),
-          "llama": ("logits", {"sdpa", "silu"}, 2e-5, 1e-4),
+MODELS = {"bert": ("last_hidden_state", {"sdpa", "layer_norm", "gelu"}, 2e-5, 1e-4),
+          "gpt2": ("logits", {"sdpa", "layer_norm", "gelu"}, 2e-5, 1e-4),
+          "llama": ("logits", {"sdpa", "rms_norm", "silu"}, 2e-5, 1e-4),
           "resnet": ("logits", {"conv2d", "max_pool2d"}, 2e-5, 1e-4)}
 TARGETS = sorted({"x86_64-generic", best_host_target()})
 
