@@ -213,7 +213,7 @@ def check_full() -> int:
     with tempfile.TemporaryDirectory(prefix="oi-full-") as tmp:
         tmp = Path(tmp)
         path, expected = export(name, module, inputs, output, dynamic, tmp)
-        size = path.stat().st_size
+        size, onnx_ops = path.stat().st_size, _ops(path)
         t = time.perf_counter()
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         want = session.run(None, inputs)[0]
@@ -237,7 +237,7 @@ def check_full() -> int:
         got = executor.fetch(imported.renamed.get(output, output))
     abs_err = float(np.max(np.abs(got - want)))
     rel_err = abs_err / float(np.max(np.abs(want)))
-    print(f"{name}: {size / 1e6:.1f} MB ONNX, ops {_ops(path)}")
+    print(f"{name}: {size / 1e6:.1f} MB ONNX, ops {onnx_ops}")
     print(f"  imported graph ops: {', '.join(ops)}")
     print(f"  import {t_import:.2f} s; generate+build ({target}) {t_build:.1f} s; one step {t_run * 1e3:.0f} ms "
           f"(onnxruntime session+run {t_ort * 1e3:.0f} ms)")
