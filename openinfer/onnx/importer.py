@@ -13,6 +13,7 @@ itself before it is handed out, so an import never produces a graph openinfer ca
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -350,6 +351,8 @@ class _Importer:
         self.consumers: dict[str, list] = {}
         self.skip: set[int] = set()
         self.outputs = [o.name for o in self.g.output]
+        self.fusions: dict[int, _Fusion] = {}           # last node -> the fused pattern ending there
+        self.bool_masks: dict[str, Value] = {}          # Where outputs left to sdpa as bool masks
 
     # -- names and declarations ---------------------------------------------------------------
     def _fresh(self, base: str) -> str:
@@ -432,6 +435,9 @@ class _Importer:
             for x in node.input:
                 if x:
                     self.consumers.setdefault(x, []).append(i)
+        self.fusions = _find_fusions(self)
+        for fusion in self.fusions.values():
+            self.skip.update(fusion.inner)
         for i, node in enumerate(self.g.node):
             if i in self.skip:
                 continue
@@ -502,6 +508,8 @@ class _Importer:
         self.lines.append((f"op reshape({v.var}) >> {out};", f"graph output {_quoted(onnx_name)} (a copy of {v.var})"))
 
     def node(self, index: int, node) -> None:
+        if index in self.fusions and _apply_fusion(self, index):
+            return
         label = _quoted(node.name) if node.name else f"#{index}"
         where = f"node {label} ({node.op_type})"
 
@@ -1309,6 +1317,8 @@ def _where(c: _NodeContext) -> None:
                                 f"{out}_cond", f"{c.label}'s condition as {a.dtype}")
     elif a.dtype == "bool":
         cn = _expanded(c, cond, 0, dims, f"{out}_cond")
+    elif _bool_mask_where(c, cond, a, b, out):
+        return
     else:
         c.fail(f"a computed condition with {a.dtype} operands needs a cast from bool, which the registry's "
                f"cast does not do (a constant condition, or bool operands, are supported)")
@@ -1358,6 +1368,11 @@ def _cast_to(c: _NodeContext, x: Value, to: str) -> None:
         return
     if to == x.dtype:
         c.result(out, x)
+        return
+    if to == "bool" and x.dtype != "bool":          # nonzero is true: ne(x, 0), as an exported mask casts
+        zeros = c.imp.new_constant(np.zeros(x.shape, _NUMPY_DTYPES[x.dtype]), f"{out}_zeros",
+                                   f"zeros: {c.label}'s cast to bool as ne(x, 0)")
+        c.emit("ne", [c.var(x, 0), zeros], {}, "bool", x.dims, out=out)
         return
     if not _cast_allowed(x.dtype, to):
         c.fail(f"cast from {x.dtype} to {to} is not one the registry's cast does (numeric to float, float to "
@@ -1847,6 +1862,10 @@ def _min_max(c: _NodeContext) -> None:
     dims = ins[0].dims
     for v in ins[1:]:
         dims = _broadcast(c.fail, dims, v.dims)
+    if all(v.const is not None for v in ins):        # index arithmetic of exported masks
+        fold = {"Max": np.maximum, "Min": np.minimum, "Sum": np.add}[c.node.op_type]
+        c.result(out, c.imp.const_value(functools.reduce(fold, [v.const for v in ins]).astype(ins[0].const.dtype)))
+        return
     names = [_expanded(c, v, k, dims, f"{out}_{k}") for k, v in enumerate(ins)]
     if len(names) == 1:
         c.emit("reshape", names, {}, ins[0].dtype, dims, out=out)
@@ -2099,3 +2118,541 @@ def _softplus(c: _NodeContext) -> None:
     y = c.emit("exp", [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
     c.emit_inplace("add", [y.var, one], y)
     c.emit_inplace("log", [y.var], y)
+
+
+# ---------------------------------------------------------------------------------------------
+# index and position computations of exported transformers (their mask and RoPE subgraphs),
+# folded on constants
+
+
+@_op("Cos", "Sin", note="folded on constants (RoPE tables); the registry has no cos/sin op")
+def _trig(c: _NodeContext) -> None:
+    c.allow()
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    c.float_input(x)
+    values = c.const_input(x, "the input (cos/sin are folded only)")
+    fold = np.cos if c.node.op_type == "Cos" else np.sin
+    c.result(out, c.imp.const_value(fold(values.astype(np.float64)).astype(values.dtype)))
+
+
+@_op("CumSum", note="folded on constants (exclusive, reverse); axis constant")
+def _cumsum(c: _NodeContext) -> None:
+    c.allow("exclusive", "reverse")
+    x, axis_in = c.inputs(2, 2)
+    (out,) = c.outputs()
+    values = c.const_input(x, "the input (CumSum is folded only)")
+    axis = int(c.const_input(axis_in, "axis").reshape(-1)[0])
+    if not -values.ndim <= axis < max(values.ndim, 1):
+        c.fail(f"axis {axis} out of range for rank {values.ndim}")
+    a = np.flip(values, axis) if c.attrs.get("reverse", 0) else values
+    s = np.cumsum(a, axis=axis, dtype=values.dtype)
+    if c.attrs.get("exclusive", 0):
+        s = s - a
+    c.result(out, c.imp.const_value((np.flip(s, axis) if c.attrs.get("reverse", 0) else s).astype(values.dtype)))
+
+
+@_op("GatherElements", note="folded on constants (NumPy take_along_axis)")
+def _gather_elements(c: _NodeContext) -> None:
+    c.allow("axis")
+    data, indices = c.inputs(2, 2)
+    (out,) = c.outputs()
+    values = c.const_input(data, "the data (GatherElements is folded only)")
+    idx = c.const_input(indices, "the indices (GatherElements is folded only)").astype(np.int64)
+    rank = values.ndim
+    axis = int(c.attrs.get("axis", 0))
+    if rank == 0 or idx.ndim != rank or not -rank <= axis < rank:
+        c.fail(f"axis {axis} and indices of rank {idx.ndim} for data of rank {rank}")
+    n = values.shape[axis]
+    if np.any((idx < -n) | (idx >= n)):
+        c.fail(f"an index out of [-{n}, {n})")
+    c.result(out, c.imp.const_value(np.take_along_axis(values, np.where(idx < 0, idx + n, idx), axis=axis)))
+
+
+@_op("GatherND", note="folded on constants; with constant indices a reshape of the data and one gather "
+                      "of the flattened rows")
+def _gather_nd(c: _NodeContext) -> None:
+    c.allow("batch_dims")
+    data, indices = c.inputs(2, 2)
+    (out,) = c.outputs()
+    idx = c.const_input(indices, "the indices").astype(np.int64)
+    b = int(c.attrs.get("batch_dims", 0))
+    r, q = len(data.dims), idx.ndim
+    k = idx.shape[-1] if q else 0
+    if q < 1 or b < 0 or b >= min(r, q) or not 1 <= k <= r - b or idx.shape[:b] != data.shape[:b]:
+        c.fail(f"indices of shape {list(idx.shape)} (batch_dims {b}) for data of shape {list(data.shape)}")
+    lead = data.shape[b:b + k]
+    if np.any((idx < -np.asarray(lead)) | (idx >= np.asarray(lead))):
+        c.fail(f"an index out of the data's dims {list(lead)}")
+    idx = np.where(idx < 0, idx + np.asarray(lead), idx)
+    # each index tuple as one row of the data viewed as [prod(batch dims + indexed dims), rest...]
+    batch = int(np.prod(data.shape[:b], dtype=np.int64))
+    rows = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), lead) if k else np.zeros(idx.shape[:-1], np.int64)
+    rows = rows.reshape(batch, -1) + (np.arange(batch) * int(np.prod(lead, dtype=np.int64)))[:, None]
+    rows = rows.reshape(idx.shape[:-1])
+    rest = data.dims[b + k:]
+    dims = data.dims[:b] + indices.dims[b:-1] + rest
+    if data.const is not None:
+        flat = data.const.reshape((-1,) + data.const.shape[b + k:])
+        c.result(out, c.imp.const_value(np.take(flat, rows, axis=0)))
+        return
+    flat_dims = (Dim(batch * int(np.prod(lead, dtype=np.int64))),) + rest
+    flat = c.emit("reshape", [c.var(data, 0)], {}, data.dtype, flat_dims, temp=f"{out}_rows")
+    rows_name = c.imp.new_constant(rows, f"{out}_indices", f"{c.label}'s index tuples as rows of {flat.var}")
+    c.emit("gather", [flat.var, rows_name], {}, data.dtype, dims, out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# fused patterns: decomposed subgraphs of exported models mapped onto the registry's fused ops.
+# A pattern is found on the graph's structure before the nodes are imported; its inner nodes are
+# deferred to its last node, which checks the values exactly (dtypes, shapes, constants) and emits
+# the fused op, or else imports the deferred nodes as they are (no pattern is ever approximate).
+
+#: an additive mask value this low removes a key exactly: exp(score + mask - max) is 0 in f32
+_MASKED = -1e30
+
+
+@dataclass
+class _Fusion:
+    kind: str
+    final: int                      # the node whose output the fused op computes
+    inner: list[int]                # the nodes it replaces, deferred to `final`
+    apply: Callable                 # (importer, fusion) -> True when it emitted the fused op
+    parts: dict = field(default_factory=dict)
+
+
+class _Graph:
+    """Producers and consumers of the ONNX values, for matching patterns."""
+
+    def __init__(self, imp: _Importer):
+        self.imp = imp
+        self.nodes = list(imp.g.node)
+        self.producer = {o: i for i, n in enumerate(self.nodes) for o in n.output if o}
+        self.outputs = set(imp.outputs)
+
+    def made_by(self, name: str, *op_types: str):
+        """(index, node) producing `name` when its op type is one of `op_types`, else None."""
+        i = self.producer.get(name)
+        if i is None or self.nodes[i].op_type not in op_types or self.nodes[i].domain not in ("", "ai.onnx"):
+            return None
+        return i, self.nodes[i]
+
+    def sole(self, name: str, consumer: int) -> bool:
+        """`name` is used only by node `consumer` (once) and is no graph output."""
+        return self.imp.consumers.get(name, []) == [consumer] and name not in self.outputs
+
+
+def _find_fusions(imp: _Importer) -> dict[int, _Fusion]:
+    g = _Graph(imp)
+    found: dict[int, _Fusion] = {}
+    claimed: set[int] = set()
+    for i, node in enumerate(g.nodes):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        for matcher in _MATCHERS.get(node.op_type, ()):
+            fusion = matcher(g, i, node)
+            if fusion is not None and not (claimed & {i, *fusion.inner}):
+                found[i] = fusion
+                claimed |= {i, *fusion.inner}
+                break
+    return found
+
+
+def _apply_fusion(imp: _Importer, index: int) -> bool:
+    """Emits the fusion ending at node `index`; otherwise imports its deferred nodes (False)."""
+    fusion = imp.fusions.pop(index)
+    if fusion.apply(imp, fusion):
+        return True
+    mask = fusion.parts.get("mask")
+    if mask in imp.bool_masks:
+        where = imp.g.node[_Graph(imp).producer[mask]]
+        raise OnnxImportError(f"node {_quoted(where.name)} (Where): a computed condition with float operands is "
+                              f"supported as an attention mask only, and the attention ending at node "
+                              f"{_quoted(imp.g.node[index].name)} does not fit sdpa")
+    for j in fusion.inner:
+        imp.node(j, imp.g.node[j])
+    return False
+
+
+def _fusion_context(imp: _Importer, fusion: _Fusion) -> _NodeContext:
+    node = imp.g.node[fusion.final]
+    label = _quoted(node.name) if node.name else f"#{fusion.final}"
+
+    def fail(message: str):
+        raise OnnxImportError(f"node {label} ({node.op_type}): {message}")
+
+    return _NodeContext(imp, node, {}, [], fail, label)
+
+
+def _fusion_note(imp: _Importer, fusion: _Fusion, what: str) -> str:
+    nodes = [imp.g.node[j] for j in sorted(fusion.inner + [fusion.final])]
+    first, last = (_quoted(n.name) if n.name else n.op_type for n in (nodes[0], nodes[-1]))
+    return f"{first} .. {last} ({', '.join(n.op_type for n in nodes)}): {what}"
+
+
+def _scalar_const(v: Value | None) -> float | None:
+    if v is None or v.const is None or v.const.size != 1 or v.dtype not in _FLOATS:
+        return None
+    return float(v.const.reshape(()).item())
+
+
+def _match_attention(g: _Graph, i: int, node) -> _Fusion | None:
+    """MatMul(Softmax(MatMul(Q, Transpose(K)) * scale [+ mask]), V), Softmax over the keys, as
+    sdpa(Q, K, V[, mask], scale). The scale is a Mul or Div by a scalar constant (or absent); the
+    mask an added tensor (a constant causal one becomes causal=true), or Where(cond, 0, -big) of a
+    computed cond (passed to sdpa as the bool mask); Identity/Dropout/Cast may follow the Softmax."""
+    if len(node.input) != 2:
+        return None
+    inner = []
+    p = node.input[0]
+    consumer = i
+    while (step := g.made_by(p, "Identity", "Dropout", "Cast")) is not None and g.sole(p, consumer) \
+            and len([o for o in step[1].output if o]) == 1:
+        inner.append(step[0])
+        consumer, p = step[0], step[1].input[0]
+    softmax = g.made_by(p, "Softmax")
+    if softmax is None or not g.sole(p, consumer):
+        return None
+    inner.append(softmax[0])
+    scores, consumer = softmax[1].input[0], softmax[0]
+    parts = {"softmax": softmax[1], "chain": [g.nodes[j] for j in inner[:-1]], "mask": None, "scale": None}
+    add = g.made_by(scores, "Add")
+    if add is not None and g.sole(scores, consumer):
+        for k in (0, 1):
+            if g.made_by(add[1].input[k], "Mul", "Div", "MatMul") is not None:
+                inner.append(add[0])
+                consumer, scores = add[0], add[1].input[k]
+                parts["mask"] = add[1].input[1 - k]
+                break
+    scale = g.made_by(scores, "Mul", "Div")
+    if scale is not None and g.sole(scores, consumer):
+        k = 0 if g.made_by(scale[1].input[0], "MatMul") is not None else 1
+        if scale[1].op_type == "Div" and k != 0:
+            return None
+        inner.append(scale[0])
+        consumer, scores = scale[0], scale[1].input[k]
+        parts["scale"] = (scale[1].op_type, scale[1].input[1 - k])
+    qk = g.made_by(scores, "MatMul")
+    if qk is None or not g.sole(scores, consumer):
+        return None
+    inner.append(qk[0])
+    parts["q"], parts["kt"], parts["v"], parts["perm"] = qk[1].input[0], qk[1].input[1], node.input[1], None
+    transpose = g.made_by(parts["kt"], "Transpose")
+    if transpose is not None and g.sole(parts["kt"], qk[0]):
+        inner.append(transpose[0])
+        parts["kt"], parts["perm"] = transpose[1].input[0], transpose[1]
+    return _Fusion("attention", i, sorted(inner), _apply_attention, parts)
+
+
+def _causal_mask(mask: np.ndarray, sq: int, sk: int) -> bool:
+    """Whether an additive mask, broadcast to [..., sq, sk], is sdpa's causal mask: 0 where key j
+    <= query i + (sk - sq), at most _MASKED elsewhere."""
+    m = np.broadcast_to(mask, mask.shape[:-2] + (sq, sk)) if mask.ndim >= 2 else None
+    if m is None:
+        return False
+    allowed = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+    return bool(np.all(m[..., allowed] == 0) and np.all(m[..., ~allowed] <= _MASKED))
+
+
+def _apply_attention(imp: _Importer, f: _Fusion) -> bool:
+    p = f.parts
+    if any(n not in imp.values for n in (p["q"], p["kt"], p["v"])) or \
+            (p["mask"] is not None and p["mask"] not in imp.values and p["mask"] not in imp.bool_masks):
+        return False
+    q, kt, v = imp.values[p["q"]], imp.values[p["kt"]], imp.values[p["v"]]
+    rank = len(q.dims)
+    if q.dtype not in _FLOATS or kt.dtype != q.dtype or v.dtype != q.dtype or rank < 2 or \
+            len(kt.dims) != rank or len(v.dims) != rank:
+        return False
+    if any(n.op_type == "Cast" and _ONNX_DTYPES.get(int(_attr(n, "to", 0))) != q.dtype for n in p["chain"]) or \
+            any(n.op_type == "Dropout" and len(n.input) > 2 and n.input[2] for n in p["chain"]):
+        return False
+    axis = int(_attr(p["softmax"], "axis", -1 if imp.opset >= 13 else 1))
+    if axis % rank != rank - 1:
+        return False
+    if p["perm"] is not None:                        # K^T = transpose(K0, perm): K = transpose(K0, perm')
+        perm = [int(a) for a in _attr(p["perm"], "perm", list(range(rank))[::-1])]
+        if sorted(perm) != list(range(rank)):
+            return False
+        k_perm = perm[:-2] + [perm[-1], perm[-2]]
+        k_dims = tuple(kt.dims[a] for a in k_perm)
+    else:
+        k_perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+        k_dims = tuple(kt.dims[a] for a in k_perm)
+    ctx = _fusion_context(imp, f)
+    try:
+        scores = _matmul_dims(ctx, q.dims, k_dims[:-2] + (k_dims[-1], k_dims[-2]))
+        out_dims = _matmul_dims(ctx, scores, v.dims)
+    except OnnxImportError:
+        return False
+    sq, sk = scores[-2].size, scores[-1].size
+    scale = 1.0
+    if p["scale"] is not None:
+        c = _scalar_const(imp.values.get(p["scale"][1]))
+        if c is None or imp.values[p["scale"][1]].dtype != q.dtype or len(imp.values[p["scale"][1]].dims) > rank:
+            return False
+        scale = c if p["scale"][0] == "Mul" else 1.0 / c
+    mask_arg, causal = None, False
+    if p["mask"] is not None:
+        if p["mask"] in imp.bool_masks:
+            m = imp.bool_masks[p["mask"]]
+        else:
+            m = imp.values[p["mask"]]
+            if m.dtype != q.dtype:
+                return False
+        try:
+            if tuple(d.size for d in _broadcast(ctx.fail, scores, m.dims)) != tuple(d.size for d in scores):
+                return False
+        except OnnxImportError:
+            return False
+        if m.const is not None and m.dtype != "bool" and _causal_mask(m.const, sq, sk) and sk >= sq:
+            causal = True
+        else:
+            mask_arg = imp.tensor(m, p["mask"]) if m.var is None else m.var
+    k0 = imp.tensor(kt, p["kt"])
+    if k_perm != list(range(rank)):
+        k0 = ctx.emit("transpose", [k0], {"perm": k_perm}, q.dtype, k_dims, temp=f"{p['kt']}_keys").var
+    args = [imp.tensor(q, p["q"]), k0, imp.tensor(v, p["v"])] + ([mask_arg] if mask_arg else [])
+    what = "attention as sdpa" + (" (the causal mask as causal=true)" if causal else "") + \
+        (" (Where's condition as the bool mask)" if p["mask"] in imp.bool_masks else "")
+    ctx.emit("sdpa", args, {"scale": scale, "causal": causal or None}, q.dtype, out_dims,
+             out=imp.g.node[f.final].output[0], note=_fusion_note(imp, f, what))
+    return True
+
+
+def _attr(node, name: str, default):
+    import onnx.helper as oh
+
+    return next((oh.get_attribute_value(a) for a in node.attribute if a.name == name), default)
+
+
+def _bool_mask_where(c: _NodeContext, cond: Value, a: Value, b: Value, out: str) -> bool:
+    """Where(cond, 0, -big) used only as the mask of attention fusions: no op here; each sdpa takes
+    `cond` as its bool mask (true = attend), which removes the same keys."""
+    imp = c.imp
+    users = imp.consumers.get(out, [])
+    mask_adds = {j for f in imp.fusions.values() if f.kind == "attention" and f.parts["mask"] == out
+                 for j in f.inner}
+    if not users or out in imp.outputs or not set(users) <= mask_adds or _scalar_const(a) != 0.0 or \
+            (_scalar_const(b) or 0.0) > _MASKED:
+        return False
+    dims = _broadcast(c.fail, _broadcast(c.fail, cond.dims, a.dims), b.dims)
+    imp.bool_masks[out] = Value("bool", dims, var=_expanded(c, cond, 0, dims, f"{out}_mask"))
+    return True
+
+
+def _other(node, name: str) -> str | None:
+    """The other input of a two-input node one of whose inputs is `name`."""
+    ins = list(node.input)
+    if len(ins) != 2 or name not in ins:
+        return None
+    return ins[1] if ins[0] == name else ins[0]
+
+
+def _rms_core(g: _Graph, name: str, consumer: int | None):
+    """X / sqrt(mean(X^2) + eps) computing `name` (Mul by Reciprocal(Sqrt), or Div by Sqrt), used
+    only by node `consumer` (None: by anything): (inner nodes, parts) or None."""
+    top = g.made_by(name, "Mul", "Div")
+    if top is None or (consumer is not None and not g.sole(name, consumer)):
+        return None
+    n, node = top
+    for k in ((0, 1) if node.op_type == "Mul" else (1,)):
+        inner, r = [n], node.input[k]
+        if node.op_type == "Mul":
+            recip = g.made_by(r, "Reciprocal")
+            if recip is None or not g.sole(r, n):
+                continue
+            inner.append(recip[0])
+            r, user = recip[1].input[0], recip[0]
+        else:
+            user = n
+        sqrt = g.made_by(r, "Sqrt")
+        if sqrt is None or not g.sole(r, user):
+            continue
+        a = sqrt[1].input[0]
+        add = g.made_by(a, "Add")
+        if add is None or not g.sole(a, sqrt[0]):
+            continue
+        x = node.input[1 - k]
+        for j in (0, 1):
+            mean = g.made_by(add[1].input[j], "ReduceMean")
+            if mean is None or not g.sole(add[1].input[j], add[0]):
+                continue
+            sq = g.made_by(mean[1].input[0], "Pow", "Mul")
+            if sq is None or not g.sole(mean[1].input[0], mean[0]) or sq[1].input[0] != x or \
+                    (sq[1].op_type == "Mul" and sq[1].input[1] != x):
+                continue
+            return inner + [sqrt[0], add[0], mean[0], sq[0]], {
+                "x": x, "eps": add[1].input[1 - j], "mean": mean[1], "square": sq[1], "weight": None}
+    return None
+
+
+def _is_parameter(g: _Graph, name: str) -> bool:
+    """An initializer or a Constant node's output (a weight)."""
+    return name in g.imp.values or g.made_by(name, "Constant") is not None
+
+
+def _match_rms_norm(g: _Graph, i: int, node):
+    """weight * (X / sqrt(mean(X^2, trailing axes) + eps)) (the weight Mul optional) as rms_norm."""
+    if node.op_type == "Mul":
+        for k in (0, 1):
+            core = _rms_core(g, node.input[k], i)
+            if core is not None and _is_parameter(g, node.input[1 - k]):
+                inner, parts = core
+                parts["weight"] = node.input[1 - k]
+                return _Fusion("rms_norm", i, sorted(inner), _apply_rms_norm, parts)
+    users = g.imp.consumers.get(node.output[0], [])
+    if len(users) == 1:           # a weight Mul after it takes the whole pattern
+        user = g.nodes[users[0]]
+        if user.op_type == "Mul" and _is_parameter(g, _other(user, node.output[0]) or ""):
+            return None
+    own = _rms_core(g, node.output[0], None)
+    if own is None:
+        return None
+    inner, parts = own
+    return _Fusion("rms_norm", i, sorted(inner[1:]), _apply_rms_norm, parts)
+
+
+def _apply_rms_norm(imp: _Importer, f: _Fusion) -> bool:
+    p = f.parts
+    x = imp.values.get(p["x"])
+    eps = _scalar_const(imp.values.get(p["eps"]))
+    if x is None or x.dtype not in _FLOATS or eps is None or eps < 0 or imp.values[p["eps"]].dtype != x.dtype:
+        return False
+    rank = len(x.dims)
+    if p["square"].op_type == "Pow":
+        e = imp.values.get(p["square"].input[1])
+        if e is None or e.const is None or e.const.size != 1 or float(e.const.reshape(())) != 2.0:
+            return False
+    mean = p["mean"]
+    axes_in = imp.values.get(mean.input[1]) if len(mean.input) > 1 and mean.input[1] else None
+    if axes_in is not None and axes_in.const is None:
+        return False
+    axes = [int(a) for a in axes_in.const.reshape(-1)] if axes_in is not None else \
+        [int(a) for a in _attr(mean, "axes", [])]
+    axes = sorted(a % rank for a in axes) if rank and all(-rank <= a < rank for a in axes) else []
+    if not axes or axes != list(range(axes[0], rank)) or int(_attr(mean, "keepdims", 1)) != 1:
+        return False
+    axis = axes[0]
+    normalised = x.dims[axis:]
+    ctx = _fusion_context(imp, f)
+    args = [imp.tensor(x, p["x"])]
+    if p["weight"] is not None:
+        w = imp.values.get(p["weight"])
+        shape = tuple(d.size for d in normalised)
+        if w is None or w.dtype != x.dtype or len(w.dims) > rank or \
+                any(s != 1 for s in w.shape[:max(0, len(w.shape) - len(shape))]):
+            return False
+        core_shape = w.shape[max(0, len(w.shape) - len(shape)):]
+        try:
+            if tuple(d.size for d in _broadcast(ctx.fail, _dims(core_shape), normalised)) != shape:
+                return False
+        except OnnxImportError:
+            return False
+        if w.const is not None:
+            args.append(imp.new_constant(np.broadcast_to(w.const.reshape(core_shape), shape), f"{p['weight']}_gamma",
+                                         f"{_quoted(p['weight'])} as rms_norm's gamma"))
+        elif w.shape == shape:
+            args.append(w.var)
+        else:
+            return False
+    ctx.emit("rms_norm", args, {"axis": axis if axis != rank - 1 else None, "eps": eps}, x.dtype, x.dims,
+             out=imp.g.node[f.final].output[0], note=_fusion_note(imp, f, "RMSNorm as rms_norm"))
+    return True
+
+
+def _match_gelu(g: _Graph, i: int, node):
+    """0.5 * x * (1 + erf(x / sqrt 2)) and 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))),
+    the product in any grouping, as gelu (approximate none / tanh)."""
+    leaves, inner = [], []
+    for name in node.input:
+        m = g.made_by(name, "Mul")
+        if m is not None and g.sole(name, i) and len(m[1].input) == 2:
+            leaves += list(m[1].input)
+            inner.append(m[0])
+        else:
+            leaves.append(name)
+    if len(leaves) != 3 or len(node.input) != 2:
+        return None
+    for h in leaves:
+        add = g.made_by(h, "Add")
+        if add is None or leaves.count(h) != 1 or not any(g.sole(h, j) for j in inner + [i]):
+            continue
+        for k in (0, 1):
+            e = add[1].input[k]
+            core = _gelu_core(g, e, add[0])
+            if core is None:
+                continue
+            approximate, x, core_inner, constants = core
+            rest = [n for n in leaves if n != h]
+            if x not in rest or len(rest) != 2:
+                continue
+            half = rest[1] if rest[0] == x else rest[0]
+            checks = constants + [(half, 0.5, True), (add[1].input[1 - k], 1.0, True)]
+            parts = {"x": x, "approximate": approximate, "checks": checks}
+            return _Fusion("gelu", i, sorted(inner + [add[0]] + core_inner), _apply_gelu, parts)
+    return None
+
+
+def _gelu_core(g: _Graph, e: str, user: int):
+    """erf(x / sqrt 2) or tanh(sqrt(2/pi) * (x + 0.044715 x^3)) computing `e`: (approximate, x,
+    inner nodes, [(constant input, the value it must have, whether of x's dtype)]) or None."""
+    erf = g.made_by(e, "Erf")
+    if erf is not None and g.sole(e, user):
+        arg = erf[1].input[0]
+        scaled = g.made_by(arg, "Div", "Mul")
+        if scaled is None or not g.sole(arg, erf[0]):
+            return None
+        x, c = scaled[1].input
+        if scaled[1].op_type == "Mul" and _is_parameter(g, x):
+            x, c = c, x
+        value = math.sqrt(2.0) if scaled[1].op_type == "Div" else 1.0 / math.sqrt(2.0)
+        return "none", x, [erf[0], scaled[0]], [(c, value, True)]
+    tanh = g.made_by(e, "Tanh")
+    if tanh is None or not g.sole(e, user):
+        return None
+    arg = tanh[1].input[0]
+    outer = g.made_by(arg, "Mul")
+    if outer is None or not g.sole(arg, tanh[0]):
+        return None
+    for k in (0, 1):
+        inner_sum = g.made_by(outer[1].input[k], "Add")
+        if inner_sum is None or not g.sole(outer[1].input[k], outer[0]):
+            continue
+        for j in (0, 1):
+            x, cubic_term = inner_sum[1].input[j], inner_sum[1].input[1 - j]
+            cm = g.made_by(cubic_term, "Mul")
+            if cm is None or not g.sole(cubic_term, inner_sum[0]):
+                continue
+            for m in (0, 1):
+                cube = g.made_by(cm[1].input[m], "Pow")
+                if cube is None or not g.sole(cm[1].input[m], cm[0]) or cube[1].input[0] != x:
+                    continue
+                return "tanh", x, [tanh[0], outer[0], inner_sum[0], cm[0], cube[0]], [
+                    (outer[1].input[1 - k], math.sqrt(2.0 / math.pi), True), (cm[1].input[1 - m], 0.044715, True),
+                    (cube[1].input[1], 3.0, False)]
+    return None
+
+
+def _apply_gelu(imp: _Importer, f: _Fusion) -> bool:
+    p = f.parts
+    x = imp.values.get(p["x"])
+    if x is None or x.dtype not in _FLOATS:
+        return False
+    for name, want, same_dtype in p["checks"]:
+        v = imp.values.get(name)
+        if v is None or v.const is None or v.const.size != 1 or len(v.dims) > len(x.dims) or \
+                (same_dtype and v.dtype != x.dtype) or v.dtype == "bool":
+            return False
+        # the constants as a float32 export rounds them (exact ones exactly)
+        if not math.isclose(float(v.const.reshape(()).item()), want, rel_tol=1e-7 if want % 0.5 else 0.0):
+            return False
+    ctx = _fusion_context(imp, f)
+    ctx.emit("gelu", [imp.tensor(x, p["x"])], {"approximate": '"tanh"' if p["approximate"] == "tanh" else None},
+             x.dtype, x.dims, out=imp.g.node[f.final].output[0],
+             note=_fusion_note(imp, f, f"GELU ({'tanh' if p['approximate'] == 'tanh' else 'erf'}) as gelu"))
+    return True
+
+
+_MATCHERS: dict[str, tuple[Callable, ...]] = {"MatMul": (_match_attention,), "Mul": (_match_rms_norm, _match_gelu),
+                                              "Div": (_match_rms_norm,)}
