@@ -13,6 +13,7 @@ itself before it is handed out, so an import never produces a graph openinfer ca
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import math
@@ -509,6 +510,7 @@ class _Importer:
 
     def node(self, index: int, node) -> None:
         if index in self.fusions and _apply_fusion(self, index):
+            self._claim(_module_path(node))
             return
         label = _quoted(node.name) if node.name else f"#{index}"
         where = f"node {label} ({node.op_type})"
@@ -535,7 +537,7 @@ class _Importer:
         ctx = _NodeContext(self, node, attrs, ins, fail, label)
         self._claim(None)
         support.handler(ctx)
-        self._claim(node.name or None)
+        self._claim(_module_path(node))
 
     def _claim(self, node_name: str | None) -> None:
         """Marks the lines and volatile declarations emitted since the last claim as `node_name`'s."""
@@ -572,6 +574,32 @@ class _Importer:
 def _line(code: str, note: str) -> str:
     code = "    " + code
     return f"{code:<50}  // {note}" if note else code
+
+
+def _module_path(node) -> str | None:
+    """The node's place in the exporting framework's module tree, as a `/`-separated path ending
+    with the node's own name. The TorchScript exporter writes it into the name
+    (`/encoder/layer.0/attention/MatMul`); the dynamo exporter names nodes `node_MatMul_59` and
+    records the module in the `pkg.torch.onnx.name_scopes` metadata
+    (`[..., 'model.encoder.layer.0.attention.self.query', 'linear']`), where an index joins the
+    module name before it (`layer.0`, and `4.0` for a Sequential's child)."""
+    for prop in node.metadata_props:
+        if prop.key != "pkg.torch.onnx.name_scopes":
+            continue
+        try:
+            scopes = ast.literal_eval(prop.value)
+        except (ValueError, SyntaxError):
+            break
+        if not (isinstance(scopes, list) and len(scopes) >= 2 and all(isinstance(s, str) for s in scopes)):
+            break
+        segments: list[str] = []
+        for part in scopes[-2].split("."):
+            if part.isdigit() and segments:
+                segments[-1] += "." + part
+            elif part:
+                segments.append(part)
+        return "/" + "/".join([*segments, scopes[-1]])
+    return node.name or None
 
 
 #: A path segment naming one of several repeated modules, as exporters write them: `layer.0`,

@@ -131,3 +131,21 @@ def test_write_moves_the_checked_model_and_rewrites_replaced_tensors(tmp_path):
     m.close()
     _, again = result.write(tmp_path / "three")     # a second write: the checked file is used up
     assert again.read_bytes() == path.read_bytes()
+
+
+def test_layers_come_from_the_dynamo_exporters_name_scopes():
+    """torch's dynamo exporter names nodes `node_MatMul_59` and records the module path in the
+    `pkg.torch.onnx.name_scopes` metadata; that path decides the layers (a Sequential's `4.0` too)."""
+    rng = np.random.default_rng(3)
+    model, weights, head = _stack(rng, ["/a", "/b", "/c"])
+    scopes = {"/a": ["", "4", "4.0", "4.0.fc"], "/b": ["", "4", "4.1", "4.1.fc"], "/c": ["", "head"]}
+    for k, node in enumerate(model.graph.node):
+        node.name = f"node_{node.op_type}_{k}"                  # no path in the name, as dynamo writes it
+        prefix = next((p for p in scopes if node.output[0].startswith(p + "/")), None)
+        if prefix is not None:
+            prop = node.metadata_props.add()
+            prop.key, prop.value = "pkg.torch.onnx.name_scopes", repr([*scopes[prefix], node.op_type.lower()])
+    imported = oi.import_onnx(model)
+    headers = [line.strip() for line in imported.text.split("block entry {\n", 1)[1].splitlines()
+               if line.strip().startswith("// layer")]
+    assert headers == ["// layer 4.0", "// layer 4.1 — same ops as 4.0"]
