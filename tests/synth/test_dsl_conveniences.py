@@ -132,3 +132,39 @@ def test_sizevar_bounds_are_static_and_names_are_checked() -> None:
     assert "dynamic_slice" in str(err.value)
     with pytest.raises(oi.OpenInferError, match="size 7 does not fit axis 0 of length 6"):
         oi.Reference(None, oi.graph(GRAPH.replace("sizes=[1], axes=[0]", "sizes=[7], axes=[0]")), sizevars=SIZES)
+
+
+#: a broadcasting comparison and a bool cast inside element-wise chains the compiler fuses (only
+#: the chains' last values are outputs)
+FUSED = """
+dynamic { x: f32[3, 5]; y: f32[5]; t: f32; }
+volatile { m: bool[3, 5]; mf: f32[3, 5]; out: f32[3, 5]; g: bool[3, 5]; gi: i32[3, 5]; out2: i32[3, 5]; }
+block entry {
+    op lt(x, y) >> m;
+    op cast(m, to=f32) >> mf;
+    op mul(mf, x) >> out;
+    op ge(x, t) >> g;
+    op cast(g, to=i32) >> gi;
+    op add(gi, gi) >> out2;
+    return;
+}
+"""
+
+
+def check_fused(arch) -> None:
+    from openinfer.sim import Simulator
+
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    x[0, 0], y[1] = np.nan, np.nan
+    t = np.float32(x[2, 2])
+    ex = Simulator(empty_model(), oi.graph(FUSED), arch=arch, outputs=["out", "out2"]).make_executor()
+    ex.insert(x=x, y=y, t=t)
+    ex.run_step()
+    np.testing.assert_array_equal(ex.fetch("out"), (x < y).astype(np.float32) * x)
+    np.testing.assert_array_equal(ex.fetch("out2"), 2 * (x >= t).astype(np.int32))
+
+
+@pytest.mark.parametrize("device", sorted({"x86_64-generic", best_host_target()}))
+def test_fused_chains_in_generated_c(device: str) -> None:
+    check_fused(REPO / "devices" / f"{device}.json")

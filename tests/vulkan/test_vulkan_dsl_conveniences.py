@@ -17,3 +17,9 @@ def test_dsl_conveniences_on_vulkan() -> None:
     sim = Simulator(empty_model(), graph(GRAPH), arch=VK_ARCH, sizevars=SIZES)
     check_steps(sim.make_executor())
     assert sim.validation_messages() == 0
+
+
+def test_fused_comparison_and_bool_cast_chains_on_vulkan() -> None:
+    from synth.test_dsl_conveniences import check_fused
+
+    check_fused(VK_ARCH)
