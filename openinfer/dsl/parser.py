@@ -651,6 +651,10 @@ class _Parser:
                                      "from the end", end=tok[END])
                 self.pos += 1
                 values.append(tok[TEXT])      # a size variable, resolved when binding
+                if self.at("-"):              # `S-1` would silently read as the two items S and -1
+                    raise self.error(self.tok, f"unexpected '-' after size variable `{tok[TEXT]}`",
+                                     "settings hold no expressions; separate list items with a comma, or declare "
+                                     "a size variable with the value")
                 self.accept(",")
                 continue
             if tok[KIND] != INT:

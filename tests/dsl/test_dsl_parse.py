@@ -320,6 +320,9 @@ def test_size_variables_in_integer_lists():
     assert '"DimList": [' in text and graph_to_json(graph_from_json(text)) == text
     with pytest.raises(oi.DslError, match=r"1:25: syntax error: unexpected '-' before a size variable"):
         parse("block b { op f(x, a=[1, -S]) >> y; }")
+    with pytest.raises(oi.DslError, match=r"1:23: syntax error: unexpected '-' after size variable `S`"):
+        parse("block b { op f(x, a=[S-1]) >> y; }")
+    assert first_node("op f(x, a=[S, -1]) >> y;").attr("a") == AttrDimList(("S", -1))
 
 
 def test_var_ref_indices():
