@@ -21,6 +21,7 @@ from ..ir.nodes import (
     Assign,
     Attr,
     AttrBool,
+    AttrDimList,
     AttrDouble,
     AttrDType,
     AttrDTypeList,
@@ -626,9 +627,9 @@ class _Parser:
             hint = hints.did_you_mean(tok[TEXT], hints.DTYPE_NAMES) or hint
         raise self.error(tok, "acc must be a dtype list", hint)
 
-    def list_value(self) -> AttrIntList | AttrDTypeList:
+    def list_value(self) -> AttrIntList | AttrDimList | AttrDTypeList:
         opener = self.advance()
-        if self.tok[KIND] == IDENT:
+        if self.tok[KIND] == IDENT and is_dtype_name(self.tok[TEXT]):
             dtypes = []
             while not self.at("]"):
                 if self.tok[KIND] != IDENT:
@@ -638,19 +639,35 @@ class _Parser:
                 self.accept(",")
             self.advance()
             return AttrDTypeList(tuple(dtypes))
-        values = []
+        values: list[int | str] = []
         while not self.at("]"):
+            minus = self.tok
             negative = self.accept("-")
             tok = self.tok
+            if tok[KIND] == IDENT and not is_dtype_name(tok[TEXT]) and tok[TEXT] != "inf":
+                if negative:
+                    raise self.error(minus, "unexpected '-' before a size variable",
+                                     "a size variable in a list stands for its value; write a number to count "
+                                     "from the end", end=tok[END])
+                self.pos += 1
+                values.append(tok[TEXT])      # a size variable, resolved when binding
+                if self.at("-"):              # `S-1` would silently read as the two items S and -1
+                    raise self.error(self.tok, f"unexpected '-' after size variable `{tok[TEXT]}`",
+                                     "settings hold no expressions; separate list items with a comma, or declare "
+                                     "a size variable with the value")
+                self.accept(",")
+                continue
             if tok[KIND] != INT:
                 if tok[KIND] == EOF:
                     raise self.error(opener, "unclosed `[` in a list value")
-                raise self.error(tok, f"expected an integer in the list, found {self.found(tok)}",
-                                 "a list holds only integers or only dtypes")
+                raise self.error(tok, f"expected an integer in the list or a size variable, found {self.found(tok)}",
+                                 "a list holds integers and size variables, or only dtypes")
             self.pos += 1
             values.append(self.int_value(tok, negative))
             self.accept(",")
         self.advance()
+        if any(isinstance(v, str) for v in values):
+            return AttrDimList(tuple(values))
         return AttrIntList(tuple(values))
 
     def var_ref(self, what: str, hint: str | None = None) -> VarRef:

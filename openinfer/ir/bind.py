@@ -486,6 +486,8 @@ class _Binder:
                 static[a.name] = value
             elif isinstance(v, ir.AttrIntList):
                 static[a.name] = list(v.value)
+            elif isinstance(v, ir.AttrDimList):
+                static[a.name] = [x if isinstance(x, int) else self._list_size(x, a.name, node) for x in v.value]
             elif isinstance(v, ir.AttrDTypeList):
                 static[a.name] = tuple(v.value)
             elif isinstance(v, ir.AttrDType) and a.name == "acc":
@@ -493,6 +495,16 @@ class _Binder:
             else:
                 static[a.name] = v.value
         return static, runtime
+
+    def _list_size(self, name: str, attr: str, node) -> int:
+        """A size variable's value inside an integer list (`starts=[0, S]`): static once bound."""
+        if name in self.sizevars:
+            return self.sizevar(name, node.loc)
+        var = self.vars.get(name)
+        hint = (f"`{name}` is a variable, read at run time: a window at a run-time start is "
+                "`op dynamic_slice(x, start, sizes=[...], axes=[...])`" if var is not None and not var.shape
+                else _suggest(name, self.sizevars))
+        raise self.node_error(node, f"`{attr}`: `{name}` is not a size variable", hint)
 
     def _attr_var(self, name: str, node):
         meta = self._model_meta(name)

@@ -36,6 +36,7 @@ from .nodes import (
     Assign,
     Attr,
     AttrBool,
+    AttrDimList,
     AttrDouble,
     AttrDType,
     AttrDTypeList,
@@ -159,6 +160,8 @@ def _attr(value: AttrValue) -> dict:
         return {"DTypeList": [d.rust for d in value.value]}
     if isinstance(value, AttrIntList):
         return {"IntList": list(value.value)}
+    if isinstance(value, AttrDimList):
+        return {"DimList": list(value.value)}
     return {_ATTR_TAGS[type(value)]: value.value}
 
 
@@ -493,6 +496,9 @@ class _Reader:
             return AttrVar(self.string(payload, p))
         if tag == "IntList":
             return AttrIntList(tuple(self.integer(x, f"{p}[{i}]", hi=(1 << 63) - 1)
+                                     for i, x in enumerate(self.array(payload, p))))
+        if tag == "DimList":
+            return AttrDimList(tuple(x if isinstance(x, str) else self.integer(x, f"{p}[{i}]", hi=(1 << 63) - 1)
                                      for i, x in enumerate(self.array(payload, p))))
         if tag == "DType":
             return AttrDType(self.dtype(payload, p))

@@ -81,6 +81,14 @@ class AttrIntList:
 
 
 @dataclass(frozen=True)
+class AttrDimList:
+    """An integer list with size-variable names among its items (`starts=[0, S]`); binding turns
+    it into integers. Lists of integers alone stay AttrIntList (the original's type)."""
+
+    value: tuple[int | str, ...]
+
+
+@dataclass(frozen=True)
 class AttrVar:
     """A reference to a scalar variable or model metadata, resolved at bind/run time."""
 
@@ -97,8 +105,8 @@ class AttrDTypeList:
     value: tuple[DTypeInfo, ...]
 
 
-AttrValue = Union[AttrFloat, AttrDouble, AttrInt, AttrUInt, AttrBool, AttrStr, AttrIntList, AttrVar,
-                  AttrDType, AttrDTypeList]
+AttrValue = Union[AttrFloat, AttrDouble, AttrInt, AttrUInt, AttrBool, AttrStr, AttrIntList, AttrDimList,
+                  AttrVar, AttrDType, AttrDTypeList]
 
 
 @dataclass(frozen=True)

@@ -1308,7 +1308,7 @@ _COMPARE_FOLDS = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_
 
 
 @_op("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-     note="{dsl} to bool; NumPy broadcasting through an add of zeros; folded on constants")
+     note="{dsl} to bool, NumPy broadcasting (the registry's comparisons broadcast); folded on constants")
 @_op("And", "Or", "Xor", note="{dsl} of bool; NumPy broadcasting through an add of zeros; folded on constants")
 def _compare(c: _NodeContext) -> None:
     c.allow()
@@ -1323,13 +1323,15 @@ def _compare(c: _NodeContext) -> None:
     if a.const is not None and b.const is not None:
         c.result(out, c.imp.const_value(_COMPARE_FOLDS[op_type](a.const, b.const)))
         return
+    if op_type not in ("And", "Or", "Xor"):        # comparisons broadcast; the bool ops do not
+        c.emit(_DSL_OPS[op_type], [c.var(a, 0), c.var(b, 1)], {}, "bool", dims, out=out)
+        return
     an = _expanded(c, a, 0, dims, f"{out}_a")
     bn = _expanded(c, b, 1, dims, f"{out}_b")
     c.emit(_DSL_OPS[op_type], [an, bn], {}, "bool", dims, out=out)
 
 
-@_op("Where", note="filter(x, y, cond), operands broadcast; cond constant, or computed for bool x and y "
-                   "(the registry's cast has no bool)")
+@_op("Where", note="filter(x, y, cond), operands broadcast; a computed cond cast from bool to x's dtype")
 def _where(c: _NodeContext) -> None:
     c.allow()
     cond, a, b = c.inputs(3, 3)
@@ -1347,9 +1349,9 @@ def _where(c: _NodeContext) -> None:
         cn = _expanded(c, cond, 0, dims, f"{out}_cond")
     elif _bool_mask_where(c, cond, a, b, out):
         return
-    else:
-        c.fail(f"a computed condition with {a.dtype} operands needs a cast from bool, which the registry's "
-               f"cast does not do (a constant condition, or bool operands, are supported)")
+    else:                           # filter's condition has the operands' type: 0 / 1
+        cast = c.emit("cast", [c.var(cond, 0)], {"to": a.dtype}, a.dtype, cond.dims, temp=f"{out}_cond")
+        cn = _expanded(c, cast, None, dims, f"{out}_cond")
     an = _expanded(c, a, 1, dims, f"{out}_x")
     bn = _expanded(c, b, 2, dims, f"{out}_y")
     c.emit("filter", [an, bn, cn], {}, a.dtype, dims, out=out)
@@ -1357,9 +1359,9 @@ def _where(c: _NodeContext) -> None:
 
 def _cast_allowed(src: str, dst: str) -> bool:
     """The registry's cast: any numeric type to a float, a float to an integer, an integer to a
-    strictly wider one of the same signedness; never bool."""
+    strictly wider one of the same signedness; numeric to bool (x != 0) and bool to numeric (0/1)."""
     if "bool" in (src, dst):
-        return False
+        return src != dst
     if dst in _FLOATS:
         return True
     if src in _FLOATS:
@@ -1369,7 +1371,7 @@ def _cast_allowed(src: str, dst: str) -> bool:
 
 
 @_op("Cast", note="cast(to) where the registry's cast allows it (numeric to float, float to integer, integer "
-                  "to a wider one of its signedness; no bool); same dtype dropped; folded on constants")
+                  "to a wider one of its signedness, to and from bool); same dtype dropped; folded on constants")
 def _cast(c: _NodeContext) -> None:
     c.allow("to", "saturate")
     (x,) = c.inputs(1, 1)
@@ -1397,14 +1399,9 @@ def _cast_to(c: _NodeContext, x: Value, to: str) -> None:
     if to == x.dtype:
         c.result(out, x)
         return
-    if to == "bool" and x.dtype != "bool":          # nonzero is true: ne(x, 0), as an exported mask casts
-        zeros = c.imp.new_constant(np.zeros(x.shape, _NUMPY_DTYPES[x.dtype]), f"{out}_zeros",
-                                   f"zeros: {c.label}'s cast to bool as ne(x, 0)")
-        c.emit("ne", [c.var(x, 0), zeros], {}, "bool", x.dims, out=out)
-        return
     if not _cast_allowed(x.dtype, to):
         c.fail(f"cast from {x.dtype} to {to} is not one the registry's cast does (numeric to float, float to "
-               f"integer, integer to a wider integer of the same signedness; never bool)")
+               f"integer, integer to a wider integer of the same signedness, to and from bool)")
     c.emit("cast", [c.var(x, 0)], {"to": to}, to, x.dims, out=out)
 
 
@@ -1796,17 +1793,54 @@ def _constant_of_shape(c: _NodeContext) -> None:
         c.fail(str(exc))
 
 
-@_op("Range", note="folded: start, limit and delta constant")
+@_op("Range", note="folded when start, limit and delta are constants; otherwise arange(start, step=delta) "
+                   "over the output's length declared in the model (start and delta scalar variables or constants)")
 def _range(c: _NodeContext) -> None:
     c.allow()
     ins = c.inputs(3, 3)
     (out,) = c.outputs()
+    if any(v.const is None for v in ins):
+        _range_arange(c, ins, out)
+        return
     start, limit, delta = (c.const_input(v, f"the {w} input").reshape(()) for v, w in
                            zip(ins, ("start", "limit", "delta"), strict=True))
     if delta == 0:
         c.fail("delta is 0")
     count = max(int(math.ceil((limit - start) / delta)), 0)
     c.result(out, c.imp.const_value((start + np.arange(count) * delta).astype(start.dtype)))
+
+
+def _range_arange(c: _NodeContext, ins: list[Value], out: str) -> None:
+    """Range over run-time values: its length, ceil((limit - start) / delta), is not known at
+    import, so it is the length the model declares for the output (value_info or a graph output:
+    the exporter's shape inference), trusted as ONNX trusts it; limit is not read."""
+    start, _, delta = ins
+    if start.dtype not in _FLOATS + _ONNX_INTS + _ONNX_UINTS:
+        c.fail(f"dtype {start.dtype} is not supported (numeric dtypes only)")
+    for v, what in ((start, "start"), (delta, "delta")):
+        if v.shape not in ((), (1,)):
+            c.fail(f"the {what} input has shape {list(v.shape)}, not a scalar")
+    declared = [i for i in (*c.imp.g.value_info, *c.imp.g.output) if i.name == out]
+    dims = declared[0].type.tensor_type.shape.dim if declared else []
+    if len(dims) != 1 or not (dims[0].HasField("dim_value") or dims[0].HasField("dim_param")):
+        c.fail("start, limit or delta is computed, so the output length is known only at run time; the "
+               "model must declare the output's 1-d length (a size or a symbolic dim) for it to become arange")
+    d = dims[0]
+    if d.HasField("dim_param") and d.dim_param not in c.imp.sizevar_names:
+        c.fail(f"the output's length is the symbolic dim `{d.dim_param}`, which no graph input has (a Range "
+               f"over run-time values needs a length that is a size or a graph input's symbolic dim)")
+    dim = Dim(d.dim_value) if d.HasField("dim_value") else c.imp.symbolic_dim(d.dim_param, out)
+    settings = {}
+    for v, position, name in ((start, 0, "start"), (delta, 2, "step")):
+        if v.const is not None:
+            settings[name] = v.const.reshape(()).item()
+        else:
+            scalar = c.var(v, position)
+            if v.shape == (1,):
+                scalar = c.emit("reshape", [scalar], {}, v.dtype, (), temp=f"{out}_{name}").var
+            settings[name] = scalar           # a variable name: read at run time
+    var = c.imp.dsl_name(out)
+    c.emit("arange", [var], settings, start.dtype, (dim,), out=out)
 
 
 @_op("Split", note="one slice per output; split sizes constant (attribute, input from opset 13) or num_outputs; "

@@ -31,13 +31,15 @@ buffer. With broadcasting, the in-place operand must already have the output sha
 in-place output do not combine.
 
 **Broadcasting** (digest §3.7) is NumPy's (right-aligned; equal dims or one of them 1), only
-where the op allows it: add, mul, sub, div, floor_div, rem, matmul (batch dims) and sdpa (batch
-dims and mask). Every other multi-input op needs equal shapes.
+where the op allows it: add, mul, sub, div, floor_div, rem, the comparisons eq, ne, lt, le, gt and
+ge, matmul (batch dims) and sdpa (batch dims and mask). A 0-d variable broadcasts everywhere, so a
+scalar variable is a broadcasting operand (`op gt(x, threshold) >> mask;`). Every other
+multi-input op needs equal shapes.
 
 **Floats.** f8 (E5M2), bf16 and f16 compute in f32 and round to nearest even on store; f32
 computes in f32, f64 in f64. Composite ops (softmax, norms, rope, sdpa, conv, pooling) stay in
-the compute type from start to end and round once. The few values computed in f64 (fma, casts
-from f64) round to f16 directly and to bf16/f8 through f32. IEEE specials propagate as in C/NumPy
+the compute type from start to end and round once. The few values computed in f64 (fma, arange,
+casts from f64) round to f16 directly and to bf16/f8 through f32. IEEE specials propagate as in C/NumPy
 unless an op says otherwise; min/max (and their reductions) follow IEEE 754-2019
 `minimum`/`maximum`: NaN propagates and -0.0 < +0.0.
 

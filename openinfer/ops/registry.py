@@ -488,9 +488,15 @@ def _names(ds: Sequence[DTypeInfo]) -> str:
 
 
 def cast_allowed(src: DTypeInfo, to: DTypeInfo) -> bool:
-    """Digest §4: numeric -> float; float -> unpacked int; int -> strictly wider int of the same signedness."""
+    """Digest §4: numeric -> float; float -> unpacked int; int -> strictly wider int of the same
+    signedness. Beyond the original: numeric -> bool (x != 0) and bool -> float or unpacked int (0/1)."""
     numeric = src.is_float or src.is_int
-    if not numeric or to.is_packed or not (to.is_float or to.is_int):
+    to_numeric = to.is_float or to.is_int
+    if to.kind is Kind.BOOL:
+        return numeric
+    if src.kind is Kind.BOOL:
+        return to_numeric and not to.is_packed
+    if not numeric or to.is_packed or not to_numeric:
         return False
     if to.is_float:
         return True
@@ -512,10 +518,13 @@ def _check_cast(src: DTypeInfo, to: DTypeInfo) -> None:
         why = "casting to packed types is not supported"
     elif src.is_int and to.is_int:
         why = "integer casts must widen (same signedness, strictly more bits)"
+    elif src.kind is Kind.BOOL and to.kind is Kind.BOOL:
+        why = "the input is already bool"
     else:
-        why = "bool and bitset do not cast"
+        why = "bitset does not cast"
     raise OpTypeError(f"cast: cannot cast {src.name} to {to.name}: {why}",
-                      "allowed: numeric -> float, float -> integer, integer -> wider integer of the same signedness")
+                      "allowed: numeric -> float, float -> integer, integer -> wider integer of the same signedness, "
+                      "numeric -> bool, bool -> float or unpacked integer")
 
 
 def _check_declared(op: OpSpec, output: TensorType, out_dtype: DTypeInfo, out_shape: tuple[int, ...],

@@ -230,6 +230,30 @@ def _slice(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return tuple(out), False
 
 
+def _dynamic_slice(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    shape, starts, sizes = ins[0].shape, ins[1:], attrs["sizes"]
+    n = len(sizes)
+    axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(n))
+    if not len(starts) == len(axes) == n:
+        raise OpTypeError(f"dynamic_slice: one start input per size and axis, got {len(starts)} starts, "
+                          f"{n} sizes and {len(axes)} axes", "usage: dynamic_slice(x, start0, ..., sizes=[...], "
+                          "axes=[...])")
+    for t in starts:
+        if t.numel != 1 or len(t.shape) > 1:
+            raise OpTypeError(f"dynamic_slice: a start must be a scalar (0-d or one element), got {_fmt(t.shape)}")
+    axes = tuple(norm_axis("dynamic_slice", "axis", a, len(shape)) for a in axes)
+    if len(set(axes)) != n:
+        raise OpTypeError(f"dynamic_slice: axes {list(axes)} repeat an axis")
+    out = list(shape)
+    for a, size in zip(axes, sizes, strict=True):
+        if not 0 <= size <= shape[a]:
+            raise OpTypeError(f"dynamic_slice: size {size} does not fit axis {a} of length {shape[a]}",
+                              f"sizes are 0..{shape[a]} there")
+        out[a] = size
+    attrs["axes"] = axes
+    return tuple(out), False
+
+
 def _rope(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     x, pos = ins[0].shape, ins[1].shape
     if len(x) < 2 or x[-1] % 2:
@@ -342,7 +366,7 @@ SHAPE_RULES: dict[str, Rule] = {
     "same": _same, "broadcast": _broadcast, "matmul": _matmul, "reduce": _reduce, "arg_reduce": _arg_reduce,
     "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
-    "pool": _pool, "dequant_matmul": _dequant_matmul,
+    "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
 }
 
 #: One line per rule, for docs/ops.md.
@@ -361,6 +385,7 @@ SHAPE_RULE_DOCS = {
     "reshape": "the declared output's shape (same element count)",
     "concat": "the inputs' common shape with the `axis` dims summed",
     "slice": "x's shape with each sliced axis' length",
+    "dynamic_slice": "x's shape with `sizes` on `axes`",
     "rope": "x's shape",
     "dequant_matmul": "x[K] @ w[K, N] -> [N], x[M, K] @ w[K, N] -> [M, N]; scale/zero_point [N] or [1]",
     "sdpa": "q's batch dims (broadcast with k/v's, GQA) + [Sq, Dv]",

@@ -345,6 +345,24 @@ def _fill(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     return [Variant(f"value{i}", [(t, x)], {"value": v}, inplace=i == 0) for i, v in enumerate(vals)]
 
 
+def _arange(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """1-d counts up and down, past T's range (integers wrap), fractional float steps that do not
+    sum exactly, and 2-d outputs counting along either axis."""
+    x = values(t, (13,), rng)
+    if t.is_float:
+        sets: list[dict] = [{}, {"start": 0.1, "step": 0.1}, {"start": 100.0, "step": -7.25},
+                            {"start": -3.0, "step": 1e-3}]
+    else:
+        sets = [{}, {"start": t.hi - 5, "step": 1}, {"start": min(t.hi, 7), "step": min(t.hi, 3)}]
+        if t.is_signed:
+            sets.append({"start": t.lo + 2, "step": -1})
+    out = [Variant(f"attrs{i}" if a else "default", [(t, x)], a, inplace=i == 0) for i, a in enumerate(sets)]
+    m = values(t, (3, 4), rng)
+    out.append(Variant("axis0", [(t, m)], {"axis": 0, "start": 2, "step": 3}, inplace=True))
+    out.append(Variant("axis_last", [(t, m)], {"axis": -1, "start": 1}))
+    return out
+
+
 def _cast(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     out = []
     x = values(t, SHAPE, rng)
@@ -529,6 +547,19 @@ def _slice(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
                                           "steps": [2, 1]})]
 
 
+def _dynamic_slice(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Starts inside, negative and past the end (clamped), of signed and unsigned index types, 0-d
+    and one-element, on one and two axes."""
+    x = values(t, (4, 5, 3), rng)
+    at = lambda d, v: (d, np.array(v, dtype=d.np_dtype))   # noqa: E731
+    i64, u8 = dt.lookup("i64"), dt.lookup("u8")
+    return [Variant("row", [(t, x), at(i64, 2)], {"sizes": [1]}),
+            Variant("negative", [(t, x), at(dt.lookup("i32"), -3)], {"sizes": [2], "axes": [0]}),
+            Variant("past_end", [(t, x), at(u8, [200])], {"sizes": [3], "axes": [1]}),
+            Variant("two_axes", [(t, x), at(i64, 1), at(dt.lookup("u32"), 1)], {"sizes": [2, 2], "axes": [-1, 1]}),
+            Variant("whole", [(t, x), at(dt.lookup("i8"), 4)], {"sizes": [5], "axes": [1]})]
+
+
 def _rope(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     x = values(t, (3, 2, 4), rng, edges=False)
     pos = np.array([0, 5, 17], dtype=np.int32)
@@ -609,13 +640,14 @@ BUILDERS: dict[str, Builder] = {
     "shl": _unary(_shift_attrs), "shr": _unary(_shift_attrs),
     "gelu": _unary(lambda t: [{}, {"approximate": "tanh"}]),
     **{n: _binary() for n in ("min", "max", "and", "or", "xor")},
-    **{n: _binary(pairs=_compare_pairs) for n in ("eq", "ne", "lt", "le", "gt", "ge")},
-    "filter": _filter, "is_finite": _is_finite, "fill": _fill, "cast": _cast,
+    **{n: _binary(broadcast=True, pairs=_compare_pairs) for n in ("eq", "ne", "lt", "le", "gt", "ge")},
+    "filter": _filter, "is_finite": _is_finite, "fill": _fill, "arange": _arange, "cast": _cast,
     **{n: _reduce for n in ("sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis")},
     "argmax_axis": _arg_reduce, "argmin_axis": _arg_reduce, "matmul": _matmul,
     "dequant_matmul": _dequant_matmul,
     "softmax": _softmax, "log_softmax": _softmax, "layer_norm": _norm, "rms_norm": _norm,
     "gather": _gather, "transpose": _transpose, "reshape": _reshape, "concat": _concat, "slice": _slice,
+    "dynamic_slice": _dynamic_slice,
     "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool, "avg_pool2d": _pool,
 }
 

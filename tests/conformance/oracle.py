@@ -462,6 +462,10 @@ def _is_neg(c: Ctx, x):
 
 def _cast(c: Ctx, x):
     to, t = c.attrs["to"].name, c.t
+    if to == "bool":
+        return bool(x != 0)                      # NaN != 0 (C, NumPy); -0.0 == 0
+    if t == "bool":
+        x = int(x)
     if is_float(to):
         if is_float(t):
             return store(x, to, direct_f16=True)
@@ -514,6 +518,15 @@ def _is_finite(xs: list[Arr], c: Ctx) -> Arr:
 def _fill(xs: list[Arr], c: Ctx) -> Arr:
     v = c.attrs["value"]
     return Arr(xs[0].shape, [store(v, c.t)] * len(xs[0].flat))
+
+
+def _arange(xs: list[Arr], c: Ctx) -> Arr:
+    shape = xs[0].shape
+    axis = c.attr("axis", -1) % len(shape)
+    start, step = c.attr("start", 0), c.attr("step", 1)
+    if is_float(c.t):   # the product rounded to f64, then the sum, rounded once to T
+        return build(shape, lambda idx: store(float(start) + float(idx[axis]) * float(step), c.t, direct_f16=True))
+    return build(shape, lambda idx: store(int(start) + idx[axis] * int(step), c.t))   # exact, then wrapped
 
 
 # --------------------------------------------------------------------------- reductions, matmul
@@ -911,14 +924,26 @@ def _pool(is_max: bool):
     return oracle
 
 
+def _dynamic_slice(xs: list[Arr], c: Ctx) -> Arr:
+    x = xs[0]
+    first = [0] * len(x.shape)
+    out = list(x.shape)
+    for k, size in enumerate(c.attrs["sizes"]):
+        axis = c.attr("axes", list(range(len(c.attrs["sizes"]))))[k] % len(x.shape)
+        first[axis] = min(max(int(xs[1 + k].flat[0]), 0), x.shape[axis] - size)
+        out[axis] = size
+    return build(out, lambda idx: x[tuple(f + i for f, i in zip(first, idx, strict=True))])
+
+
 WHOLE: dict[str, Callable] = {
-    "is_finite": _is_finite, "fill": _fill,
+    "is_finite": _is_finite, "fill": _fill, "arange": _arange,
     "sum_axis": _sum_like("sum"), "mean_axis": _sum_like("mean"), "prod_axis": _sum_like("prod"),
     "max_axis": _extreme(True), "min_axis": _extreme(False), "argmax_axis": _arg(True), "argmin_axis": _arg(False),
     "matmul": _matmul, "dequant_matmul": _dequant_matmul,
     "softmax": _softmax(False), "log_softmax": _softmax(True), "layer_norm": _norm(False),
     "rms_norm": _norm(True), "gather": _gather, "transpose": _transpose, "reshape": _reshape, "concat": _concat,
-    "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool(True),
+    "slice": _slice, "dynamic_slice": _dynamic_slice, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv,
+    "max_pool2d": _pool(True),
     "avg_pool2d": _pool(False),
 }
 

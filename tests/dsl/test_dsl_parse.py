@@ -15,6 +15,7 @@ from openinfer.ir.json import graph_from_json, graph_to_json
 from openinfer.ir.nodes import (
     Assign,
     AttrBool,
+    AttrDimList,
     AttrDouble,
     AttrDType,
     AttrDTypeList,
@@ -307,6 +308,21 @@ def test_op_attribute_lowering():
     assert [a.name for a in n.attrs] == list("abcdefghijk") + ["acc", "to"]   # source order kept
     list_acc = first_node("op matmul(x, w, acc=[f32, f32]) >> y;").attr("acc")
     assert list_acc == AttrDTypeList((lookup("f32"), lookup("f32")))
+
+
+def test_size_variables_in_integer_lists():
+    n = first_node("op slice(x, starts=[0 S], ends=[-1, T,], axes=[]) >> y;")
+    assert n.attr("starts") == AttrDimList((0, "S")) and n.attr("ends") == AttrDimList((-1, "T"))
+    assert n.attr("axes") == AttrIntList(())
+    g = oi.graph("dynamic { x: f32[S, 4]; } volatile { y: f32[1, 4]; } block entry { "
+                 "op slice(x, starts=[S], ends=[6], axes=[0]) >> y; return; }")
+    text = graph_to_json(g)
+    assert '"DimList": [' in text and graph_to_json(graph_from_json(text)) == text
+    with pytest.raises(oi.DslError, match=r"1:25: syntax error: unexpected '-' before a size variable"):
+        parse("block b { op f(x, a=[1, -S]) >> y; }")
+    with pytest.raises(oi.DslError, match=r"1:23: syntax error: unexpected '-' after size variable `S`"):
+        parse("block b { op f(x, a=[S-1]) >> y; }")
+    assert first_node("op f(x, a=[S, -1]) >> y;").attr("a") == AttrDimList(("S", -1))
 
 
 def test_var_ref_indices():

@@ -306,3 +306,58 @@ def test_mul_by_sigmoid_is_silu_and_matches_onnxruntime(order):
     ex.insert(x=x)
     ex.run_step()
     np.testing.assert_allclose(ex.fetch("y"), want, rtol=1e-6, atol=1e-7)
+
+
+def test_bool_casts_broadcast_comparisons_where_and_range_match_onnxruntime():
+    # Less broadcasts without an add of zeros; Cast to and from bool; Where with a computed
+    # condition over f32 operands (cond cast to f32); Range over run-time start/limit/delta as
+    # arange, its length the one the model declares
+    ort = pytest.importorskip("onnxruntime")
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    ins = [helper.make_tensor_value_info("x", f32, [2, 3]), helper.make_tensor_value_info("y", f32, [3]),
+           helper.make_tensor_value_info("start", i64, []), helper.make_tensor_value_info("limit", i64, []),
+           helper.make_tensor_value_info("delta", i64, []), helper.make_tensor_value_info("z", f32, ["n"])]
+    outs = [helper.make_tensor_value_info("ltf", f32, [2, 3]), helper.make_tensor_value_info("xb", TensorProto.BOOL,
+                                                                                               [2, 3]),
+            helper.make_tensor_value_info("w", f32, [2, 3]), helper.make_tensor_value_info("r", i64, [4]),
+            helper.make_tensor_value_info("rz", f32, ["n"])]
+    half = numpy_helper.from_array(np.array(-0.5, np.float32), "half")
+    nodes = [helper.make_node("Less", ["x", "y"], ["lt"], name="less"),
+             helper.make_node("Cast", ["lt"], ["ltf"], to=f32, name="to_float"),
+             helper.make_node("Cast", ["x"], ["xb"], to=TensorProto.BOOL, name="to_bool"),
+             helper.make_node("Where", ["lt", "x", "y"], ["w"], name="where"),
+             helper.make_node("Range", ["start", "limit", "delta"], ["r"], name="range"),
+             helper.make_node("Cast", ["start"], ["startf"], to=f32),
+             helper.make_node("Cast", ["limit"], ["limitf"], to=f32),
+             helper.make_node("Range", ["startf", "limitf", "half"], ["rf"], name="range_f"),
+             helper.make_node("Add", ["rf", "z"], ["rz"])]
+    g = helper.make_graph(nodes, "g", ins, outs, [half], value_info=[helper.make_tensor_value_info("rf", f32, ["n"])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    result = oi.import_onnx(m, name="conveniences", sizevars={"n": 16})
+    assert "op lt(x, y) >> lt;" in result.text and "lt_b" not in result.text   # no add of zeros
+    assert "op cast(lt, to=f32) >> w_cond;" in result.text
+    assert "op arange(r, start=start, step=delta) >> r;" in result.text
+    assert "op arange(rf, start=startf, step=-0.5) >> rf;" in result.text and "rf: f32[n];" in result.text
+    x = np.array([[0.0, -1.5, np.nan], [2.0, -0.0, 3.0]], np.float32)
+    feeds = {"x": x, "y": np.array([1.0, -2.0, 0.5], np.float32), "start": np.array(3, np.int64),
+             "limit": np.array(-5, np.int64), "delta": np.array(-2, np.int64), "z": np.arange(16, dtype=np.float32)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    ex = oi.Reference(_written(result), result.text, sizevars=result.sizevars).make_executor()
+    ex.insert(**feeds)
+    ex.run_step()
+    for name, expected in zip(("ltf", "xb", "w", "r", "rz"), want, strict=True):
+        np.testing.assert_array_equal(ex.fetch(name), expected, err_msg=name)
+
+
+def test_range_of_run_time_values_needs_a_declared_length():
+    i64 = TensorProto.INT64
+    ins = [helper.make_tensor_value_info(n, i64, []) for n in ("a", "b", "d")]
+    m = _single(helper.make_node("Range", ["a", "b", "d"], ["r"], name="rng"), ins,
+                [helper.make_tensor_value_info("r", i64, None)])
+    with pytest.raises(oi.OpenInferError, match=r"node \"rng\" \(Range\).*output length is known only at run time"):
+        oi.import_onnx(m, name="range")
+    m = _single(helper.make_node("Range", ["a", "b", "d"], ["r"], name="rng"), ins,
+                [helper.make_tensor_value_info("r", i64, ["m"])])
+    with pytest.raises(oi.OpenInferError, match=r"node \"rng\" \(Range\): .*symbolic dim `m`, which no graph input "
+                                                "has"):
+        oi.import_onnx(m, name="range")

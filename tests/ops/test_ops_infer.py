@@ -16,7 +16,8 @@ ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign
                "and or xor not shl shr popcount eq ne lt le gt ge filter is_finite is_nan is_inf is_neg sum_axis "
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
 BEYOND = ("exp log sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather transpose "
-          "reshape concat slice rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul").split()
+          "reshape concat slice rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange "
+          "dynamic_slice").split()
 
 
 def test_catalogue_is_the_47_plus_the_real_model_ops() -> None:
@@ -25,7 +26,7 @@ def test_catalogue_is_the_47_plus_the_real_model_ops() -> None:
 
 def test_digest_table_flags() -> None:
     bc = {o.name for o in all_ops() if o.broadcast}
-    assert bc == {"add", "mul", "sub", "div", "floor_div", "rem", "matmul", "sdpa"}
+    assert bc == {"add", "mul", "sub", "div", "floor_div", "rem", "matmul", "sdpa", "eq", "ne", "lt", "le", "gt", "ge"}
     acc = {o.name for o in all_ops() if o.accumulate}
     assert acc == {"add", "mul", "sub", "abs", "matmul", "sum_axis", "mean_axis", "prod_axis"}
     no_inplace = {o.name for o in all_ops()[:47] if not o.inplace}
@@ -160,8 +161,14 @@ ERRORS = [
     ("cast", [tt("i8", (2,))], {"to": dt.U16}, None, False, "signed and unsigned types do not convert"),
     ("cast", [tt("f32", (2,))], {"to": dt.lookup("i4")}, None, False, "casting to packed types is not supported"),
     ("cast", [tt("i32", (2,))], {"to": dt.I16}, None, False, "integer casts must widen"),
-    ("cast", [tt("f32", (2,))], {"to": dt.BOOL}, None, False, "bool and bitset do not cast"),
-    ("cast", [tt("bool", (2,))], {"to": dt.F32}, None, False, "cast does not support dtype bool"),
+    ("cast", [tt("bitset", (2,))], {"to": dt.F32}, None, False, "cast does not support dtype bitset"),
+    ("cast", [tt("f32", (2,))], {"to": dt.lookup("bitset")}, None, False, "bitset does not cast"),
+    ("cast", [tt("bool", (2,))], {"to": dt.BOOL}, None, False, "the input is already bool"),
+    ("cast", [tt("bool", (2,))], {"to": dt.lookup("u4")}, None, False, "casting to packed types is not supported"),
+    ("eq", [tt("f32", (2, 3)), tt("f32", (2,))], {}, None, False, "cannot broadcast shapes [2, 3] and [2]"),
+    ("arange", [tt("u8", (4,))], {"step": -1}, None, False, "`step`=-1 is out of range for u8"),
+    ("arange", [tt("i32", (4,))], {"start": 0.5}, None, False, "`start`=0.5 is a float but the type is i32"),
+    ("arange", [tt("i32", (4,))], {"axis": 1}, None, False, "axis 1 is out of range for a 1-d input"),
     ("add", [F32_23, F32_23], {}, tt("f16", (2, 3)), False, "the output is declared f16 but the result is f32"),
     ("eq", [F32_23, F32_23], {}, tt("f32", (2, 3)), False, "result is bool (always bool)"),
     ("add", [tt("i8", (2,))] * 2, {"acc": dt.I32}, tt("i8", (2,)), False, "the accumulator i32"),

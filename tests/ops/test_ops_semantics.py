@@ -188,6 +188,40 @@ def test_cast_to_floats() -> None:
     assert run("cast", ("i2", [-2]), to=dt.I64).tolist() == [-2]
 
 
+def test_cast_to_and_from_bool() -> None:
+    x = ("f32", [0.0, -0.0, 2.5, -1e-30, NAN, INF])
+    assert run("cast", x, to=dt.BOOL).tolist() == [False, False, True, True, True, True]   # x != 0, as NumPy
+    assert run("cast", ("i4", [-8, 0, 7]), to=dt.BOOL).tolist() == [True, False, True]
+    assert run("cast", ("u64", [0, 2 ** 64 - 1]), to=dt.BOOL).tolist() == [False, True]
+    b = ("bool", [True, False, True])
+    assert run("cast", b, to=dt.F16).tolist() == [1.0, 0.0, 1.0]
+    assert run("cast", b, to=dt.I64).tolist() == [1, 0, 1]
+    assert run("cast", b, to=dt.U8).dtype == np.uint8
+
+
+# --------------------------------------------------------------------------- comparisons
+
+def test_comparisons_broadcast_like_numpy() -> None:
+    a = ("f32", [[1.0, NAN, 3.0], [4.0, 5.0, -0.0]])
+    got = run("lt", a, ("f32", [3.0, 3.0, 0.0]))
+    assert got.tolist() == (np.array([[1.0, np.nan, 3.0], [4.0, 5.0, -0.0]]) < np.array([3.0, 3.0, 0.0])).tolist()
+    assert run("eq", a, ("f32", 3.0)).tolist() == [[False, False, True], [False, False, False]]   # a scalar
+    assert run("ge", ("i8", [[1], [-2]]), ("i8", [0, 1, -2])).tolist() == [[True, True, True], [False, False, True]]
+
+
+# --------------------------------------------------------------------------- arange
+
+def test_arange_counts_along_an_axis() -> None:
+    assert run("arange", ("i32", [9, 9, 9, 9])).tolist() == [0, 1, 2, 3]
+    assert run("arange", ("i8", [0] * 4), start=126, step=1).tolist() == [126, 127, -128, -127]   # wraps
+    assert run("arange", ("u8", [0] * 3), start=5, step=250).tolist() == [5, 255, 249]
+    got = run("arange", ("f32", [0.0] * 5), start=0.1, step=0.1)
+    assert got.tolist() == (0.1 + np.arange(5) * 0.1).astype(np.float32).tolist()   # f64, then one rounding
+    assert run("arange", ("i64", [[0] * 3] * 2), axis=0, start=-1, step=-2).tolist() == [[-1, -1, -1],
+                                                                                           [-3, -3, -3]]
+    assert run("arange", ("f16", [[0.0] * 3] * 2), start=1.0).tolist() == [[1.0, 2.0, 3.0]] * 2
+
+
 # --------------------------------------------------------------------------- reductions
 
 def test_argmax_ties_and_nan() -> None:

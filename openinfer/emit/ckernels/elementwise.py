@@ -343,10 +343,12 @@ _ROUND = {"trunc": "trunc", "floor": "floor", "ceil": "ceil", "nearest": "nearby
 
 
 @expr("cast", doc="convert to `to`: floats round on store; float -> int rounds by mode, NaN -> 0, "
-                  "saturates or wraps")
+                  "saturates or wraps; to bool: x != 0; bool: 0 or 1")
 def _cast(c: Ctx) -> Result:
     src, to = c.t, c.req.output.dtype
     x = c.xs[0]
+    if to.kind is Kind.BOOL:
+        return [], f"({x} != 0)", "int"                # IEEE: NaN != 0 is true, -0.0 != 0 false
     if to.is_float:
         if src.is_float:
             if src.name == "f8":
@@ -381,6 +383,29 @@ def _fill(c: Ctx) -> Result:
     if t.is_float:
         return [], literal_ct(c.ct, float(v)), c.ct
     return [], literal_ct(c.ct, int(v)), c.ct
+
+
+def arange_index(req: KernelRequest, flat: str, suffix: str = "") -> str:
+    """The index along arange's axis of output element `flat` (x and the output share one shape);
+    `suffix` follows the integer literals (GLSL's `u`)."""
+    shape, axis = req.output.shape, req.attr("axis")
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    idx = flat if inner == 1 else f"({flat} / {inner}{suffix})"
+    return idx if axis == 0 else f"({idx} % {shape[axis]}{suffix})"
+
+
+@expr("arange", doc="start + i * step along `axis`: integers wrap to T; floats in double (the product "
+                    "rounded, then the sum), rounded once to T")
+def _arange(c: Ctx) -> Result:
+    idx = arange_index(c.req, "i")
+    if c.is_float:
+        start, step = scalar_attr(c.req, "start", "double"), scalar_attr(c.req, "step", "double")
+        # two statements: no contraction into an fma (the reference rounds the product)
+        return [f"const double p = (double){idx} * {step};"], f"{start} + p", "double"
+    start, step = c.attr("start"), c.attr("step")
+    if c.signed:
+        return [], f"(int64_t)((uint64_t){start} + (uint64_t){idx} * (uint64_t){step})", c.ct
+    return [], f"({start} + (uint64_t){idx} * {step})", c.ct
 
 
 # ------------------------------------------------------------------------------------ emitter

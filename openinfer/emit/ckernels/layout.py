@@ -1,4 +1,4 @@
-"""Layout ops in portable C: gather, transpose, reshape, concat, slice. They move stored values
+"""Layout ops in portable C: gather, transpose, reshape, concat, slice, dynamic_slice. They move stored values
 without computing (every dtype; packed types element by element through oi_numeric.h), as
 openinfer/ops/kernels/layout.py. Output elements are written in row-major order."""
 
@@ -71,6 +71,26 @@ def emit_slice(req: KernelRequest, name: str, renderer) -> str:
     mv = _move(x.dtype, "in0", list(out_shape), [st * s for st, s in zip(step, istr, strict=True)],
                list(contiguous_strides(out_shape)), sbase)
     return _render(req, name, f"slice: {x} from {first} by steps {step} -> {list(out_shape)}", [mv])
+
+
+@family("dynamic_slice")
+def emit_dynamic_slice(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    istr = contiguous_strides(x.shape)
+    pre, terms = [], []
+    for k, (a, size) in enumerate(zip(static_attr(req, "axes"), static_attr(req, "sizes"), strict=True)):
+        s = req.inputs[1 + k]
+        last = x.shape[a] - size            # the largest start that keeps the window inside x
+        pre.append(f"const {compute_ctype(s.dtype)} v{k} = {load(s.dtype, f'in{k + 1}', '0')};")
+        low = f"v{k} < 0 ? 0 : " if s.dtype.is_signed else ""
+        pre.append(f"const int64_t first{k} = {low}v{k} > {last} ? {last} : (int64_t)v{k};")
+        terms.append(f"first{k} * {istr[a]}")
+    out_shape = req.output.shape
+    mv = _move(x.dtype, "in0", list(out_shape), list(istr), list(contiguous_strides(out_shape)), "base")
+    pre.append(f"const int64_t base = {' + '.join(terms)};")
+    return render("c/ops/copy.c.j2", proto=prototype(req, name), pre=pre, moves=[mv],
+                  doc=f"dynamic_slice: {x} -> {list(out_shape)} at run-time starts along "
+                      f"{list(static_attr(req, 'axes'))}, clamped so the window stays inside")
 
 
 @family("concat")

@@ -387,10 +387,14 @@ def _gelu(c: Ew) -> Result:
 # ------------------------------------------------------------------------------------ cast, fill
 
 @expr("cast", doc="convert to `to`: floats round on store; float -> int rounds by mode, NaN -> 0, "
-                  "saturates or wraps")
+                  "saturates or wraps; to bool: x != 0; bool: 0 or 1")
 def _cast(c: Ew) -> Result:
     src, to = c.t, c.req.output.dtype
     x = c.xs[0]
+    if to.kind is Kind.BOOL:
+        if c.is_float:      # NaN is true: spelled out, as a driver may fold NaN comparisons
+            return [], f"((isnan({x}) || {x} != {c.zero()}) ? 1 : 0)", "int"
+        return [], f"({x} != {c.zero()} ? 1 : 0)", "int"
     if to.is_float:
         if src.is_float:
             return [], x, c.ct                        # rounds once on store (from f32, or from f64)
@@ -436,6 +440,20 @@ def _fill(c: Ew) -> Result:
         host = {"int": f"(int32_t)(uint32_t)({wide})", "uint": f"(uint32_t)({wide})",
                 "int64_t": f"(int64_t)({wide})", "uint64_t": f"(uint64_t)({wide})"}[c.ct]
     return [], c.k.push("value", c.ct, host), c.ct
+
+
+@expr("arange", doc="start + i * step along `axis`: integers wrap to T; floats in double (the product "
+                    "rounded, then the sum), rounded once to T")
+def _arange(c: Ew) -> Result:
+    from ..ckernels.elementwise import arange_index
+
+    idx = arange_index(c.req, "i", suffix="u")
+    if c.is_float or c.t.is_float:
+        c.k.need("fp64", "arange's count (computed in f64, as the reference)")
+        start, step = c.k.attr("start", "double"), c.k.attr("step", "double")
+        return [f"precise double p = double({idx}) * {step};", f"precise double s = {start} + p;"], "s", "double"
+    start, step = c.attr("start", wrap=True), c.attr("step", wrap=True)
+    return [], f"({start} + {c.ct}({idx}) * {step})", c.ct
 
 
 # ------------------------------------------------------------------------------------ emitter

@@ -1,4 +1,4 @@
-"""Layout ops in GLSL: gather, transpose, reshape, concat, slice. They move stored values without
+"""Layout ops in GLSL: gather, transpose, reshape, concat, slice, dynamic_slice. They move stored values without
 computing (every dtype, bit for bit): `oi_elem(i)` returns the storage value (packed types: the
 raw bits) of output element i and main() writes it, assembling whole bytes for packed types."""
 
@@ -69,6 +69,25 @@ def emit_slice(req: KernelRequest, k: KernelCtx) -> Body:
     idx = index_expr("i", req.output.shape, [st * s for st, s in zip(step, istr, strict=True)], sbase)
     return _body(req, [f"return {_fetch(x.dtype, 'in0', idx)};"],
                  f"slice: {x} from {first} by steps {step} -> {list(req.output.shape)}")
+
+
+@family("dynamic_slice")
+def emit_dynamic_slice(req: KernelRequest, k: KernelCtx) -> Body:
+    x = req.inputs[0]
+    istr = contiguous_strides(x.shape)
+    lines, terms = [], []
+    for j, (a, size) in enumerate(zip(k.static("axes"), k.static("sizes"), strict=True)):
+        s = req.inputs[1 + j]
+        ct = k.ct(s.dtype)
+        last = x.shape[a] - size            # the largest start that keeps the window inside x
+        lines.append(f"{ct} v{j} = {k.load(s.dtype, f'in{j + 1}', '0u')};")
+        low = f"v{j} < {lit(ct, 0)} ? 0u : " if s.dtype.is_signed else ""
+        lines.append(f"uint first{j} = {low}v{j} > {lit(ct, last)} ? {last}u : uint(v{j});")
+        terms.append(f"first{j} * {istr[a]}u")
+    src = " + ".join([*terms, index_expr("i", req.output.shape, istr)])
+    lines.append(f"return {_fetch(x.dtype, 'in0', src)};")
+    return _body(req, lines, f"dynamic_slice: {x} -> {list(req.output.shape)} at run-time starts along "
+                             f"{list(k.static('axes'))}, clamped so the window stays inside")
 
 
 @family("concat")

@@ -1,4 +1,4 @@
-"""Layout ops: gather, transpose, reshape, concat, slice. They move values without computing, so
+"""Layout ops: gather, transpose, reshape, concat, slice, dynamic_slice. They move values without computing, so
 every dtype works and results are exact copies."""
 
 from __future__ import annotations
@@ -43,4 +43,14 @@ def slice_(xs: Arrays, inf: Inference) -> np.ndarray:
     return np.array(xs[0][tuple(index)])
 
 
-KERNELS = {"gather": gather, "transpose": transpose, "reshape": reshape, "concat": concat, "slice": slice_}
+def dynamic_slice(xs: Arrays, inf: Inference) -> np.ndarray:
+    x, a = xs[0], inf.attrs
+    index = [slice(None)] * x.ndim
+    for axis, size, start in zip(a["axes"], a["sizes"], xs[1:], strict=True):
+        first = min(max(int(np.asarray(start).reshape(-1)[0]), 0), x.shape[axis] - size)   # window inside x
+        index[axis] = slice(first, first + size)
+    return np.array(x[tuple(index)])
+
+
+KERNELS = {"gather": gather, "transpose": transpose, "reshape": reshape, "concat": concat, "slice": slice_,
+           "dynamic_slice": dynamic_slice}
