@@ -181,7 +181,8 @@ CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2,
                    "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
                    "ReduceProd": (1,), "ReduceSumSquare": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                    "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
-                   "Split": (1,), "Trilu": (1,)}
+                   "Split": (1,), "Trilu": (1,), "DequantizeLinear": (1, 2), "QuantizeLinear": (1, 2),
+                   "MatMulInteger": (3,)}
 
 
 def _op(*op_types: str, note: str):
@@ -308,6 +309,8 @@ class _Importer:
         self.consumers: dict[str, list] = {}
         self.skip: set[int] = set()
         self.outputs = [o.name for o in self.g.output]
+        self.quantized: dict = {}      # value name -> quant.QuantizedWeight: a weight dequant_matmul takes as stored
+        self.packed: dict[str, str] = {}   # int4/uint4 initializer -> "i4"/"u4" (held as int8/uint8 values)
 
     # -- names and declarations ---------------------------------------------------------------
     def _fresh(self, base: str) -> str:
@@ -376,6 +379,10 @@ class _Importer:
                 self.used.add(o)
         initializers = {}
         for t in self.g.initializer:
+            packed = packed_initializer(t)
+            if packed is not None:
+                initializers[t.name], self.packed[t.name] = self.const_value(packed[0]), packed[1]
+                continue
             try:
                 initializers[t.name] = self.const_value(nh.to_array(t))
             except OnnxImportError as exc:
@@ -704,7 +711,11 @@ def _matmul(c: _NodeContext) -> None:
     if a.dtype != b.dtype:
         c.fail(f"inputs of dtypes {a.dtype} and {b.dtype}")
     dims = _matmul_dims(c, a.dims, b.dims)
-    c.emit("matmul", [c.var(a, 0), c.var(b, 1)], {}, a.dtype, dims, out=out)
+    if quantized_matmul(c, a, b, out):
+        return
+    # f16 sums in f32, rounded once on store (as ONNX runtimes do), not rounded after every add
+    c.emit("matmul", [c.var(a, 0), c.var(b, 1)], {"acc": "f32"} if a.dtype == "f16" else {}, a.dtype, dims,
+           out=out)
 
 
 @_op("Gemm", note="matmul + add; transA/transB and alpha/beta folded into constant operands")
@@ -1973,3 +1984,9 @@ def _softplus(c: _NodeContext) -> None:
     y = c.emit("exp", [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
     c.emit_inplace("add", [y.var, one], y)
     c.emit_inplace("log", [y.var], y)
+
+
+# ops registered in modules of their own (by importing them): Mod; the quantised ops, and the
+# MatMul lowering onto dequant_matmul
+from . import arithmetic  # noqa: E402,F401
+from .quant import packed_initializer, quantized_matmul  # noqa: E402

@@ -44,6 +44,15 @@ def collect_cases() -> list:
         return [c for c in collect_testcases(None) if c.model is not None and c.kind == "node"]
 
 
+#: Supported cases that fail on the reference, and why (docs/onnx.md says the same): the test
+#: checks that exactly these fail.
+EXPLAINED_FAILURES = {
+    "test_attention_4d_causal_fp16_expanded":
+        "two outputs one f16 ulp (2**-11 = 0.00049 just below 0.5) from the expected, where the case's rtol "
+        "1e-3 is less than one ulp: the expanded function's f16 intermediates (scaled Q and K, the masked "
+        "scores, softmax) round where the case's NumPy evaluation rounds differently",
+}
+
 #: The model-test folders inside the onnx package (`onnx/backend/test/data/KIND/test_*/`: a
 #: model.onnx and test_data_set_*/input_*.pb, output_*.pb), run as the node cases are.
 FOLDER_KINDS = ("pytorch-converted", "pytorch-operator")
