@@ -6,8 +6,9 @@ the divisor, as Python and NumPy) is a - floor_div(a, b) * b, exact since intege
 fmod=1 is a - trunc(a / b) * b computed in the next wider float (f16 in f32, f32 in f64) and
 rounded once to the dtype, which is C's fmod wherever the quotient's integer part is exact in the
 wider float (|a / b| < 2**24 for f16 and f32 operands) — computed in the operands' own dtype,
-the rounding of a / b and of trunc(a / b) * b moves the result by ulps. fmod=0 adds b to a non-zero remainder whose sign differs from b's (NumPy's mod).
-f64 is computed in f64 (no wider float), exact only while a / b rounds to the right integer.
+the rounding of a / b and of trunc(a / b) * b moves the result by ulps. fmod=0 adds b to a
+non-zero remainder whose sign differs from b's (NumPy's mod). f64 is computed in f64 (no wider
+float), exact only while a / b rounds to the right integer.
 """
 
 from __future__ import annotations
