@@ -177,7 +177,7 @@ SUPPORTED_OPS: dict[str, _OpSupport] = {}
 
 #: Inputs (by position) the importer needs as constants: exported models hold them as initializers.
 CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2),
-                   "Pow": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4),
+                   "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4),
                    "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
                    "ReduceProd": (1,), "ReduceSumSquare": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                    "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
@@ -602,10 +602,31 @@ def _fold_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a / b).astype(a.dtype)
 
 
-@_op("Add", "Sub", "Mul", "Div", note="{dsl}, NumPy broadcasting; folded when both inputs are constants")
+def _aligned_at(c: _NodeContext, v: Value, position: int, rank: int, axis: int) -> Value:
+    """`v` with its dims at `axis` of a rank-`rank` operand (opset < 7's legacy broadcast, where
+    NumPy's right alignment would put them at the end): trailing 1-dims added."""
+    extra = rank - axis - len(v.dims)
+    if extra < 0:
+        c.fail(f"an input of shape {list(v.shape)} does not fit at axis {axis} of a rank-{rank} operand")
+    if extra == 0:
+        return v
+    dims = v.dims + (Dim(1),) * extra
+    onnx_name = c.node.input[position]
+    if v.const is not None:
+        array = v.const.reshape(tuple(d.size for d in dims))
+        name = c.imp.new_constant(array, f"{onnx_name}_at_axis{axis}",
+                                  f"ONNX {_quoted(onnx_name)} at axis {axis} (legacy broadcast)")
+        return Value(v.dtype, dims, var=name, const=array)
+    return c.emit("reshape", [c.var(v, position)], {}, v.dtype, dims, temp=f"{onnx_name}_at_axis{axis}")
+
+
+@_op("Add", "Sub", "Mul", "Div", note="{dsl}, NumPy broadcasting (opset < 7: the legacy broadcast and axis "
+                                      "attributes); folded when both inputs are constants")
 def _binary(c: _NodeContext) -> None:
-    c.allow()
+    c.allow(*(("broadcast", "axis") if c.opset < 7 else ()))
     a, b = c.inputs(2, 2)
+    if c.attrs.get("broadcast", 0) and "axis" in c.attrs:
+        b = _aligned_at(c, b, 1, len(a.dims), int(c.attrs["axis"]) % max(len(a.dims), 1))
     (out,) = c.outputs()
     if a.dtype != b.dtype:
         c.fail(f"inputs of dtypes {a.dtype} and {b.dtype} (ONNX requires one)")
@@ -1250,8 +1271,9 @@ def _cast_to(c: _NodeContext, x: Value, to: str) -> None:
     c.emit("cast", [c.var(x, 0)], {"to": to}, to, x.dims, out=out)
 
 
-@_op("Pow", note="a constant scalar exponent: 1 dropped, 2 and 3 as mul, 0.5 sqrt, -0.5 rsqrt, -1 recip "
-                 "(the registry has no pow); folded on constants")
+@_op("Pow", note="pow (NumPy broadcasting; an exponent of another dtype cast to the base's; an integer base "
+                 "through f64 and back); a constant scalar exponent 1 dropped, 2 and 3 as mul, 0.5 sqrt, -0.5 "
+                 "rsqrt, -1 recip; folded on constants")
 def _pow(c: _NodeContext) -> None:
     c.allow()
     x, y = c.inputs(2, 2)
@@ -1260,23 +1282,39 @@ def _pow(c: _NodeContext) -> None:
         with np.errstate(all="ignore"):
             c.result(out, c.imp.const_value(np.power(x.const, y.const).astype(x.const.dtype)))
         return
-    e = c.const_input(y, "the exponent")
-    if e.size != 1 or len(_broadcast(c.fail, x.dims, y.dims)) != len(x.dims):
-        c.fail(f"an exponent of shape {list(e.shape)}: a scalar is supported")
-    c.float_input(x)
-    e = float(e.reshape(()).item())
+    if x.dtype not in _FLOATS + _ONNX_INTS + _ONNX_UINTS or y.dtype not in _FLOATS + _ONNX_INTS + _ONNX_UINTS:
+        c.fail(f"a base of dtype {x.dtype} and an exponent of dtype {y.dtype} (numeric dtypes only)")
+    dims = _broadcast(c.fail, x.dims, y.dims)
     name = c.var(x, 0)
-    if e == 1.0:
-        c.result(out, x)
-    elif e in (2.0, 3.0):
-        y2 = c.emit("mul", [name, name], {}, x.dtype, x.dims, out=out)
-        if e == 3.0:
-            c.emit_inplace("mul", [y2.var, name], y2)
-    elif e in (0.5, -0.5, -1.0):
-        op = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "recip"}[e]
-        c.emit(op, [name], {"div_by_zero_mask": math.inf} if op == "recip" else {}, x.dtype, x.dims, out=out)
+    e = float(y.const.reshape(()).item()) if y.const is not None and y.const.size == 1 and dims == x.dims else None
+    if x.dtype in _FLOATS and e in (1.0, 2.0, 3.0, 0.5, -0.5, -1.0):
+        if e == 1.0:
+            c.result(out, x)
+        elif e in (2.0, 3.0):
+            y2 = c.emit("mul", [name, name], {}, x.dtype, x.dims, out=out)
+            if e == 3.0:
+                c.emit_inplace("mul", [y2.var, name], y2)
+        else:
+            op = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "recip"}[e]
+            c.emit(op, [name], {"div_by_zero_mask": math.inf} if op == "recip" else {}, x.dtype, x.dims, out=out)
+        return
+    # the registry's pow takes floats of one dtype: an integer base computes in f64 (exact up to 2**53)
+    # and rounds back; an exponent of another dtype is cast to the base's
+    work = x.dtype if x.dtype in _FLOATS else "f64"
+    if work != x.dtype:
+        name = c.emit("cast", [name], {"to": work}, work, x.dims, temp=f"{out}_base").var
+    if y.const is not None and (y.dtype != work or y.var is None):
+        exponent = c.imp.new_constant(y.const.astype(_NUMPY_DTYPES[work]), f"{c.node.input[1]}_{work}",
+                                      f"ONNX {_quoted(c.node.input[1])} as {work}")
+    elif y.dtype != work:
+        exponent = c.emit("cast", [c.var(y, 1)], {"to": work}, work, y.dims, temp=f"{out}_exponent").var
     else:
-        c.fail(f"exponent {e!r}: the registry has no pow (1, 2, 3, 0.5, -0.5 and -1 are supported)")
+        exponent = c.var(y, 1)
+    if work == x.dtype:
+        c.emit("pow", [name, exponent], {}, work, dims, out=out)
+        return
+    p = c.emit("pow", [name, exponent], {}, work, dims, temp=f"{out}_{work}")
+    c.emit("cast", [p.var], {"to": x.dtype, "rounding_mode": '"nearest"'}, x.dtype, dims, out=out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1896,6 +1934,8 @@ def _leaky_relu(c: _NodeContext) -> None:
     (out,) = c.outputs()
     c.float_input(x)
     if is_prelu:
+        if c.opset < 7 and len(slope.dims) == 1 and slope.shape[0] > 1 and len(x.dims) > 2:
+            slope = _aligned_at(c, slope, 1, len(x.dims), 1)     # opset 6: a 1-D slope is per channel
         if slope.dtype != x.dtype or _broadcast(c.fail, x.dims, slope.dims) != x.dims:
             c.fail(f"slope of {slope.dtype}{list(slope.shape)} does not broadcast to X's {x.dtype}{list(x.shape)}")
         factor = c.var(slope, 1)

@@ -31,8 +31,8 @@ buffer. With broadcasting, the in-place operand must already have the output sha
 in-place output do not combine.
 
 **Broadcasting** (digest §3.7) is NumPy's (right-aligned; equal dims or one of them 1), only
-where the op allows it: add, mul, sub, div, floor_div, rem, matmul (batch dims) and sdpa (batch
-dims and mask). Every other multi-input op needs equal shapes.
+where the op allows it: add, mul, sub, div, floor_div, rem, pow, matmul (batch dims) and sdpa
+(batch dims and mask). Every other multi-input op needs equal shapes.
 
 **Floats.** f8 (E5M2), bf16 and f16 compute in f32 and round to nearest even on store; f32
 computes in f32, f64 in f64. Composite ops (softmax, norms, rope, sdpa, conv, pooling) stay in
