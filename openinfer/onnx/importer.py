@@ -28,6 +28,7 @@ import numpy as np
 
 from ..dsl.lexer import KEYWORDS
 from ..errors import OnnxImportError, OpenInferError
+from ..oinf.values import TensorSpec
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -103,7 +104,7 @@ class ImportedModel:
 
     name: str
     text: str
-    tensors: dict[str, np.ndarray]
+    tensors: dict[str, np.ndarray | TensorSpec]      # TensorSpec: a quantised weight with its scales
     sizevars: dict[str, int]
     renamed: dict[str, str] = field(default_factory=dict)     # ONNX name -> DSL name, where they differ
     #: the bind check's .oinf (in its own temporary directory) and what it was written from
@@ -175,14 +176,24 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
     return result
 
 
+def _read_only(value) -> None:
+    """Makes a tensor's arrays read-only: an array, or a TensorSpec (a quantised weight) with its
+    data, scales and zero points."""
+    spec_quant = getattr(value, "quant", None)
+    for array in (value, getattr(value, "data", None), getattr(spec_quant, "scales", None),
+                  getattr(spec_quant, "zero_points", None)):
+        if isinstance(array, np.ndarray):
+            array.setflags(write=False)
+
+
 def _validate(result: ImportedModel) -> None:
     """Parses and binds the text against its model; a failure here is an importer bug, reported as such.
     The .oinf written for the check is kept for `write` (tensors made read-only, so it stays theirs)."""
     from ..api import bind_inputs
     from ..oinf import ModelLoader, write_oinf
 
-    for array in result.tensors.values():
-        array.setflags(write=False)
+    for value in result.tensors.values():
+        _read_only(value)
     scratch = tempfile.TemporaryDirectory(prefix="oi-import-")
     try:
         path = Path(scratch.name) / f"{result.name}.oinf"
@@ -217,11 +228,12 @@ SUPPORTED_OPS: dict[str, _OpSupport] = {}
 
 #: Inputs (by position) the importer needs as constants: exported models hold them as initializers.
 CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2),
-                   "Pow": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4),
+                   "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4),
                    "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
                    "ReduceProd": (1,), "ReduceSumSquare": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                    "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
-                   "Split": (1,), "Trilu": (1,)}
+                   "Split": (1,), "Trilu": (1,), "DequantizeLinear": (1, 2), "QuantizeLinear": (1, 2),
+                   "MatMulInteger": (3,)}
 
 
 def _op(*op_types: str, note: str):
@@ -354,6 +366,8 @@ class _Importer:
         self.outputs = [o.name for o in self.g.output]
         self.fusions: dict[int, _Fusion] = {}           # last node -> the fused pattern ending there
         self.bool_masks: dict[str, Value] = {}          # Where outputs left to sdpa as bool masks
+        self.quantized: dict = {}      # value name -> quant.QuantizedWeight: a weight dequant_matmul takes as stored
+        self.packed: dict[str, str] = {}   # int4/uint4 initializer -> "i4"/"u4" (held as int8/uint8 values)
 
     # -- names and declarations ---------------------------------------------------------------
     def _fresh(self, base: str) -> str:
@@ -422,6 +436,10 @@ class _Importer:
                 self.used.add(o)
         initializers = {}
         for t in self.g.initializer:
+            packed = packed_initializer(t)
+            if packed is not None:
+                initializers[t.name], self.packed[t.name] = self.const_value(packed[0]), packed[1]
+                continue
             try:
                 initializers[t.name] = self.const_value(nh.to_array(t))
             except OnnxImportError as exc:
@@ -763,10 +781,31 @@ def _fold_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a / b).astype(a.dtype)
 
 
-@_op("Add", "Sub", "Mul", "Div", note="{dsl}, NumPy broadcasting; folded when both inputs are constants")
+def _aligned_at(c: _NodeContext, v: Value, position: int, rank: int, axis: int) -> Value:
+    """`v` with its dims at `axis` of a rank-`rank` operand (opset < 7's legacy broadcast, where
+    NumPy's right alignment would put them at the end): trailing 1-dims added."""
+    extra = rank - axis - len(v.dims)
+    if extra < 0:
+        c.fail(f"an input of shape {list(v.shape)} does not fit at axis {axis} of a rank-{rank} operand")
+    if extra == 0:
+        return v
+    dims = v.dims + (Dim(1),) * extra
+    onnx_name = c.node.input[position]
+    if v.const is not None:
+        array = v.const.reshape(tuple(d.size for d in dims))
+        name = c.imp.new_constant(array, f"{onnx_name}_at_axis{axis}",
+                                  f"ONNX {_quoted(onnx_name)} at axis {axis} (legacy broadcast)")
+        return Value(v.dtype, dims, var=name, const=array)
+    return c.emit("reshape", [c.var(v, position)], {}, v.dtype, dims, temp=f"{onnx_name}_at_axis{axis}")
+
+
+@_op("Add", "Sub", "Mul", "Div", note="{dsl}, NumPy broadcasting (opset < 7: the legacy broadcast and axis "
+                                      "attributes); folded when both inputs are constants")
 def _binary(c: _NodeContext) -> None:
-    c.allow()
+    c.allow(*(("broadcast", "axis") if c.opset < 7 else ()))
     a, b = c.inputs(2, 2)
+    if c.attrs.get("broadcast", 0) and "axis" in c.attrs:
+        b = _aligned_at(c, b, 1, len(a.dims), int(c.attrs["axis"]) % max(len(a.dims), 1))
     (out,) = c.outputs()
     if a.dtype != b.dtype:
         c.fail(f"inputs of dtypes {a.dtype} and {b.dtype} (ONNX requires one)")
@@ -872,7 +911,11 @@ def _matmul(c: _NodeContext) -> None:
     if a.dtype != b.dtype:
         c.fail(f"inputs of dtypes {a.dtype} and {b.dtype}")
     dims = _matmul_dims(c, a.dims, b.dims)
-    c.emit("matmul", [c.var(a, 0), c.var(b, 1)], {}, a.dtype, dims, out=out)
+    if quantized_matmul(c, a, b, out):
+        return
+    # f16 sums in f32, rounded once on store (as ONNX runtimes do), not rounded after every add
+    c.emit("matmul", [c.var(a, 0), c.var(b, 1)], {"acc": "f32"} if a.dtype == "f16" else {}, a.dtype, dims,
+           out=out)
 
 
 @_op("Gemm", note="matmul + add; transA/transB as matmul's transpose_a/transpose_b on the operands as stored, "
@@ -1405,8 +1448,9 @@ def _cast_to(c: _NodeContext, x: Value, to: str) -> None:
     c.emit("cast", [c.var(x, 0)], {"to": to}, to, x.dims, out=out)
 
 
-@_op("Pow", note="a constant scalar exponent: 1 dropped, 2 and 3 as mul, 0.5 sqrt, -0.5 rsqrt, -1 recip "
-                 "(the registry has no pow); folded on constants")
+@_op("Pow", note="pow (NumPy broadcasting; an exponent of another dtype cast to the base's; an integer base "
+                 "through f64 and back); a constant scalar exponent 1 dropped, 2 and 3 as mul, 0.5 sqrt, -0.5 "
+                 "rsqrt, -1 recip; folded on constants")
 def _pow(c: _NodeContext) -> None:
     c.allow()
     x, y = c.inputs(2, 2)
@@ -1415,23 +1459,39 @@ def _pow(c: _NodeContext) -> None:
         with np.errstate(all="ignore"):
             c.result(out, c.imp.const_value(np.power(x.const, y.const).astype(x.const.dtype)))
         return
-    e = c.const_input(y, "the exponent")
-    if e.size != 1 or len(_broadcast(c.fail, x.dims, y.dims)) != len(x.dims):
-        c.fail(f"an exponent of shape {list(e.shape)}: a scalar is supported")
-    c.float_input(x)
-    e = float(e.reshape(()).item())
+    if x.dtype not in _FLOATS + _ONNX_INTS + _ONNX_UINTS or y.dtype not in _FLOATS + _ONNX_INTS + _ONNX_UINTS:
+        c.fail(f"a base of dtype {x.dtype} and an exponent of dtype {y.dtype} (numeric dtypes only)")
+    dims = _broadcast(c.fail, x.dims, y.dims)
     name = c.var(x, 0)
-    if e == 1.0:
-        c.result(out, x)
-    elif e in (2.0, 3.0):
-        y2 = c.emit("mul", [name, name], {}, x.dtype, x.dims, out=out)
-        if e == 3.0:
-            c.emit_inplace("mul", [y2.var, name], y2)
-    elif e in (0.5, -0.5, -1.0):
-        op = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "recip"}[e]
-        c.emit(op, [name], {"div_by_zero_mask": math.inf} if op == "recip" else {}, x.dtype, x.dims, out=out)
+    e = float(y.const.reshape(()).item()) if y.const is not None and y.const.size == 1 and dims == x.dims else None
+    if x.dtype in _FLOATS and e in (1.0, 2.0, 3.0, 0.5, -0.5, -1.0):
+        if e == 1.0:
+            c.result(out, x)
+        elif e in (2.0, 3.0):
+            y2 = c.emit("mul", [name, name], {}, x.dtype, x.dims, out=out)
+            if e == 3.0:
+                c.emit_inplace("mul", [y2.var, name], y2)
+        else:
+            op = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "recip"}[e]
+            c.emit(op, [name], {"div_by_zero_mask": math.inf} if op == "recip" else {}, x.dtype, x.dims, out=out)
+        return
+    # the registry's pow takes floats of one dtype: an integer base computes in f64 (exact up to 2**53)
+    # and rounds back; an exponent of another dtype is cast to the base's
+    work = x.dtype if x.dtype in _FLOATS else "f64"
+    if work != x.dtype:
+        name = c.emit("cast", [name], {"to": work}, work, x.dims, temp=f"{out}_base").var
+    if y.const is not None and (y.dtype != work or y.var is None):
+        exponent = c.imp.new_constant(y.const.astype(_NUMPY_DTYPES[work]), f"{c.node.input[1]}_{work}",
+                                      f"ONNX {_quoted(c.node.input[1])} as {work}")
+    elif y.dtype != work:
+        exponent = c.emit("cast", [c.var(y, 1)], {"to": work}, work, y.dims, temp=f"{out}_exponent").var
     else:
-        c.fail(f"exponent {e!r}: the registry has no pow (1, 2, 3, 0.5, -0.5 and -1 are supported)")
+        exponent = c.var(y, 1)
+    if work == x.dtype:
+        c.emit("pow", [name, exponent], {}, work, dims, out=out)
+        return
+    p = c.emit("pow", [name, exponent], {}, work, dims, temp=f"{out}_{work}")
+    c.emit("cast", [p.var], {"to": x.dtype, "rounding_mode": '"nearest"'}, x.dtype, dims, out=out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2092,6 +2152,8 @@ def _leaky_relu(c: _NodeContext) -> None:
     (out,) = c.outputs()
     c.float_input(x)
     if is_prelu:
+        if c.opset < 7 and len(slope.dims) == 1 and slope.shape[0] > 1 and len(x.dims) > 2:
+            slope = _aligned_at(c, slope, 1, len(x.dims), 1)     # opset 6: a 1-D slope is per channel
         if slope.dtype != x.dtype or _broadcast(c.fail, x.dims, slope.dims) != x.dims:
             c.fail(f"slope of {slope.dtype}{list(slope.shape)} does not broadcast to X's {x.dtype}{list(x.shape)}")
         factor = c.var(slope, 1)
@@ -2718,3 +2780,8 @@ def _apply_gelu(imp: _Importer, f: _Fusion) -> bool:
 
 _MATCHERS: dict[str, tuple[Callable, ...]] = {"MatMul": (_match_attention,), "Mul": (_match_rms_norm, _match_gelu),
                                               "Div": (_match_rms_norm,)}
+
+# ops registered in modules of their own (by importing them): Mod; the quantised ops, and the
+# MatMul lowering onto dequant_matmul
+from . import arithmetic  # noqa: E402,F401
+from .quant import packed_initializer, quantized_matmul  # noqa: E402

@@ -31,7 +31,7 @@ buffer. With broadcasting, the in-place operand must already have the output sha
 in-place output do not combine.
 
 **Broadcasting** (digest §3.7) is NumPy's (right-aligned; equal dims or one of them 1), only
-where the op allows it: add, mul, sub, div, floor_div, rem, the comparisons eq, ne, lt, le, gt and
+where the op allows it: add, mul, sub, div, floor_div, rem, pow, the comparisons eq, ne, lt, le, gt and
 ge, matmul (batch dims) and sdpa (batch dims and mask). A 0-d variable broadcasts everywhere, so a
 scalar variable is a broadcasting operand (`op gt(x, threshold) >> mask;`). Every other
 multi-input op needs equal shapes.

@@ -280,6 +280,29 @@ float oi_logf(float x) {
     return r;
 }
 
+// pow, as C99 Annex F and NumPy: the special cases first, then exp(y * log|x|), negated for an
+// odd integer power of a negative x
+float oi_powf(float x, float y) {
+    if (y == 0.0 || x == 1.0) return 1.0;
+    if (oi_isnan(x) || oi_isnan(y)) return x + y;
+    if (y == 1.0) return x;                             // exp(log(x)) would overflow near the largest x
+    float ax = abs(x);
+    if (oi_isinf(y)) {
+        if (ax == 1.0) return 1.0;
+        return ((ax < 1.0) == (y > 0.0)) ? 0.0 : OI_INF;
+    }
+    bool y_int = floor(y) == y;
+    bool y_odd = y_int && abs(y) < 16777216.0 && mod(y, 2.0) == 1.0;
+    bool negate = y_odd && oi_signbit(x);
+    if (ax == 0.0 || oi_isinf(ax)) {
+        float r = ((ax == 0.0) == (y < 0.0)) ? OI_INF : 0.0;
+        return negate ? -r : r;
+    }
+    if (x < 0.0 && !y_int) return OI_NAN;
+    float r = oi_expf(y * oi_logf(ax));
+    return negate ? -r : r;
+}
+
 // tanhf (musl): via expm1f, no cancellation near 0; tanh(-0.0) = -0.0.
 float oi_tanhf(float x) {
     uint u = floatBitsToUint(x);
@@ -577,6 +600,29 @@ double oi_log_d(double x) {
     double dk = double(k);
     precise double r = s * (hfsq + R) + dk * 1.90821492927058770002e-10LF - hfsq + f + dk * 6.93147180369123816490e-01LF;
     return r;
+}
+
+// pow, as C99 Annex F and NumPy: the special cases first, then exp(y * log|x|), negated for an
+// odd integer power of a negative x
+double oi_pow_d(double x, double y) {
+    if (y == 0.0LF || x == 1.0LF) return 1.0LF;
+    if (oi_isnan_d(x) || oi_isnan_d(y)) return x + y;
+    if (y == 1.0LF) return x;                           // exp(log(x)) would overflow near the largest x
+    double ax = abs(x);
+    if (oi_isinf_d(y)) {
+        if (ax == 1.0LF) return 1.0LF;
+        return ((ax < 1.0LF) == (y > 0.0LF)) ? 0.0LF : OI_INF_D;
+    }
+    bool y_int = floor(y) == y;
+    bool y_odd = y_int && abs(y) < 9007199254740992.0LF && mod(y, 2.0LF) == 1.0LF;
+    bool negate = y_odd && oi_signbit_d(x);
+    if (ax == 0.0LF || oi_isinf_d(ax)) {
+        double r = ((ax == 0.0LF) == (y < 0.0LF)) ? OI_INF_D : 0.0LF;
+        return negate ? -r : r;
+    }
+    if (x < 0.0LF && !y_int) return OI_NAN_D;
+    double r = oi_exp_d(y * oi_log_d(ax));
+    return negate ? -r : r;
 }
 
 // tanh (musl)

@@ -281,6 +281,20 @@ def _div_pairs(t: DTypeInfo, rng) -> tuple[np.ndarray, np.ndarray]:
     return ra.reshape(SHAPE), rb.reshape(SHAPE)
 
 
+def _pow_pairs(t: DTypeInfo, rng) -> tuple[np.ndarray, np.ndarray]:
+    """pow's special cases first (zeros, infinities, NaN, -1, negative bases with integer and
+    fractional exponents), then random bases with exponents in [-4, 4], half of them integers."""
+    a = [0.0, -0.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, 2.0, -2.0, -2.0, -8.0, 3.0]
+    b = [-3.0, -3.0, 2.0, 3.0, -1.0, 3.0, 0.0, np.nan, np.inf, -np.inf, np.inf, 0.5, 3.0, 1 / 3, 40.0]
+    n = int(np.prod(SHAPE))
+    ra = values(t, (n,), rng, edges=False)
+    rb = np.round(rng.uniform(-4, 4, n) * 4) / 4
+    rb[::2] = np.round(rb[::2])
+    rb = as_type(rb, t)
+    ra[:len(a)], rb[:len(b)] = as_type(a, t), as_type(b, t)
+    return ra.reshape(SHAPE), rb.reshape(SHAPE)
+
+
 def _compare_pairs(t: DTypeInfo, rng) -> tuple[np.ndarray, np.ndarray]:
     a, b = values(t, SHAPE, rng), values(t, SHAPE, rng, offset=3)
     b.reshape(-1)[::3] = a.reshape(-1)[::3]   # equal pairs (NaN == NaN too)
@@ -631,6 +645,7 @@ BUILDERS: dict[str, Builder] = {
     "div": _binary(broadcast=True, pairs=_div_pairs, attr_sets=_mask_attrs),
     "floor_div": _binary(broadcast=True, pairs=_div_pairs, attr_sets=_floor_div_attrs),
     "rem": _binary(broadcast=True, pairs=_div_pairs),
+    "pow": _binary(broadcast=True, pairs=_pow_pairs),
     "fma": _fma,
     **{n: _unary() for n in ("neg", "abs", "sign", "floor", "ceil", "trunc", "round", "not", "popcount", "is_nan",
                              "is_inf", "is_neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "silu")},

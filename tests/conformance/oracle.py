@@ -352,6 +352,33 @@ def _rem(c: Ctx, a, b):
     return store(0 if b == 0 else trem(a, b), c.t)
 
 
+def fpow(a: float, b: float) -> float:
+    """C99's pow (Annex F special cases), written out; the general case in Python's f64 pow."""
+    if b == 0 or a == 1:
+        return 1.0
+    if a != a or b != b:
+        return NAN
+    if math.isinf(b):
+        if abs(a) == 1:
+            return 1.0
+        return 0.0 if (abs(a) < 1) == (b > 0) else INF
+    odd = b == math.floor(b) and abs(b) < 2.0 ** 53 and b % 2 == 1
+    if a == 0 or math.isinf(a):
+        r = INF if (a == 0) == (b < 0) else 0.0
+        return -r if odd and math.copysign(1.0, a) < 0 else r
+    if a < 0 and b != math.floor(b):
+        return NAN
+    try:
+        r = abs(a) ** b
+    except OverflowError:
+        r = INF
+    return -r if a < 0 and odd else r
+
+
+def _pow(c: Ctx, a, b):
+    return store(compute_round(c.t)(fpow(float(a), float(b))), c.t)
+
+
 def _fma(c: Ctx, a, b, cc):
     return store(a * b + cc, c.t, direct_f16=True)
 
@@ -482,6 +509,7 @@ ELEMENTWISE: dict[str, Callable] = {
     "mul": _arith(lambda a, b: a * b, lambda a, b: a * b, lambda a, b: a and b),
     "sub": _arith(lambda a, b: a - b, lambda a, b: a - b),
     "div": _elementwise(_div), "floor_div": _elementwise(_floor_div), "rem": _elementwise(_rem),
+    "pow": _elementwise(_pow),
     "fma": _elementwise(_fma), "neg": _elementwise(_neg), "recip": _elementwise(_recip),
     "abs": _elementwise(_abs), "relu": _elementwise(_relu), "sign": _elementwise(_sign),
     "min": _elementwise(_minmax(ieee_min, min)), "max": _elementwise(_minmax(ieee_max, max)),

@@ -2,8 +2,10 @@
 
 Every case whose ops the importer supports is imported and run on the reference, compared with
 the case's expected outputs at its own tolerances; a few passing cases that together use every
-DSL op the imported graphs use also run through the generated C (x86_64-generic; `OI_SLOW=1`:
-every passing case). A case the importer
+DSL op the imported graphs use also run through the generated C for x86_64-generic and the host's
+best CPU target (`OI_SLOW=1`: every passing case on both). The models of the package's
+pytorch-converted and pytorch-operator data folders whose ops are supported run on the reference
+the same way. A case the importer
 refuses must be refused with its one-line error, and the per-op table in docs/onnx.md must be the
 one this run produces (`python tools/onnx_node_table.py` rewrites it).
 """
@@ -17,7 +19,6 @@ import pytest
 
 pytest.importorskip("onnx")
 
-import openinfer as oi  # noqa: E402
 from openinfer.onnx import node_tests as nt  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "onnx.md"
@@ -26,30 +27,20 @@ SLOW = os.environ.get("OI_SLOW") == "1"
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    cases = nt.collect_cases()
-    supported = nt.supported_cases(cases)
-    results = [nt.run_case(c) for c in supported]
     os.environ.setdefault("OI_CACHE_DIR", str(tmp_path_factory.mktemp("sim-cache")))
-    c_cases = nt.c_subset(supported, results, every=SLOW)
-    c_results = {c.name: nt.run_case(c, generated_c) for c in c_cases}
-    return cases, results, c_results
-
-
-def generated_c(model, graph):
-    return oi.Simulator(model, graph, arch="x86_64-generic").make_executor()
+    return nt.run_all(every_c=SLOW)
 
 
 def test_supported_cases_pass_on_the_reference(run):
-    _, results, _ = run
-    assert len(results) >= 150
-    failed = [f"{r.name}: {r.detail}" for r in results if r.outcome == nt.FAILED]
-    assert failed == []
-    assert sum(r.outcome == nt.PASSED for r in results) >= 130
+    assert len(run.results) >= 150
+    failed = {r.name: r.detail for r in run.results if r.outcome == nt.FAILED}
+    assert set(failed) == set(nt.EXPLAINED_FAILURES), failed      # every failure explained, none stale
+    assert sum(r.outcome == nt.PASSED for r in run.results) >= 130
 
 
 def test_refusals_are_one_clear_line_naming_the_node(run):
-    _, results, _ = run
-    refused = [r for r in results if r.outcome == nt.REFUSED]
+    refused = [r for r in run.results + [r for mine in run.folder_results.values() for r in mine]
+               if r.outcome == nt.REFUSED]
     assert refused
     for r in refused:
         assert r.detail.startswith(("node ", "graph input ", "initializer ")), r
@@ -58,18 +49,28 @@ def test_refusals_are_one_clear_line_naming_the_node(run):
 
 
 def test_generated_c_matches_the_expected_outputs(run):
-    _, results, c_results = run
-    ran = set().union(*(r.dsl_ops for r in c_results.values()))
-    assert ran == set().union(*(r.dsl_ops for r in results if r.outcome == nt.PASSED))
-    assert {"conv2d", "max_pool2d", "avg_pool2d", "matmul", "softmax", "clamp", "mean_axis"} <= ran
-    failed = [f"{r.name}: {r.detail}" for r in c_results.values() if r.outcome != nt.PASSED]
+    assert len(run.c_results) == 2                      # x86_64-generic and the host's best target
+    for ran in run.c_results.values():
+        assert set().union(*(r.dsl_ops for r in ran.values())) == \
+            set().union(*(r.dsl_ops for r in run.results if r.outcome == nt.PASSED))
+        assert {"conv2d", "max_pool2d", "avg_pool2d", "matmul", "softmax", "clamp", "mean_axis"} <= \
+            set().union(*(r.dsl_ops for r in ran.values()))
+    failed = [f"{arch}: {r.name}: {r.detail}" for arch, ran in run.c_results.items() for r in ran.values()
+              if r.outcome != nt.PASSED]
+    assert failed == []
+
+
+def test_pytorch_folder_models_pass_on_the_reference(run):
+    assert [len(run.folder_cases[k]) for k in nt.FOLDER_KINDS] == [82, 35]
+    assert sum(len(v) for v in run.folder_results.values()) >= 100
+    failed = [f"{r.name}: {r.detail}" for mine in run.folder_results.values() for r in mine
+              if r.outcome == nt.FAILED]
     assert failed == []
 
 
 @pytest.mark.skipif(SLOW, reason="the docs table is written from the default run")
-def test_docs_table_is_this_run(run):
-    cases, results, c_results = run
-    text = DOC.read_text()
-    start = text.index("<!-- node-table:start -->\n") + len("<!-- node-table:start -->\n")
-    assert text[start:text.index("<!-- node-table:end -->")] == nt.tabulate(results, len(cases), c_results), \
-        "docs/onnx.md is stale: run `python tools/onnx_node_table.py`"
+def test_docs_tables_are_this_run(run):
+    stale = "docs/onnx.md is stale: run `python tools/onnx_node_table.py`"
+    assert nt.table_in(DOC) == nt.tabulate(run.results, len(run.cases), run.c_results), stale
+    assert nt.table_in(DOC, "folder-table") == nt.tabulate_folders(
+        run.folder_results, {k: len(v) for k, v in run.folder_cases.items()}), stale

@@ -15,7 +15,7 @@ from .helpers import tt
 ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign min max clamp floor ceil trunc round "
                "and or xor not shl shr popcount eq ne lt le gt ge filter is_finite is_nan is_inf is_neg sum_axis "
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
-BEYOND = ("exp log sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather transpose "
+BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather transpose "
           "reshape concat slice rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange "
           "dynamic_slice").split()
 
@@ -26,7 +26,8 @@ def test_catalogue_is_the_47_plus_the_real_model_ops() -> None:
 
 def test_digest_table_flags() -> None:
     bc = {o.name for o in all_ops() if o.broadcast}
-    assert bc == {"add", "mul", "sub", "div", "floor_div", "rem", "matmul", "sdpa", "eq", "ne", "lt", "le", "gt", "ge"}
+    assert bc == {"add", "mul", "sub", "div", "floor_div", "rem", "pow", "matmul", "sdpa",
+                  "eq", "ne", "lt", "le", "gt", "ge"}
     acc = {o.name for o in all_ops() if o.accumulate}
     assert acc == {"add", "mul", "sub", "abs", "matmul", "sum_axis", "mean_axis", "prod_axis"}
     no_inplace = {o.name for o in all_ops()[:47] if not o.inplace}

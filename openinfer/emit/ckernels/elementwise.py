@@ -124,6 +124,14 @@ def _rem(c: Ctx) -> Result:
     return [], f"({b} == 0 ? {literal_ct(c.ct, 0)} : {r})", c.ct
 
 
+@expr("pow", doc="libm pow in the compute type (powf for f8..f32): C99's special cases, as the reference's NumPy")
+def _pow(c: Ctx) -> Result:
+    a, b = c.xs
+    if c.t.name == "f8":        # f8 NaN decodes as a signalling NaN, which pow(NaN, 0) = 1 does not cover
+        a, b = f"oi_quiet_f32({a})", f"oi_quiet_f32({b})"
+    return [], f"{fn('pow', c.ct)}({a}, {b})", c.ct
+
+
 @expr("fma", doc="a * b + c computed in double (no rounding of the product below f64), rounded once on store")
 def _fma(c: Ctx) -> Result:
     a, b, d = c.xs

@@ -329,6 +329,11 @@ def _is_neg(c: Ew) -> Result:
 
 # ------------------------------------------------------------------------------------ math
 
+@expr("pow", doc="oi_powf / oi_pow_d (templates/glsl/oi_common.glsl): C99's special cases, then exp(y * log|x|)")
+def _pow(c: Ew) -> Result:
+    return [], f"{c.f('pow')}({c.xs[0]}, {c.xs[1]})", c.ct
+
+
 @expr("exp", "log", "tanh", doc="fdlibm ports in the compute type (templates/glsl/oi_common.glsl)")
 def _math(c: Ew) -> Result:
     return [], f"{c.f(c.req.op)}({c.xs[0]})", c.ct

@@ -93,6 +93,13 @@ def rem(xs: Arrays, inf: Inference) -> np.ndarray:
     return store(np.where(b == 0, 0, r), t)
 
 
+def pow_(xs: Arrays, inf: Inference) -> np.ndarray:
+    t = t_in(inf)
+    a, b = (as_float(x, t) for x in xs)
+    with np.errstate(all="ignore"):        # overflow, 0 ** -y and negative ** fraction are defined results
+        return store(np.power(a, b), t)
+
+
 def fma(xs: Arrays, inf: Inference) -> np.ndarray:
     t = t_in(inf)
     a, b, c = (np.asarray(x, dtype=np.float64) for x in xs)
@@ -318,6 +325,7 @@ silu = _unary(lambda x: x * _sigmoid(x))
 
 KERNELS = {
     "add": add, "mul": mul, "sub": sub, "div": div, "floor_div": floor_div, "rem": rem, "fma": fma, "neg": neg,
+    "pow": pow_,
     "recip": recip, "abs": abs_, "relu": relu, "sign": sign, "min": min_, "max": max_, "clamp": clamp,
     "floor": floor, "ceil": ceil, "trunc": trunc, "round": round_, "and": and_, "or": or_, "xor": xor, "not": not_,
     "shl": shl, "shr": shr, "popcount": popcount, "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
