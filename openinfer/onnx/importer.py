@@ -680,6 +680,11 @@ class _Layers:
         return out
 
 
+#: a value name the dynamo exporter generates (`val_60`: a folded constant such as a Linear's
+#: transposed weight), which says nothing about what the value is
+_GENERATED_NAME = re.compile(r"val_\d+")
+
+
 class _NodeContext:
     """One ONNX node being imported: its inputs and attributes, and helpers to emit DSL ops."""
 
@@ -724,7 +729,16 @@ class _NodeContext:
         return v.const
 
     def var(self, v: Value, position: int) -> str:
-        return self.imp.tensor(v, self.node.input[position])
+        name = self.node.input[position]
+        if v.var is None and name not in self.imp.onnx_to_dsl and _GENERATED_NAME.fullmatch(name):
+            path = _module_path(self.node)
+            scopes = path.strip("/").split("/") if path and path != self.node.name else []
+            if len(scopes) >= 2:                     # dynamo's `val_60`: named after its user's module
+                module, op = ".".join(scopes[:-1]), scopes[-1]
+                linear_weight = self.node.op_type in ("MatMul", "Gemm") and position == 1 and op.startswith("linear")
+                self.imp.onnx_to_dsl[name] = self.imp._fresh(
+                    sanitize(f"{module}_{'weight_T' if linear_weight else f'{op}_in{position}'}"))
+        return self.imp.tensor(v, name)
 
     def result(self, onnx_name: str, value: Value) -> Value:
         self.imp.values[onnx_name] = value
