@@ -165,9 +165,9 @@ def test_dynamo_generated_constant_names_come_from_their_users_module(tmp_path):
     for node, scope in zip(nodes, scopes, strict=True):
         prop = node.metadata_props.add()
         prop.key, prop.value = "pkg.torch.onnx.name_scopes", repr(scope)
+    weights = [numpy_helper.from_array(a, n) for a, n in ((w0, "val_7"), (w1, "val_9"), (w2, "val_11"))]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
-                              [numpy_helper.from_array(a, n) for a, n in ((w0, "val_7"), (w1, "val_9"), (w2, "val_11"))])
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     imported = oi.import_onnx(model)
     constants = imported.text.split("constant {\n", 1)[1].split("\n}", 1)[0].splitlines()
