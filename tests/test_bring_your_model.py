@@ -63,7 +63,12 @@ def test_the_guide_runs_verbatim(tmp_path):
         outputs.append(done.stdout)
     byom = root / "build" / "byom"
     assert {"bert.oig", "bert.oinf", "in.npz", "reference.npz", "hidden.f32"} <= {p.name for p in byom.iterdir()}
-    assert "sdpa" in (byom / "bert.oig").read_text()
+    graph = (byom / "bert.oig").read_text()
+    # the excerpt the guide shows is what the import printed (each op line up to its comment)
+    excerpt = re.search(r"^```\n(    // layer .*?)^```$", GUIDE.read_text(encoding="utf-8"), re.S | re.M)[1]
+    shown = [line.split("  //")[0].strip() if " op " in f" {line}" else line.strip()
+             for line in excerpt.splitlines() if line.strip() != "..."]
+    assert shown and all(line in graph for line in shown), shown
     # the comparison block's own report: both engines within 2e-5 of onnxruntime
     errors = [float(x) for x in re.findall(r"max abs error (\S+)", outputs[-1])]
     assert len(errors) == 2 and max(errors) <= 2e-5

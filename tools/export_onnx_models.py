@@ -6,10 +6,12 @@
 Needs torch, torchvision, transformers, onnx and onnxruntime (a separate environment: the tests
 themselves need only onnx and onnxruntime). Each model is built from a `transformers` config (or
 torchvision's BasicBlock) with random initialisation under a fixed seed, exported with
-`torch.onnx.export` with symbolic batch and sequence dims, and written as NAME.onnx beside
+`torch.onnx.export` (dynamo) with symbolic batch and sequence dims, and written as NAME.onnx beside
 NAME.npz, which holds the inputs (`in/NAME`), the sizevars they were made for (`sizevar/NAME`)
 and PyTorch's own outputs (`torch/NAME`) so a test can check that the ONNX still says what the
-framework computed.
+framework computed. The transformers use their default attention implementation ("sdpa"), as a
+user's export would: the ONNX holds torch's decomposition of F.scaled_dot_product_attention
+(the importer's fusion tests cover the eager MatMul/Softmax pattern).
 
 `--full` exports a full-size encoder (6 layers, hidden 384, 12 heads: the shape of
 all-MiniLM-L6-v2) to a temporary folder, imports it, generates and builds C for the host's best
@@ -56,8 +58,7 @@ def bert(layers: int = 2, hidden: int = 64, heads: int = 4, intermediate: int = 
 
     _seeded(1)
     config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                        intermediate_size=intermediate, max_position_embeddings=128, type_vocab_size=2,
-                        attn_implementation="eager")
+                        intermediate_size=intermediate, max_position_embeddings=128, type_vocab_size=2)
     return _perturbed(BertModel(config, add_pooling_layer=False)).eval()
 
 
@@ -66,8 +67,7 @@ def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     _seeded(2)
-    config = GPT2Config(vocab_size=256, n_positions=128, n_embd=64, n_layer=2, n_head=4, use_cache=False,
-                        attn_implementation="eager")
+    config = GPT2Config(vocab_size=256, n_positions=128, n_embd=64, n_layer=2, n_head=4, use_cache=False)
     return _perturbed(GPT2LMHeadModel(config)).eval()
 
 
@@ -78,7 +78,7 @@ def llama():
     _seeded(3)
     config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         use_cache=False, attn_implementation="eager")
+                         use_cache=False)
     return _perturbed(LlamaForCausalLM(config)).eval()
 
 

@@ -698,6 +698,11 @@ class _Layers:
         return out
 
 
+#: a value name the dynamo exporter generates (`val_60`: a folded constant such as a Linear's
+#: transposed weight), which says nothing about what the value is
+_GENERATED_NAME = re.compile(r"val_\d+")
+
+
 class _NodeContext:
     """One ONNX node being imported: its inputs and attributes, and helpers to emit DSL ops."""
 
@@ -742,7 +747,16 @@ class _NodeContext:
         return v.const
 
     def var(self, v: Value, position: int) -> str:
-        return self.imp.tensor(v, self.node.input[position])
+        name = self.node.input[position]
+        if v.var is None and name not in self.imp.onnx_to_dsl and _GENERATED_NAME.fullmatch(name):
+            path = _module_path(self.node)
+            scopes = path.strip("/").split("/") if path and path != self.node.name else []
+            if len(scopes) >= 2:                     # dynamo's `val_60`: named after its user's module
+                module, op = ".".join(scopes[:-1]), scopes[-1]
+                linear_weight = self.node.op_type in ("MatMul", "Gemm") and position == 1 and op.startswith("linear")
+                self.imp.onnx_to_dsl[name] = self.imp._fresh(
+                    sanitize(f"{module}_{'weight_T' if linear_weight else f'{op}_in{position}'}"))
+        return self.imp.tensor(v, name)
 
     def result(self, onnx_name: str, value: Value) -> Value:
         self.imp.values[onnx_name] = value
@@ -2388,11 +2402,10 @@ def _apply_fusion(imp: _Importer, index: int) -> bool:
     if fusion.apply(imp, fusion):
         return True
     mask = fusion.parts.get("mask")
-    if mask in imp.bool_masks:
-        where = imp.g.node[_Graph(imp).producer[mask]]
-        raise OnnxImportError(f"node {_quoted(where.name)} (Where): a computed condition with float operands is "
-                              f"supported as an attention mask only, and the attention ending at node "
-                              f"{_quoted(imp.g.node[index].name)} does not fit sdpa")
+    if mask in imp.bool_masks:                       # the Where left to sdpa as a bool mask: its plain ops now
+        del imp.bool_masks[mask]                     # (this fusion no longer counts as its user)
+        where = _Graph(imp).producer[mask]
+        imp.node(where, imp.g.node[where])
     for j in fusion.inner:
         imp.node(j, imp.g.node[j])
     return False
@@ -2424,7 +2437,10 @@ def _match_attention(g: _Graph, i: int, node) -> _Fusion | None:
     """MatMul(Softmax(MatMul(Q, Transpose(K)) * scale [+ mask]), V), Softmax over the keys, as
     sdpa(Q, K, V[, mask], scale). The scale is a Mul or Div by a scalar constant (or absent); the
     mask an added tensor (a constant causal one becomes causal=true), or Where(cond, 0, -big) of a
-    computed cond (passed to sdpa as the bool mask); Identity/Dropout/Cast may follow the Softmax."""
+    computed cond (passed to sdpa as the bool mask); Identity/Dropout/Cast may follow the Softmax.
+    torch's decomposition of F.scaled_dot_product_attention (the dynamo exporter's) also fits: Q
+    and K^T each multiplied by a scalar constant (sqrt of the scale), K^T as Reshape(Transpose(
+    Reshape(K, [-1, Sk, D]), [0, 2, 1]), [..., D, Sk]), and Where(IsNaN(P), 0, P) after the Softmax."""
     if len(node.input) != 2:
         return None
     inner = []
@@ -2434,12 +2450,19 @@ def _match_attention(g: _Graph, i: int, node) -> _Fusion | None:
             and len([o for o in step[1].output if o]) == 1:
         inner.append(step[0])
         consumer, p = step[0], step[1].input[0]
+    chain = [g.nodes[j] for j in inner]
+    guard = _nan_guard(g, p, consumer)
+    if guard is not None:
+        inner += guard[0]
+        p = guard[2]
     softmax = g.made_by(p, "Softmax")
-    if softmax is None or not g.sole(p, consumer):
+    if softmax is None or not (g.sole(p, consumer) if guard is None else
+                               sorted(g.imp.consumers.get(p, [])) == guard[0] and p not in g.outputs):
         return None
     inner.append(softmax[0])
     scores, consumer = softmax[1].input[0], softmax[0]
-    parts = {"softmax": softmax[1], "chain": [g.nodes[j] for j in inner[:-1]], "mask": None, "scale": None}
+    parts = {"softmax": softmax[1], "chain": chain, "mask": None, "scale": None,
+             "nan_zero": guard[1] if guard is not None else None}
     add = g.made_by(scores, "Add")
     if add is not None and g.sole(scores, consumer):
         for k in (0, 1):
@@ -2461,11 +2484,64 @@ def _match_attention(g: _Graph, i: int, node) -> _Fusion | None:
         return None
     inner.append(qk[0])
     parts["q"], parts["kt"], parts["v"], parts["perm"] = qk[1].input[0], qk[1].input[1], node.input[1], None
+    parts["kt_chain"], kt_consumer = None, qk[0]
+    for side in ("q", "kt"):                         # torch's decomposition: Q * sqrt(s), K^T * sqrt(s)
+        scaled = _scaled_by_scalar(g, parts[side], qk[0])
+        if scaled is not None:
+            inner.append(scaled[0])
+            parts[side], parts[f"{side}_scale"] = scaled[1], scaled[2]
+            kt_consumer = scaled[0] if side == "kt" else kt_consumer
     transpose = g.made_by(parts["kt"], "Transpose")
-    if transpose is not None and g.sole(parts["kt"], qk[0]):
+    if (swap := _swap_chain(g, parts["kt"], kt_consumer)) is not None:
+        inner += swap[0]
+        parts["kt"], parts["kt_chain"] = swap[1], swap[2]
+    elif transpose is not None and g.sole(parts["kt"], kt_consumer):
         inner.append(transpose[0])
         parts["kt"], parts["perm"] = transpose[1].input[0], transpose[1]
     return _Fusion("attention", i, sorted(inner), _apply_attention, parts)
+
+
+def _nan_guard(g: _Graph, name: str, consumer: int):
+    """Where(IsNaN(P), zero, P) computing `name`, used only by node `consumer`, where P is used by
+    nothing else: ([IsNaN, Where] node indices, sorted; the zero's name; P), or None. (The zero is
+    checked to be +0 when the fusion is applied.)"""
+    where = g.made_by(name, "Where")
+    if where is None or not g.sole(name, consumer) or len(where[1].input) != 3:
+        return None
+    cond, zero, p = where[1].input
+    isnan = g.made_by(cond, "IsNaN")
+    if isnan is None or not g.sole(cond, where[0]) or isnan[1].input[0] != p:
+        return None
+    return sorted([isnan[0], where[0]]), zero, p
+
+
+def _scaled_by_scalar(g: _Graph, name: str, consumer: int):
+    """Mul(X, c) (either order) computing `name`, used only by node `consumer`, c a scalar float
+    initializer: (the Mul's index, X, c), or None."""
+    mul = g.made_by(name, "Mul")
+    if mul is None or not g.sole(name, consumer) or len(mul[1].input) != 2:
+        return None
+    for k in (0, 1):
+        c = mul[1].input[1 - k]
+        if c not in g.producer and _scalar_const(g.imp.values.get(c)) is not None:
+            return mul[0], mul[1].input[k], c
+    return None
+
+
+def _swap_chain(g: _Graph, name: str, consumer: int):
+    """Reshape(Transpose(Reshape(K, s1), perm), s2) computing `name`, each link used only by the
+    next (the last by node `consumer`): torch's K^T, the last two dims of K swapped through a 3-D
+    transpose. ([its node indices], K, (Reshape, Transpose, Reshape)), or None; the shapes and perm
+    are checked when the fusion is applied."""
+    nodes, links = [], []
+    for op_type in ("Reshape", "Transpose", "Reshape"):
+        made = g.made_by(name, op_type)
+        if made is None or not g.sole(name, consumer):
+            return None
+        nodes.append(made[0])
+        links.append(made[1])
+        consumer, name = made[0], made[1].input[0]
+    return sorted(nodes), name, tuple(links[::-1])
 
 
 def _causal_mask(mask: np.ndarray, sq: int, sk: int) -> bool:
@@ -2494,7 +2570,15 @@ def _apply_attention(imp: _Importer, f: _Fusion) -> bool:
     axis = int(_attr(p["softmax"], "axis", -1 if imp.opset >= 13 else 1))
     if axis % rank != rank - 1:
         return False
-    if p["perm"] is not None:                        # K^T = transpose(K0, perm): K = transpose(K0, perm')
+    if p["nan_zero"] is not None:                    # Where(IsNaN(P), +0, P): sdpa's zeros for rows with no key
+        z = imp.values.get(p["nan_zero"])
+        if _scalar_const(z) != 0.0 or np.signbit(z.const).any() or z.dtype != q.dtype or len(z.dims) > rank:
+            return False
+    if p["kt_chain"] is not None:                    # K^T = Reshape(Transpose(Reshape(K))): K as it is
+        if not _swaps_last_two(imp, kt, p["kt_chain"]):
+            return False
+        k_perm, k_dims = list(range(rank)), kt.dims
+    elif p["perm"] is not None:                      # K^T = transpose(K0, perm): K = transpose(K0, perm')
         perm = [int(a) for a in _attr(p["perm"], "perm", list(range(rank))[::-1])]
         if sorted(perm) != list(range(rank)):
             return False
@@ -2516,6 +2600,12 @@ def _apply_attention(imp: _Importer, f: _Fusion) -> bool:
         if c is None or imp.values[p["scale"][1]].dtype != q.dtype or len(imp.values[p["scale"][1]].dims) > rank:
             return False
         scale = c if p["scale"][0] == "Mul" else 1.0 / c
+    for side in ("q_scale", "kt_scale"):             # (Q * a) (K^T * b) = a * b * Q K^T
+        if p.get(side) is not None:
+            c, cv = _scalar_const(imp.values.get(p[side])), imp.values.get(p[side])
+            if c is None or cv.dtype != q.dtype or len(cv.dims) > rank:
+                return False
+            scale *= c
     mask_arg, causal = None, False
     if p["mask"] is not None:
         if p["mask"] in imp.bool_masks:
@@ -2538,10 +2628,43 @@ def _apply_attention(imp: _Importer, f: _Fusion) -> bool:
         k0 = ctx.emit("transpose", [k0], {"perm": k_perm}, q.dtype, k_dims, temp=f"{p['kt']}_keys").var
     args = [imp.tensor(q, p["q"]), k0, imp.tensor(v, p["v"])] + ([mask_arg] if mask_arg else [])
     what = "attention as sdpa" + (" (the causal mask as causal=true)" if causal else "") + \
-        (" (Where's condition as the bool mask)" if p["mask"] in imp.bool_masks else "")
+        (" (Where's condition as the bool mask)" if p["mask"] in imp.bool_masks else "") + \
+        (" (IsNaN's zeros for rows with no key as sdpa's)" if p["nan_zero"] is not None else "")
     ctx.emit("sdpa", args, {"scale": scale, "causal": causal or None}, q.dtype, out_dims,
              out=imp.g.node[f.final].output[0], note=_fusion_note(imp, f, what))
     return True
+
+
+def _reshape_sizes(target: np.ndarray, sizes: tuple[int, ...], allow_zero: bool) -> tuple[int, ...] | None:
+    """The sizes a Reshape to `target` gives an input of `sizes` (0 copies, -1 infers), or None."""
+    out = [sizes[k] if s == 0 and not allow_zero and k < len(sizes) else int(s) for k, s in enumerate(target)]
+    if out.count(-1) > 1 or any(s < -1 for s in out):
+        return None
+    if -1 in out:
+        known = int(np.prod([s for s in out if s != -1]))
+        if known == 0 or int(np.prod(sizes)) % known:
+            return None
+        out[out.index(-1)] = int(np.prod(sizes)) // known
+    return tuple(out) if int(np.prod(out)) == int(np.prod(sizes)) else None
+
+
+def _swaps_last_two(imp: _Importer, k: Value, chain) -> bool:
+    """Whether Reshape(Transpose(Reshape(k, s1), perm), s2) is k with its last two dims swapped:
+    s1 = [N, Sk, D] (N the product of k's leading dims), perm [0, 2, 1], s2 = k's leading dims + [D, Sk]."""
+    first, transpose, second = chain
+    sizes = tuple(d.size for d in k.dims)
+    if len(sizes) < 2 or [int(a) for a in _attr(transpose, "perm", [2, 1, 0])] != [0, 2, 1]:
+        return False
+    lead, (sk, d) = sizes[:-2], sizes[-2:]
+    shapes = []
+    for r in (first, second):
+        s = imp.values.get(r.input[1]) if len(r.input) == 2 else None
+        if s is None or s.const is None or s.dtype != "i64":
+            return False
+        shapes.append((s.const.reshape(-1), bool(_attr(r, "allowzero", 0))))
+    n = int(np.prod(lead, dtype=np.int64))
+    return _reshape_sizes(shapes[0][0], sizes, shapes[0][1]) == (n, sk, d) and \
+        _reshape_sizes(shapes[1][0], (n, d, sk), shapes[1][1]) == lead + (d, sk)
 
 
 def _attr(node, name: str, default):

@@ -214,3 +214,100 @@ def test_gather_nd_by_constant_indices_and_folded_position_tables(tmp_path):
     ops, _, got, want = _run(model, {"x": x}, tmp_path)
     assert ops == ["reshape", "gather", "add"]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def _torch_sdpa(mask=None, guard=("IsNaN", "zero"), q_scale=0.5, k_scale=0.7, perm=(0, 2, 1), flat=(-1, 4, 8)):
+    """torch's decomposition of F.scaled_dot_product_attention as the dynamo exporter writes it
+    (onnxscript's aten_scaled_dot_product_attention): Q * sqrt(s); K^T as Reshape(Transpose(
+    Reshape(K, [-1, Sk, D]), [0, 2, 1]), [..., D, Sk]) * sqrt(s); MatMul; + mask; Softmax;
+    Where(IsNaN(P), 0, P) (the bool-mask path); MatMul by V. q, k, v are [1, 2, 4, 8].
+    mask: None, "bool" (a bool graph input through Where(cond, 0, -inf)), "causal" (the is_causal
+    path: Where(Equal(Trilu(Expand(1, [Sq, Sk])), 0), lowest, 0), all constant) or "float" (an input)."""
+    nodes = [helper.make_node("Reshape", ["k", "flat"], ["k3"]),
+             helper.make_node("Transpose", ["k3"], ["k3t"], perm=list(perm)),
+             helper.make_node("Reshape", ["k3t", "kt_shape"], ["kt"]),
+             helper.make_node("Mul", ["q", "q_scale"], ["qs"]),
+             helper.make_node("Mul", ["kt", "k_scale"], ["kts"]),
+             helper.make_node("MatMul", ["qs", "kts"], ["s"])]
+    inits = [_const("flat", flat, np.int64), _const("kt_shape", [1, 2, 8, 4], np.int64),
+             _const("q_scale", q_scale), _const("k_scale", k_scale), _const("zero", 0.0)]
+    inputs = [helper.make_tensor_value_info(n, F, [1, 2, 4, 8]) for n in "qkv"]
+    last = "s"
+    if mask is not None:
+        if mask == "bool":
+            inputs.append(helper.make_tensor_value_info("keep", TensorProto.BOOL, [1, 1, 4, 4]))
+            nodes.append(helper.make_node("Where", ["keep", "zero", "minus_inf"], ["mask"]))
+            inits.append(_const("minus_inf", -np.inf))
+        elif mask == "causal":
+            nodes += [helper.make_node("Expand", ["one", "size"], ["ones"]),
+                      helper.make_node("Trilu", ["ones"], ["tril"], upper=0),
+                      helper.make_node("Equal", ["tril", "zero"], ["above"]),
+                      helper.make_node("Where", ["above", "lowest", "zero"], ["mask"])]
+            inits += [_const("one", 1.0), _const("size", [4, 4], np.int64),
+                      _const("lowest", np.finfo(np.float32).min)]
+        else:
+            inputs.append(helper.make_tensor_value_info("mask", F, [1, 1, 4, 4]))
+        nodes.append(helper.make_node("Add", ["s", "mask"], ["sm"]))
+        last = "sm"
+    nodes.append(helper.make_node("Softmax", [last], ["p"], axis=-1))
+    if guard is not None:
+        where_in = ["nan", guard[1], "p"] if guard[1] == "zero" else ["nan", "p", "zero"]
+        nodes += [helper.make_node(guard[0], ["p"], ["nan"]), helper.make_node("Where", where_in, ["pz"])]
+        if guard[1] == "one":
+            inits.append(_const("one_guard", 1.0))
+            nodes[-1].input[1] = "one_guard"
+    nodes.append(helper.make_node("MatMul", ["pz" if guard is not None else "p", "v"], ["y"]))
+    return _model(nodes, inputs, [helper.make_tensor_value_info("y", F, [1, 2, 4, 8])], inits)
+
+
+def test_torch_sdpa_decomposition_with_a_bool_mask_becomes_sdpa(tmp_path):
+    """The bool-mask path, a query row with every key masked included: ONNX's IsNaN guard gives it
+    zeros, as sdpa does for a row with no key left."""
+    keep = np.random.default_rng(13).random((1, 1, 4, 4)) < 0.6
+    keep[0, 0, 0, 0] = True
+    keep[0, 0, 2, :] = False                        # a fully masked query row
+    ops, text, got, want = _run(_torch_sdpa(mask="bool"), _qkv(14) | {"keep": keep}, tmp_path)
+    assert ops == ["sdpa"] and "scale=0.3499999940395355" in text and "IsNaN" in text
+    assert np.all(want[0, :, 2] == 0) and np.all(np.isfinite(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mask", [None, "float"])
+def test_torch_sdpa_decomposition_without_guard_becomes_sdpa(mask, tmp_path):
+    feeds = _qkv(15) | ({"mask": np.random.default_rng(16).uniform(-2, 0, (1, 1, 4, 4)).astype(np.float32)}
+                        if mask else {})
+    ops, text, got, want = _run(_torch_sdpa(mask=mask, guard=None, q_scale=0.59460356, k_scale=0.59460356),
+                                feeds, tmp_path)
+    assert ops == ["sdpa"] and f"scale={float(np.float32(0.59460356)) ** 2!r}" in text
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_sdpa_decomposition_of_is_causal_becomes_causal(tmp_path):
+    ops, text, got, want = _run(_torch_sdpa(mask="causal", guard=None), _qkv(17), tmp_path)
+    assert ops == ["sdpa"] and "causal=true" in text
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("change", ["perm", "flat", "guard_swapped", "guard_one", "vector_scale"])
+def test_torch_sdpa_near_misses_keep_their_plain_ops(change, tmp_path):
+    """Each differs from the decomposition in one detail: K^T's transpose perm (the identity: K's
+    elements reread as [..., D, Sk]) or its first reshape ([-1, D, Sk]: not a swap either), the guard as Where(IsNaN(P),
+    P, 0) or with 1 for 0 (with a bool mask: the Where of the mask then gets its plain ops too), a
+    [D]-vector for Q's scale (which stays a mul before the sdpa). Every row keeps a key, so the plain
+    ops and onnxruntime agree."""
+    model = {"perm": lambda: _torch_sdpa(perm=(0, 1, 2), flat=(-1, 8, 4)),
+             "flat": lambda: _torch_sdpa(flat=(-1, 8, 4)),
+             "guard_swapped": lambda: _torch_sdpa(guard=("IsNaN", "swapped")),
+             "guard_one": lambda: _torch_sdpa(mask="bool", guard=("IsNaN", "one")),
+             "vector_scale": lambda: _torch_sdpa(q_scale=np.linspace(0.2, 0.9, 8))}[change]()
+    feeds = _qkv(18)
+    if change == "guard_one":
+        keep = np.random.default_rng(19).random((1, 1, 4, 4)) < 0.6
+        keep[..., 0] = True
+        feeds["keep"] = keep
+    ops, text, got, want = _run(model, feeds, tmp_path)
+    if change == "vector_scale":
+        assert ops == ["mul", "sdpa"]
+    else:
+        assert "sdpa" not in ops and "softmax" in ops
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -149,3 +149,36 @@ def test_layers_come_from_the_dynamo_exporters_name_scopes():
     headers = [line.strip() for line in imported.text.split("block entry {\n", 1)[1].splitlines()
                if line.strip().startswith("// layer")]
     assert headers == ["// layer 4.0", "// layer 4.1 — same ops as 4.0"]
+
+
+def test_dynamo_generated_constant_names_come_from_their_users_module(tmp_path):
+    """dynamo names a Linear's folded, transposed weight `val_60`: the constant is named after the
+    module of the node that uses it (`..._weight_T` for a linear's MatMul operand, else the op and
+    the input position), deterministically and collision-free, with the ONNX name in a comment."""
+    rng = np.random.default_rng(4)
+    w0, w1, w2 = (rng.standard_normal(shape).astype(np.float32) for shape in ((4, 4), (4, 4), (4,)))
+    nodes = [helper.make_node("MatMul", ["x", "val_7"], ["h0"], name="node_MatMul_1"),
+             helper.make_node("MatMul", ["h0", "val_9"], ["h1"], name="node_MatMul_2"),
+             helper.make_node("Add", ["h1", "val_11"], ["y"], name="node_add_3")]
+    scopes = [["", "model", "model.enc.layer.0.query", "linear"], ["", "model", "model.enc.layer.0.query", "linear_1"],
+              ["", "model", "model.enc", "add_3"]]
+    for node, scope in zip(nodes, scopes, strict=True):
+        prop = node.metadata_props.add()
+        prop.key, prop.value = "pkg.torch.onnx.name_scopes", repr(scope)
+    weights = [numpy_helper.from_array(a, n) for a, n in ((w0, "val_7"), (w1, "val_9"), (w2, "val_11"))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    imported = oi.import_onnx(model)
+    constants = imported.text.split("constant {\n", 1)[1].split("\n}", 1)[0].splitlines()
+    assert [" ".join(line.split()) for line in constants] == [
+        'model_enc_layer_0_query_weight_T: f32[4, 4]; // ONNX "val_7"',
+        'model_enc_layer_0_query_weight_T_2: f32[4, 4]; // ONNX "val_9"',
+        'model_enc_add_3_in1: f32[4]; // ONNX "val_11"']
+    assert imported.text == oi.import_onnx(model).text
+    graph, path = imported.write(tmp_path)
+    executor = oi.Reference(path, graph).make_executor()
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    executor.insert(x=x)
+    executor.run_step()
+    np.testing.assert_allclose(executor.fetch("y"), x @ w0 @ w1 + w2, rtol=1e-5, atol=1e-6)
