@@ -23,7 +23,7 @@ def _run_mod(a: np.ndarray, b: np.ndarray, fmod: int) -> np.ndarray:
                           [helper.make_tensor_value_info("a", t, list(a.shape)),
                            helper.make_tensor_value_info("b", t, list(b.shape))],
                           [helper.make_tensor_value_info("y", t, None)])
-    result = oi.import_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), name="mod")
+    result = oi.import_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), name="mod")
     import tempfile
 
     _, path = result.write(tempfile.mkdtemp(prefix="oi-mod-"))

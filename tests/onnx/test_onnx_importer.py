@@ -46,7 +46,7 @@ def test_names_clash_deterministically_and_the_mapping_is_written():
     x = helper.make_tensor_value_info("in", TensorProto.FLOAT, [2])   # `in` is a keyword
     nodes = [helper.make_node("Relu", ["in"], ["a.b"], name="r1"), helper.make_node("Tanh", ["a.b"], ["a_b"], name="t")]
     g = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("a_b", TensorProto.FLOAT, [2])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     result = oi.import_onnx(m, name="clash")
     assert result.renamed == {"in": "in_", "a.b": "a_b_2"}
     assert 'in_: f32[2];' in result.text and '// ONNX "in"' in result.text
@@ -141,7 +141,7 @@ def test_constants_are_folded_and_identity_dropped():
     nodes = [shape, one, two, helper.make_node("Identity", ["x"], ["x2"]),
              helper.make_node("Mul", ["x2", "two"], ["m"]), helper.make_node("Reshape", ["m", "shape"], ["y"])]
     g = helper.make_graph(nodes, "g", [x], [y])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     result = oi.import_onnx(m, name="fold")
     ops = [line.split("(")[0].split()[-1] for line in result.text.splitlines() if line.strip().startswith("op ")]
     assert ops == ["mul", "reshape"]
@@ -162,7 +162,8 @@ def test_any_onnx_name_gives_a_graph_that_loads():
     nodes = [helper.make_node("Relu", [names[0]], [names[1]], name="relu\n// not a comment"),
              helper.make_node("Sigmoid", [names[1]], [names[2]], name="s\u00e9"),
              helper.make_node("Tanh", [names[2]], [names[3]], name="t")]
-    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)],
+                          ir_version=8)
     result = oi.import_onnx(m, name="odd names")
     assert result.name == "odd_names"
     assert result.renamed == {"x\ny": "x_y", "ü/1": "v_1", "loop": "loop_", "9lives": "v_9lives"}
@@ -187,7 +188,7 @@ def test_batch_norm_not_after_a_lone_conv_is_a_scale_and_shift():
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
                           [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 4, 5, 5]),
                            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     result = oi.import_onnx(m, name="bn")
     ops = [line.split("(")[0].split()[-1] for line in result.text.splitlines() if line.strip().startswith("op ")]
     assert ops == ["conv2d", "mul", "add"]
@@ -212,7 +213,7 @@ def test_one_d_conv_batch_norm_and_pool_match_onnxruntime():
              helper.make_node("MaxPool", ["n"], ["y"], kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1)]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2, 11])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     result = oi.import_onnx(m, name="conv1d")
     assert "op conv1d(x, w, b, stride=2, padding=[2, 1], dilation=2) >> n;" in result.text   # BN folded
     x = rng.uniform(-1, 1, (2, 2, 11)).astype(np.float32)
@@ -332,7 +333,7 @@ def test_bool_casts_broadcast_comparisons_where_and_range_match_onnxruntime():
              helper.make_node("Range", ["startf", "limitf", "half"], ["rf"], name="range_f"),
              helper.make_node("Add", ["rf", "z"], ["rz"])]
     g = helper.make_graph(nodes, "g", ins, outs, [half], value_info=[helper.make_tensor_value_info("rf", f32, ["n"])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     result = oi.import_onnx(m, name="conveniences", sizevars={"n": 16})
     assert "op lt(x, y) >> lt;" in result.text and "lt_b" not in result.text   # no add of zeros
     assert "op cast(lt, to=f32) >> w_cond;" in result.text

@@ -168,7 +168,7 @@ def test_dynamo_generated_constant_names_come_from_their_users_module(tmp_path):
     weights = [numpy_helper.from_array(a, n) for a, n in ((w0, "val_7"), (w1, "val_9"), (w2, "val_11"))]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], weights)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     imported = oi.import_onnx(model)
     constants = imported.text.split("constant {\n", 1)[1].split("\n}", 1)[0].splitlines()
     assert [" ".join(line.split()) for line in constants] == [

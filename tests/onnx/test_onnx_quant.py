@@ -211,7 +211,7 @@ def test_matmul_integer_is_exact(k):
     g = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b", "a_zp", "b_zp"], ["y"])], "g",
                           [helper.make_tensor_value_info("a", TensorProto.UINT8, [2, k])],
                           [helper.make_tensor_value_info("y", TensorProto.INT32, None)], inits)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
     result = oi.import_onnx(model, name="mmi")
     assert f"op dequant_matmul(y_{'f32' if k == 16 else 'f64'}_rows" not in result.text     # 2-D: no reshape
     assert "dequant_matmul" in result.text and ("f64" in result.text) == (k == 600)
