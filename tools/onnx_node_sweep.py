@@ -21,6 +21,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "bench"))
+
+from benchlib import cpu_model  # noqa: E402
 
 from openinfer.onnx import node_tests as nt  # noqa: E402
 from openinfer.synth.devices import load as load_device  # noqa: E402
@@ -71,21 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {outcome}: {name}: {detail}")
     if args.json:
         args.json.write_text(json.dumps({
-            "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "python": platform.python_version()},
+            "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
             "seconds": round(time.monotonic() - start, 1),
             "results": [dict(zip(("case", "arch", "outcome", "detail"), r, strict=True)) for r in results]},
             indent=1) + "\n")
     return 1 if failed else 0
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":

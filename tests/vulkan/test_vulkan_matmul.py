@@ -139,15 +139,7 @@ def _descriptor(tmp_path, name: str, **changes) -> str:
 def test_fast_matmul_kernels_match_numpy():
     g, inputs = _graph_and_data(CASES)
     sim = Simulator(_model(), g, arch=VK_ARCH)
-    docs = _docs(sim)
-    assert len(docs) == len(CASES)
-    # kernel numbering follows the graph's ops (one distinct request each)
-    for i, case in enumerate(CASES):
-        want = case[5]
-        if want.startswith("("):
-            assert "GEMV" not in docs[i] and "GEMM" not in docs[i], docs[i]
-        else:
-            assert want in docs[i], (case, docs[i])
+    _check_kernel_choice(sim, CASES)
     ex = sim.make_executor()
     ex.insert(**inputs)
     ex.run_step()
@@ -155,16 +147,24 @@ def test_fast_matmul_kernels_match_numpy():
     assert sim.validation_messages() == 0
 
 
-def test_transposed_operands_match_numpy():
-    g, inputs = _graph_and_data(TRANSPOSED, seed=3)
-    sim = Simulator(_model(), g, arch=VK_ARCH)
+def _check_kernel_choice(sim, cases):
+    """Each case's doc line holds what its row names (`GEMV`, `GEMM: 128x128`, `(tiled`), or for
+    "(the per-element loop)" no fast matmul kernel; kernel numbering follows the graph's ops (one
+    distinct request each)."""
     docs = _docs(sim)
-    for i, case in enumerate(TRANSPOSED):
+    assert len(docs) == len(cases)
+    for i, case in enumerate(cases):
         want = case[5]
         if want.startswith("(the"):
             assert "GEMV" not in docs[i] and "GEMM" not in docs[i], docs[i]
         else:
             assert want in docs[i], (case, docs[i])
+
+
+def test_transposed_operands_match_numpy():
+    g, inputs = _graph_and_data(TRANSPOSED, seed=3)
+    sim = Simulator(_model(), g, arch=VK_ARCH)
+    _check_kernel_choice(sim, TRANSPOSED)
     ex = sim.make_executor()
     ex.insert(**inputs)
     ex.run_step()
