@@ -7,6 +7,16 @@ from pathlib import Path
 
 from .errors import OpenInferError
 
+#: How --inputs and --save-outputs work; run, trace and sim print it in their --help.
+INPUTS_HELP = """\
+--inputs FILE.npz gives the dynamic inputs instead (numpy.savez(FILE, x=..., ...)): `x` for every
+step, or `step0/x`, `step1/x`, ... per step (a step's own value wins); --steps defaults to the
+number of steps the file holds. Every input must be present and no other name, with the
+variable's shape. Values are checked, never narrowed silently: integers must fit the variable's
+type, floats are never taken for an integer or bool variable, floats of another width are rounded
+to the variable's type. --save-outputs FILE.npz writes the outputs (`y`, or `step0/y`, ... when
+several steps run) in the same form; the file is replaced whole or not at all."""
+
 
 def add_graph_args(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
     p.add_argument("graph", metavar="GRAPH", help="the graph: a .oig file, graph JSON, or a Rust file with graph! { }")
@@ -14,6 +24,15 @@ def add_graph_args(p: argparse.ArgumentParser, *, model_required: bool = True) -
                    help="the model package holding sizevars and weights")
     p.add_argument("--sizevar", "-s", action="append", default=[], metavar="NAME=VALUE",
                    help="override (or supply) a size variable; repeatable")
+
+
+def add_io_args(p: argparse.ArgumentParser) -> None:
+    """--steps, --seed, --inputs and --save-outputs (run, trace and sim)."""
+    p.add_argument("--steps", type=int, default=None,
+                   help="steps to run (default 1, or as many as --inputs holds)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--inputs", "-i", metavar="FILE.npz", help="read the dynamic inputs from this .npz")
+    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs to this .npz")
 
 
 def sizevars(args) -> dict[str, int]:

@@ -5,19 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cliutil import add_graph_args, load, write_text
+from ..cliutil import INPUTS_HELP, add_graph_args, add_io_args, load, write_text
 from ..inputs import input_feed, outputs_of, preview, save_outputs
 from ..trace import to_chrome, to_json
-
-#: How --inputs and --save-outputs work; run, trace and sim print it in their --help.
-INPUTS_HELP = """\
---inputs FILE.npz gives the dynamic inputs instead (numpy.savez(FILE, x=..., ...)): `x` for every
-step, or `step0/x`, `step1/x`, ... per step (a step's own value wins); --steps defaults to the
-number of steps the file holds. Every input must be present and no other name, with the
-variable's shape. Values are checked, never narrowed silently: integers must fit the variable's
-type, floats are never taken for an integer or bool variable, floats of another width are rounded
-to the variable's type. --save-outputs FILE.npz writes the outputs (`y`, or `step0/y`, ... when
-several steps run) in the same form; the file is replaced whole or not at all."""
 
 RUN_HELP = """\
 Run GRAPH on MODEL with the NumPy reference interpreter for --steps steps and print each step's
@@ -57,15 +47,6 @@ def register(sub) -> None:
     t.add_argument("--chrome", metavar="FILE", help="write a Chrome/Perfetto trace-event file")
     t.add_argument("--full", action="store_true", help="record a summary of every node's output values")
     t.set_defaults(handler=trace)
-
-
-def add_io_args(p: argparse.ArgumentParser) -> None:
-    """--steps, --seed, --inputs and --save-outputs (run, trace and sim)."""
-    p.add_argument("--steps", type=int, default=None,
-                   help="steps to run (default 1, or as many as --inputs holds)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    p.add_argument("--inputs", "-i", metavar="FILE.npz", help="read the dynamic inputs from this .npz")
-    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs to this .npz")
 
 
 def run(args) -> int:

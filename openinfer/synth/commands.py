@@ -9,8 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cliutil import add_graph_args, load, sizevars, write_text
-from ..reference.commands import add_io_args
+from ..cliutil import add_graph_args, add_io_args, load, sizevars, write_text
 
 GEN_HELP = """\
 Synthesize GRAPH on MODEL for the device described by --arch into a complete meson project
