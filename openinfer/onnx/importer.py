@@ -1366,7 +1366,8 @@ _COMPARE_FOLDS = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_
 
 @_op("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
      note="{dsl} to bool, NumPy broadcasting (the registry's comparisons broadcast); folded on constants")
-@_op("And", "Or", "Xor", note="{dsl} of bool; NumPy broadcasting through an add of zeros; folded on constants")
+@_op("And", "Or", "Xor", note="{dsl} of bool, NumPy broadcasting (the registry's bool ops broadcast); folded on "
+                                "constants")
 def _compare(c: _NodeContext) -> None:
     c.allow()
     a, b = c.inputs(2, 2)
@@ -1380,12 +1381,7 @@ def _compare(c: _NodeContext) -> None:
     if a.const is not None and b.const is not None:
         c.result(out, c.imp.const_value(_COMPARE_FOLDS[op_type](a.const, b.const)))
         return
-    if op_type not in ("And", "Or", "Xor"):        # comparisons broadcast; the bool ops do not
-        c.emit(_DSL_OPS[op_type], [c.var(a, 0), c.var(b, 1)], {}, "bool", dims, out=out)
-        return
-    an = _expanded(c, a, 0, dims, f"{out}_a")
-    bn = _expanded(c, b, 1, dims, f"{out}_b")
-    c.emit(_DSL_OPS[op_type], [an, bn], {}, "bool", dims, out=out)
+    c.emit(_DSL_OPS[op_type], [c.var(a, 0), c.var(b, 1)], {}, "bool", dims, out=out)
 
 
 @_op("Where", note="filter(x, y, cond), operands broadcast; a computed cond cast from bool to x's dtype")

@@ -32,9 +32,9 @@ in-place output do not combine.
 
 **Broadcasting** (digest §3.7) is NumPy's (right-aligned; equal dims or one of them 1), only
 where the op allows it: add, mul, sub, div, floor_div, rem, pow, the comparisons eq, ne, lt, le, gt and
-ge, matmul (batch dims) and sdpa (batch dims and mask). A 0-d variable broadcasts everywhere, so a
-scalar variable is a broadcasting operand (`op gt(x, threshold) >> mask;`). Every other
-multi-input op needs equal shapes.
+ge, the bitwise and, or and xor, matmul (batch dims) and sdpa (batch dims and mask). A 0-d variable
+broadcasts everywhere, so a scalar variable is a broadcasting operand
+(`op gt(x, threshold) >> mask;`). Every other multi-input op needs equal shapes.
 
 **Floats.** f8 (E5M2), bf16 and f16 compute in f32 and round to nearest even on store; f32
 computes in f32, f64 in f64. Composite ops (softmax, norms, rope, sdpa, conv, pooling) stay in

@@ -27,7 +27,7 @@ def test_catalogue_is_the_47_plus_the_real_model_ops() -> None:
 def test_digest_table_flags() -> None:
     bc = {o.name for o in all_ops() if o.broadcast}
     assert bc == {"add", "mul", "sub", "div", "floor_div", "rem", "pow", "matmul", "sdpa",
-                  "eq", "ne", "lt", "le", "gt", "ge"}
+                  "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor"}
     acc = {o.name for o in all_ops() if o.accumulate}
     assert acc == {"add", "mul", "sub", "abs", "matmul", "sum_axis", "mean_axis", "prod_axis"}
     no_inplace = {o.name for o in all_ops()[:47] if not o.inplace}
