@@ -31,9 +31,10 @@ def load_graph_arg(graph):
     return parse_text(graph)
 
 
-def bind_inputs(model, graph, sizevars: Mapping[str, int] | None = None):
-    """(model, graph, bound graph) from user-facing arguments."""
+def bind_inputs(model, graph, sizevars: Mapping[str, int] | None = None, dynamic: Mapping[str, int] | None = None):
+    """(model, graph, bound graph) from user-facing arguments; `dynamic` maps sizevars chosen at
+    run time to their bounds (openinfer/ir/dims.py)."""
     m = open_model(model)
     g = load_graph_arg(graph)
-    bound: BoundGraph = bind(g, m, sizevars)
+    bound: BoundGraph = bind(g, m, sizevars, dynamic)
     return m, g, bound

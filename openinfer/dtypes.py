@@ -74,6 +74,8 @@ class DTypeInfo:
 
     def storage_nbytes(self, numel: int) -> int:
         """Payload bytes for `numel` elements: packed types round up to whole bytes."""
+        if self.bits % 8 == 0:      # (a dynamic numel then stays a product, not a quotient)
+            return numel * (self.bits // 8)
         return (numel * self.bits + 7) // 8
 
     def __str__(self) -> str:

@@ -21,11 +21,14 @@ import numpy as np
 from .build import build, library_path
 from .errors import ExecutionError, SimulationError
 from .ir import nodes as ir
+from .ir.bind import rebind
 from .ir.describe import describe
+from .ir.dims import shape_sizevars
 from .numerics import from_storage, storage_dtype, to_storage
 from .outdir import folder_lock
 from .reference.executor import coerce
 from .synth import program as P
+from .synth.program import dynamic_ranges
 from .synth.synthesizer import Synthesizer, write_tree
 from .trace import TraceEvent, emit_line, trace_mode
 
@@ -52,6 +55,8 @@ int {p}_step(void *model);
 int {p}_get(void *model, int var, void *dst, size_t bytes);
 int {p}_reset(void *model);
 int {p}_shape(void *model, int var, uint64_t *dims, size_t max_dims);
+int {p}_set_size(void *model, int size, uint64_t value);
+uint64_t {p}_get_size(void *model, int size);
 void {p}_destroy(void *model);
 const char *{p}_error(const void *model);
 void {p}_set_trace_hook(void *model, oi_trace_hook hook, void *user);
@@ -70,7 +75,7 @@ class Simulator:
     """Generates, builds and loads `graph` on `model` for the device `arch`."""
 
     def __init__(self, model, graph, *, arch, sizevars: Mapping[str, int] | None = None,
-                 outputs: set[str] | None = None, build_options: list[str] | None = None,
+                 dynamic: Mapping[str, int] | None = None, outputs: set[str] | None = None, build_options: list[str] | None = None,
                  progress: Callable[[str], None] | None = None, trace: bool | str | None = None):
         from .api import bind_inputs
 
@@ -79,8 +84,8 @@ class Simulator:
         if missing:     # refused before anything is built or loaded: its code would die with SIGILL here
             raise SimulationError(f"cannot run code for {synthesizer.device.name} ({Path(str(arch)).stem}) on this "
                                   f"machine: its CPU lacks {', '.join(missing)}" + _host_cap_note())
-        self.model, self.graph, self.bound = bind_inputs(model, graph, sizevars)
-        self.plan = synthesizer.synthesize(self.model, self.graph, sizevars=sizevars, outputs=outputs)
+        self.model, self.graph, self.bound = bind_inputs(model, graph, sizevars, dynamic)
+        self.plan = synthesizer.synthesize(self.model, self.graph, sizevars=sizevars, dynamic=dynamic, outputs=outputs)
         self.program = self.plan.program
         opts = list(build_options or [])
         digest = hashlib.sha256()
@@ -153,7 +158,8 @@ class SimExecutor:
         self.lib = sim.lib
         p = sim.prefix
         self._fn = {name: getattr(sim.lib, f"{p}_{name}") for name in
-                    ("create", "set", "step", "get", "reset", "destroy", "error", "set_trace_hook", "shape")}
+                    ("create", "set", "step", "get", "reset", "destroy", "error", "set_trace_hook", "shape",
+                     "set_size")}
         out = self.ffi.new("void **")
         model_path = str(sim.model.path) if sim.model is not None else self.ffi.NULL
         self._check(self._fn["create"](model_path.encode() if isinstance(model_path, str) else model_path, out),
@@ -175,6 +181,11 @@ class SimExecutor:
         self._outputs = {name: (info, storage_dtype(info.dtype)) for name, info in sim.vars.items() if info.gettable}
         self._first_step_started = False
         self._inserted_before_first_step: set[str] = set()
+        # dynamic sizes: their ABI ids, and the graph bound at the current values (insert()'s shapes)
+        self._size_ids = {name: i for i, name in enumerate(dynamic_ranges(sim.program))}
+        self._sizes = {name: hi for name, (_, hi, _) in dynamic_ranges(sim.program).items()}
+        self._bound = rebind(sim.bound, self._sizes) if self._sizes else sim.bound
+        self._sized = {name for name, info in sim.vars.items() if shape_sizevars(info.shape)}
 
     # ------------------------------------------------------------------ errors
     def _check(self, status: int, what: str, handle="self") -> None:
@@ -198,7 +209,8 @@ class SimExecutor:
             entry = self._inputs.get(var_name)
             if entry is None:
                 raise ExecutionError(f"cannot insert `{var_name}`: only dynamic variables are inputs")
-            info, bound, native = entry
+            info, _, native = entry
+            bound = self._bound.vars[var_name]
             if not self._first_step_started:
                 self._inserted_before_first_step.add(var_name)
             if (native is not None and isinstance(v, np.ndarray) and v.dtype == native and v.shape == bound.shape
@@ -207,6 +219,26 @@ class SimExecutor:
             else:
                 data = np.frombuffer(to_storage(coerce(bound, v), info.dtype), np.uint8)
             self._check(self._fn["set"](self._handle, info.id, self.ffi.from_buffer(data), data.nbytes), "set")
+
+    def set_sizes(self, **sizes: int) -> None:
+        """As ReferenceExecutor.set_sizes: `NAME_set_size` for each, then insert again."""
+        if not self._size_ids:
+            raise ExecutionError("set_sizes: the program has no dynamic sizevars (generate it with dynamic={...} "
+                                 "or --dynamic NAME=BOUND)")
+        unknown = sorted(set(sizes) - set(self._size_ids))
+        if unknown:
+            raise ExecutionError(f"set_sizes: {', '.join(unknown)} not dynamic (dynamic: {', '.join(self._size_ids)})")
+        for name, value in sizes.items():
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+                raise ExecutionError(f"set_sizes: {name}={value!r} is not a size")
+            self._check(self._fn["set_size"](self._handle, self._size_ids[name], int(value)), "set")
+        want = {**self._sizes, **{k: int(v) for k, v in sizes.items()}}
+        if want != self._sizes:
+            self._bound = rebind(self.sim.bound, want)
+            self._sizes = want
+
+    def sizes(self) -> dict[str, int]:
+        return dict(self._sizes)
 
     def run_step(self) -> None:
         self._first_step_started = True
@@ -261,7 +293,7 @@ class SimExecutor:
             # as the reference: a step's values exist once a step ran (the library would return zeros)
             raise ExecutionError(f"cannot fetch `{name}`: it has no value yet (run a step first)")
         shape = info.shape
-        if info.dynamic_shape:
+        if info.dynamic_shape or name in self._sized:
             dims = self.ffi.new("uint64_t[]", max(1, len(shape)))
             self._check(self._fn["shape"](self._handle, info.id, dims, len(shape)), "get")
             shape = tuple(int(dims[k]) for k in range(len(shape)))

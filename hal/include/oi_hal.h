@@ -39,7 +39,8 @@ typedef enum oi_status {
     OI_ERR_DEVICE = 9,            /* the compute device failed (Vulkan targets)                  */
     OI_ERR_THREAD = 10,           /* the thread pool could not start or run a task               */
     OI_ERR_ABI = 11,              /* library and caller disagree on the ABI version              */
-    OI_ERR_UNSUPPORTED_CPU = 12   /* the CPU or OS lacks an ISA extension the program was built for */
+    OI_ERR_UNSUPPORTED_CPU = 12,  /* the CPU or OS lacks an ISA extension the program was built for */
+    OI_ERR_SIZE_OUT_OF_RANGE = 13 /* set_size: a dynamic size outside the range it was generated for */
 } oi_status;
 
 /* A static, human-readable description of a status code. */
@@ -50,6 +51,14 @@ const char *oi_status_str(oi_status status);
  * use aligned loads on arena buffers (offsets in the memory plan are multiples of it too).
  * ---------------------------------------------------------------------------------------- */
 #define OI_ALIGN 64
+
+/* A kernel's dynamic-size parameters (`int64_t sz_S`): passed to every kernel whose shapes
+ * depend on the size, though a kernel may need only some of them (a slice of the first row). */
+#if defined(__GNUC__) || defined(__clang__)
+#define OI_MAYBE_UNUSED __attribute__((unused))
+#else
+#define OI_MAYBE_UNUSED
+#endif
 
 void *oi_aligned_alloc(size_t bytes);   /* zero-filled; NULL on failure or bytes == 0 */
 void oi_aligned_free(void *ptr);

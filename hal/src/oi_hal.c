@@ -32,6 +32,7 @@ const char *oi_status_str(oi_status status) {
     case OI_ERR_THREAD: return "the thread pool failed";
     case OI_ERR_ABI: return "library and caller ABI versions differ";
     case OI_ERR_UNSUPPORTED_CPU: return "this CPU lacks an instruction-set extension the program was compiled for";
+    case OI_ERR_SIZE_OUT_OF_RANGE: return "a dynamic size is outside the range the program was generated for";
     }
     return "unknown status";
 }

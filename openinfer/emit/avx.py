@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import SynthesisError
+from ..ir.dims import DynamicDimError
 from ..ops.shapes import matmul_operand_shapes
 from ..synth.program import KernelRequest
 from .ckernels import KernelSource, prototype
@@ -111,7 +112,13 @@ class Avx2Renderer(CRenderer):
 
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)
-        body = emit(self, req, name) if emit is not None else None
+        try:
+            body = emit(self, req, name) if emit is not None else None
+        except DynamicDimError:
+            # a decision of the vector kernel (tiling, GEMV or GEMM) that a dynamic size leaves
+            # open: the portable kernel, whose loops take any extent (no epilogue or packed input
+            # was given to such a request: the predicates below refuse them the same way)
+            body = None
         if body is None:
             if req.packed or req.epilogue:
                 what = "packed inputs" if req.packed else "an epilogue"
@@ -128,7 +135,7 @@ class Avx2Renderer(CRenderer):
         the chain to its finished tiles in place, so it takes chains that read no operand
         aliasing the output."""
         def ok(req: KernelRequest) -> bool:
-            if req.mode != "normal" or _epilogue(req) is None:
+            if req.mode != "normal" or req.sizes or _epilogue(req) is None:
                 return False
             if req.op == "dequant_matmul":
                 return _dequant_problem(req) is not None
@@ -146,6 +153,8 @@ class Avx2Renderer(CRenderer):
         panels (the pack the GEMM otherwise does on every call: 5-8% of a [128, 1024] @ [1024,
         256] product, more when B comes from L3)."""
         def packed(req: KernelRequest) -> dict[int, int]:
+            if req.sizes:
+                return {}
             elems = _packed_b_elems(cls, device, req)
             return {} if elems is None else {1: elems}
         return packed

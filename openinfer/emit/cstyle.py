@@ -15,11 +15,13 @@ import numpy as np
 
 from .. import __version__
 from ..dtypes import DTypeInfo, Kind
+from ..ir.dims import Dim, capacity, host_expr, pretty_shape, shape_sizevars
 from ..numerics import to_storage
 from ..resources import hal_dir
 from ..synth import program as P
 from ..synth.lower import c_name
 from ..synth.memplan import MemoryPlan, align
+from ..synth.program import dynamic_ranges
 from .ckernels import KernelSource, emit_kernel
 from .env import c_string, render
 
@@ -229,14 +231,15 @@ class CRenderer:
             for attr, dtype in req.runtime_attrs:
                 target = "double" if dtype.is_float else "int64_t"
                 args.append(scalar_to(dtype, self.ptr(frame, P.Operand(rt[attr])), target))
+            args += [f"m->sz_{n}" for n in req.sizes]
             v.lines.append(f"OI_TRY_NODE({s.node}, {self.kernel_names[s.kernel]}(&m->kctx, {', '.join(args)}));")
             if s.copy_to is not None:
-                nbytes = self.buffer_of(frame, s.copy_to.var).nbytes
-                v.lines.append(f"memcpy({self.ptr(frame, s.copy_to)}, {args[len(s.inputs)]}, {nbytes}u);")
+                nbytes = host_expr(self.buffer_of(frame, s.copy_to.var).live_nbytes)
+                v.lines.append(f"memcpy({self.ptr(frame, s.copy_to)}, {args[len(s.inputs)]}, (size_t)({nbytes}));")
         elif isinstance(s, P.Copy):
             dst = self.buffer_of(frame, s.dst.var) if s.dst.var not in self.p.prefix_tables else None
-            nbytes = dst.nbytes
-            v.lines.append(f"memcpy({self.ptr(frame, s.dst, v)}, {self.ptr(frame, s.src, v)}, {nbytes}u);")
+            nbytes = host_expr(dst.live_nbytes)
+            v.lines.append(f"memcpy({self.ptr(frame, s.dst, v)}, {self.ptr(frame, s.src, v)}, (size_t)({nbytes}));")
         elif isinstance(s, P.TableRead):
             self.table_read(frame, s, v)
         elif isinstance(s, P.TableWrite):
@@ -498,8 +501,9 @@ class CRenderer:
         inputs = []
         for i, vinfo in enumerate(x for x in p.vars if x.settable):
             buf = self.buffer_of("entry", vinfo.name)
-            inputs.append({"name": vinfo.name, "bit": i, "field": self.field(vinfo.name), "nbytes": buf.nbytes,
-                           "loc": vinfo.loc})
+            inputs.append({"name": vinfo.name, "bit": i, "field": self.field(vinfo.name),
+                           "nbytes": host_expr(buf.live_nbytes), "loc": vinfo.loc,
+                           "sizes": shape_sizevars(vinfo.shape)})
         gets = []
         for vinfo in p.vars:
             if not vinfo.gettable:
@@ -508,7 +512,8 @@ class CRenderer:
                 src = f"m->entry.{self.field(vinfo.name)}"
             else:
                 src = self.global_ptr(self.global_buffer(vinfo.name))
-            gets.append({"name": vinfo.name, "src": src, "nbytes": vinfo.nbytes, "dynamic": vinfo.dynamic_shape,
+            gets.append({"name": vinfo.name, "src": src, "nbytes": host_expr(vinfo.live_nbytes),
+                         "dynamic": vinfo.dynamic_shape,
                          "elem_bytes": vinfo.dtype.itemsize, "ndim": len(vinfo.shape), "cname": c_name(vinfo.name)})
         nodes = self.node_table()
         context_bytes = align(4096 + 64 * (len(frame_fields) * (1 + len(p.consumers)) + len(weights)
@@ -527,7 +532,21 @@ class CRenderer:
             "nodes": nodes, "threads": self.device.threads, "embedded": self.embed, "hal_abi": hal_abi_version(),
             "cpu_features": " | ".join(self.device.cpu_feature_macros) or "0u",
             "dynamic_vars": [{"cname": c_name(v.name), "shape": list(v.shape)} for v in p.vars if v.dynamic_shape],
+            "sizes": self.size_views(inputs),
+            "sized_vars": [{"name": v.name, "dims": [{"dynamic": isinstance(d, Dim), "expr": host_expr(d)}
+                                                     for d in v.shape]}
+                           for v in p.vars if shape_sizevars(v.shape)],
         }
+
+    def size_views(self, inputs: list[dict]) -> list[dict]:
+        """The dynamic sizes of the ABI: range, the variables they shape, the inputs to set again."""
+        out = []
+        for name, (lo, hi, why) in dynamic_ranges(self.p).items():
+            out.append({"name": name, "min": lo, "max": hi,
+                        "why": f" (below {lo}, {why} would be empty)" if why else "",
+                        "vars": [v.name for v in self.p.vars if name in shape_sizevars(v.shape)] or ["no variable"],
+                        "inputs": [i for i in inputs if name in i["sizes"]]})
+        return out
 
     def pack_calls(self, buf: P.Buffer) -> list[str]:
         """create(): the calls that fill a `packed` buffer from its model constant, entry by entry."""
@@ -540,8 +559,11 @@ class CRenderer:
                 for i, key in enumerate(pt.keys) if key]
 
     def var_view(self, v: P.VarInfo) -> dict:
+        # var_info() describes capacities; the header's comment shows the dynamic dims by name
         return {"id": v.id, "name": v.name, "kind": v.kind, "kind_code": _KIND_CODES[v.kind], "dtype": v.dtype,
-                "shape": v.shape, "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable}
+                "shape": capacity(v.shape), "pretty_shape": pretty_shape(v.shape) + (
+                    f" (at most {list(capacity(v.shape))})" if shape_sizevars(v.shape) else ""),
+                "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable}
 
     def node_table(self) -> list[dict]:
         descs: dict[int, tuple[str, str]] = {}

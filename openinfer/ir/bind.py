@@ -31,6 +31,7 @@ from ..ops.registry import OpTypeError, TensorType
 from . import nodes as ir
 from .bound import BoundGraph, BoundVar, OpBinding, RuntimeAttr, TableInfo
 from .describe import describe
+from .dims import Dim, DynamicDimError, capacity, pretty_shape
 
 #: The largest size, in elements or bytes, of a variable, of all variables together, and the largest
 #: sizevar: the generated C computes sizes, offsets and indices in int64_t / size_t arithmetic, and
@@ -69,7 +70,8 @@ class _LoopScope:
 
 
 class _Binder:
-    def __init__(self, graph: ir.Graph, model, sizevar_overrides: Mapping[str, int] | None):
+    def __init__(self, graph: ir.Graph, model, sizevar_overrides: Mapping[str, int] | None,
+                 dynamic: Mapping[str, int] | None, at: Mapping[str, int] | None = None):
         self.g = graph
         self.model = model
         self.sizevars: dict[str, int] = dict(model.sizevars) if model is not None else {}
@@ -77,12 +79,29 @@ class _Binder:
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise BindError(f"sizevar override {k}={v!r} must be a non-negative integer")
             self.sizevars[k] = v
+        self.fixed = dict(sizevar_overrides or {})
+        self.dynamic = dynamic_bounds(model, sizevar_overrides, dynamic)
+        for k, bound in self.dynamic.items():
+            if at is None:
+                self.sizevars[k] = Dim.var(k, bound)
+                continue
+            value = at.get(k, bound)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bound:
+                raise BindError(f"dynamic sizevar {k} = {value!r} is outside 1..{bound}")
+            self.sizevars[k] = value
+        unknown = sorted(set(at or {}) - set(self.dynamic))
+        if unknown:
+            raise BindError(f"{', '.join(unknown)} {'is not a dynamic sizevar' if len(unknown) == 1 else 'are not dynamic sizevars'}"
+                            + (f" (dynamic: {', '.join(self.dynamic)})" if self.dynamic else " (the graph has none)"))
+        self.at = dict(at) if at is not None else None
         self.vars: dict[str, BoundVar] = {}
         self.ops: dict[int, OpBinding] = {}
         self.loop_bounds: dict[int, tuple[int | None, int | None]] = {}
         self._inferred: dict[tuple, object] = {}
         self._keys: dict[str, None] | None = None
         self._total_bytes = 0
+        #: set while binding what needs a static size (loop bounds, cache indices): why
+        self._static_only: str | None = None
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str, loc: SourceLoc | None, hint: str | None = None, length: int = 1) -> BindError:
@@ -114,6 +133,9 @@ class _Binder:
     # ------------------------------------------------------------------ dims
     def sizevar(self, name: str, loc: SourceLoc | None) -> int:
         value = self.sizevars[name]
+        if isinstance(value, Dim) and self._static_only:
+            raise self.error(f"sizevar `{name}` is dynamic (at most {int(value)}) and cannot be {self._static_only}",
+                             loc, "give it a fixed value (--sizevar) or use a static sizevar here")
         if value > MAX_SIZE:
             raise self.error(f"sizevar `{name}` = {value} is too large: sizes are at most 2^63 - 1", loc)
         return value
@@ -193,10 +215,20 @@ class _Binder:
                                  _suggest(key, self._model_keys()))
             return None
         dtype, mshape, has_data = found
-        if dtype is not d.dtype or mshape != shape:
+        if self.at is not None and d.dims and _atoms(d.dims[0]) & set(self.dynamic) and len(mshape) == len(shape) \
+                and mshape[1:] == shape[1:] and mshape[0] >= shape[0]:
+            return key if has_data else None     # at run-time sizes: the first rows of the model's data
+        if dtype is not d.dtype or mshape != capacity(shape):
             raise self.error(
-                f"`{d.name}` is declared {d.dtype.name}{list(shape)} but model tensor `{key}` is "
-                f"{dtype.name}{list(mshape)}", d.loc)
+                f"`{d.name}` is declared {d.dtype.name}{pretty_shape(shape)}"
+                + (f" (at most {list(capacity(shape))})" if shape != capacity(shape) else "")
+                + f" but model tensor `{key}` is {dtype.name}{list(mshape)}", d.loc)
+        if any(isinstance(x, Dim) for x in shape[1:]):
+            # at run time the tensor is dense at its run-time shape: the model's data (stored at
+            # the bound) is that only when rows are cut from the end
+            raise self.error(f"`{d.name}` {d.dtype.name}{pretty_shape(shape)} holds model data but has a dynamic "
+                             "size after its first dim", d.loc,
+                             "only the first dim of a model tensor may be dynamic (its first rows are used)")
         return key if has_data else None
 
     def _bind_prefix_table(self, d: ir.VarDecl, shape, init) -> BoundVar:
@@ -234,6 +266,10 @@ class _Binder:
         return BoundVar(d.name, d.kind, d.dtype, shape, d, init=init, prefix_keys=keys)
 
     def _bind_persistent(self, d: ir.VarDecl, shape, init) -> BoundVar:
+        if shape != capacity(shape):
+            raise self.error(f"persistent `{d.name}` {d.dtype.name}{pretty_shape(shape)} has a dynamic size; "
+                             "persistent state outlives a step, so its shape is static", d.loc,
+                             "size it with static sizevars (a bound), and read the rows a step needs")
         if d.pattern is not None:
             raise self.error(f"persistent `{d.name}` cannot have @pattern (prefix tables are constant/volatile)", d.loc)
         if d.table_indices and not (d.table or d.auto_dim):
@@ -424,7 +460,11 @@ class _Binder:
         if isinstance(b, int):
             return b
         if b in self.sizevars:
-            return self.sizevar(b, node.loc)
+            self._static_only = "a loop bound yet"
+            try:
+                return self.sizevar(b, node.loc)
+            finally:
+                self._static_only = None
         var = self.vars.get(b)
         if var is None:
             raise self.node_error(node, f"loop bound `{b}` is neither a sizevar nor a variable",
@@ -467,6 +507,9 @@ class _Binder:
                 inference = spec.infer(in_types, attrs, out_type, output_name_is_input=in_place)
             except OpTypeError as exc:
                 raise self.node_error(node, str(exc), exc.hint) from None
+            except DynamicDimError as exc:
+                raise self.node_error(node, str(exc), "generated code decides this once, for every run-time "
+                                      "size: make the size static (--sizevar) or the op independent of it") from None
             self._inferred[key] = inference
         completed = dict(inference.attrs)
         completed.update(runtime)
@@ -547,7 +590,11 @@ class _Binder:
         if v in scope.ranges:
             return None
         if v in self.sizevars:
-            return self.sizevar(v, node.loc)
+            self._static_only = "a cache index yet"
+            try:
+                return self.sizevar(v, node.loc)
+            finally:
+                self._static_only = None
         var = self.vars.get(v)
         if var is not None and not var.shape and var.table is None and not var.is_prefix_table:
             if not var.dtype.is_int:
@@ -739,7 +786,7 @@ class _Binder:
         self.check_async(entry, async_blocks)
         self.check_deps()
         return BoundGraph(self.g, self.model, dict(self.sizevars), self.vars, self.ops, entry, async_blocks,
-                          self.loop_bounds)
+                          self.loop_bounds, dict(self.dynamic), self.fixed)
 
 
 def _fixed_count(d: ir.VarDecl) -> int:
@@ -751,9 +798,48 @@ def _fixed_count(d: ir.VarDecl) -> int:
     return count
 
 
-def bind(graph: ir.Graph, model=None, sizevars: Mapping[str, int] | None = None) -> BoundGraph:
+def dynamic_bounds(model, sizevars: Mapping[str, int] | None, dynamic: Mapping[str, int] | None) -> dict[str, int]:
+    """The dynamic sizevars and their bounds: the model's metadata (`dynamic.S = 512`), then the
+    caller's `dynamic` (`--dynamic S=512`). A sizevar also given a fixed value (`--sizevar S=8`) is
+    static: the caller's fixed value wins over the model's bound."""
+    bounds: dict[str, int] = {}
+    meta = getattr(model, "metadata", None) or {}
+    for key, value in meta.items():
+        if key.startswith(DYNAMIC_META) and key[len(DYNAMIC_META):] not in (sizevars or {}):
+            bounds[key[len(DYNAMIC_META):]] = value
+    for k, v in (dynamic or {}).items():
+        if k in (sizevars or {}):
+            raise BindError(f"sizevar `{k}` is given both a fixed value ({sizevars[k]}) and a dynamic bound ({v})")
+        bounds[k] = v
+    for k, v in bounds.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            raise BindError(f"dynamic sizevar name {k!r} is not an identifier")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SIZE:
+            raise BindError(f"dynamic sizevar {k}={v!r}: the bound must be an integer of at least 1")
+    return dict(sorted(bounds.items()))
+
+
+#: model metadata key prefix naming a dynamic sizevar's bound (`dynamic.S` = 512)
+DYNAMIC_META = "dynamic."
+
+
+def _atoms(dim: str) -> set[str]:
+    m = _DIM_RE.match(dim)
+    return {a for a in m.groups() if a is not None and not a.isdigit()} if m else set()
+
+
+def bind(graph: ir.Graph, model=None, sizevars: Mapping[str, int] | None = None,
+         dynamic: Mapping[str, int] | None = None, at: Mapping[str, int] | None = None) -> BoundGraph:
     """Resolve and validate `graph` against `model` (an opened `.oinf`, or None).
 
-    `sizevars` override (or supply, without a model) size variables. Raises BindError.
+    `sizevars` override (or supply, without a model) size variables; `dynamic` makes sizevars
+    dynamic with these bounds (their dims become Dims, openinfer/ir/dims.py). `at` binds a dynamic
+    graph at run-time values of its dynamic sizevars instead, as plain ints (the reference runs
+    that binding; a model tensor whose first dim is dynamic gives its first rows). Raises BindError.
     """
-    return _Binder(graph, model, sizevars).run()
+    return _Binder(graph, model, sizevars, dynamic, at).run()
+
+
+def rebind(bound: BoundGraph, sizes: Mapping[str, int]) -> BoundGraph:
+    """`bound`'s graph bound again with its dynamic sizevars at `sizes` (others at their bounds)."""
+    return bind(bound.graph, bound.model, bound.fixed, bound.dynamic, dict(sizes))

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..ir.dims import pretty_shape
 from .errors import OpTypeError
 from .types import TensorType
 
@@ -23,7 +24,7 @@ Rule = Callable[["OpSpec", Sequence[TensorType], dict[str, Any], TensorType | No
 
 
 def _fmt(shape: Sequence[int]) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
+    return pretty_shape(shape)
 
 
 def broadcast_shapes(op: str, *shapes: Sequence[int]) -> Shape:

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from ..dtypes import DTypeInfo
+from ..ir.dims import Dim, pretty_shape
 
 
 @dataclass(frozen=True)
@@ -14,8 +15,9 @@ class TensorType:
     shape: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        # Callers pass lists or NumPy ints; normalise so equality and hashing behave.
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        # Callers pass lists or NumPy ints; normalise so equality and hashing behave (a dynamic
+        # dim, openinfer/ir/dims.py, stays one: it is an int carrying its run-time expression).
+        object.__setattr__(self, "shape", tuple(d if isinstance(d, Dim) else int(d) for d in self.shape))
 
     @property
     def ndim(self) -> int:
@@ -26,4 +28,4 @@ class TensorType:
         return math.prod(self.shape)
 
     def __str__(self) -> str:
-        return f"{self.dtype.name}[{', '.join(str(d) for d in self.shape)}]"
+        return f"{self.dtype.name}{pretty_shape(self.shape)}"

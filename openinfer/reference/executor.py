@@ -31,9 +31,11 @@ from functools import cache
 import numpy as np
 
 from ..dtypes import Kind
-from ..errors import ExecutionError, OpenInferError
+from ..errors import BindError, ExecutionError, OpenInferError
 from ..ir import nodes as ir
+from ..ir.bind import rebind
 from ..ir.bound import BoundGraph, BoundVar
+from ..ir.dims import Dim
 from ..ir.describe import describe
 from ..numerics import round_float
 from ..ops.registry import OpRuntimeError, OpTypeError, TensorType
@@ -74,6 +76,10 @@ class ReferenceExecutor:
     """Runs steps of a bound graph. Same methods as the compiled simulator's executor."""
 
     def __init__(self, bound: BoundGraph, *, trace: bool | str | None = None):
+        #: a graph with dynamic sizevars runs at plain sizes: their bounds until set_sizes
+        self._sizes = dict(bound.dynamic)
+        if any(isinstance(v, Dim) for v in bound.sizevars.values()):
+            bound = rebind(bound, self._sizes)
         self.bound = bound
         self.model = bound.model
         env = trace_mode()
@@ -102,6 +108,32 @@ class ReferenceExecutor:
                 raise ExecutionError(f"cannot insert `{var_name}`: it is {what}; only dynamic variables are inputs")
             self._inserted[var_name] = coerce(var, v)
             self._entry.values[var_name] = self._inserted[var_name].copy()
+
+    def set_sizes(self, **sizes: int) -> None:
+        """Run the next steps with dynamic sizevars at these values (`set_sizes(S=17)`), each
+        between 1 and its bound; the others keep theirs. Inputs must be inserted again at the new
+        shapes; persistent state (static shapes) is kept."""
+        if not self._sizes:
+            raise ExecutionError("set_sizes: the graph has no dynamic sizevars (give them with dynamic={...} "
+                                 "or --dynamic NAME=BOUND)")
+        unknown = sorted(set(sizes) - set(self._sizes))
+        if unknown:
+            raise ExecutionError(f"set_sizes: {', '.join(unknown)} not dynamic (dynamic: {', '.join(self._sizes)})")
+        want = {**self._sizes, **sizes}
+        if want == self._sizes:
+            return
+        try:
+            self.bound = rebind(self.bound, want)
+        except BindError as exc:
+            raise ExecutionError(f"set_sizes({', '.join(f'{k}={v}' for k, v in sizes.items())}): {exc}") from None
+        self._sizes = want
+        self._constants.clear()
+        self._inserted.clear()
+        self._descs.clear()
+
+    def sizes(self) -> dict[str, int]:
+        """The current values of the dynamic sizevars."""
+        return dict(self._sizes)
 
     def run_step(self) -> None:
         for _ in self.iterate():
@@ -163,7 +195,9 @@ class ReferenceExecutor:
     # ------------------------------------------------------------------ values
     def _initial(self, var: BoundVar) -> np.ndarray:
         if var.model_key is not None:
-            return np.array(self.model.tensor(var.model_key), dtype=var.dtype.np_dtype, copy=True)
+            arr = np.array(self.model.tensor(var.model_key), dtype=var.dtype.np_dtype, copy=True)
+            # a dynamic first dim below its bound: the first rows (the binder checked the rest)
+            return arr if arr.shape == var.shape else np.ascontiguousarray(arr[:var.shape[0]])
         # Refused before allocating when it exceeds the machine's memory: where the kernel
         # overcommits, a huge zeroed allocation succeeds and the process is killed on first touch.
         nbytes = var.numel * var.dtype.np_dtype.itemsize
@@ -525,13 +559,15 @@ class Reference:
     """The NumPy oracle for `graph` on `model`: `Reference(model, graph).make_executor()`.
 
     `model` is an opened model (`ModelLoader.open`) or a path; `graph` a Graph, DSL text, or a
-    path to a `.oig`/`.json`/`.rs` file. `sizevars` override the model's.
+    path to a `.oig`/`.json`/`.rs` file. `sizevars` override the model's; `dynamic` ({"S": 512})
+    makes sizevars settable per run with `executor.set_sizes(S=17)`, as the generated code's are.
     """
 
-    def __init__(self, model, graph, *, sizevars: Mapping[str, int] | None = None, trace: bool | str | None = None):
+    def __init__(self, model, graph, *, sizevars: Mapping[str, int] | None = None,
+                 dynamic: Mapping[str, int] | None = None, trace: bool | str | None = None):
         from ..api import bind_inputs
 
-        self.model, self.graph, self.bound = bind_inputs(model, graph, sizevars)
+        self.model, self.graph, self.bound = bind_inputs(model, graph, sizevars, dynamic)
         self._trace = trace
 
     def make_executor(self) -> ReferenceExecutor:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 from ..dtypes import DTypeInfo
+from ..ir.dims import Dim, capacity, shape_sizevars, smallest_sizes
 from ..ops.types import TensorType
 
 # ---------------------------------------------------------------------------------------- storage
@@ -54,11 +55,17 @@ class Buffer:
 
     @property
     def numel(self) -> int:
-        return math.prod(self.shape)
+        """Elements of storage: a dynamic dim counts at its bound (openinfer/ir/dims.py)."""
+        return math.prod(capacity(self.shape))
 
     @property
     def nbytes(self) -> int:
         return self.dtype.storage_nbytes(self.numel)
+
+    @property
+    def live_nbytes(self) -> int:
+        """Bytes in use at the run-time sizes (a C expression's Dim where a size is dynamic)."""
+        return self.dtype.storage_nbytes(math.prod(self.shape))
 
 
 # ---------------------------------------------------------------------------------------- operands
@@ -135,6 +142,17 @@ class KernelRequest:
     def own_inputs(self) -> tuple[TensorType, ...]:
         """The op's own inputs (without an epilogue's)."""
         return self.inputs[:len(self.inputs) - len(self.epilogue.inputs) + 1] if self.epilogue else self.inputs
+
+    @property
+    def sizes(self) -> tuple[str, ...]:
+        """The dynamic sizevars the kernel's extents depend on: passed as `int64_t sz_<NAME>`
+        after the runtime attributes (openinfer/ir/dims.py)."""
+        names = set(shape_sizevars(*(t.shape for t in (*self.inputs, self.output))))
+        for _, v in self.attrs:
+            names.update(shape_sizevars(v if isinstance(v, tuple | list) else (v,)))
+        for sub in (*self.chain, *((self.epilogue,) if self.epilogue else ())):
+            names.update(sub.sizes)
+        return tuple(sorted(names))
 
     def attr(self, name: str, default=None):
         for k, v in self.attrs:
@@ -263,6 +281,10 @@ class VarInfo:
 
     @property
     def nbytes(self) -> int:
+        return self.dtype.storage_nbytes(math.prod(capacity(self.shape)))
+
+    @property
+    def live_nbytes(self) -> int:
         return self.dtype.storage_nbytes(math.prod(self.shape))
 
 
@@ -346,3 +368,13 @@ def prune_kernels(blocks: dict[str, tuple[Statement, ...]], kernels) -> tuple[
     new_id = {old: new for new, old in enumerate(keep)}
     return ({name: _renumber(stmts, new_id) for name, stmts in blocks.items()},
             tuple(kernels[i] for i in keep), new_id)
+
+
+def dynamic_ranges(prog: Program) -> dict[str, tuple[int, int, str]]:
+    """Each dynamic sizevar of `prog`: (smallest value, bound, the dim that sets the smallest)."""
+    bounds = {k: int(v) for k, v in sorted(prog.sizevars.items()) if isinstance(v, Dim)}
+    dims: list[int] = [d for v in prog.vars for d in v.shape]
+    for req in prog.kernels:
+        for t in (*req.inputs, req.output):
+            dims.extend(t.shape)
+    return {k: (lo, bounds[k], why) for k, (lo, why) in smallest_sizes(dims, bounds).items()}

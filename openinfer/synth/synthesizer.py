@@ -102,10 +102,12 @@ class Synthesizer:
         return cls(arch if isinstance(arch, devices.Device) else devices.load(arch))
 
     def synthesize(self, model, graph, *, name: str | None = None, sizevars: Mapping[str, int] | None = None,
-                   outputs: set[str] | None = None, embed_weights: bool = False) -> SynthesisPlan:
+                   dynamic: Mapping[str, int] | None = None, outputs: set[str] | None = None,
+                   embed_weights: bool = False) -> SynthesisPlan:
+        """`dynamic` ({"S": 512}): sizevars set at run time (`NAME_set_size`), at most their bound."""
         from ..api import bind_inputs
 
-        m, g, bound = bind_inputs(model, graph, sizevars)
+        m, g, bound = bind_inputs(model, graph, sizevars, dynamic)
         name = name or default_name(g)
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise SynthesisError(f"program name {name!r} must be a C identifier")

@@ -2,11 +2,13 @@
 
 Calling convention of every generated kernel (the host schedule relies on it):
 
-    oi_status NAME(const oi_kctx *ctx, const IN0 *in0, ..., OUT *out, <runtime attributes>)
+    oi_status NAME(const oi_kctx *ctx, const IN0 *in0, ..., OUT *out, <runtime attributes>, <sizes>)
 
 Inputs and output are storage pointers (`ctype()`: f16/bf16 as uint16_t bits, f8 and packed
 types as bytes). Runtime attributes (values of scalar variables) follow as `double` (float
-variables) or `int64_t`. Static attributes, shapes and dtypes are baked into the code. A kernel
+variables) or `int64_t`, then the run-time value of each dynamic sizevar its extents depend on
+(`int64_t sz_S`: a dim of such a kernel renders as a C expression over it, openinfer/ir/dims.py).
+Static attributes, static shapes and dtypes are baked into the code. A kernel
 returns OI_OK, or a status for data-dependent failures (a gather index out of range).
 
 An emitter is `fn(req, name, renderer) -> str` returning the function definition; families live
@@ -63,6 +65,7 @@ def prototype(req: KernelRequest, name: str) -> str:
     params += [f"const {ctype(t.dtype)} *{r}in{i}" for i, t in enumerate(req.inputs)]
     params.append(f"{ctype(req.output.dtype)} *{r}out")
     params += [f"{'double' if dtype.is_float else 'int64_t'} rt_{attr}" for attr, dtype in req.runtime_attrs]
+    params += [f"int64_t sz_{n} OI_MAYBE_UNUSED" for n in req.sizes]
     return f"oi_status {name}({', '.join(params)})"
 
 

@@ -20,6 +20,8 @@ padding."""
 
 from __future__ import annotations
 
+from ...ir.dims import capacity
+
 from dataclasses import asdict
 
 import numpy as np
@@ -70,6 +72,8 @@ _GRAIN_MACS = 1 << 17
 def _par_rows(rows: int, n: int, par_elems: int) -> dict:
     """Row kernels: split rows over the pool when there are at least `par_elems` elements, each
     pool claim carrying about par_elems / 8 of them."""
+    # (a dynamic size decides at its bound: the pool takes whatever rows there are at run time)
+    rows, n = capacity(rows), capacity(n)
     return {"parallel": rows > 1 and rows * n >= par_elems, "grain": max(1, -(-par_elems // (8 * n)))}
 
 
@@ -234,10 +238,12 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
         load_m = mask_load("i", "j")
     scale = scalar_attr(req, "scale", ct)
     causal = bool(static_attr(req, "causal"))
-    mode = "scores" if sk <= SDPA_STACK_KEYS else "online"
+    mode = "scores" if capacity(sk) <= SDPA_STACK_KEYS else "online"   # (a dynamic sk: the scores of its bound fit)
     doc = (f"sdpa: q {q}, k {k}, v {v}" + (f", mask {mask}" if mask else "") + (", causal" if causal else "")
            + (f", {group} query heads per kv head" if group > 1 else "") + f" -> {req.output}")
-    if mode == "scores" and sq >= _SDPA_TILED_ROWS and _wide_float(req) and not req.aliased and dk and dv:
+    # the tiled kernel's register tiles and work units are laid out for static extents
+    if mode == "scores" and not req.sizes and sq >= _SDPA_TILED_ROWS and _wide_float(req) and not req.aliased \
+            and dk and dv:
         from ..cstyle import ctype
 
         lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
