@@ -24,6 +24,10 @@ def add_graph_args(p: argparse.ArgumentParser, *, model_required: bool = True) -
                    help="the model package holding sizevars and weights")
     p.add_argument("--sizevar", "-s", action="append", default=[], metavar="NAME=VALUE",
                    help="override (or supply) a size variable; repeatable")
+    p.add_argument("--dynamic", "-d", action="append", default=[], metavar="NAME=BOUND",
+                   help="make a size variable dynamic: generated code takes its value at run time "
+                        "(NAME_set_size), from 1 up to BOUND, which the memory is planned for; repeatable "
+                        "(a model's `dynamic.NAME` metadata gives a bound without the flag)")
 
 
 def add_io_args(p: argparse.ArgumentParser) -> None:
@@ -33,23 +37,42 @@ def add_io_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--inputs", "-i", metavar="FILE.npz", help="read the dynamic inputs from this .npz")
     p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs to this .npz")
+    p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                   help="run with dynamic size variable NAME at VALUE (default: its bound); repeatable")
 
 
-def sizevars(args) -> dict[str, int]:
+def _pairs(items: list[str], flag: str) -> dict[str, int]:
     out = {}
-    for item in args.sizevar:
+    for item in items:
         name, sep, value = item.partition("=")
-        if not sep or not name or not value.strip().isdigit():
-            raise OpenInferError(f"--sizevar {item!r}: expected NAME=VALUE with a non-negative integer value")
+        if not sep or not name.strip() or not value.strip().isdigit():
+            raise OpenInferError(f"{flag} {item!r}: expected NAME=VALUE with a non-negative integer value")
         out[name.strip()] = int(value)
     return out
 
 
-def load(args):
-    """(model, graph, bound graph) from the common arguments."""
-    from .api import bind_inputs
+def sizevars(args) -> dict[str, int]:
+    return _pairs(args.sizevar, "--sizevar")
 
-    return bind_inputs(args.model, Path(args.graph), sizevars(args))
+
+def dynamic(args) -> dict[str, int]:
+    return _pairs(getattr(args, "dynamic", []), "--dynamic")
+
+
+def run_sizes(args) -> dict[str, int]:
+    return _pairs(getattr(args, "size", []), "--size")
+
+
+def load(args):
+    """(model, graph, bound graph) from the common arguments; with dynamic sizevars, the graph
+    bound at the sizes it runs at (--size, else the bounds) for commands that run it."""
+    from .api import bind_inputs
+    from .ir.bind import rebind
+
+    model, graph, bound = bind_inputs(args.model, Path(args.graph), sizevars(args), dynamic(args))
+    if hasattr(args, "size") and (bound.dynamic or args.size):
+        bound = rebind(bound, run_sizes(args))
+    return model, graph, bound
 
 
 def write_text(path: str, text: str) -> None:

@@ -77,7 +77,7 @@ class ReferenceExecutor:
 
     def __init__(self, bound: BoundGraph, *, trace: bool | str | None = None):
         #: a graph with dynamic sizevars runs at plain sizes: their bounds until set_sizes
-        self._sizes = dict(bound.dynamic)
+        self._sizes = {k: int(bound.sizevars[k]) for k in bound.dynamic}
         if any(isinstance(v, Dim) for v in bound.sizevars.values()):
             bound = rebind(bound, self._sizes)
         self.bound = bound

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cliutil import add_graph_args, add_io_args, load, sizevars, write_text
+from ..cliutil import add_graph_args, add_io_args, dynamic, load, sizevars, write_text
 
 GEN_HELP = """\
 Synthesize GRAPH on MODEL for the device described by --arch into a complete meson project
@@ -125,7 +125,8 @@ def _synth(args):
     model, graph, _ = load(args)
     outputs = set(args.outputs.split(",")) if args.outputs else None
     synth = Synthesizer.from_arch(args.arch)
-    return synth.synthesize(model, graph, name=args.name, sizevars=sizevars(args), outputs=outputs,
+    return synth.synthesize(model, graph, name=args.name, sizevars=sizevars(args), dynamic=dynamic(args),
+                            outputs=outputs,
                             embed_weights=getattr(args, "embed_weights", False))
 
 
@@ -189,11 +190,13 @@ def sim(args) -> int:
     steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
     outputs = set(args.outputs.split(",")) if args.outputs else None
     t0 = time.perf_counter()
-    simulator = Simulator(model, graph, arch=args.arch, sizevars=sizevars(args), outputs=outputs,
-                          progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    simulator = Simulator(model, graph, arch=args.arch, sizevars=sizevars(args), dynamic=dynamic(args),
+                          outputs=outputs, progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
     print(f"built {simulator.library} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     ref = ReferenceExecutor(bound)
     ex = simulator.make_executor()
+    if bound.dynamic:
+        ex.set_sizes(**ref.sizes())
     names = [n for n in outputs_of(bound) if outputs is None or n in outputs]
     failed_step = None
     saved = []

@@ -335,7 +335,7 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
     nob = nobg * (c // cg)
     units = n * nob * oh
     macs_unit = ocb * ow * cg * kh * kw
-    parallel = units * macs_unit >= _PAR_MACS and units > 1
+    parallel = capacity(units) * macs_unit >= _PAR_MACS and capacity(units) > 1   # (dynamic: at the bound)
     grain = max(1, -(-_GRAIN_MACS // macs_unit))
     fma = fn("fma", ct)
     return render("c/ops/conv_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n, c=c, h=h,
