@@ -142,14 +142,17 @@ def tensors(cfg: EncoderConfig) -> dict[str, np.ndarray]:
     return out
 
 
-def write(cfg: EncoderConfig, out_dir: Path) -> tuple[Path, Path]:
+def write(cfg: EncoderConfig, out_dir: Path, *, dynamic: bool = False) -> tuple[Path, Path]:
+    """`dynamic`: the model records `seq` as the bound of a dynamic S (metadata `dynamic.S`), so
+    generated code takes any sequence length up to it at run time (docs/synthesis.md)."""
     from openinfer import write_oinf
 
     out_dir.mkdir(parents=True, exist_ok=True)
     graph = out_dir / f"{cfg.name}.oig"
     graph.write_text(graph_text(cfg))
     model = out_dir / f"{cfg.name}.oinf"
-    write_oinf(model, tensors=tensors(cfg), sizevars=sizevars(cfg))
+    write_oinf(model, tensors=tensors(cfg), sizevars=sizevars(cfg),
+               metadata={"dynamic.S": cfg.seq} if dynamic else None)
     return graph, model
 
 
@@ -157,8 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=sorted(SIZES), default="test")
     ap.add_argument("--out", type=Path, default=Path("build/encoder"))
+    ap.add_argument("--dynamic", action="store_true",
+                    help="make the sequence length S dynamic, at most the size's `seq` (model metadata dynamic.S)")
     args = ap.parse_args(argv)
-    graph, model = write(SIZES[args.size], args.out)
+    graph, model = write(SIZES[args.size], args.out, dynamic=args.dynamic)
     print(f"wrote {graph} and {model}")
     return 0
 
