@@ -94,6 +94,11 @@ def scalar_step_line(p: str, d: DTypeInfo, amount: int) -> str:
     return f"{p}[0] = ({ctype(d)})({u})((uint64_t){p}[0] + UINT64_C({amount % (1 << d.bits)}));"
 
 
+def size_expr(nbytes) -> str:
+    """A byte count in the host schedule: a literal, or (dynamic) its size_t expression."""
+    return f"(size_t)({host_expr(nbytes)})" if isinstance(nbytes, Dim) else f"{nbytes}u"
+
+
 @dataclass
 class Check:
     cond: str
@@ -234,12 +239,12 @@ class CRenderer:
             args += [f"m->sz_{n}" for n in req.sizes]
             v.lines.append(f"OI_TRY_NODE({s.node}, {self.kernel_names[s.kernel]}(&m->kctx, {', '.join(args)}));")
             if s.copy_to is not None:
-                nbytes = host_expr(self.buffer_of(frame, s.copy_to.var).live_nbytes)
-                v.lines.append(f"memcpy({self.ptr(frame, s.copy_to)}, {args[len(s.inputs)]}, (size_t)({nbytes}));")
+                nbytes = size_expr(self.buffer_of(frame, s.copy_to.var).live_nbytes)
+                v.lines.append(f"memcpy({self.ptr(frame, s.copy_to)}, {args[len(s.inputs)]}, {nbytes});")
         elif isinstance(s, P.Copy):
             dst = self.buffer_of(frame, s.dst.var) if s.dst.var not in self.p.prefix_tables else None
-            nbytes = host_expr(dst.live_nbytes)
-            v.lines.append(f"memcpy({self.ptr(frame, s.dst, v)}, {self.ptr(frame, s.src, v)}, (size_t)({nbytes}));")
+            nbytes = size_expr(dst.live_nbytes)
+            v.lines.append(f"memcpy({self.ptr(frame, s.dst, v)}, {self.ptr(frame, s.src, v)}, {nbytes});")
         elif isinstance(s, P.TableRead):
             self.table_read(frame, s, v)
         elif isinstance(s, P.TableWrite):
@@ -502,7 +507,7 @@ class CRenderer:
         for i, vinfo in enumerate(x for x in p.vars if x.settable):
             buf = self.buffer_of("entry", vinfo.name)
             inputs.append({"name": vinfo.name, "bit": i, "field": self.field(vinfo.name),
-                           "nbytes": host_expr(buf.live_nbytes), "loc": vinfo.loc,
+                           "nbytes": size_expr(buf.live_nbytes), "loc": vinfo.loc,
                            "sizes": shape_sizevars(vinfo.shape)})
         gets = []
         for vinfo in p.vars:
@@ -512,7 +517,7 @@ class CRenderer:
                 src = f"m->entry.{self.field(vinfo.name)}"
             else:
                 src = self.global_ptr(self.global_buffer(vinfo.name))
-            gets.append({"name": vinfo.name, "src": src, "nbytes": host_expr(vinfo.live_nbytes),
+            gets.append({"name": vinfo.name, "src": src, "nbytes": size_expr(vinfo.live_nbytes),
                          "dynamic": vinfo.dynamic_shape,
                          "elem_bytes": vinfo.dtype.itemsize, "ndim": len(vinfo.shape), "cname": c_name(vinfo.name)})
         nodes = self.node_table()

@@ -340,7 +340,7 @@ oi_status oi_cache_window_slice_set(oi_cache_window_slice *m, oi_cache_window_sl
     switch (var) {
     case OI_CACHE_WINDOW_SLICE_VAR_x:
         if (bytes != 32u) break;
-        memcpy(m->entry.v_x, src, 32u);
+        memcpy(m->entry.v_x, src, bytes);
         m->inputs_set[0] |= 1u;
         return OI_OK;
     default:
@@ -394,6 +394,24 @@ oi_status oi_cache_window_slice_shape(const oi_cache_window_slice *m, oi_cache_w
         break;
     }
     return OI_OK;
+}
+
+oi_status oi_cache_window_slice_set_size(oi_cache_window_slice *m, oi_cache_window_slice_size size, uint64_t value) {
+    if (!m) return OI_ERR_INVALID_ARGUMENT;
+    (void)value;
+    switch (size) {
+    default:
+        break;
+    }
+    set_error(m, "set_size: %d is not a dynamic size of cache_window_slice", (int)size);
+    return OI_ERR_INVALID_ARGUMENT;
+}
+
+uint64_t oi_cache_window_slice_get_size(const oi_cache_window_slice *m, oi_cache_window_slice_size size) {
+    if (!m) return 0;
+    switch (size) {
+    default: return 0;
+    }
 }
 
 const char *oi_cache_window_slice_error(const oi_cache_window_slice *m) { return m ? m->error : ""; }

@@ -56,6 +56,15 @@ typedef enum oi_cache_window_slice_var {
 
 typedef struct oi_cache_window_slice oi_cache_window_slice;
 
+/* Dynamic sizes: sizevars chosen at run time, between MIN and MAX (the bound every region above,
+ * and every variable's capacity in var_info(), is computed for). Each starts at its MAX.
+ * oi_cache_window_slice_set_size changes one between steps; the variables listed beside it then have
+ * their run-time shapes (oi_cache_window_slice_shape), set() and get() exchange exactly their bytes, and the
+ * inputs among them must be set again before the next step. */
+typedef enum oi_cache_window_slice_size {
+    OI_CACHE_WINDOW_SLICE_SIZE_COUNT = 0
+} oi_cache_window_slice_size;
+
 /* Opens the model (NULL: the weights embedded at build time, if any), allocates the regions and
  * starts the thread pool (threads: the device default, OI_NUM_THREADS overrides). */
 oi_status oi_cache_window_slice_create(const char *oinf_path, oi_cache_window_slice **out);
@@ -70,11 +79,17 @@ oi_status oi_cache_window_slice_set(oi_cache_window_slice *model, oi_cache_windo
 oi_status oi_cache_window_slice_step(oi_cache_window_slice *model);
 oi_status oi_cache_window_slice_get(oi_cache_window_slice *model, oi_cache_window_slice_var var, void *dst, size_t bytes);
 oi_status oi_cache_window_slice_reset(oi_cache_window_slice *model);
+/* Sets dynamic size `size` to `value` for the next steps: OI_ERR_SIZE_OUT_OF_RANGE outside
+ * OI_CACHE_WINDOW_SLICE_SIZE_<NAME>_MIN..MAX, OI_ERR_INVALID_ARGUMENT for an unknown size. */
+oi_status oi_cache_window_slice_set_size(oi_cache_window_slice *model, oi_cache_window_slice_size size, uint64_t value);
+/* The current value of dynamic size `size` (0 for an unknown size). */
+uint64_t oi_cache_window_slice_get_size(const oi_cache_window_slice *model, oi_cache_window_slice_size size);
 void oi_cache_window_slice_destroy(oi_cache_window_slice *model);
 
 /* Current shape of `var` into dims[0..ndim) (max_dims >= ndim). Equal to the declared shape
- * except for variables receiving a run-time number of rows from a cache read (a window that
- * shrinks at a table's end): get() then exchanges exactly that many bytes. */
+ * except for variables whose shape depends on a dynamic size (at its current value), and
+ * variables receiving a run-time number of rows from a cache read (a window that shrinks at a
+ * table's end): get() then exchanges exactly that many bytes. */
 oi_status oi_cache_window_slice_shape(const oi_cache_window_slice *model, oi_cache_window_slice_var var, uint64_t *dims, size_t max_dims);
 
 /* The last error's message, naming the graph node and its source location ("" when none). */

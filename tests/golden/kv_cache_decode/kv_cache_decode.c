@@ -259,7 +259,7 @@ oi_status oi_kv_cache_decode_set(oi_kv_cache_decode *m, oi_kv_cache_decode_var v
     switch (var) {
     case OI_KV_CACHE_DECODE_VAR_q:
         if (bytes != 64u) break;
-        memcpy(m->entry.v_q, src, 64u);
+        memcpy(m->entry.v_q, src, bytes);
         m->inputs_set[0] |= 1u;
         return OI_OK;
     default:
@@ -300,6 +300,24 @@ oi_status oi_kv_cache_decode_shape(const oi_kv_cache_decode *m, oi_kv_cache_deco
         break;
     }
     return OI_OK;
+}
+
+oi_status oi_kv_cache_decode_set_size(oi_kv_cache_decode *m, oi_kv_cache_decode_size size, uint64_t value) {
+    if (!m) return OI_ERR_INVALID_ARGUMENT;
+    (void)value;
+    switch (size) {
+    default:
+        break;
+    }
+    set_error(m, "set_size: %d is not a dynamic size of kv_cache_decode", (int)size);
+    return OI_ERR_INVALID_ARGUMENT;
+}
+
+uint64_t oi_kv_cache_decode_get_size(const oi_kv_cache_decode *m, oi_kv_cache_decode_size size) {
+    if (!m) return 0;
+    switch (size) {
+    default: return 0;
+    }
 }
 
 const char *oi_kv_cache_decode_error(const oi_kv_cache_decode *m) { return m ? m->error : ""; }

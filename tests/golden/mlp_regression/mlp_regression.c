@@ -268,7 +268,7 @@ oi_status oi_mlp_regression_set(oi_mlp_regression *m, oi_mlp_regression_var var,
     switch (var) {
     case OI_MLP_REGRESSION_VAR_x:
         if (bytes != 256u) break;
-        memcpy(m->entry.v_x, src, 256u);
+        memcpy(m->entry.v_x, src, bytes);
         m->inputs_set[0] |= 1u;
         return OI_OK;
     default:
@@ -311,6 +311,24 @@ oi_status oi_mlp_regression_shape(const oi_mlp_regression *m, oi_mlp_regression_
         break;
     }
     return OI_OK;
+}
+
+oi_status oi_mlp_regression_set_size(oi_mlp_regression *m, oi_mlp_regression_size size, uint64_t value) {
+    if (!m) return OI_ERR_INVALID_ARGUMENT;
+    (void)value;
+    switch (size) {
+    default:
+        break;
+    }
+    set_error(m, "set_size: %d is not a dynamic size of mlp_regression", (int)size);
+    return OI_ERR_INVALID_ARGUMENT;
+}
+
+uint64_t oi_mlp_regression_get_size(const oi_mlp_regression *m, oi_mlp_regression_size size) {
+    if (!m) return 0;
+    switch (size) {
+    default: return 0;
+    }
 }
 
 const char *oi_mlp_regression_error(const oi_mlp_regression *m) { return m ? m->error : ""; }

@@ -51,6 +51,15 @@ typedef enum oi_mlp_regression_var {
 
 typedef struct oi_mlp_regression oi_mlp_regression;
 
+/* Dynamic sizes: sizevars chosen at run time, between MIN and MAX (the bound every region above,
+ * and every variable's capacity in var_info(), is computed for). Each starts at its MAX.
+ * oi_mlp_regression_set_size changes one between steps; the variables listed beside it then have
+ * their run-time shapes (oi_mlp_regression_shape), set() and get() exchange exactly their bytes, and the
+ * inputs among them must be set again before the next step. */
+typedef enum oi_mlp_regression_size {
+    OI_MLP_REGRESSION_SIZE_COUNT = 0
+} oi_mlp_regression_size;
+
 /* Opens the model (NULL: the weights embedded at build time, if any), allocates the regions and
  * starts the thread pool (threads: the device default, OI_NUM_THREADS overrides). */
 oi_status oi_mlp_regression_create(const char *oinf_path, oi_mlp_regression **out);
@@ -65,11 +74,17 @@ oi_status oi_mlp_regression_set(oi_mlp_regression *model, oi_mlp_regression_var 
 oi_status oi_mlp_regression_step(oi_mlp_regression *model);
 oi_status oi_mlp_regression_get(oi_mlp_regression *model, oi_mlp_regression_var var, void *dst, size_t bytes);
 oi_status oi_mlp_regression_reset(oi_mlp_regression *model);
+/* Sets dynamic size `size` to `value` for the next steps: OI_ERR_SIZE_OUT_OF_RANGE outside
+ * OI_MLP_REGRESSION_SIZE_<NAME>_MIN..MAX, OI_ERR_INVALID_ARGUMENT for an unknown size. */
+oi_status oi_mlp_regression_set_size(oi_mlp_regression *model, oi_mlp_regression_size size, uint64_t value);
+/* The current value of dynamic size `size` (0 for an unknown size). */
+uint64_t oi_mlp_regression_get_size(const oi_mlp_regression *model, oi_mlp_regression_size size);
 void oi_mlp_regression_destroy(oi_mlp_regression *model);
 
 /* Current shape of `var` into dims[0..ndim) (max_dims >= ndim). Equal to the declared shape
- * except for variables receiving a run-time number of rows from a cache read (a window that
- * shrinks at a table's end): get() then exchanges exactly that many bytes. */
+ * except for variables whose shape depends on a dynamic size (at its current value), and
+ * variables receiving a run-time number of rows from a cache read (a window that shrinks at a
+ * table's end): get() then exchanges exactly that many bytes. */
 oi_status oi_mlp_regression_shape(const oi_mlp_regression *model, oi_mlp_regression_var var, uint64_t *dims, size_t max_dims);
 
 /* The last error's message, naming the graph node and its source location ("" when none). */

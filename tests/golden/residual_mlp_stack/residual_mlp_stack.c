@@ -337,7 +337,7 @@ oi_status oi_residual_mlp_stack_set(oi_residual_mlp_stack *m, oi_residual_mlp_st
     switch (var) {
     case OI_RESIDUAL_MLP_STACK_VAR_x:
         if (bytes != 512u) break;
-        memcpy(m->entry.v_x, src, 512u);
+        memcpy(m->entry.v_x, src, bytes);
         m->inputs_set[0] |= 1u;
         return OI_OK;
     default:
@@ -377,6 +377,24 @@ oi_status oi_residual_mlp_stack_shape(const oi_residual_mlp_stack *m, oi_residua
         break;
     }
     return OI_OK;
+}
+
+oi_status oi_residual_mlp_stack_set_size(oi_residual_mlp_stack *m, oi_residual_mlp_stack_size size, uint64_t value) {
+    if (!m) return OI_ERR_INVALID_ARGUMENT;
+    (void)value;
+    switch (size) {
+    default:
+        break;
+    }
+    set_error(m, "set_size: %d is not a dynamic size of residual_mlp_stack", (int)size);
+    return OI_ERR_INVALID_ARGUMENT;
+}
+
+uint64_t oi_residual_mlp_stack_get_size(const oi_residual_mlp_stack *m, oi_residual_mlp_stack_size size) {
+    if (!m) return 0;
+    switch (size) {
+    default: return 0;
+    }
 }
 
 const char *oi_residual_mlp_stack_error(const oi_residual_mlp_stack *m) { return m ? m->error : ""; }

@@ -48,6 +48,15 @@ typedef enum oi_residual_mlp_stack_var {
 
 typedef struct oi_residual_mlp_stack oi_residual_mlp_stack;
 
+/* Dynamic sizes: sizevars chosen at run time, between MIN and MAX (the bound every region above,
+ * and every variable's capacity in var_info(), is computed for). Each starts at its MAX.
+ * oi_residual_mlp_stack_set_size changes one between steps; the variables listed beside it then have
+ * their run-time shapes (oi_residual_mlp_stack_shape), set() and get() exchange exactly their bytes, and the
+ * inputs among them must be set again before the next step. */
+typedef enum oi_residual_mlp_stack_size {
+    OI_RESIDUAL_MLP_STACK_SIZE_COUNT = 0
+} oi_residual_mlp_stack_size;
+
 /* Opens the model (NULL: the weights embedded at build time, if any), allocates the regions and
  * starts the thread pool (threads: the device default, OI_NUM_THREADS overrides). */
 oi_status oi_residual_mlp_stack_create(const char *oinf_path, oi_residual_mlp_stack **out);
@@ -62,11 +71,17 @@ oi_status oi_residual_mlp_stack_set(oi_residual_mlp_stack *model, oi_residual_ml
 oi_status oi_residual_mlp_stack_step(oi_residual_mlp_stack *model);
 oi_status oi_residual_mlp_stack_get(oi_residual_mlp_stack *model, oi_residual_mlp_stack_var var, void *dst, size_t bytes);
 oi_status oi_residual_mlp_stack_reset(oi_residual_mlp_stack *model);
+/* Sets dynamic size `size` to `value` for the next steps: OI_ERR_SIZE_OUT_OF_RANGE outside
+ * OI_RESIDUAL_MLP_STACK_SIZE_<NAME>_MIN..MAX, OI_ERR_INVALID_ARGUMENT for an unknown size. */
+oi_status oi_residual_mlp_stack_set_size(oi_residual_mlp_stack *model, oi_residual_mlp_stack_size size, uint64_t value);
+/* The current value of dynamic size `size` (0 for an unknown size). */
+uint64_t oi_residual_mlp_stack_get_size(const oi_residual_mlp_stack *model, oi_residual_mlp_stack_size size);
 void oi_residual_mlp_stack_destroy(oi_residual_mlp_stack *model);
 
 /* Current shape of `var` into dims[0..ndim) (max_dims >= ndim). Equal to the declared shape
- * except for variables receiving a run-time number of rows from a cache read (a window that
- * shrinks at a table's end): get() then exchanges exactly that many bytes. */
+ * except for variables whose shape depends on a dynamic size (at its current value), and
+ * variables receiving a run-time number of rows from a cache read (a window that shrinks at a
+ * table's end): get() then exchanges exactly that many bytes. */
 oi_status oi_residual_mlp_stack_shape(const oi_residual_mlp_stack *model, oi_residual_mlp_stack_var var, uint64_t *dims, size_t max_dims);
 
 /* The last error's message, naming the graph node and its source location ("" when none). */

@@ -344,7 +344,7 @@ oi_status oi_streaming_pipeline_set(oi_streaming_pipeline *m, oi_streaming_pipel
     switch (var) {
     case OI_STREAMING_PIPELINE_VAR_x:
         if (bytes != 256u) break;
-        memcpy(m->entry.v_x, src, 256u);
+        memcpy(m->entry.v_x, src, bytes);
         m->inputs_set[0] |= 1u;
         return OI_OK;
     default:
@@ -385,6 +385,24 @@ oi_status oi_streaming_pipeline_shape(const oi_streaming_pipeline *m, oi_streami
         break;
     }
     return OI_OK;
+}
+
+oi_status oi_streaming_pipeline_set_size(oi_streaming_pipeline *m, oi_streaming_pipeline_size size, uint64_t value) {
+    if (!m) return OI_ERR_INVALID_ARGUMENT;
+    (void)value;
+    switch (size) {
+    default:
+        break;
+    }
+    set_error(m, "set_size: %d is not a dynamic size of streaming_pipeline", (int)size);
+    return OI_ERR_INVALID_ARGUMENT;
+}
+
+uint64_t oi_streaming_pipeline_get_size(const oi_streaming_pipeline *m, oi_streaming_pipeline_size size) {
+    if (!m) return 0;
+    switch (size) {
+    default: return 0;
+    }
 }
 
 const char *oi_streaming_pipeline_error(const oi_streaming_pipeline *m) { return m ? m->error : ""; }
