@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import SynthesisError
-from ..ir.dims import DynamicDimError
+from ..ir.dims import Dim, DynamicDimError, capacity
 from ..ops.shapes import matmul_operand_shapes
 from ..synth.program import KernelRequest
 from .ckernels import KernelSource, prototype
@@ -84,6 +84,9 @@ _VECMAT_KU = 8
 
 Emitter = Callable[["Avx2Renderer", KernelRequest, str], "str | None"]
 _EMITTERS: dict[str, Emitter] = {}
+#: ops whose vector kernels take dynamic extents (openinfer/ir/dims.py): the GEMM over run-time rows
+#: of A. The other templates' helpers see only static extents; such requests take the portable kernel.
+_DYNAMIC_READY = ("matmul",)
 
 
 def emitter(*ops: str):
@@ -112,6 +115,8 @@ class Avx2Renderer(CRenderer):
 
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)
+        if req.sizes and req.op not in _DYNAMIC_READY:
+            emit = None
         try:
             body = emit(self, req, name) if emit is not None else None
         except DynamicDimError:
@@ -135,8 +140,14 @@ class Avx2Renderer(CRenderer):
         the chain to its finished tiles in place, so it takes chains that read no operand
         aliasing the output."""
         def ok(req: KernelRequest) -> bool:
-            if req.mode != "normal" or req.sizes or _epilogue(req) is None:
+            if req.mode != "normal" or _epilogue(req) is None:
                 return False
+            if req.sizes:       # a dynamic extent: only the GEMM over dynamic rows of A renders one
+                try:
+                    mm = _matmul_problem(cls, device, req) if req.op == "matmul" else None
+                except DynamicDimError:
+                    return False
+                return mm is not None and mm.gemm and not req.epilogue.aliased
             if req.op == "dequant_matmul":
                 return _dequant_problem(req) is not None
             if req.op != "matmul":
@@ -153,9 +164,10 @@ class Avx2Renderer(CRenderer):
         panels (the pack the GEMM otherwise does on every call: 5-8% of a [128, 1024] @ [1024,
         256] product, more when B comes from L3)."""
         def packed(req: KernelRequest) -> dict[int, int]:
-            if req.sizes:
+            try:
+                elems = _packed_b_elems(cls, device, req)
+            except DynamicDimError:
                 return {}
-            elems = _packed_b_elems(cls, device, req)
             return {} if elems is None else {1: elems}
         return packed
 
@@ -239,8 +251,9 @@ def _units(rows: int, inner: int, lanes: int, par_elems: int) -> dict:
     nchunk = -(-inner // chunk)
     units = rows * nchunk
     grain = max(1, -(-par_elems // (8 * chunk)))
+    # (dynamic rows: decided at their bound; the pool takes the run-time units)
     return {"chunk": chunk, "nchunk": nchunk, "units": units, "grain": grain,
-            "parallel": rows * inner >= par_elems and units > grain}
+            "parallel": capacity(rows) * inner >= par_elems and capacity(units) > grain}
 
 
 def _step(req: KernelRequest, j: int, args: list[str]) -> tuple[dict, list[dict]] | None:
@@ -312,6 +325,8 @@ def _epilogue(req: KernelRequest) -> dict | None:
     if view is None or described is None:
         return None
     _, inner, kinds = view
+    if isinstance(inner, Dim):
+        return None         # the epilogue's row pieces are static (a dynamic one stays a kernel of its own)
     steps, consts = described
     own = len(req.own_inputs)
     # the epilogue's input 0 is the product; its input i > 0 is the kernel's parameter in<own + i - 1>
@@ -379,12 +394,19 @@ class _MatmulProblem:
     def gemv(self) -> bool:
         """The GEMV paths (one column of B, or at most _SKINNY rows of A), which stream the matrix;
         with both operands transposed neither is contiguous along K and the GEMM packs them."""
+        if isinstance(self.m, Dim):     # dynamic rows of A: the GEMM takes any count (edges at run time)
+            return self.n == 1 and not (self.ta and self.tb)
         return (self.n == 1 or self.m <= _SKINNY) and not (self.ta and self.tb)
+
+    @property
+    def sizes_in_nk(self) -> bool:
+        """A dynamic N, K or batch count (only dynamic rows of A are rendered)."""
+        return any(isinstance(d, Dim) for d in (self.n, self.k, self.nbatch))
 
     @property
     def gemm(self) -> bool:
         """The packed GEMM path (f32 with more than a few rows of A and columns of B)."""
-        return not self.gemv and self.n != 1 and self.dtype == "f32"
+        return not self.gemv and self.n != 1 and self.dtype == "f32" and not self.sizes_in_nk
 
 
 def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> _MatmulProblem | None:
@@ -405,7 +427,7 @@ def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
     a_bat, b_bat = a2[:-2], b2[:-2]
     nbatch = math.prod(batch)
     pad_a = (1,) * (len(batch) - len(a_bat)) + tuple(a_bat)
-    ta, tb = ta and m > 1, tb and n > 1
+    ta, tb = ta and (isinstance(m, Dim) or m > 1), tb and n > 1
     if nbatch > 1 and all(d == 1 for d in b_bat) and pad_a == batch and not ta:
         m, nbatch, batch, a_bat = m * nbatch, 1, (), ()     # one B for all items: stack the A rows
     offsets = {"a_batch": _batch_offset(batch, a_bat, m * k), "b_batch": _batch_offset(batch, b_bat, k * n)}
@@ -427,7 +449,9 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if mm is None:
         return None
     m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
-    parallel = nbatch * m * n * k >= _PAR_MACS
+    if mm.sizes_in_nk:
+        return None         # the GEMM's panels and blocks are laid out for static N and K
+    parallel = nbatch * capacity(m) * n * k >= _PAR_MACS
     if mm.gemv:
         matrix = req.inputs[0 if n == 1 else 1]                # read once, from memory
         streamed = nbatch * (m if n == 1 else n) * k * matrix.dtype.itemsize
@@ -444,13 +468,18 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
         rest = n % nr
         edge = (-(-rest // lanes), rest % lanes)
         cols.append(edge)
-    rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
+    if isinstance(m, Dim):     # run-time rows: a microkernel for every edge height
+        if mm.ta:
+            return None
+        rows = [mr, *range(1, mr)]
+    else:
+        rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
     epi = _epilogue(req)
     return r.render("gemm.c.j2", req, name, _sections(epi, "core"), m=m, n=n, k=k, mr=mr, nv=nv, nr=nr, kc=kc,
                     nc=nc, epi=epi,
                     nblocks=-(-n // nc), batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols],
                     row_kernels=rows, full_nv=n >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
-                    ta=mm.ta, tb=mm.tb, **mm.offsets)
+                    ta=mm.ta, tb=mm.tb, sizes=req.sizes, **mm.offsets)
 
 
 def _k_slices(k: int, want: int, step: int, sums: int) -> tuple[int, int]:
@@ -529,6 +558,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
 def _par_rows(rows: int, n: int, par_elems: int) -> dict:
     """Split rows of n elements over the pool when there are enough elements in all."""
     grain = max(1, -(-par_elems // (8 * n)))
+    rows = capacity(rows)           # (dynamic rows: decided at their bound)
     return {"parallel": rows * n >= par_elems and rows > grain, "grain": grain}
 
 
