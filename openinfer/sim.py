@@ -75,8 +75,9 @@ class Simulator:
     """Generates, builds and loads `graph` on `model` for the device `arch`."""
 
     def __init__(self, model, graph, *, arch, sizevars: Mapping[str, int] | None = None,
-                 dynamic: Mapping[str, int] | None = None, outputs: set[str] | None = None, build_options: list[str] | None = None,
-                 progress: Callable[[str], None] | None = None, trace: bool | str | None = None):
+                 dynamic: Mapping[str, int] | None = None, outputs: set[str] | None = None,
+                 build_options: list[str] | None = None, progress: Callable[[str], None] | None = None,
+                 trace: bool | str | None = None):
         from .api import bind_inputs
 
         synthesizer = Synthesizer.from_arch(arch)

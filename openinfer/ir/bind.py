@@ -91,7 +91,8 @@ class _Binder:
             self.sizevars[k] = value
         unknown = sorted(set(at or {}) - set(self.dynamic))
         if unknown:
-            raise BindError(f"{', '.join(unknown)} {'is not a dynamic sizevar' if len(unknown) == 1 else 'are not dynamic sizevars'}"
+            what = "is not a dynamic sizevar" if len(unknown) == 1 else "are not dynamic sizevars"
+            raise BindError(f"{', '.join(unknown)} {what}"
                             + (f" (dynamic: {', '.join(self.dynamic)})" if self.dynamic else " (the graph has none)"))
         self.at = dict(at) if at is not None else None
         self.vars: dict[str, BoundVar] = {}

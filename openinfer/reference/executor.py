@@ -35,8 +35,8 @@ from ..errors import BindError, ExecutionError, OpenInferError
 from ..ir import nodes as ir
 from ..ir.bind import rebind
 from ..ir.bound import BoundGraph, BoundVar
-from ..ir.dims import Dim
 from ..ir.describe import describe
+from ..ir.dims import Dim
 from ..numerics import round_float
 from ..ops.registry import OpRuntimeError, OpTypeError, TensorType
 from ..trace import TraceEvent, emit_line, trace_mode

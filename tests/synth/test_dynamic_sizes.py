@@ -17,8 +17,8 @@ from example_modules import load_example
 import openinfer as oi
 from openinfer.errors import BindError, ExecutionError, SynthesisError
 from openinfer.ir.bind import bind
-from openinfer.ir.nodes import MemoryKind
 from openinfer.ir.dims import Dim, DynamicDimError, evaluate, host_expr, smallest_sizes
+from openinfer.ir.nodes import MemoryKind
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
 from openinfer.synth.devices import best_host_target

@@ -20,12 +20,11 @@ padding."""
 
 from __future__ import annotations
 
-from ...ir.dims import capacity
-
 from dataclasses import asdict
 
 import numpy as np
 
+from ...ir.dims import capacity
 from ...synth.program import KernelRequest
 from ..env import render
 from . import family, prototype
