@@ -84,9 +84,6 @@ _VECMAT_KU = 8
 
 Emitter = Callable[["Avx2Renderer", KernelRequest, str], "str | None"]
 _EMITTERS: dict[str, Emitter] = {}
-#: ops whose vector kernels take dynamic extents (openinfer/ir/dims.py): the GEMM over run-time rows
-#: of A. The other templates' helpers see only static extents; such requests take the portable kernel.
-_DYNAMIC_READY = ("matmul",)
 
 
 def emitter(*ops: str):
@@ -218,12 +215,23 @@ _ATTRS = {"div": ("div_by_zero_mask",), "recip": ("div_by_zero_mask",), "relu": 
           "clamp": ("min", "max")}
 
 
+#: ops whose vector kernels take dynamic extents (openinfer/ir/dims.py): the GEMM over run-time rows
+#: of A, and the element-wise, row-wise and reduction kernels over a run-time count of static rows
+#: (their emitters raise DynamicDimError for a dynamic row length). The other templates' helpers
+#: see only static extents; such requests take the portable kernel.
+_DYNAMIC_READY = ("matmul", *_ELEMENTWISE, "fused", "softmax", "layer_norm", "rms_norm", "sum_axis", "mean_axis",
+                  "max_axis", "min_axis")
+
+
 def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[int, int, list[str]] | None:
     """The output as [rows, inner] with each input `full`, `row`, `col` or `scalar` in that view,
     splitting at the first dim where that works; None if no split does."""
     nd = len(out_shape)
     padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
-    for split in range(nd + 1):
+    # splits whose inner extent is static first: the kernels' helpers take static rows, and a
+    # dynamic size then only counts them (openinfer/ir/dims.py)
+    splits = sorted(range(nd + 1), key=lambda k: any(isinstance(d, Dim) for d in out_shape[k:]))
+    for split in splits:
         outer, inner = out_shape[:split], out_shape[split:]
         kinds = []
         for s in padded:
@@ -247,6 +255,8 @@ def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tupl
 def _units(rows: int, inner: int, lanes: int, par_elems: int) -> dict:
     """Work units of a [rows, inner] kernel: row chunks of at most 16K elements; how many units
     one pool claim takes so each is worth waking a thread for; whether to use the pool."""
+    if isinstance(inner, Dim):
+        raise DynamicDimError("the work units' helper takes a static row length")
     chunk = inner if inner <= 16384 else 16384 // lanes * lanes
     nchunk = -(-inner // chunk)
     units = rows * nchunk
@@ -571,6 +581,8 @@ def _reduce(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     outer = math.prod(shape[:axes[0]])
     red = math.prod(shape[axes[0]:axes[-1] + 1])
     inner = math.prod(shape[axes[-1] + 1:])
+    if isinstance(red, Dim) or isinstance(inner, Dim):
+        raise DynamicDimError("the rows' helper takes static reduced and inner extents")
     return r.render("reduce.c.j2", req, name, ("core",), op=req.op.removesuffix("_axis"), outer=outer, red=red,
                     inner=inner, **_par_rows(outer, red * inner, _PAR_ELEMS))
 
@@ -583,6 +595,8 @@ def _rowwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if _dtype(req) != "f32" or req.inputs[0].numel == 0 or (req.op == "softmax" and axis != len(shape) - 1):
         return None
     rows = math.prod(shape[:axis])
+    if isinstance(n, Dim):
+        raise DynamicDimError("the rows' helper takes a static row length")
     eps = _attr_value(req, "eps") if req.op != "softmax" else None
     return r.render("rowwise.c.j2", req, name, ("core", "math") if req.op == "softmax" else ("core",), op=req.op,
                     n=n, rows=rows, eps=eps, has_gamma=len(req.inputs) > 1, has_beta=len(req.inputs) > 2,

@@ -24,7 +24,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ...ir.dims import capacity
+from ...ir.dims import Dim, capacity
 from ...synth.program import KernelRequest
 from ..env import render
 from . import family, prototype
@@ -240,9 +240,11 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
     mode = "scores" if capacity(sk) <= SDPA_STACK_KEYS else "online"   # (a dynamic sk: the scores of its bound fit)
     doc = (f"sdpa: q {q}, k {k}, v {v}" + (f", mask {mask}" if mask else "") + (", causal" if causal else "")
            + (f", {group} query heads per kv head" if group > 1 else "") + f" -> {req.output}")
-    # the tiled kernel's register tiles and work units are laid out for static extents
-    if mode == "scores" and not req.sizes and sq >= _SDPA_TILED_ROWS and _wide_float(req) and not req.aliased \
-            and dk and dv:
+    # a dynamic query or key count: the tiles are laid out at its bound, the last rows and keys
+    # are a tail whose count is known at run time (dims of dk / dv / batch stay static)
+    dynamic_dims = any(isinstance(d, Dim) for d in (dk, dv, *batch))
+    if mode == "scores" and not dynamic_dims and capacity(sq) >= _SDPA_TILED_ROWS and _wide_float(req) \
+            and not req.aliased and dk and dv:
         from ..cstyle import ctype
 
         lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
@@ -252,10 +254,11 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
         # query rows per work unit (each transposes its K once): all of them, unless that leaves
         # fewer than _SDPA_UNITS units for the pool
         nb = numel(batch)
-        nchunk = max(1, min(-(-sq // ib), -(-_SDPA_UNITS // max(nb, 1))))
-        rows = -(-sq // nchunk)
+        sq_cap = capacity(sq)
+        nchunk = max(1, min(-(-sq_cap // ib), -(-_SDPA_UNITS // max(nb, 1))))
+        rows = -(-sq_cap // nchunk)
         qc = -(-rows // ib) * ib
-        nchunk = -(-sq // qc)
+        nchunk = -(-sq // qc)           # (dynamic sq: the chunks of qc rows there are at run time)
         units = nb * nchunk
         return render("c/ops/sdpa_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct,
                       batch=[[b, n] for b, n in zip(bvars, batch, strict=True)], sq=sq, sk=sk, dk=dk, dv=dv,
@@ -265,9 +268,11 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
                       load_m=mask_load("qi", "kj") if mask is not None else None, scale=scale, causal=causal,
                       causal_shift=f"({sk - sq})",
                       neg_inf=literal_ct(ct, float("-inf")), pos_inf=literal_ct(ct, float("inf")),
-                      nan_value=literal_ct(ct, float("nan")), lanes=lanes, ib=ib, jt=min(sk, jv * lanes),
+                      nan_value=literal_ct(ct, float("nan")), lanes=lanes, ib=ib,
+                      jt=jv * lanes if isinstance(sk, Dim) else min(sk, jv * lanes),
+                      dynamic_sq=isinstance(sq, Dim), dynamic_sk=isinstance(sk, Dim), sizes=req.sizes,
                       et=min(dv, jv * lanes), qc=qc, nchunk=nchunk, units=units,
-                      parallel=units > 1 and nb * sq * sk * (dk + dv) >= _PAR_MACS,
+                      parallel=capacity(units) > 1 and nb * sq_cap * capacity(sk) * (dk + dv) >= _PAR_MACS,
                       exp=f"{name}_exp" if ct == "float" else "exp", mac=f"{name.upper()}_MAC", fma=fn("fma", ct),
                       fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA")
     oidx = f"ob + i * {dv} + e"
