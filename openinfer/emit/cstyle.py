@@ -206,6 +206,8 @@ class CRenderer:
         return self.p.buffers[name]
 
     def int_expr(self, frame: str, e: P.IntExpr) -> str:
+        if isinstance(e, P.Lit) and isinstance(e.value, Dim):     # a dynamic sizevar's current value
+            return f"((int64_t){host_expr(e.value)})"
         if isinstance(e, P.Lit):
             return f"INT64_C({e.value})"
         if isinstance(e, P.LoopVar):
@@ -262,7 +264,7 @@ class CRenderer:
     def _table_index(self, frame: str, lay: P.TableLayout, pos: int, e: P.IntExpr, v: StatementView, name: str) -> str:
         ix = self.int_expr(frame, e)
         size = lay.sizes[pos]
-        if not (isinstance(e, P.Lit) and 0 <= e.value < size):
+        if not (isinstance(e, P.Lit) and not isinstance(e.value, Dim) and 0 <= e.value < size):
             v.checks.append(Check(f"({ix}) < 0", "OI_ERR_INDEX_OUT_OF_RANGE",
                                   f"cache table {lay.var} index is negative"))
             v.checks.append(Check(f"({ix}) >= {size}", "OI_ERR_TABLE_FULL",
@@ -314,7 +316,7 @@ class CRenderer:
                 b = "INT64_C(0)" if sel.start is None else self.int_expr(frame, sel.start)
                 if sel.end is None:
                     e = f"INT64_C({size})"
-                elif isinstance(sel.end, P.Lit):
+                elif isinstance(sel.end, P.Lit) and not isinstance(sel.end.value, Dim):
                     e = f"INT64_C({size + sel.end.value if sel.end.value < 0 else sel.end.value})"
                 else:
                     raw = self.int_expr(frame, sel.end)
@@ -333,13 +335,14 @@ class CRenderer:
             raise ValueError(f"{s.desc}: destination shape {dst.shape} does not match table entries {lay.entry_shape}")
         dynamic = self.is_dynamic(s.dst)
         for k, pos in enumerate(lead_dims):
+            rows = host_expr(want[k])       # (a dynamic size: the rows it holds at run time)
             if dynamic:   # fewer rows than the declared capacity is fine: the extent is recorded
-                v.checks.append(Check(f"e{pos} - b{pos} > {want[k]}", "OI_ERR_INDEX_OUT_OF_RANGE",
-                                      f"`{s.desc}` selects more rows than `{s.dst}` holds ({want[k]})"))
+                v.checks.append(Check(f"e{pos} - b{pos} > {rows}", "OI_ERR_INDEX_OUT_OF_RANGE",
+                                      f"`{s.desc}` selects more rows than `{s.dst}` holds ({want[k]!r})"))
             else:
-                v.checks.append(Check(f"e{pos} - b{pos} != {want[k]}", "OI_ERR_INDEX_OUT_OF_RANGE",
+                v.checks.append(Check(f"e{pos} - b{pos} != {rows}", "OI_ERR_INDEX_OUT_OF_RANGE",
                                       f"`{s.desc}` selects a different number of rows than `{s.dst}` holds"
-                                      f" ({want[k]})"))
+                                      f" ({want[k]!r})"))
         return decl, bounds, lead_dims, dynamic
 
     @staticmethod

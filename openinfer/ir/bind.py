@@ -101,8 +101,6 @@ class _Binder:
         self._inferred: dict[tuple, object] = {}
         self._keys: dict[str, None] | None = None
         self._total_bytes = 0
-        #: set while binding what needs a static size (loop bounds, cache indices): why
-        self._static_only: str | None = None
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str, loc: SourceLoc | None, hint: str | None = None, length: int = 1) -> BindError:
@@ -134,9 +132,6 @@ class _Binder:
     # ------------------------------------------------------------------ dims
     def sizevar(self, name: str, loc: SourceLoc | None) -> int:
         value = self.sizevars[name]
-        if isinstance(value, Dim) and self._static_only:
-            raise self.error(f"sizevar `{name}` is dynamic (at most {int(value)}) and cannot be {self._static_only}",
-                             loc, "give it a fixed value (--sizevar) or use a static sizevar here")
         if value > MAX_SIZE:
             raise self.error(f"sizevar `{name}` = {value} is too large: sizes are at most 2^63 - 1", loc)
         return value
@@ -454,18 +449,15 @@ class _Binder:
             raise self.node_error(node, f"loop variable `{node.var}` shadows an enclosing loop's variable")
         bounds = [self._loop_bound(b, node) for b in (node.start, node.end)]
         self.loop_bounds[node.index] = (bounds[0], bounds[1])
-        rng = range(bounds[0], bounds[1]) if None not in bounds else None
+        static = None not in bounds and not any(isinstance(b, Dim) for b in bounds)
+        rng = range(bounds[0], bounds[1]) if static else None
         self.bind_nodes(block, node.body, scope.child(node.var, rng))
 
     def _loop_bound(self, b: int | str, node) -> int | None:
         if isinstance(b, int):
             return b
         if b in self.sizevars:
-            self._static_only = "a loop bound yet"
-            try:
-                return self.sizevar(b, node.loc)
-            finally:
-                self._static_only = None
+            return self.sizevar(b, node.loc)     # a dynamic one: a Dim, the loop's range is run time
         var = self.vars.get(b)
         if var is None:
             raise self.node_error(node, f"loop bound `{b}` is neither a sizevar nor a variable",
@@ -591,11 +583,7 @@ class _Binder:
         if v in scope.ranges:
             return None
         if v in self.sizevars:
-            self._static_only = "a cache index yet"
-            try:
-                return self.sizevar(v, node.loc)
-            finally:
-                self._static_only = None
+            return self.sizevar(v, node.loc)     # a dynamic one: a Dim, checked at run time
         var = self.vars.get(v)
         if var is not None and not var.shape and var.table is None and not var.is_prefix_table:
             if not var.dtype.is_int:
@@ -641,11 +629,12 @@ class _Binder:
                 static = False
                 lengths.append(None)
             else:
-                if end_v < start:
+                if _before(end_v, start):
                     raise self.node_error(node, f"slice end {end_v} is before its start {start} in `{acc}`")
-                if size is not None and end_v > size:
-                    raise self.node_error(node, f"slice `{acc}` ends at {end_v}, past the fixed size {size} "
-                                                f"of `{name}`")
+                if size is not None and capacity(end_v) > size:
+                    at_most = f" (at most {int(end_v)})" if isinstance(end_v, Dim) else ""
+                    raise self.node_error(node, f"slice `{acc}` ends at {end_v!r}{at_most}, past the fixed size "
+                                                f"{size} of `{name}`")
                 lengths.append(end_v - start)
         # missing trailing table indices are full slices
         for name in t.indices[len(acc.indices):]:
@@ -822,6 +811,15 @@ def dynamic_bounds(model, sizevars: Mapping[str, int] | None, dynamic: Mapping[s
 
 #: model metadata key prefix naming a dynamic sizevar's bound (`dynamic.S` = 512)
 DYNAMIC_META = "dynamic."
+
+
+def _before(end, start) -> bool:
+    """A slice end surely before its start (a dynamic bound: for some run-time value; the generated
+    code checks each read at run time as well)."""
+    try:
+        return end < start
+    except DynamicDimError:
+        return False
 
 
 def _atoms(dim: str) -> set[str]:

@@ -19,6 +19,7 @@ from ..errors import SynthesisError
 from ..ir import nodes as ir
 from ..ir.bound import BoundGraph, BoundVar
 from ..ir.describe import describe
+from ..ir.dims import DynamicDimError
 from ..ops.types import TensorType
 from . import program as P
 
@@ -428,12 +429,20 @@ def _visit_io(blocks, stmts, definite: bool, written: set[str], read_first: set[
         if definite:
             written.update(writes)
         if isinstance(s, P.Loop):
-            runs = isinstance(s.start, P.Lit) and isinstance(s.end, P.Lit) and s.start.value < s.end.value
+            runs = isinstance(s.start, P.Lit) and isinstance(s.end, P.Lit) and _surely_less(s.start.value, s.end.value)
             _visit_io(blocks, s.body, definite and runs, written, read_first)
         elif isinstance(s, P.Branch):
             _visit_io(blocks, blocks.get(s.then_block, ()), definite and s.cond is None, written, read_first)
             if s.else_block:
                 _visit_io(blocks, blocks.get(s.else_block, ()), False, written, read_first)
+
+
+def _surely_less(a, b) -> bool:
+    """a < b for every run-time value of a dynamic size in them (False when that depends on it)."""
+    try:
+        return a < b
+    except DynamicDimError:
+        return False
 
 
 def buffers_by_var(buffers: dict[str, P.Buffer], frame: str) -> dict[str, str]:

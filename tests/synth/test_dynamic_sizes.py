@@ -94,8 +94,8 @@ def test_model_metadata_gives_the_bound_and_flags_override_it(mlp_model):
     (MLP, {"B x": 4}, "is not an identifier"),
     ("dynamic { x: f32[B]; }\npersistent { p: f32[B]; }\nblock entry { return; }", {"B": 4},
      "persistent state outlives a step"),
-    ("dynamic { x: f32[4]; }\nvolatile { y: f32[4]; }\nblock entry { loop l (i in 0..B) { op relu(x, alpha=0.0) >> y; }"
-     " return; }", {"B": 4}, "cannot be a loop bound"),
+    ("dynamic { x: f32[4]; }\npersistent { K(i): f32[4] @table @fixed(i=4); }\nvolatile { w: f32[B, 4]; }\n"
+     "block entry { cache.read K[0..B] >> w; return; }", {"B": 6}, "ends at B \\(at most 6\\), past the fixed size 4"),
 ])
 def test_binding_refuses_what_a_dynamic_size_cannot_be(text, dynamic, message):
     with pytest.raises(BindError, match=message):
@@ -191,6 +191,43 @@ def test_cnn_batch_at_every_length_from_one_library(arch, built):
     model, g = oi.ModelLoader.open(path), oi.load_graph(graph)
     sim = Simulator(model, g, arch=arch, dynamic={"N": 4})
     _run_lengths(sim, model, g, "N", [1, 3, 4, 2], ["logits"])
+
+
+WINDOW = """
+dynamic { x: f32[4]; }
+persistent { K(i): f32[4] @table @fixed(i=9); }
+volatile { y: f32[4]; win: f32[T, 4]; s: f32[4]; }
+block entry {
+    loop rep (i in 0..T) { op add(y, x) >> y; }     // a loop over the run-time T
+    cache.write y >> K[T];                           // a cache index
+    cache.read K[0..T] >> win;                       // the first T rows of a table
+    op sum_axis(win, axes=[0]) >> s;
+    return;
+}
+"""
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_loops_cache_indices_and_table_windows_take_a_dynamic_size(arch, tmp_path):
+    """Each step: y = T * x, written at K[T]; the window of the first T rows and its sum, whose
+    rows were written in earlier steps at other sizes (NumPy states the expected values)."""
+    skip_unless_runs_here(arch)
+    path = tmp_path / "w.oinf"
+    oi.write_oinf(path, tensors={}, sizevars={"T": 3})
+    sim = Simulator(path, WINDOW, arch=arch, dynamic={"T": 8})
+    ex = sim.make_executor()
+    ref = Reference(path, WINDOW, dynamic={"T": 8}).make_executor()
+    table = np.zeros((9, 4), np.float32)
+    for t in (1, 5, 8, 2, 7):
+        x = np.arange(4, dtype=np.float32) + t
+        table[t] = t * x
+        for e in (ex, ref):
+            e.set_sizes(T=t)
+            e.insert(x=x)
+            e.run_step()
+            np.testing.assert_array_equal(e.fetch("y"), t * x)
+            np.testing.assert_array_equal(e.fetch("win"), table[:t])
+            np.testing.assert_array_equal(e.fetch("s"), table[:t].sum(0))
 
 
 def test_reference_at_a_length_equals_plain_numpy(built):
