@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                     ex.insert(**feed)
                     ex.run_step()
 
-                best = interleaved_best({"static": lambda: step(static), "dynamic": lambda: step(dynamic)},
+                best = interleaved_best({"static": lambda ex=static: step(ex), "dynamic": lambda ex=dynamic: step(ex)},
                                         args.repeat)
                 row = {"threads": threads, "length": n, "static_ms": best["static"] * 1e3,
                        "dynamic_ms": best["dynamic"] * 1e3, "ratio": best["dynamic"] / best["static"]}
