@@ -93,9 +93,15 @@ def sizevars(cfg: DecoderConfig) -> dict[str, int]:
             "V": cfg.vocab, "T": cfg.max_seq, "L": cfg.layers}
 
 
-def graph_text(cfg: DecoderConfig, *, unrolled: bool = False) -> str:
-    """The decode-step graph in the DSL."""
+def graph_text(cfg: DecoderConfig, *, unrolled: bool = False, window: bool = False) -> str:
+    """The decode-step graph in the DSL. `window`: attention reads only the first P rows of the
+    cache, P a dynamic size the host sets to the tokens cached after this step's append
+    (`set_sizes(P=pos + 1)`), instead of all T rows behind a validity mask: a step's attention then
+    costs what the sequence holds, not the table's capacity."""
+    if window and unrolled:
+        raise ValueError("window attention is written for the looped graph")
     quant = cfg.weights != "f32"
+    rows = "P" if window else "T"
 
     def wtype(name: str, dims: str) -> str:
         return f"{cfg.weights if quant and name in MATRICES else 'f32'}[{dims}]"
@@ -121,6 +127,8 @@ def graph_text(cfg: DecoderConfig, *, unrolled: bool = False) -> str:
             if quant and name in MATRICES:
                 out.append(f'    {name}_s(l): f32[{scale_dims(dims)}] @pattern("layers.{{l}}.{name}#scale");')
     out.append("}")
+    note = "key cache: the first P rows" if window else "whole key cache (rows not written yet are masked)"
+    mask = "" if window else "    mask: bool[T];            // positions written so far\n"
     out.append("""volatile {
     x: f32[1, D];             // the residual stream
     h: f32[1, D];
@@ -130,14 +138,13 @@ def graph_text(cfg: DecoderConfig, *, unrolled: bool = False) -> str:
     q3: f32[1, H, Dh];
     k3: f32[1, KVH, Dh];
     qt: f32[H, 1, Dh];
-    kc: f32[T, 1, KV];        // the layer's whole key cache (rows not written yet are masked)
-    vc: f32[T, 1, KV];
-    kc3: f32[T, KVH, Dh];
-    vc3: f32[T, KVH, Dh];
-    kt: f32[KVH, T, Dh];
-    vt: f32[KVH, T, Dh];
-    mask: bool[T];            // positions written so far
-    att: f32[H, 1, Dh];
+    kc: f32[{rows}, 1, KV];        // the layer's {note}
+    vc: f32[{rows}, 1, KV];
+    kc3: f32[{rows}, KVH, Dh];
+    vc3: f32[{rows}, KVH, Dh];
+    kt: f32[KVH, {rows}, Dh];
+    vt: f32[KVH, {rows}, Dh];
+{mask}    att: f32[H, 1, Dh];
     att2: f32[1, H, Dh];
     attf: f32[1, D];
     o: f32[1, D];
@@ -146,7 +153,7 @@ def graph_text(cfg: DecoderConfig, *, unrolled: bool = False) -> str:
     posv: i32;
     logits: f32[1, V];
     next: i64[1];             // the greedy next token
-}""")
+}""".replace("{rows}", rows).replace("{note}", note).replace("{mask}", mask))
     if unrolled:
         out.append("volatile {\n    qh: f32[1, 1, Dh];\n    kh: f32[1, T, Dh];\n    vh: f32[1, T, Dh];\n"
                    + "".join(f"    a{h}: f32[1, 1, Dh];\n" for h in range(cfg.heads)) + "}")
@@ -157,8 +164,8 @@ def graph_text(cfg: DecoderConfig, *, unrolled: bool = False) -> str:
     valid(t): bool @table @fixed(t={cfg.max_seq});
 }}""")
     out.append("block entry {")
-    out.append("    op gather(tok_emb, token) >> x;\n    cache.read pos >> posv;\n    cache.write yes >> valid[pos];"
-               "\n    cache.read valid[] >> mask;")
+    out.append("    op gather(tok_emb, token) >> x;\n    cache.read pos >> posv;"
+               + ("" if window else "\n    cache.write yes >> valid[pos];\n    cache.read valid[] >> mask;"))
     layer_ids = range(cfg.layers) if unrolled else [None]
     for layer in layer_ids:
         ix = "l" if layer is None else str(layer)
@@ -185,15 +192,16 @@ def graph_text(cfg: DecoderConfig, *, unrolled: bool = False) -> str:
             "op reshape(k3) >> k;",
             f"cache.write k >> Kc[{ix}, pos];",
             f"cache.write v >> Vc[{ix}, pos];",
-            f"cache.read Kc[{ix}, ..] >> kc;",
-            f"cache.read Vc[{ix}, ..] >> vc;",
+            f"cache.read Kc[{ix}, {'0..P' if window else '..'}] >> kc;",
+            f"cache.read Vc[{ix}, {'0..P' if window else '..'}] >> vc;",
             "op reshape(kc) >> kc3;",
             "op reshape(vc) >> vc3;",
             "op transpose(q3, perm=[1, 0, 2]) >> qt;",
             "op transpose(kc3, perm=[1, 0, 2]) >> kt;",
             "op transpose(vc3, perm=[1, 0, 2]) >> vt;",
         ]
-        body += ["op sdpa(qt, kt, vt, mask) >> att;"] if layer is None else _per_head_attention(cfg)
+        body += ([f"op sdpa(qt, kt, vt{'' if window else ', mask'}) >> att;"] if layer is None
+                 else _per_head_attention(cfg))
         body += [
             "op transpose(att, perm=[1, 0, 2]) >> att2;",
             "op reshape(att2) >> attf;",
@@ -268,15 +276,21 @@ def quantize(w: np.ndarray, dtype: str):
     return TensorSpec(q, dtype=dtype, quant=QuantParams.per_channel(1, scale.astype(np.float32)))
 
 
-def write(cfg: DecoderConfig, out_dir: Path, *, unrolled: bool = False) -> tuple[Path, Path]:
-    """Write <name>.oig and <name>.oinf into out_dir; returns their paths."""
+def write(cfg: DecoderConfig, out_dir: Path, *, unrolled: bool = False, window: bool = False) -> tuple[Path, Path]:
+    """Write <name>.oig and <name>.oinf into out_dir; returns their paths. `window`: the graph of
+    `graph_text(window=True)`, its model naming P dynamic up to the cache's size (`dynamic.P`)."""
     from openinfer import write_oinf
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    graph = out_dir / f"{cfg.name}.oig"
-    graph.write_text(graph_text(cfg, unrolled=unrolled))
-    model = out_dir / f"{cfg.name}.oinf"
-    write_oinf(model, tensors=tensors(cfg), sizevars=sizevars(cfg))
+    name = f"{cfg.name}_window" if window else cfg.name
+    graph = out_dir / f"{name}.oig"
+    graph.write_text(graph_text(cfg, unrolled=unrolled, window=window))
+    model = out_dir / f"{name}.oinf"
+    if window:
+        write_oinf(model, tensors=tensors(cfg), sizevars={**sizevars(cfg), "P": cfg.max_seq},
+                   metadata={"dynamic.P": cfg.max_seq})
+    else:
+        write_oinf(model, tensors=tensors(cfg), sizevars=sizevars(cfg))
     return graph, model
 
 
@@ -285,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", choices=sorted(SIZES), default="test")
     ap.add_argument("--out", type=Path, default=Path("build/decoder"))
     ap.add_argument("--unrolled", action="store_true", help="write layers and heads out (no loop)")
+    ap.add_argument("--window", action="store_true",
+                    help="attention over the first P cache rows, P dynamic (set it to pos + 1 each step)")
     ap.add_argument("--layers", type=int, help="override the number of layers")
     ap.add_argument("--weights", choices=("f32", *QUANT_BITS), default="f32",
                     help="store the projections and the LM head as f32, or quantized per channel")
@@ -292,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = with_weights(SIZES[args.size], args.weights)
     if args.layers:
         cfg = replace(cfg, layers=args.layers)
-    graph, model = write(cfg, args.out, unrolled=args.unrolled)
+    graph, model = write(cfg, args.out, unrolled=args.unrolled, window=args.window)
     print(f"wrote {graph} and {model} ({cfg.weight_bytes() / 1e6:.1f} MB of {cfg.weights} weights)")
     return 0
 

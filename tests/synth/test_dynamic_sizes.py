@@ -25,7 +25,7 @@ from openinfer.synth.devices import best_host_target
 from openinfer.synth.synthesizer import Synthesizer
 from openinfer.testing import skip_unless_runs_here
 
-encoder, cnn = load_example("encoder"), load_example("cnn")
+encoder, cnn, decoder = load_example("encoder"), load_example("cnn"), load_example("decoder")
 ENC = encoder.SIZES["test"]
 TARGETS = sorted({"x86_64-generic", best_host_target()})
 
@@ -228,6 +228,35 @@ def test_loops_cache_indices_and_table_windows_take_a_dynamic_size(arch, tmp_pat
             np.testing.assert_array_equal(e.fetch("y"), t * x)
             np.testing.assert_array_equal(e.fetch("win"), table[:t])
             np.testing.assert_array_equal(e.fetch("s"), table[:t].sum(0))
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_decoder_attends_over_the_rows_in_use(arch, tmp_path):
+    """examples/decoder.py --window: each step's attention reads the first P = pos + 1 rows of the
+    KV tables. 16 greedy steps (the whole cache) match the reference at each P, and the logits of
+    the masked whole-cache graph (the same weights, an independent formulation)."""
+    skip_unless_runs_here(arch)
+    cfg = decoder.SIZES["test"]
+    g, m = decoder.write(cfg, tmp_path, window=True)
+    gs, ms = decoder.write(cfg, tmp_path)
+    sim = Simulator(m, g, arch=arch)
+    assert sim.bound.dynamic == {"P": cfg.max_seq}
+    ex, ref = sim.make_executor(), Reference(m, g).make_executor()
+    masked = Reference(ms, gs).make_executor()
+    token = 3
+    for t in range(cfg.max_seq):
+        feed = {"token": np.array([token], np.int32)}
+        for e in (ex, ref):
+            e.set_sizes(P=t + 1)
+            e.insert(**feed)
+            e.run_step()
+        masked.insert(**feed)
+        masked.run_step()
+        np.testing.assert_allclose(ex.fetch("logits"), ref.fetch("logits"), rtol=1e-4, atol=1e-4, err_msg=f"step {t}")
+        np.testing.assert_allclose(ref.fetch("logits"), masked.fetch("logits"), rtol=1e-4, atol=1e-4)
+        assert ex.fetch("kc").shape == (t + 1, 1, cfg.kv_dim)
+        token = int(ref.fetch("next")[0])
+    assert int(ex.fetch("next")[0]) == int(masked.fetch("next")[0])
 
 
 def test_reference_at_a_length_equals_plain_numpy(built):
