@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from .. import __version__
 from ..errors import OutputFolderError, SynthesisError
+from ..ir.dims import Dim, capacity, shape_sizevars
 from ..outdir import SYMLINK, folder_lock, holds, is_inside, locate, read_entry
 from ..resources import hal_dir, templates_dir
 from . import devices
@@ -28,7 +29,7 @@ from .fusion import fuse
 from .lower import lower
 from .memplan import MemoryPlan, plan
 from .prepack import prepack
-from .program import Program
+from .program import Program, dynamic_ranges
 from .views import views
 
 #: Written into the output directory: the files the last generation produced (so the next one
@@ -220,9 +221,13 @@ def manifest(prog: Program, mem: MemoryPlan, device: devices.Device) -> str:
         "arena_bytes": mem.arena_bytes,
         "persistent_bytes": mem.persistent_bytes,
         "weight_bytes": prog.weight_bytes,
-        "vars": [{"id": v.id, "name": v.name, "kind": v.kind, "dtype": v.dtype.name, "shape": list(v.shape),
+        # shapes and byte counts are capacities; `dims` names the dynamic ones (`S`, `64*S`)
+        "vars": [{"id": v.id, "name": v.name, "kind": v.kind, "dtype": v.dtype.name, "shape": list(capacity(v.shape)),
                   "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable,
-                  "dynamic_shape": v.dynamic_shape} for v in prog.vars],
+                  "dynamic_shape": v.dynamic_shape,
+                  **({"dims": [d.pretty() if isinstance(d, Dim) else d for d in v.shape]} if shape_sizevars(v.shape) else {})} for v in prog.vars],
+        # the dynamic sizes (NAME_set_size), in their enum's order
+        "sizes": [{"name": k, "min": lo, "max": hi} for k, (lo, hi, _) in dynamic_ranges(prog).items()],
         "nodes": {str(i): loc for i, loc in sorted(prog.node_locations.items())},
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
