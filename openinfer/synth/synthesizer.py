@@ -225,7 +225,8 @@ def manifest(prog: Program, mem: MemoryPlan, device: devices.Device) -> str:
         "vars": [{"id": v.id, "name": v.name, "kind": v.kind, "dtype": v.dtype.name, "shape": list(capacity(v.shape)),
                   "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable,
                   "dynamic_shape": v.dynamic_shape,
-                  **({"dims": [d.pretty() if isinstance(d, Dim) else d for d in v.shape]} if shape_sizevars(v.shape) else {})} for v in prog.vars],
+                  **({"dims": [d.pretty() if isinstance(d, Dim) else d for d in v.shape]}
+                     if shape_sizevars(v.shape) else {})} for v in prog.vars],
         # the dynamic sizes (NAME_set_size), in their enum's order
         "sizes": [{"name": k, "min": lo, "max": hi} for k, (lo, hi, _) in dynamic_ranges(prog).items()],
         "nodes": {str(i): loc for i, loc in sorted(prog.node_locations.items())},
