@@ -211,8 +211,8 @@ class _Binder:
                                  _suggest(key, self._model_keys()))
             return None
         dtype, mshape, has_data = found
-        if self.at is not None and d.dims and _atoms(d.dims[0]) & set(self.dynamic) and len(mshape) == len(shape) \
-                and mshape[1:] == shape[1:] and mshape[0] >= shape[0]:
+        if self.at is not None and dtype is d.dtype and d.dims and _atoms(d.dims[0]) & set(self.dynamic) \
+                and len(mshape) == len(shape) and mshape[1:] == shape[1:] and mshape[0] >= shape[0]:
             return key if has_data else None     # at run-time sizes: the first rows of the model's data
         if dtype is not d.dtype or mshape != capacity(shape):
             raise self.error(
@@ -630,7 +630,7 @@ class _Binder:
                 lengths.append(None)
             else:
                 if _before(end_v, start):
-                    raise self.node_error(node, f"slice end {end_v} is before its start {start} in `{acc}`")
+                    raise self.node_error(node, f"slice end {end_v!r} is before its start {start!r} in `{acc}`")
                 if size is not None and capacity(end_v) > size:
                     at_most = f" (at most {int(end_v)})" if isinstance(end_v, Dim) else ""
                     raise self.node_error(node, f"slice `{acc}` ends at {end_v!r}{at_most}, past the fixed size "
