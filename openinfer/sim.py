@@ -26,7 +26,7 @@ from .ir.describe import describe
 from .ir.dims import shape_sizevars
 from .numerics import from_storage, storage_dtype, to_storage
 from .outdir import folder_lock
-from .reference.executor import coerce
+from .reference.executor import check_sizes, coerce
 from .synth import program as P
 from .synth.program import dynamic_ranges
 from .synth.synthesizer import Synthesizer, write_tree
@@ -183,8 +183,9 @@ class SimExecutor:
         self._first_step_started = False
         self._inserted_before_first_step: set[str] = set()
         # dynamic sizes: their ABI ids, and the graph bound at the current values (insert()'s shapes)
-        self._size_ids = {name: i for i, name in enumerate(dynamic_ranges(sim.program))}
-        self._sizes = {name: hi for name, (_, hi, _) in dynamic_ranges(sim.program).items()}
+        ranges = dynamic_ranges(sim.program)
+        self._size_ids = {name: i for i, name in enumerate(ranges)}
+        self._sizes = {name: hi for name, (_, hi, _) in ranges.items()}
         self._bound = rebind(sim.bound, self._sizes) if self._sizes else sim.bound
         self._sized = {name for name, info in sim.vars.items() if shape_sizevars(info.shape)}
 
@@ -223,15 +224,8 @@ class SimExecutor:
 
     def set_sizes(self, **sizes: int) -> None:
         """As ReferenceExecutor.set_sizes: `NAME_set_size` for each, then insert again."""
-        if not self._size_ids:
-            raise ExecutionError("set_sizes: the program has no dynamic sizevars (generate it with dynamic={...} "
-                                 "or --dynamic NAME=BOUND)")
-        unknown = sorted(set(sizes) - set(self._size_ids))
-        if unknown:
-            raise ExecutionError(f"set_sizes: {', '.join(unknown)} not dynamic (dynamic: {', '.join(self._size_ids)})")
+        check_sizes(sizes, self._size_ids)
         for name, value in sizes.items():
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-                raise ExecutionError(f"set_sizes: {name}={value!r} is not a size")
             self._check(self._fn["set_size"](self._handle, self._size_ids[name], int(value)), "set")
         want = {**self._sizes, **{k: int(v) for k, v in sizes.items()}}
         if want != self._sizes:

@@ -409,14 +409,9 @@ class _MatmulProblem:
         return (self.n == 1 or self.m <= _SKINNY) and not (self.ta and self.tb)
 
     @property
-    def sizes_in_nk(self) -> bool:
-        """A dynamic N, K or batch count (only dynamic rows of A are rendered)."""
-        return any(isinstance(d, Dim) for d in (self.n, self.k, self.nbatch))
-
-    @property
     def gemm(self) -> bool:
         """The packed GEMM path (f32 with more than a few rows of A and columns of B)."""
-        return not self.gemv and self.n != 1 and self.dtype == "f32" and not self.sizes_in_nk
+        return not self.gemv and self.n != 1 and self.dtype == "f32"
 
 
 def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> _MatmulProblem | None:
@@ -438,8 +433,10 @@ def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
     nbatch = math.prod(batch)
     pad_a = (1,) * (len(batch) - len(a_bat)) + tuple(a_bat)
     ta, tb = ta and (isinstance(m, Dim) or m > 1), tb and n > 1
-    if nbatch > 1 and all(d == 1 for d in b_bat) and pad_a == batch and not ta:
+    if (isinstance(nbatch, Dim) or nbatch > 1) and all(d == 1 for d in b_bat) and pad_a == batch and not ta:
         m, nbatch, batch, a_bat = m * nbatch, 1, (), ()     # one B for all items: stack the A rows
+    if any(isinstance(d, Dim) for d in (n, k, nbatch)):
+        return None         # the kernels' panels, blocks and units are laid out for static N, K and batch
     offsets = {"a_batch": _batch_offset(batch, a_bat, m * k), "b_batch": _batch_offset(batch, b_bat, k * n)}
     return _MatmulProblem(m, n, k, nbatch, offsets, dtype, ta, tb)
 
@@ -459,8 +456,6 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if mm is None:
         return None
     m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
-    if mm.sizes_in_nk:
-        return None         # the GEMM's panels and blocks are laid out for static N and K
     parallel = nbatch * capacity(m) * n * k >= _PAR_MACS
     if mm.gemv:
         matrix = req.inputs[0 if n == 1 else 1]                # read once, from memory

@@ -291,7 +291,7 @@ class Dim(int):
 
     def _quotient(self, other, mod: bool):
         if isinstance(other, Dim) or not isinstance(other, int):
-            raise DynamicDimError(f"cannot divide by the dynamic size {self._who(other)}")
+            raise DynamicDimError(f"cannot divide {self.pretty()} by the dynamic size {pretty(other)}")
         k = int(other)
         if k <= 0:
             raise DynamicDimError(f"cannot divide the dynamic size {self.pretty()} by {k}")
@@ -328,9 +328,6 @@ class Dim(int):
     __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = __pow__ = __rpow__ = _bitwise
 
     # ---------------------------------------------------------------- decisions
-    def _who(self, other) -> str:
-        return f"{self.pretty()} (at most {int(self)}) and {other.pretty() if isinstance(other, Dim) else other}"
-
     def _compare(self, other, op: str) -> bool:
         if not isinstance(other, int):
             return NotImplemented
@@ -365,10 +362,6 @@ class Dim(int):
 
     def __reduce__(self):
         return (Dim, (int(self), self.poly))
-
-
-def is_dynamic(d) -> bool:
-    return isinstance(d, Dim)
 
 
 def evaluate(d, env) -> int:

@@ -72,6 +72,20 @@ def _physical_memory() -> int:
         return 1 << 62
 
 
+def check_sizes(sizes: Mapping[str, int], dynamic) -> None:
+    """set_sizes' arguments, for either engine: names among `dynamic`'s, values integers (each
+    engine then checks its range: the rebinding here, NAME_set_size in the library)."""
+    if not dynamic:
+        raise ExecutionError("set_sizes: there are no dynamic sizevars (give them with dynamic={...} "
+                             "or --dynamic NAME=BOUND)")
+    unknown = sorted(set(sizes) - set(dynamic))
+    if unknown:
+        raise ExecutionError(f"set_sizes: {', '.join(unknown)} not dynamic (dynamic: {', '.join(dynamic)})")
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise ExecutionError(f"set_sizes: {name}={value!r} is not a size")
+
+
 class ReferenceExecutor:
     """Runs steps of a bound graph. Same methods as the compiled simulator's executor."""
 
@@ -113,13 +127,8 @@ class ReferenceExecutor:
         """Run the next steps with dynamic sizevars at these values (`set_sizes(S=17)`), each
         between 1 and its bound; the others keep theirs. Inputs must be inserted again at the new
         shapes; persistent state (static shapes) is kept."""
-        if not self._sizes:
-            raise ExecutionError("set_sizes: the graph has no dynamic sizevars (give them with dynamic={...} "
-                                 "or --dynamic NAME=BOUND)")
-        unknown = sorted(set(sizes) - set(self._sizes))
-        if unknown:
-            raise ExecutionError(f"set_sizes: {', '.join(unknown)} not dynamic (dynamic: {', '.join(self._sizes)})")
-        want = {**self._sizes, **sizes}
+        check_sizes(sizes, self._sizes)
+        want = {**self._sizes, **{k: int(v) for k, v in sizes.items()}}
         if want == self._sizes:
             return
         try:

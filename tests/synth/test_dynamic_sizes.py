@@ -174,6 +174,23 @@ def test_mlp_batch_at_every_length_from_one_library(arch, mlp_model):
     _run_lengths(sim, model, MLP, "B", [1, 7, 32, 5, 32, 1, 13], ["h"])
 
 
+BATCHED = """
+dynamic { x: f32[B, 3, D]; }
+constant { w: f32[D, H]; }
+volatile { h: f32[B, 3, H]; }
+block entry { op matmul(x, w) >> h; op gelu(h) >> h; return; }
+"""
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_a_dynamic_batch_of_matrices_times_one_weight(arch, mlp_model):
+    """[B, 3, D] @ [D, H]: the B items' rows stacked into one product of 3B run-time rows."""
+    skip_unless_runs_here(arch)
+    model = oi.ModelLoader.open(mlp_model)
+    sim = Simulator(model, BATCHED, arch=arch)
+    _run_lengths(sim, model, BATCHED, "B", [1, 2, 32, 11], ["h"])
+
+
 @pytest.mark.parametrize("arch", TARGETS)
 def test_encoder_sequence_at_every_length_from_one_library(arch, built):
     skip_unless_runs_here(arch)
