@@ -182,13 +182,22 @@ block entry { op matmul(x, w) >> h; op gelu(h) >> h; return; }
 """
 
 
+MATVEC = """
+dynamic { x: f32[B, D]; v: f32[D]; }
+volatile { h: f32[B]; }
+block entry { op matmul(x, v) >> h; return; }
+"""
+
+
 @pytest.mark.parametrize("arch", TARGETS)
-def test_a_dynamic_batch_of_matrices_times_one_weight(arch, mlp_model):
-    """[B, 3, D] @ [D, H]: the B items' rows stacked into one product of 3B run-time rows."""
+@pytest.mark.parametrize("graph", [BATCHED, MATVEC], ids=["batch-of-matrices", "matvec"])
+def test_dynamic_rows_of_other_products(arch, graph, mlp_model):
+    """[B, 3, D] @ [D, H]: the B items' rows stacked into one product of 3B run-time rows;
+    [B, D] @ [D]: a matrix-vector product over run-time rows (the portable kernel on AVX)."""
     skip_unless_runs_here(arch)
     model = oi.ModelLoader.open(mlp_model)
-    sim = Simulator(model, BATCHED, arch=arch)
-    _run_lengths(sim, model, BATCHED, "B", [1, 2, 32, 11], ["h"])
+    sim = Simulator(model, graph, arch=arch)
+    _run_lengths(sim, model, graph, "B", [1, 2, 32, 11], ["h"])
 
 
 @pytest.mark.parametrize("arch", TARGETS)
