@@ -177,8 +177,7 @@ class SimExecutor:
         self._observer: Callable[[int], None] | None = None
         # What insert() and fetch() need of each variable, looked up once: for a small graph
         # (the CNN example, ~40 us a step) recomputing it on every call cost ~5 us a step.
-        self._inputs = {name: (info, sim.bound.vars[name], storage_dtype(info.dtype))
-                        for name, info in sim.vars.items() if info.settable}
+        self._inputs = {name: (info, storage_dtype(info.dtype)) for name, info in sim.vars.items() if info.settable}
         self._outputs = {name: (info, storage_dtype(info.dtype)) for name, info in sim.vars.items() if info.gettable}
         self._first_step_started = False
         self._inserted_before_first_step: set[str] = set()
@@ -211,8 +210,8 @@ class SimExecutor:
             entry = self._inputs.get(var_name)
             if entry is None:
                 raise ExecutionError(f"cannot insert `{var_name}`: only dynamic variables are inputs")
-            info, _, native = entry
-            bound = self._bound.vars[var_name]
+            info, native = entry
+            bound = self._bound.vars[var_name]     # its shape at the current sizes
             if not self._first_step_started:
                 self._inserted_before_first_step.add(var_name)
             if (native is not None and isinstance(v, np.ndarray) and v.dtype == native and v.shape == bound.shape
