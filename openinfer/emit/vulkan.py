@@ -28,10 +28,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SynthesisError
+from ..ir.dims import Dim, host_expr
 from ..synth import program as P
 from ..synth.lower import c_name
 from ..synth.memplan import MemoryPlan
-from .cstyle import Check, CRenderer, StatementView, ctype, fill_pattern, scalar_step_line
+from .cstyle import Check, CRenderer, StatementView, ctype, fill_pattern, scalar_step_line, size_expr
 from .env import render
 from .glsl import Caps, Shader, emit_shader
 
@@ -271,8 +272,8 @@ class VulkanRenderer(CRenderer):
             v = StatementView("simple", s.node, s.desc)
             sb, so = self.addr(frame, s.src, v)
             db, do = self.addr(frame, s.dst, v)
-            nbytes = self.buffer_of(frame, s.dst.var).nbytes
-            v.lines.append(f"OI_VK_NODE({s.node}, oi_vk_copy(&m->vk, {sb}, {so}, {db}, {do}, {nbytes}u));")
+            nbytes = size_expr(self.buffer_of(frame, s.dst.var).live_nbytes)
+            v.lines.append(f"OI_VK_NODE({s.node}, oi_vk_copy(&m->vk, {sb}, {so}, {db}, {do}, {nbytes}));")
             self.sh_copy(s.dst.var, s.src.var if not s.src.indices else "", v)
             return v
         if isinstance(s, P.Yield) and s.consumers:
@@ -318,16 +319,21 @@ class VulkanRenderer(CRenderer):
             names = ", ".join(f"`{o.var}`" for _, o in dyn)
             lines.append(f"    if (!set_) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, {s.node}, "
                          f"\"prefix table {names} has no model tensor for this index\");")
-        gx, gy, gz = sh.groups
+        if isinstance(sh.groups, Dim):      # a count that depends on a dynamic size
+            lines.append("    uint32_t gx_, gy_;")
+            lines.append(f"    split_groups((uint64_t)({host_expr(sh.groups)}), &gx_, &gy_);")
+            gx, gy, gz = "gx_", "gy_", "1u"
+        else:
+            gx, gy, gz = (f"{g}u" for g in sh.groups)
         lines.append(f"    OI_VK_NODE({s.node}, oi_vk_dispatch(&m->vk, &m->pipes[{s.kernel}], set_, {push}, "
-                     f"{gx}u, {gy}u, {gz}u, &m->access[set_first[set_index]], {sh.bindings}u));")
+                     f"{gx}, {gy}, {gz}, &m->access[set_first[set_index]], {sh.bindings}u));")
         lines.append("}")
         v.lines.extend(lines)
         if s.copy_to is not None:
             sb, so = self.addr(frame, s.output)
             db, do = self.addr(frame, s.copy_to, v)
-            nbytes = self.buffer_of(frame, s.copy_to.var).nbytes
-            v.lines.append(f"OI_VK_NODE({s.node}, oi_vk_copy(&m->vk, {sb}, {so}, {db}, {do}, {nbytes}u));")
+            nbytes = size_expr(self.buffer_of(frame, s.copy_to.var).live_nbytes)
+            v.lines.append(f"OI_VK_NODE({s.node}, oi_vk_copy(&m->vk, {sb}, {so}, {db}, {do}, {nbytes}));")
         self.sh_invalidate(s.result.var, v)
 
     def _set_row(self, frame, s: P.Call, operands, dyn, sizes, combo: int, sh: Shader) -> dict | None:
@@ -543,7 +549,8 @@ class VulkanRenderer(CRenderer):
             sh = None
             if vinfo.name in self.local_sh:
                 sh = self.sh_ref(vinfo.name, "(&m->entry)")
-            inputs.append({"name": vinfo.name, "bit": i, "nbytes": buf.nbytes, "loc": vinfo.loc,
+            inputs.append({"name": vinfo.name, "bit": i, "nbytes": buf.nbytes, "live": size_expr(buf.live_nbytes),
+                           "loc": vinfo.loc,
                            "staging": staging, "offset": plan.offset(buf.name), "shadow": sh,
                            "sh_bytes": min(8, buf.nbytes)})
             staging = _align(staging + buf.nbytes, 64)
@@ -551,7 +558,8 @@ class VulkanRenderer(CRenderer):
         for vinfo in p.vars:
             if not vinfo.gettable:
                 continue
-            g = {"name": vinfo.name, "nbytes": vinfo.nbytes, "dynamic": vinfo.dynamic_shape,
+            g = {"name": vinfo.name, "nbytes": vinfo.nbytes, "live": size_expr(vinfo.live_nbytes),
+                 "dynamic": vinfo.dynamic_shape,
                  "elem_bytes": vinfo.dtype.itemsize, "ndim": len(vinfo.shape), "cname": c_name(vinfo.name),
                  "host": None}
             if vinfo.kind in ("dynamic", "volatile"):

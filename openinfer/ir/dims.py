@@ -23,12 +23,32 @@ operands of shape [S, 64] have one shape, and [S, 64] differs from a static [512
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property
 
 
 class DynamicDimError(ValueError):
     """A decision about a dynamic dim that is not the same for every value it may take."""
+
+
+#: how `str(dim)` renders while code for another language is generated (`rendering`)
+_TEXT: ContextVar[Callable[[Dim], str] | None] = ContextVar("dim_text", default=None)
+
+
+@contextmanager
+def rendering(text: Callable[[Dim], str]) -> Iterator[None]:
+    """Within the block, `str(dim)` (and so every f-string an emitter writes) is `text(dim)`.
+
+    The GLSL emitters use it to name each run-time extent with a macro whose definition reads the
+    push constants (openinfer/emit/glsl/__init__.py): the C text over `sz_S` means nothing there."""
+    token = _TEXT.set(text)
+    try:
+        yield
+    finally:
+        _TEXT.reset(token)
 
 
 @dataclass(frozen=True, order=True)
@@ -228,7 +248,13 @@ class Dim(int):
 
     # ---------------------------------------------------------------- text
     def __str__(self) -> str:
-        """The C expression of the run-time value (over `sz_<NAME>`)."""
+        """The C expression of the run-time value (over `sz_<NAME>`), or within `rendering`, the
+        text that gives."""
+        other = _TEXT.get()
+        return self.c() if other is None else other(self)
+
+    def c(self) -> str:
+        """The C expression of the run-time value, over `sz_<NAME>`."""
         text = self.poly.c()
         return text[1:-1] if text.count("(") == 1 and " " not in text[1:-1] else text
 
@@ -284,10 +310,22 @@ class Dim(int):
     __rmul__ = __mul__
 
     def __neg__(self):
+        terms = self.poly.terms
+        if len(terms) == 1 and terms[0][1] == 1 and len(terms[0][0]) == 1:
+            q = terms[0][0][0]
+            if isinstance(q, Quotient) and not q.mod:
+                # -floor(p / k) = floor((k - 1 - p) / k): the ceiling division `-(-n // k)` reads
+                # as (n + k - 1) // k in generated code
+                inner = q.poly.scale(-1) + Poly.const(q.divisor - 1)
+                return _dim(-int(self), Poly.atom(Quotient(inner, q.divisor, False)))
         return _dim(-int(self), self.poly.scale(-1))
 
     def __pos__(self):
         return self
+
+    def __abs__(self):
+        # int.__abs__ would return the bound: a dim's sign is decided by its interval instead
+        return self if self >= 0 else -self
 
     def _quotient(self, other, mod: bool):
         if isinstance(other, Dim) or not isinstance(other, int):
@@ -371,7 +409,7 @@ def evaluate(d, env) -> int:
 
 def host_expr(x) -> str:
     """`x` as C in the host schedule, where the sizes live in the handle (`m->sz_S`)."""
-    return re.sub(r"\bsz_", "m->sz_", str(x)) if isinstance(x, Dim) else str(x)
+    return re.sub(r"\bsz_", "m->sz_", x.c()) if isinstance(x, Dim) else str(x)
 
 
 def capacity(x):

@@ -22,6 +22,8 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+
+from ..ir.dims import Dim
 import yaml
 
 from .. import dtypes as dt
@@ -422,14 +424,19 @@ def _check_kind(op: str, spec: AttrSpec, value: object) -> Any:
     if kind == "int_list":
         if not isinstance(value, list | tuple) or not all(_is_int(v) for v in value):
             raise bad("a list of integers")
-        return tuple(int(v) for v in value)
+        return tuple(_as_int(v) for v in value)
     if kind == "int_or_list":
         if _is_int(value):
-            return int(value)
+            return _as_int(value)
         if not isinstance(value, list | tuple) or not value or not all(_is_int(v) for v in value):
             raise bad("an integer or a list of integers")
-        return tuple(int(v) for v in value)
+        return tuple(_as_int(v) for v in value)
     raise AssertionError(kind)
+
+
+def _as_int(v) -> int:
+    """A plain int, except that a dynamic size (`ends=[S]`, openinfer/ir/dims.py) stays a Dim."""
+    return v if isinstance(v, Dim) else int(v)
 
 
 def _is_int(v: object) -> bool:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..ir.dims import pretty_shape
+from ..ir.dims import Dim, DynamicDimError, pretty_shape
 from .errors import OpTypeError
 from .types import TensorType
 
@@ -227,8 +227,29 @@ def _slice(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     attrs.update(axes=axes, steps=tuple(steps))
     out = list(shape)
     for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
-        out[a] = len(range(*slice(s, e, st).indices(shape[a])))
+        out[a] = slice_extent(s, e, st, shape[a])[1]
     return tuple(out), False
+
+
+def slice_extent(start: int, end: int, step: int, dim: int) -> tuple[int, int, int]:
+    """(first index, count, step) of Python's `x[start:end:step]` along an axis of length `dim`.
+
+    A dynamic size (a Dim: the axis, or a bound `ends=[S]`) keeps its run-time expression where the
+    clamping is the same at every size (`[0:S]` of S rows is S rows, `[0:1]` one row); where it is
+    not (`[1:4]` of S rows), DynamicDimError (a located bind error): generated code computes one
+    extent for every size."""
+    if not any(isinstance(v, Dim) for v in (start, end, dim)):
+        first, _, step = slice(start, end, step).indices(dim)
+        return first, len(range(*slice(start, end, step).indices(dim))), step
+    if step != 1:
+        raise DynamicDimError(f"slice: a step of {step} along a dynamic size (steps must be 1 there)")
+
+    def clamp(i):
+        i = i + dim if i < 0 else i
+        return min(max(i, 0), dim)
+
+    first, last = clamp(start), clamp(end)
+    return first, max(last - first, 0), 1
 
 
 def _dynamic_slice(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:

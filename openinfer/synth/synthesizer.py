@@ -110,10 +110,6 @@ class Synthesizer:
 
         m, g, bound = bind_inputs(model, graph, sizevars, dynamic)
         name = name or default_name(g)
-        if bound.dynamic and not self.device.is_cpu:
-            raise SynthesisError(f"dynamic sizevars ({', '.join(f'{k}<={v}' for k, v in bound.dynamic.items())}) "
-                                 f"are generated for the C targets only so far; {self.device.name} needs static "
-                                 "sizes (give each a value with --sizevar NAME=VALUE)")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise SynthesisError(f"program name {name!r} must be a C identifier")
         if outputs is not None:

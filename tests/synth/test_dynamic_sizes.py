@@ -7,26 +7,25 @@ length, on x86_64-generic and this machine's widest target, with the library bui
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
+import dynamic_cases as dc
 import numpy as np
 import pytest
-from example_modules import load_example
 
 import openinfer as oi
 from openinfer.errors import BindError, ExecutionError, SynthesisError
 from openinfer.ir.bind import bind
 from openinfer.ir.dims import Dim, DynamicDimError, evaluate, host_expr, smallest_sizes
-from openinfer.ir.nodes import MemoryKind
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
 from openinfer.synth.devices import best_host_target
 from openinfer.synth.synthesizer import Synthesizer
 from openinfer.testing import skip_unless_runs_here
 
-encoder, cnn, decoder = load_example("encoder"), load_example("cnn"), load_example("decoder")
-ENC = encoder.SIZES["test"]
+ENC = dc.ENC
 TARGETS = sorted({"x86_64-generic", best_host_target()})
 
 
@@ -64,21 +63,12 @@ def test_smallest_sizes_name_the_dim_that_needs_them():
 
 # ---------------------------------------------------------------------------------------- binding
 
-MLP = """
-dynamic { x: f32[B, D]; }
-constant { w: f32[D, H]; }
-volatile { h: f32[B, H]; }
-block entry { op matmul(x, w) >> h; op relu(h, alpha=0.0) >> h; return; }
-"""
+MLP = dc.MLP
 
 
 @pytest.fixture
 def mlp_model(tmp_path):
-    path = tmp_path / "mlp.oinf"
-    rng = np.random.default_rng(0)
-    oi.write_oinf(path, tensors={"w": rng.standard_normal((8, 16)).astype(np.float32)},
-                  sizevars={"B": 2, "D": 8, "H": 16}, metadata={"dynamic.B": 32})
-    return path
+    return dc.write_mlp_model(tmp_path / "mlp.oinf")
 
 
 def test_model_metadata_gives_the_bound_and_flags_override_it(mlp_model):
@@ -115,174 +105,71 @@ def test_a_model_tensor_may_be_dynamic_in_its_first_dim_only(tmp_path):
         bind(oi.graph(text), oi.ModelLoader.open(path), dynamic={"S": 8})
 
 
-def test_vulkan_targets_refuse_dynamic_sizes_with_a_reason(mlp_model):
-    with pytest.raises(SynthesisError, match="C targets only so far"):
-        Synthesizer.from_arch("lavapipe").synthesize(mlp_model, MLP)
+def test_vulkan_shaders_read_the_sizes_from_push_constants(mlp_model):
+    """Generation only (tests/vulkan/test_vulkan_dynamic.py runs it): the kernel's extents are
+    macros over a push constant, and the host computes the workgroups from the run-time size."""
+    files = Synthesizer.from_arch("lavapipe").synthesize(mlp_model, MLP, name="mlp").files
+    shaders = [v.decode() for k, v in files.items() if k.endswith(".comp")]
+    assert shaders and all("#define sz_B pc.oi_sz_B" in s for s in shaders)
+    assert any(re.search(r"#define OI_DIM\d+ \(16 \* sz_B\)  // 16\*B \(at most 512\)", s) for s in shaders)
+    host = files["mlp.c"].decode()
+    assert "split_groups((uint64_t)(" in host and "m->sz_B" in host and "int64_t sz_B;" in host
 
 
 # ---------------------------------------------------------------------------------------- engines
-
-def _inputs(bound, rng) -> dict[str, np.ndarray]:
-    out = {}
-    for name, v in bound.vars.items():
-        if v.kind is MemoryKind.DYNAMIC:
-            if v.dtype.name == "bool":
-                a = rng.random(v.shape) < 0.8
-                a.reshape(-1)[0] = True          # at least one key per row (sdpa: no all-masked row)
-            elif v.dtype.is_int:
-                a = rng.integers(0, 50, v.shape).astype(v.dtype.np_dtype)
-            else:
-                a = rng.standard_normal(v.shape).astype(v.dtype.np_dtype)
-            out[name] = a
-    return out
-
-
-def _run_lengths(sim: Simulator, model, graph, name: str, lengths, outputs) -> None:
-    lib = sim.library.stat()
-    ex = sim.make_executor()
-    ref = Reference(model, graph, dynamic={name: int(sim.bound.dynamic[name])}).make_executor()
-    rng = np.random.default_rng(7)
-    for n in lengths:
-        ex.set_sizes(**{name: n})
-        ref.set_sizes(**{name: n})
-        feed = _inputs(ref.bound, rng)
-        ex.insert(**feed)
-        ref.insert(**feed)
-        ex.run_step()
-        ref.run_step()
-        for out in outputs:
-            want, got = ref.fetch(out), ex.fetch(out)
-            assert got.shape == want.shape, (n, out)
-            np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5, err_msg=f"{out} at {name}={n}")
-    after = sim.library.stat()
-    assert (after.st_ino, after.st_mtime_ns) == (lib.st_ino, lib.st_mtime_ns), "the library was rebuilt"
-
+# (the scenarios live in tests/dynamic_cases.py: tests/vulkan/test_vulkan_dynamic.py runs them too)
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dynamic")
-    files = cnn.write(out)
-    files["encoder"] = encoder.write(ENC, out, dynamic=True)
-    return files
+    return dc.write_examples(tmp_path_factory.mktemp("dynamic"))
 
 
 @pytest.mark.parametrize("arch", TARGETS)
 def test_mlp_batch_at_every_length_from_one_library(arch, mlp_model):
     skip_unless_runs_here(arch)
-    model = oi.ModelLoader.open(mlp_model)
-    sim = Simulator(model, MLP, arch=arch)
-    _run_lengths(sim, model, MLP, "B", [1, 7, 32, 5, 32, 1, 13], ["h"])
-
-
-BATCHED = """
-dynamic { x: f32[B, 3, D]; }
-constant { w: f32[D, H]; }
-volatile { h: f32[B, 3, H]; }
-block entry { op matmul(x, w) >> h; op gelu(h) >> h; return; }
-"""
-
-
-MATVEC = """
-dynamic { x: f32[B, D]; v: f32[D]; }
-volatile { h: f32[B]; }
-block entry { op matmul(x, v) >> h; return; }
-"""
+    dc.mlp_batch(arch, mlp_model)
 
 
 @pytest.mark.parametrize("arch", TARGETS)
-@pytest.mark.parametrize("graph", [BATCHED, MATVEC], ids=["batch-of-matrices", "matvec"])
+@pytest.mark.parametrize("graph", [dc.BATCHED, dc.MATVEC], ids=["batch-of-matrices", "matvec"])
 def test_dynamic_rows_of_other_products(arch, graph, mlp_model):
     """[B, 3, D] @ [D, H]: the B items' rows stacked into one product of 3B run-time rows;
     [B, D] @ [D]: a matrix-vector product over run-time rows (the portable kernel on AVX)."""
     skip_unless_runs_here(arch)
-    model = oi.ModelLoader.open(mlp_model)
-    sim = Simulator(model, graph, arch=arch)
-    _run_lengths(sim, model, graph, "B", [1, 2, 32, 11], ["h"])
+    dc.other_products(arch, mlp_model, graph)
 
 
 @pytest.mark.parametrize("arch", TARGETS)
 def test_encoder_sequence_at_every_length_from_one_library(arch, built):
     skip_unless_runs_here(arch)
-    graph, path = built["encoder"]
-    model, g = oi.ModelLoader.open(path), oi.load_graph(graph)
-    sim = Simulator(model, g, arch=arch)
-    assert sim.bound.dynamic == {"S": ENC.seq}     # from the model's metadata, no flag
-    _run_lengths(sim, model, g, "S", [1, 5, ENC.seq, 3, 2, ENC.seq], ["x", "pooled"])
+    dc.encoder_sequence(arch, built)
 
 
 @pytest.mark.parametrize("arch", TARGETS)
 def test_cnn_batch_at_every_length_from_one_library(arch, built):
     skip_unless_runs_here(arch)
-    graph, path = built["cnn"]
-    model, g = oi.ModelLoader.open(path), oi.load_graph(graph)
-    sim = Simulator(model, g, arch=arch, dynamic={"N": 4})
-    _run_lengths(sim, model, g, "N", [1, 3, 4, 2], ["logits"])
-
-
-WINDOW = """
-dynamic { x: f32[4]; }
-persistent { K(i): f32[4] @table @fixed(i=9); }
-volatile { y: f32[4]; win: f32[T, 4]; s: f32[4]; }
-block entry {
-    loop rep (i in 0..T) { op add(y, x) >> y; }     // a loop over the run-time T
-    cache.write y >> K[T];                           // a cache index
-    cache.read K[0..T] >> win;                       // the first T rows of a table
-    op sum_axis(win, axes=[0]) >> s;
-    return;
-}
-"""
+    dc.cnn_batch(arch, built)
 
 
 @pytest.mark.parametrize("arch", TARGETS)
 def test_loops_cache_indices_and_table_windows_take_a_dynamic_size(arch, tmp_path):
-    """Each step: y = T * x, written at K[T]; the window of the first T rows and its sum, whose
-    rows were written in earlier steps at other sizes (NumPy states the expected values)."""
     skip_unless_runs_here(arch)
-    path = tmp_path / "w.oinf"
-    oi.write_oinf(path, tensors={}, sizevars={"T": 3})
-    sim = Simulator(path, WINDOW, arch=arch, dynamic={"T": 8})
-    ex = sim.make_executor()
-    ref = Reference(path, WINDOW, dynamic={"T": 8}).make_executor()
-    table = np.zeros((9, 4), np.float32)
-    for t in (1, 5, 8, 2, 7):
-        x = np.arange(4, dtype=np.float32) + t
-        table[t] = t * x
-        for e in (ex, ref):
-            e.set_sizes(T=t)
-            e.insert(x=x)
-            e.run_step()
-            np.testing.assert_array_equal(e.fetch("y"), t * x)
-            np.testing.assert_array_equal(e.fetch("win"), table[:t])
-            np.testing.assert_array_equal(e.fetch("s"), table[:t].sum(0))
+    dc.loops_and_table_windows(arch, tmp_path)
 
 
 @pytest.mark.parametrize("arch", TARGETS)
 def test_decoder_attends_over_the_rows_in_use(arch, tmp_path):
-    """examples/decoder.py --window: each step's attention reads the first P = pos + 1 rows of the
-    KV tables. 16 greedy steps (the whole cache) match the reference at each P, and the logits of
-    the masked whole-cache graph (the same weights, an independent formulation)."""
     skip_unless_runs_here(arch)
-    cfg = decoder.SIZES["test"]
-    g, m = decoder.write(cfg, tmp_path, window=True)
-    gs, ms = decoder.write(cfg, tmp_path)
-    sim = Simulator(m, g, arch=arch)
-    assert sim.bound.dynamic == {"P": cfg.max_seq}
-    ex, ref = sim.make_executor(), Reference(m, g).make_executor()
-    masked = Reference(ms, gs).make_executor()
-    token = 3
-    for t in range(cfg.max_seq):
-        feed = {"token": np.array([token], np.int32)}
-        for e in (ex, ref):
-            e.set_sizes(P=t + 1)
-            e.insert(**feed)
-            e.run_step()
-        masked.insert(**feed)
-        masked.run_step()
-        np.testing.assert_allclose(ex.fetch("logits"), ref.fetch("logits"), rtol=1e-4, atol=1e-4, err_msg=f"step {t}")
-        np.testing.assert_allclose(ref.fetch("logits"), masked.fetch("logits"), rtol=1e-4, atol=1e-4)
-        assert ex.fetch("kc").shape == (t + 1, 1, cfg.kv_dim)
-        token = int(ref.fetch("next")[0])
-    assert int(ex.fetch("next")[0]) == int(masked.fetch("next")[0])
+    dc.decoder_window(arch, tmp_path)
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+@pytest.mark.parametrize("case", dc.CASES, ids=lambda c: c.id)
+def test_every_kernel_family_takes_its_extents_at_run_time(arch, case, tmp_path):
+    """One small graph per kernel family with the dynamic size where real models put it (rows, a
+    middle dim, the last dim, a product's inner dims, an attention's keys, a conv's length)."""
+    skip_unless_runs_here(arch)
+    dc.run_case(case, arch, tmp_path)
 
 
 def test_reference_at_a_length_equals_plain_numpy(built):

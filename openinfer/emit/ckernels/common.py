@@ -17,6 +17,7 @@ import numpy as np
 
 from ...dtypes import DTypeInfo, Kind
 from ...errors import SynthesisError
+from ...ir.dims import Dim
 from ...synth.program import KernelRequest
 
 NARROW = ("f16", "bf16", "f8")
@@ -178,7 +179,10 @@ def float_literal(ct: str, value: float) -> str:
 
 
 def literal_ct(ct: str, value) -> str:
-    """A C literal of compute type `ct` for a Python value (negative ones parenthesised)."""
+    """A C literal of compute type `ct` for a Python value (negative ones parenthesised); a dynamic
+    size (a count a mean divides by) is its run-time expression converted to `ct`."""
+    if isinstance(value, Dim):
+        return f"(({'int' if ct == 'int' else ct})({value}))"
     if ct in ("float", "double"):
         text = float_literal(ct, value)
         return f"({text})" if text.startswith("-") else text

@@ -5,7 +5,7 @@ openinfer/ops/kernels/layout.py. Output elements are written in row-major order.
 from __future__ import annotations
 
 from ...dtypes import DTypeInfo
-from ...ops.shapes import transpose_perm
+from ...ops.shapes import slice_extent, transpose_perm
 from ...synth.program import KernelRequest
 from ..env import render
 from . import family, prototype
@@ -65,7 +65,7 @@ def emit_slice(req: KernelRequest, name: str, renderer) -> str:
     first, step = [0] * nd, [1] * nd
     for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
         a %= nd
-        first[a], _, step[a] = slice(s, e, st).indices(x.shape[a])
+        first[a], _, step[a] = slice_extent(s, e, st, x.shape[a])
     sbase = sum(f * s for f, s in zip(first, istr, strict=True))
     out_shape = req.output.shape
     mv = _move(x.dtype, "in0", list(out_shape), [st * s for st, s in zip(step, istr, strict=True)],

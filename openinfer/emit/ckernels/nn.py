@@ -122,7 +122,7 @@ def emit_softmax(req: KernelRequest, name: str, renderer) -> str:
                       rows=outer, lanes=lanes, block=256, exp=exp, log=log, log_fn=fn("log", ct),
                       aliased=req.aliased, neg_inf=literal_ct(ct, float("-inf")),
                       pos_inf=literal_ct(ct, float("inf")), nan_value=literal_ct(ct, float("nan")),
-                      **_par_rows(outer, n, _PAR_ELEMS_MATH))
+                      sizes=req.sizes, **_par_rows(outer, n, _PAR_ELEMS_MATH))
     return render("c/ops/softmax.c.j2", proto=prototype(req, name), doc=doc, ct=ct, outer=outer, inner=inner, n=n,
                   neg_inf=literal_ct(ct, float("-inf")), max=_minmax(ct), load_j=load_j, exp=fn("exp", ct),
                   log=log, logf=fn("log", ct),
@@ -151,7 +151,7 @@ def emit_norm(req: KernelRequest, name: str, renderer) -> str:
                       rows=outer, rms=rms, lanes=_vector_bits(renderer) // (64 if ct == "double" else 32),
                       count=literal_ct(ct, n), sqrt=fn("sqrt", ct), eps=scalar_attr(req, "eps", ct),
                       gamma=gamma is not None, beta=beta is not None, aliased=req.aliased,
-                      **_par_rows(outer, n, _PAR_ELEMS))
+                      sizes=req.sizes, **_par_rows(outer, n, _PAR_ELEMS))
     return render("c/ops/norm.c.j2", proto=prototype(req, name), doc=doc, ct=ct, outer=numel(x.shape[:axis]), n=n,
                   rms=rms, load_x=load(t, "in0", "base + j"), count=literal_ct(ct, n), sqrt=fn("sqrt", ct),
                   eps=scalar_attr(req, "eps", ct), gamma=gamma, beta=beta,
@@ -303,7 +303,10 @@ def emit_conv(req: KernelRequest, name: str, renderer) -> str:
     h, w, o, kh, kw, oh, ow = g.h, g.w, g.o, g.kh, g.kw, g.oh, g.ow
     doc = (f"{req.op}: {x} * {wt}" + (" + bias" if len(req.inputs) > 2 else "") + f", stride {list(stride)}, "
            f"padding {list(pad)}, dilation {list(dil)}, groups {groups} -> {req.output}")
-    if _wide_float(req) and not req.aliased and numel(req.output.shape) > 0:
+    # the tiled kernel's register blocking and padded copy are planned for a static plane; a
+    # dynamic length or height takes the direct loops (a dynamic batch keeps the tiled kernel)
+    static_plane = not any(isinstance(d, Dim) for d in (h, w, oh, ow))
+    if _wide_float(req) and not req.aliased and numel(req.output.shape) > 0 and static_plane:
         return _conv_tiled(req, name, renderer, doc, ct, **asdict(g))
     return render("c/ops/conv.c.j2", proto=prototype(req, name), doc=doc, ct=ct, **asdict(g),
                   load_x=load(t, "in0", f"xg + ci * {h * w} + ih * {w} + iw"),
@@ -350,7 +353,10 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
 
 
 def _inside(n_out: int, stride: int, k: int, pad: int, size: int) -> tuple[int, int]:
-    """[lo, hi): the outputs whose window of k cells (from o * stride - pad) lies inside [0, size)."""
+    """[lo, hi): the outputs whose window of k cells (from o * stride - pad) lies inside [0, size);
+    none where a size is dynamic (every output takes the checked path)."""
+    if isinstance(n_out, Dim) or isinstance(size, Dim):
+        return 0, 0
     inside = [o for o in range(n_out) if o * stride - pad >= 0 and o * stride - pad + k <= size]
     return (inside[0], inside[-1] + 1) if inside else (0, 0)
 

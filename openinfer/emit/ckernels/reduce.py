@@ -109,8 +109,8 @@ def emit_reduce(req: KernelRequest, name: str, renderer) -> str:
         add = "oi_acc128_add_s" if ct == "int64_t" else "oi_acc128_add_u"
         acc_decl = "oi_acc128 s = {0, 0};"
         step = [f"{add}(&s, v);"]
-        final = (f"(int64_t)oi_acc128_mean(s, {count}u, 1)" if ct == "int64_t"
-                 else f"oi_acc128_mean(s, {count}u, 0)")
+        n = f"(uint64_t)({count})"
+        final = (f"(int64_t)oi_acc128_mean(s, {n}, 1)" if ct == "int64_t" else f"oi_acc128_mean(s, {n}, 0)")
     else:
         acc_decl = f"{ct} s = {_init(kind, w)};"
         value, narrow = _fold(kind, w, "s", "v")

@@ -4,7 +4,7 @@ raw bits) of output element i and main() writes it, assembling whole bytes for p
 
 from __future__ import annotations
 
-from ...ops.shapes import transpose_perm
+from ...ops.shapes import slice_extent, transpose_perm
 from ...synth.program import KernelRequest
 from ..ckernels.common import contiguous_strides, numel
 from . import Body, family
@@ -64,7 +64,7 @@ def emit_slice(req: KernelRequest, k: KernelCtx) -> Body:
     first, step = [0] * nd, [1] * nd
     for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
         a %= nd
-        first[a], _, step[a] = slice(s, e, st).indices(x.shape[a])
+        first[a], _, step[a] = slice_extent(s, e, st, x.shape[a])
     sbase = sum(f * s for f, s in zip(first, istr, strict=True))
     idx = index_expr("i", req.output.shape, [st * s for st, s in zip(step, istr, strict=True)], sbase)
     return _body(req, [f"return {_fetch(x.dtype, 'in0', idx)};"],

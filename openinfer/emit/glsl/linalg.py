@@ -41,10 +41,11 @@ reference orders it.
 from __future__ import annotations
 
 from ...dtypes import Kind
+from ...ir.dims import Dim, capacity
 from ...ops.shapes import matmul_operand_shapes
 from ...synth.program import KernelRequest
 from ..ckernels.common import contiguous_strides
-from . import Body, family
+from . import Body, dispatch, family
 from .reduce import NARROW, round_to
 from .types import KernelCtx, lit
 
@@ -140,8 +141,8 @@ def _operands(req: KernelRequest):
 def _fits_tiles(req: KernelRequest) -> bool:
     """f32 / f64 products summed in their own type, at least 16 x 16 x 16: the tiled kernel."""
     a, _, product, m, n, kk, w, p = _operands(req)
-    return (a.dtype.name in ("f32", "f64") and p == w == a.dtype and not product.dtype.is_packed and m >= 16
-            and n >= 16 and kk >= 16)
+    return (a.dtype.name in ("f32", "f64") and p == w == a.dtype and not product.dtype.is_packed
+            and min(capacity(m), capacity(n), capacity(kk)) >= 16)
 
 
 def _path(req: KernelRequest) -> str:
@@ -152,7 +153,7 @@ def _path(req: KernelRequest) -> str:
     a, b, product, m, _, _, w, p = _operands(req)
     if (p == w and w.name == "f32" and a.dtype.name in ("f32", "f16", "bf16") and b.dtype.name in ("f32", "f16", "bf16")
             and not product.dtype.is_packed and product.numel > 0):
-        return "gemv" if m <= GEMV_MAX_M else "gemm"
+        return "gemv" if capacity(m) <= GEMV_MAX_M else "gemm"   # (a dynamic M: by its bound)
     return "tiled" if _fits_tiles(req) else "value"
 
 
@@ -237,21 +238,20 @@ def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
     return Body(value="\n".join(lines), vct=ct, doc=doc)
 
 
-def _groups(total: int) -> tuple[int, int, int]:
-    gx = min(total, 65535)
-    return gx, -(-total // gx), 1
-
-
 # ------------------------------------------------------------------------------------ GEMV
 
 def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Body:
     """y[bt] (m x n, m small) = x[bt] @ W[bt]: a workgroup per CL*V output columns; invocation
     (ks, cl) reads V adjacent columns of weight rows ks, ks + KS, ... and keeps m x V partial
-    sums; the KS partial sums of a column are added in shared memory (a tree)."""
+    sums; the KS partial sums of a column are added in shared memory (a tree).
+
+    Dynamic extents: the loops over K and the columns run to their run-time values; the m rows
+    are unrolled for the bound of M, and rows past the run-time M are computed but not stored."""
     a, b = req.own_inputs
+    mcap, kcap = capacity(m), capacity(kk)
     ta, tb = a.dtype, b.dtype
     trans_a, trans_b = _transposes(req)
-    trans_b = trans_b and n > 1          # a transposed single column is the same vector in memory
+    trans_b = trans_b and capacity(n) > 1    # a transposed single column is the same vector in memory
     esize = tb.bits // 8
     if trans_b:
         vw = 1                           # adjacent invocations read adjacent elements of one stored row
@@ -261,7 +261,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
         vw = 8 if n % 8 == 0 else (4 if n % 4 == 0 else 1)
     nvec = -(-n // vw)
     cl_n = max(1, TUNE["gemv_segment_bytes"] // (vw * esize))
-    cl_n = 1 if trans_b else min(_pow2ceil(cl_n), 32, _pow2ceil(nvec))
+    cl_n = 1 if trans_b else min(_pow2ceil(cl_n), 32, _pow2ceil(capacity(nvec)))
     nb = _prod(batch_shape)
     ncb = -(-nvec // cl_n)
     total = nb * ncb
@@ -276,9 +276,9 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
         return tn <= max_wg and tn * chunks * red_bytes <= k.caps.max_shared
 
     while (threads < TUNE["gemv_max_threads"] and fits(threads * 2) and total * threads < TUNE["gemv_threads"]
-           and kk >= (threads * 2 // cl_n) * unroll * 2):
+           and kcap >= (threads * 2 // cl_n) * unroll * 2):
         threads *= 2
-    while threads > cl_n and (threads // cl_n > _pow2ceil(kk) or not fits(threads)):
+    while threads > cl_n and (threads // cl_n > _pow2ceil(kcap) or not fits(threads)):
         threads //= 2
     threads = max(threads, cl_n)
     ks_n = threads // cl_n
@@ -308,10 +308,10 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
         for j, q in js:
             body += wload(j, q)
         for j, q in js:
-            for r in range(m):
+            for r in range(mcap):
                 body.append(f"float x{j}_{r} = {_load_f32(ta, 'in0', 'ao + ' + _a_at(trans_a, m, kk, f'{r}u', q))};")
         for j, _ in js:
-            for r in range(m):
+            for r in range(mcap):
                 for c in range(chunks):
                     body.append(f"s{r}_{c} += x{j}_{r} * w{j}_{c};")
         return ["    " + x for x in body]
@@ -323,20 +323,21 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
              f"uint col = ((g % {ncb}u) * {cl_n}u + cl) * {vw}u;",
              f"uint ao = {a_off}, bo = {b_off};"]
     zero = "vec4(0.0)" if vt == "vec4" else "0.0"
-    lines += [f"{vt} s{r}_{c} = {zero};" for r in range(m) for c in range(chunks)]
+    lines += [f"{vt} s{r}_{c} = {zero};" for r in range(mcap) for c in range(chunks)]
     lines += [f"if (col < {n}u) {{", "    uint q = ks;"]
-    if unroll > 1 and kk > ks_n:
+    if unroll > 1 and kcap > ks_n:
         lines.append(f"    for (; q + {(unroll - 1) * ks_n}u < {kk}u; q += {unroll * ks_n}u) {{")
         lines += ["    " + x for x in step([(j, f"q + {j * ks_n}u") for j in range(unroll)])]
         lines.append("    }")
     lines.append(f"    for (; q < {kk}u; q += {ks_n}u) {{")
     lines += ["    " + x for x in step([(0, "q")])]
     lines += ["    }", "}"]
-    for r in range(m):
+    for r in range(mcap):
         if r:
             lines.append("barrier();")
         lines += reduce_k_slices(r, chunks, ks_n, cl_n)
-        lines.append(f"if (ks == 0u && col < {n}u) {{")
+        live = f" && {r}u < {m}u" if isinstance(m, Dim) else ""
+        lines.append(f"if (ks == 0u && col < {n}u{live}) {{")
         lines.append(f"    uint o = (bt * {m}u + {r}u) * {n}u + col;")
         for c in range(chunks):
             lines.append(f"    {vt} v{c} = oi_red[lid * {chunks}u + {c}u];")
@@ -350,7 +351,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     shared = "\n".join(views + [f"shared {vt} oi_red[{threads * chunks}];"])
     how = f"GEMV: {cl_n * vw} columns x {ks_n} slices of K per workgroup, {vw}-wide loads"
     return Body(main="\n".join(lines), functions=functions, doc=f"{doc} ({how})", local_size=threads,
-                shared=shared, groups=_groups(total))
+                shared=shared, groups=dispatch(total, 1))
 
 
 def reduce_k_slices(r: int, chunks: int, ks_n: int, cl_n: int) -> list[str]:
@@ -393,7 +394,7 @@ def _gemm_config(k: KernelCtx, m: int, n: int):
         shared = 2 * bk * ((bm // 4 + 1) + (bn // 4 + 1)) * 16
         if threads > k.caps.max_wg or shared > k.caps.max_shared:
             continue
-        if bm > 32 and (m < bm or n < bn):
+        if bm > 32 and (capacity(m) < bm or capacity(n) < bn):     # (dynamic: by the bound)
             continue
         return bm, bn, tm, tn, bk
     return None
@@ -477,7 +478,7 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
     lines += load("0u") + store("0u") + ["barrier();"]
     lines.append(f"for (uint kt = 0u; kt < {ntiles}u; ++kt) {{")
     lines.append("    uint cur = kt & 1u;")
-    if ntiles > 1:
+    if capacity(ntiles) > 1:     # (a dynamic K: the loop checks at run time)
         lines.append(f"    if (kt + 1u < {ntiles}u) {{")
         lines += ["        " + x for x in load(f"(kt + 1u) * {bk}u")]
         lines.append("    }")
@@ -489,7 +490,7 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
         for j in range(gn):
             lines.append(f"        c{i}_{j} += a{i // 4}." + "xyzw"[i % 4] + f" * b{j};")
     lines.append("    }")
-    if ntiles > 1:
+    if capacity(ntiles) > 1:
         lines.append(f"    if (kt + 1u < {ntiles}u) {{")
         lines += ["        " + x for x in store("(cur ^ 1u)")]
         lines.append("    }")
@@ -510,7 +511,7 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
     shared = "\n".join(views + [f"shared vec4 oi_as[{2 * bk * sa}];", f"shared vec4 oi_bs[{2 * bk * sb}];"])
     how = f"GEMM: {bm}x{bn} tiles, {tm}x{tn} per invocation, depth {bk}, double-buffered shared memory"
     return Body(main="\n".join(lines), functions=functions, doc=f"{doc} ({how})", local_size=threads,
-                shared=shared, groups=_groups(total))
+                shared=shared, groups=dispatch(total, 1))
 
 
 # ------------------------------------------------------------------------------------ cooperative matrix
@@ -528,6 +529,8 @@ def _coop_config(req, k: KernelCtx, m: int, n: int, kk: int):
     a, b = req.inputs
     if any(_transposes(req)):
         return None                          # its 16-byte loads run along K of A and N of B
+    if any(isinstance(d, Dim) for d in (m, n, kk)):
+        return None                          # its tiles and fragments are planned for static extents
     if not (k.caps.coopmat and k.caps.float16 and k.caps.subgroup_size == 32 and a.dtype.name == "f16"
             and b.dtype.name == "f16" and kk % 8 == 0 and n % 8 == 0 and m >= 16 and n >= 16 and kk >= 16):
         return None
@@ -681,7 +684,7 @@ def _gemm_coop(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, 
     how = (f"cooperative-matrix GEMM: {bm}x{bn} tiles of depth {bk}, {stages} shared stage(s), {wm}x{wn} subgroups "
            f"of {fm}x{fn} 16x{fw}x16 f16 -> f32 fragments")
     return Body(main="\n".join(lines), doc=f"{doc} ({how})", local_size=threads, shared="\n".join(decl),
-                groups=_groups(total))
+                groups=dispatch(total, 1))
 
 
 # ------------------------------------------------------------------------------------ f64 tiles
@@ -720,8 +723,6 @@ for (uint q0 = 0u; q0 < {kk}u; q0 += {tile}u) {{
 }}
 if (bt < {nbatch}u && row < {m}u && col < {n}u)
     out_[(bt * {m}u + row) * {n}u + col] = {k.store(req.output.dtype, 's', ct)};"""
-    groups = nbatch * tm * tn
-    gx = min(groups, 65535)
     return Body(main=main, doc=doc + f" (tiled {tile}x{tile}, shared memory)", local_size=tile * tile,
                 shared=f"shared {ct} oi_ta[{tile}][{tile}];\nshared {ct} oi_tb[{tile}][{tile}];",
-                groups=(gx, -(-groups // gx), 1))
+                groups=dispatch(nbatch * tm * tn, 1))

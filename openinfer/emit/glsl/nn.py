@@ -12,6 +12,7 @@ from dataclasses import astuple
 
 import numpy as np
 
+from ...ir.dims import capacity
 from ...synth.program import KernelRequest
 from ..ckernels.common import ConvGeometry, contiguous_strides, numel
 from . import Body, family
@@ -249,8 +250,9 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
                 f"uint kb = {off(kt.shape[:-2], sk * dk, True)};",
                 f"uint vb = {off(v.shape[:-2], sk * dv, True)};")
 
-    wg = rows_.row_wg(k, max(sk, dv))
-    if t.name == "f32" and v.dtype.name == "f32" and (sk + wg) * 4 <= k.caps.max_shared:
+    wg = rows_.row_wg(k, max(capacity(sk), capacity(dv)))
+    # (a dynamic key count keeps its scores in shared memory sized for the bound)
+    if t.name == "f32" and v.dtype.name == "f32" and (capacity(sk) + wg) * 4 <= k.caps.max_shared:
         return _sdpa_rows(req, k, numel(batch) * sq, sq, sk, dv, wg, offsets("qr"), functions, doc)
     lines = [f"uint e = i % {dv}u, row = (i / {dv}u) % {sq}u, bt = i / {dv * sq}u;", *offsets("row"),
              f"{ct} m = -{f['inf']};",
@@ -289,7 +291,7 @@ def _sdpa_rows(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk: int, dv
               f"    for (uint j = 0u; j < {sk}u; ++j) acc += oi_p[j] * in2[vb + j * {dv}u + e];",
               f"    out_[row * {dv}u + e] = {store.format('acc / l')};", "}"]
     return Body(functions=functions, main="\n".join(lines), local_size=wg,
-                shared=f"shared float oi_p[{sk}];\nshared float oi_red[{wg}];", groups=rows_.groups(rows),
+                shared=f"shared float oi_p[{capacity(sk)}];\nshared float oi_red[{wg}];", groups=rows_.groups(rows),
                 doc=f"{doc} (a workgroup of {wg} per query row)")
 
 

@@ -15,8 +15,8 @@ over k and multiplies by the column's scale once.
 from __future__ import annotations
 
 from ...synth.program import KernelRequest
-from . import Body, family
-from .linalg import _groups, _view, reduce_k_slices, stored
+from . import Body, dispatch, family
+from .linalg import _view, reduce_k_slices, stored
 from .types import KernelCtx, lit
 
 
@@ -105,4 +105,4 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     doc = (f"dequant_matmul GEMV: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}), "
            f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, 16-byte weight loads")
     return Body(main="\n".join(lines), doc=doc, local_size=threads, shared=shared,
-                groups=_groups(nvec // cl_n + (nvec % cl_n > 0)))
+                groups=dispatch(-(-nvec // cl_n), 1))

@@ -16,6 +16,7 @@ float sums stay sequential (their rounding after every step is the semantics).
 
 from __future__ import annotations
 
+from ...ir.dims import capacity
 from ...dtypes import DTypeInfo
 from ...synth.program import KernelRequest
 from ..ckernels.common import collapse, contiguous_strides, numel
@@ -259,7 +260,7 @@ def emit_arg(req: KernelRequest, k: KernelCtx) -> Body:
     load = k.load(t, "in0", f"base + j * {st}u" if st != 1 else "base + j")
     doc = (f"{req.op}: index of the {'max' if is_max else 'min'}imum of {x} along axis {axis} "
            f"({'first' if first else 'last'} on ties; NaN wins)")
-    if n > 1 and ct in ("float", "int", "uint"):
+    if capacity(n) > 1 and ct in ("float", "int", "uint"):     # (a dynamic length: at its bound)
         row_base = index_expr("row", kshape, [istr[d] for d in kept]) if kshape else "0u"
         return _arg_rows(req, k, row_base, numel(kshape), n, load, ct, isnan, cmp, first, doc)
     order = (f"for (uint jj = 1u; jj < {n}u; ++jj) {{", "uint j = jj;") if first else \

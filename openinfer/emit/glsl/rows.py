@@ -16,7 +16,8 @@ targets' row kernels do); other dtypes keep the sequential kernels and their ord
 
 from __future__ import annotations
 
-from . import dispatch
+from ...ir.dims import capacity
+from . import Grid, dispatch
 from .types import KernelCtx
 
 #: invocations per row at most
@@ -25,7 +26,8 @@ ROW_WG = 256
 
 def row_wg(k: KernelCtx, work: int) -> int:
     """A power-of-two workgroup size for rows of `work` independent items (at most ROW_WG and
-    the device's limit)."""
+    the device's limit); a dynamic count decides at its bound (the strided loops take any count)."""
+    work = capacity(work)
     wg = 1
     while wg < min(work, ROW_WG) and wg * 2 <= k.caps.max_wg:
         wg *= 2
@@ -40,7 +42,7 @@ def header(rows: int) -> list[str]:
             "uint lid = gl_LocalInvocationID.x;"]
 
 
-def groups(rows: int) -> tuple[int, int, int]:
+def groups(rows: int) -> Grid:
     return dispatch(rows, 1)
 
 

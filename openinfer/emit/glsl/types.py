@@ -15,6 +15,7 @@ import numpy as np
 
 from ...dtypes import DTypeInfo, Kind
 from ...errors import SynthesisError
+from ...ir.dims import Dim
 from ...synth.program import KernelRequest
 
 #: device feature -> (what it is, the descriptor fields that declare it)
@@ -216,6 +217,8 @@ def int_lit(ct: str, value, wrap: bool = False) -> str:
 
 
 def lit(ct: str, value, wrap: bool = False) -> str:
+    if isinstance(value, Dim):      # a run-time extent (a mean's count): its macro, converted
+        return f"{value}u" if ct == "uint" else (f"{value}" if ct == "int" else f"{ct}({value})")
     if ct == "float":
         return float_lit(value)
     if ct == "double":

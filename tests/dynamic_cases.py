@@ -1,0 +1,384 @@
+"""Dynamic sizes (issue 18) on every target: the scenarios both tests/synth/test_dynamic_sizes.py
+(the C targets) and tests/vulkan/test_vulkan_dynamic.py (lavapipe, the validation layer on) run.
+
+Examples with a natural dynamic dim (the MLP's batch, the encoder's sequence, the CNN's batch, the
+decoder's attention length, the streaming window) run at lengths 1, a prime, the bound and a
+varying sequence in one executor, each against the reference bound at that length, with the
+library built once.
+
+Small graphs whose extents depend on a dynamic size, one per kernel family (CASES):
+
+Each case puts the dynamic size T where kernels meet it in real models: the leading (row) dim of
+element-wise, row and GEMM kernels; a middle dim (after a transpose, heads first); the last dim
+(softmax over attention scores, a reduction axis, a conv's length); the inner dims of products
+(Q @ K^T's columns, scores @ V's depth); an attention's key count. The same records run on every
+target that runs here: tests/synth/test_dynamic_ops.py (the C targets) and
+tests/vulkan/test_vulkan_dynamic.py (lavapipe), each at several sizes from one library, against
+the reference bound at each size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from example_modules import load_example
+
+import openinfer as oi
+from openinfer.ir.nodes import MemoryKind
+from openinfer.reference.executor import Reference
+from openinfer.sim import Simulator
+
+encoder, cnn, decoder = load_example("encoder"), load_example("cnn"), load_example("decoder")
+ENC = encoder.SIZES["test"]
+
+
+@dataclass(frozen=True)
+class DynamicCase:
+    id: str
+    graph: str
+    outputs: tuple[str, ...]
+    bound: int = 12
+    lengths: tuple[int, ...] = (1, 5, 12, 2, 7)
+    #: model tensors: name -> shape (f32, seeded normal values)
+    tensors: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: integer inputs: name -> exclusive upper bound of their values
+    int_high: dict[str, int] = field(default_factory=dict)
+    sizevars: dict[str, int] = field(default_factory=dict)
+
+    def write_model(self, path: Path) -> Path:
+        rng = np.random.default_rng(11)
+        tensors = {k: (rng.standard_normal(s) * 0.5).astype(np.float32) for k, s in self.tensors.items()}
+        oi.write_oinf(path, tensors=tensors, sizevars={"T": 1, **self.sizevars})
+        return path
+
+
+def inputs(bound, rng, case: DynamicCase | None = None) -> dict[str, np.ndarray]:
+    """Random values of every dynamic input of `bound` (a graph bound at one size); integers below
+    the case's `int_high` (50 by default)."""
+    out = {}
+    for name, v in bound.vars.items():
+        if v.kind is not MemoryKind.DYNAMIC:
+            continue
+        shape = tuple(int(d) for d in v.shape)
+        if v.dtype.name == "bool":
+            a = rng.random(shape) < 0.8
+            a.reshape(-1)[0] = True         # at least one key per row (sdpa: no all-masked row)
+        elif v.dtype.is_int:
+            high = case.int_high.get(name, 50) if case else 50
+            a = rng.integers(0, high, shape).astype(v.dtype.np_dtype)
+        else:
+            a = rng.standard_normal(shape).astype(v.dtype.np_dtype)
+        out[name] = a
+    return out
+
+
+CASES = (
+    DynamicCase("elementwise", """
+dynamic { x: f32[T, 8]; x3: f32[2, T, 4]; c: bool[T, 8]; }
+constant { b: f32[8]; b3: f32[2, 1, 4]; }
+volatile { y: f32[T, 8]; z: f32[T, 8]; h: f16[T, 8]; y3: f32[2, T, 4]; m: f32[T, 8]; }
+block entry {
+    op add(x, b) >> y;
+    op tanh(y) >> y;
+    op mul(y, x) >> z;
+    op cast(z, to=f16) >> h;
+    op filter(x, z, y) >> m;
+    op add(x3, b3) >> y3;
+    op relu(y3, alpha=0.1, clamp_max=0.5) >> y3;
+    return;
+}
+""", ("y", "z", "h", "y3", "m"), tensors={"b": (8,), "b3": (2, 1, 4)}),
+    DynamicCase("rows", """
+dynamic { x: f32[T, 8]; s: f32[4, T]; }
+constant { g: f32[8]; bb: f32[8]; }
+volatile { ln: f32[T, 8]; rn: f32[T, 8]; sm: f32[4, T]; ls: f32[4, T]; sm0: f32[4, T]; }
+block entry {
+    op layer_norm(x, g, bb, eps=1e-5) >> ln;
+    op rms_norm(x, g, eps=1e-5) >> rn;
+    op softmax(s, axis=-1) >> sm;
+    op log_softmax(s, axis=1) >> ls;
+    op softmax(s, axis=0) >> sm0;
+    return;
+}
+""", ("ln", "rn", "sm", "ls", "sm0"), tensors={"g": (8,), "bb": (8,)}),
+    DynamicCase("reductions", """
+dynamic { x: f32[T, 8]; s: f32[4, T]; n: i32[T, 3]; }
+volatile { c: f32[8]; r: f32[4]; mx: f32[8]; mn: f32[4]; all: f32; am: i64[4]; an: i64[3]; ni: i32[3]; }
+block entry {
+    op sum_axis(x, axes=[0]) >> c;
+    op mean_axis(s, axes=[1]) >> r;
+    op max_axis(x, axes=[0]) >> mx;
+    op min_axis(s, axes=[1]) >> mn;
+    op sum_axis(s, axes=[0, 1]) >> all;
+    op argmax_axis(s, axis=1) >> am;
+    op argmin_axis(n, axis=0) >> an;
+    op sum_axis(n, axes=[0]) >> ni;
+    return;
+}
+""", ("c", "r", "mx", "mn", "all", "am", "an", "ni")),
+    DynamicCase("matmul-rows", """
+dynamic { x: f32[T, 8]; x3: f32[T, 2, 8]; }
+constant { w: f32[8, 16]; wt: f32[16, 8]; }
+volatile { y: f32[T, 16]; yt: f32[T, 16]; y3: f32[T, 2, 16]; }
+block entry {
+    op matmul(x, w) >> y;
+    op add(y, y) >> y;
+    op matmul(x, wt, transpose_b=true) >> yt;
+    op matmul(x3, w) >> y3;
+    return;
+}
+""", ("y", "yt", "y3"), bound=40, lengths=(1, 3, 40, 17, 8), tensors={"w": (8, 16), "wt": (16, 8)}),
+    DynamicCase("matmul-few-rows", """
+dynamic { x: f32[T, 8]; v: f32[8]; }
+constant { w: f32[8, 16]; }
+volatile { y: f32[T, 16]; mv: f32[T]; }
+block entry { op matmul(x, w) >> y; op matmul(x, v) >> mv; return; }
+""", ("y", "mv"), bound=6, lengths=(1, 6, 4), tensors={"w": (8, 16)}),
+    DynamicCase("attention-products", """
+dynamic { q: f32[T, 8]; k: f32[T, 8]; v: f32[T, 8]; q3: f32[2, T, 4]; k3: f32[2, T, 4]; }
+volatile { s: f32[T, T]; p: f32[T, T]; o: f32[T, 8]; s3: f32[2, T, T]; kt: f32[8, T]; o2: f32[T, 8]; }
+block entry {
+    op matmul(q, k, transpose_b=true) >> s;
+    op softmax(s, axis=-1) >> p;
+    op matmul(p, v) >> o;
+    op matmul(q3, k3, transpose_b=true) >> s3;
+    op transpose(k, perm=[1, 0]) >> kt;
+    op matmul(p, kt, transpose_b=true) >> o2;
+    return;
+}
+""", ("s", "p", "o", "s3", "kt", "o2")),
+    DynamicCase("sdpa", """
+dynamic { q: f32[2, T, 4]; k: f32[2, T, 4]; v: f32[2, T, 4]; mask: bool[T]; q1: f32[2, 1, 4]; }
+volatile { o: f32[2, T, 4]; oc: f32[2, T, 4]; o1: f32[2, 1, 4]; }
+block entry {
+    op sdpa(q, k, v, mask) >> o;
+    op sdpa(q, k, v, causal=true) >> oc;
+    op sdpa(q1, k, v) >> o1;
+    return;
+}
+""", ("o", "oc", "o1")),
+    DynamicCase("layout", """
+dynamic { x: f32[T, 8]; idx: i32[T]; sel: i32[2]; a: f32[T, 4]; }
+constant { table: f32[10, 8]; }
+volatile { x3: f32[T, 2, 4]; xt: f32[2, T, 4]; back: f32[T, 8]; first: f32[1, 8]; mid: f32[T, 4];
+           cat: f32[T, 12]; g: f32[T, 8]; gx: f32[T, 2]; rest: f32[T, 8]; }
+block entry {
+    op reshape(x) >> x3;
+    op transpose(x3, perm=[1, 0, 2]) >> xt;
+    op transpose(xt, perm=[1, 0, 2]) >> x3;
+    op reshape(x3) >> back;
+    op slice(x, starts=[0], ends=[1]) >> first;
+    op slice(x, starts=[2], ends=[6], axes=[1]) >> mid;
+    op concat(a, x, axis=1) >> cat;
+    op gather(table, idx) >> g;
+    op gather(x, sel, axis=1) >> gx;
+    op slice(x, starts=[0], ends=[T]) >> rest;
+    return;
+}
+""", ("xt", "back", "first", "mid", "cat", "g", "gx", "rest"), tensors={"table": (10, 8)},
+        int_high={"idx": 10, "sel": 8}),
+    DynamicCase("conv-length", """
+dynamic { x: f32[1, 3, T]; x2: f32[1, 2, T, 5]; x4: f32[1, 2, 4, T]; }
+constant { w: f32[4, 3, 3]; b: f32[4]; w2: f32[4, 2, 3, 3]; }
+volatile { y: f32[1, 4, T]; y2: f32[1, 4, T, 5]; mp: f32[1, 2, 4, T]; ap: f32[1, 2, 4, T]; }
+block entry {
+    op conv1d(x, w, b, padding=1) >> y;
+    op conv2d(x2, w2, padding=1) >> y2;
+    op max_pool2d(x4, kernel=[1, 3], stride=[1, 1], padding=[0, 1]) >> mp;
+    op avg_pool2d(x4, kernel=[1, 3], stride=[1, 1], padding=[0, 1]) >> ap;
+    return;
+}
+""", ("y", "y2", "mp", "ap"), tensors={"w": (4, 3, 3), "b": (4,), "w2": (4, 2, 3, 3)}),
+    DynamicCase("conv-batch", """
+dynamic { x: f32[T, 2, 6, 6]; }
+constant { w: f32[4, 2, 3, 3]; b: f32[4]; }
+volatile { y: f32[T, 4, 6, 6]; mp: f32[T, 4, 3, 3]; ap: f32[T, 4, 3, 3]; }
+block entry {
+    op conv2d(x, w, b, padding=1) >> y;
+    op max_pool2d(y, kernel=2) >> mp;
+    op avg_pool2d(y, kernel=2) >> ap;
+    return;
+}
+""", ("y", "mp", "ap"), bound=5, lengths=(1, 5, 3), tensors={"w": (4, 2, 3, 3), "b": (4,)}),
+    DynamicCase("positions", """
+dynamic { x: f32[T, 2, 4]; }
+volatile { pos: i32[T]; r: f32[T, 2, 4]; ramp: f32[T]; }
+block entry {
+    op arange(pos, start=3) >> pos;
+    op rope(x, pos, theta=10000.0) >> r;
+    op arange(ramp, start=0.5, step=0.25) >> ramp;
+    return;
+}
+""", ("pos", "r", "ramp")),
+)
+
+
+def run_lengths(sim: Simulator, model, graph, name: str, lengths, outputs, *, case: DynamicCase | None = None,
+                rtol: float = 2e-5, atol: float = 2e-5) -> None:
+    """Run `sim`'s library at each of `lengths` of the dynamic size `name` in one executor, each
+    step's `outputs` against the reference bound at that length; the library must not change."""
+    lib = sim.library.stat()
+    ex = sim.make_executor()
+    ref = Reference(model, graph, dynamic={name: int(sim.bound.dynamic[name])}).make_executor()
+    rng = np.random.default_rng(7)
+    for n in lengths:
+        ex.set_sizes(**{name: n})
+        ref.set_sizes(**{name: n})
+        feed = inputs(ref.bound, rng, case)
+        ex.insert(**feed)
+        ref.insert(**feed)
+        ex.run_step()
+        ref.run_step()
+        for out in outputs:
+            want, got = ref.fetch(out), ex.fetch(out)
+            assert got.shape == want.shape, (out, n)
+            f16 = got.dtype == np.float16            # an f16 result may round across a step
+            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-3 if f16 else rtol,
+                                       atol=2e-3 if f16 else atol, err_msg=f"{out} at {name}={n}")
+    after = sim.library.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (lib.st_ino, lib.st_mtime_ns), "the library was rebuilt"
+
+
+def run_case(case: DynamicCase, arch, tmp_path: Path) -> Simulator:
+    """Build `case` once for `arch` and run it at each of its lengths (run_lengths)."""
+    model = case.write_model(tmp_path / f"{case.id}.oinf")
+    sim = Simulator(model, case.graph, arch=arch, dynamic={"T": case.bound})
+    run_lengths(sim, model, case.graph, "T", case.lengths, case.outputs, case=case)
+    return sim
+
+
+# ---------------------------------------------------------------------------------------- examples
+
+MLP = """
+dynamic { x: f32[B, D]; }
+constant { w: f32[D, H]; }
+volatile { h: f32[B, H]; }
+block entry { op matmul(x, w) >> h; op relu(h, alpha=0.0) >> h; return; }
+"""
+
+#: [B, 3, D] @ [D, H]: the B items' rows stacked into one product of 3B run-time rows
+BATCHED = """
+dynamic { x: f32[B, 3, D]; }
+constant { w: f32[D, H]; }
+volatile { h: f32[B, 3, H]; }
+block entry { op matmul(x, w) >> h; op gelu(h) >> h; return; }
+"""
+
+#: [B, D] @ [D]: a matrix-vector product over run-time rows
+MATVEC = """
+dynamic { x: f32[B, D]; v: f32[D]; }
+volatile { h: f32[B]; }
+block entry { op matmul(x, v) >> h; return; }
+"""
+
+
+def write_mlp_model(path: Path) -> Path:
+    """w: [8, 16]; B dynamic up to 32 by the model's metadata."""
+    rng = np.random.default_rng(0)
+    oi.write_oinf(path, tensors={"w": rng.standard_normal((8, 16)).astype(np.float32)},
+                  sizevars={"B": 2, "D": 8, "H": 16}, metadata={"dynamic.B": 32})
+    return path
+
+
+def write_examples(out: Path) -> dict[str, tuple[Path, Path]]:
+    """The CNN, the streaming conv and the encoder (S dynamic by its metadata) as (graph, model)."""
+    files = cnn.write(out)
+    files["encoder"] = encoder.write(ENC, out, dynamic=True)
+    return files
+
+
+def mlp_batch(arch, model_path: Path) -> Simulator:
+    model = oi.ModelLoader.open(model_path)
+    sim = Simulator(model, MLP, arch=arch)
+    run_lengths(sim, model, MLP, "B", [1, 7, 32, 5, 32, 1, 13], ["h"])
+    return sim
+
+
+def other_products(arch, model_path: Path, graph: str) -> Simulator:
+    model = oi.ModelLoader.open(model_path)
+    sim = Simulator(model, graph, arch=arch)
+    run_lengths(sim, model, graph, "B", [1, 2, 32, 11], ["h"])
+    return sim
+
+
+def encoder_sequence(arch, files) -> Simulator:
+    graph, path = files["encoder"]
+    model, g = oi.ModelLoader.open(path), oi.load_graph(graph)
+    sim = Simulator(model, g, arch=arch)
+    assert sim.bound.dynamic == {"S": ENC.seq}     # from the model's metadata, no flag
+    run_lengths(sim, model, g, "S", [1, 5, ENC.seq, 3, 2, ENC.seq], ["x", "pooled"])
+    return sim
+
+
+def cnn_batch(arch, files) -> Simulator:
+    graph, path = files["cnn"]
+    model, g = oi.ModelLoader.open(path), oi.load_graph(graph)
+    sim = Simulator(model, g, arch=arch, dynamic={"N": 4})
+    run_lengths(sim, model, g, "N", [1, 3, 4, 2], ["logits"])
+    return sim
+
+
+WINDOW = """
+dynamic { x: f32[4]; }
+persistent { K(i): f32[4] @table @fixed(i=9); }
+volatile { y: f32[4]; win: f32[T, 4]; s: f32[4]; }
+block entry {
+    loop rep (i in 0..T) { op add(y, x) >> y; }     // a loop over the run-time T
+    cache.write y >> K[T];                           // a cache index
+    cache.read K[0..T] >> win;                       // the first T rows of a table
+    op sum_axis(win, axes=[0]) >> s;
+    return;
+}
+"""
+
+
+def loops_and_table_windows(arch, tmp_path: Path) -> Simulator:
+    """Each step: y = T * x, written at K[T]; the window of the first T rows and its sum, whose
+    rows were written in earlier steps at other sizes (NumPy states the expected values)."""
+    path = tmp_path / "w.oinf"
+    oi.write_oinf(path, tensors={}, sizevars={"T": 3})
+    sim = Simulator(path, WINDOW, arch=arch, dynamic={"T": 8})
+    ex = sim.make_executor()
+    ref = Reference(path, WINDOW, dynamic={"T": 8}).make_executor()
+    table = np.zeros((9, 4), np.float32)
+    for t in (1, 5, 8, 2, 7):
+        x = np.arange(4, dtype=np.float32) + t
+        table[t] = t * x
+        for e in (ex, ref):
+            e.set_sizes(T=t)
+            e.insert(x=x)
+            e.run_step()
+            np.testing.assert_array_equal(e.fetch("y"), t * x)
+            np.testing.assert_array_equal(e.fetch("win"), table[:t])
+            np.testing.assert_array_equal(e.fetch("s"), table[:t].sum(0))
+    return sim
+
+
+def decoder_window(arch, tmp_path: Path) -> Simulator:
+    """examples/decoder.py --window: each step's attention reads the first P = pos + 1 rows of the
+    KV tables. 16 greedy steps (the whole cache) match the reference at each P, and the logits of
+    the masked whole-cache graph (the same weights, an independent formulation)."""
+    cfg = decoder.SIZES["test"]
+    g, m = decoder.write(cfg, tmp_path, window=True)
+    gs, ms = decoder.write(cfg, tmp_path)
+    sim = Simulator(m, g, arch=arch)
+    assert sim.bound.dynamic == {"P": cfg.max_seq}
+    ex, ref = sim.make_executor(), Reference(m, g).make_executor()
+    masked = Reference(ms, gs).make_executor()
+    token = 3
+    for t in range(cfg.max_seq):
+        feed = {"token": np.array([token], np.int32)}
+        for e in (ex, ref):
+            e.set_sizes(P=t + 1)
+            e.insert(**feed)
+            e.run_step()
+        masked.insert(**feed)
+        masked.run_step()
+        np.testing.assert_allclose(ex.fetch("logits"), ref.fetch("logits"), rtol=1e-4, atol=1e-4, err_msg=f"step {t}")
+        np.testing.assert_allclose(ref.fetch("logits"), masked.fetch("logits"), rtol=1e-4, atol=1e-4)
+        assert ex.fetch("kc").shape == (t + 1, 1, cfg.kv_dim)
+        token = int(ref.fetch("next")[0])
+    assert int(ex.fetch("next")[0]) == int(masked.fetch("next")[0])
+    return sim
