@@ -22,12 +22,11 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-
-from ..ir.dims import Dim
 import yaml
 
 from .. import dtypes as dt
 from ..dtypes import DTypeInfo, Kind
+from ..ir.dims import Dim
 from .errors import OpRuntimeError, OpTypeError
 from .types import TensorType
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import openinfer as oi
-from openinfer.errors import BindError, ExecutionError, SynthesisError
+from openinfer.errors import BindError, ExecutionError
 from openinfer.ir.bind import bind
 from openinfer.ir.dims import Dim, DynamicDimError, evaluate, host_expr, smallest_sizes
 from openinfer.reference.executor import Reference

@@ -16,8 +16,8 @@ float sums stay sequential (their rounding after every step is the semantics).
 
 from __future__ import annotations
 
-from ...ir.dims import capacity
 from ...dtypes import DTypeInfo
+from ...ir.dims import capacity
 from ...synth.program import KernelRequest
 from ..ckernels.common import collapse, contiguous_strides, numel
 from . import Body, family
