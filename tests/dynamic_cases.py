@@ -283,7 +283,8 @@ def write_mlp_model(path: Path) -> Path:
 
 
 def write_examples(out: Path) -> dict[str, tuple[Path, Path]]:
-    """The CNN, the streaming conv and the encoder (S dynamic by its metadata) as (graph, model)."""
+    """The CNN, the streaming conv (per frame and per chunk: T dynamic by its metadata) and the
+    encoder (S dynamic by its metadata) as (graph, model)."""
     files = cnn.write(out)
     files["encoder"] = encoder.write(ENC, out, dynamic=True)
     return files
@@ -317,6 +318,35 @@ def cnn_batch(arch, files) -> Simulator:
     model, g = oi.ModelLoader.open(path), oi.load_graph(graph)
     sim = Simulator(model, g, arch=arch, dynamic={"N": 4})
     run_lengths(sim, model, g, "N", [1, 3, 4, 2], ["logits"])
+    return sim
+
+
+def stream_chunks(arch, files) -> Simulator:
+    """The streaming window (examples/cnn.py `stream_chunk`): chunks of 1, 5, 16, 3 and 7 frames
+    through one library, each chunk's states against the reference at that length and against
+    the per-frame graph run frame by frame (an independent formulation of the same stream)."""
+    graph, path = files["stream_chunk"]
+    frame_graph, frame_path = files["stream"]
+    sim = Simulator(path, oi.load_graph(graph), arch=arch)
+    assert sim.bound.dynamic == {"T": 16}
+    lib = sim.library.stat()
+    ex = sim.make_executor()
+    ref = Reference(path, oi.load_graph(graph)).make_executor()
+    per_frame = Reference(frame_path, oi.load_graph(frame_graph)).make_executor()
+    rng = np.random.default_rng(3)
+    for t in (1, 5, 16, 3, 7):
+        frames = rng.standard_normal((1, 8, t)).astype(np.float32)
+        for e in (ex, ref):
+            e.set_sizes(T=t)
+            e.insert(frames=frames)
+            e.run_step()
+        np.testing.assert_allclose(ex.fetch("hs"), ref.fetch("hs"), rtol=2e-5, atol=2e-5, err_msg=f"T={t}")
+        for k in range(t):
+            per_frame.insert(frame=frames[:, :, k:k + 1])
+            per_frame.run_step()
+            np.testing.assert_allclose(ex.fetch("hs")[k], per_frame.fetch("h"), rtol=1e-4, atol=1e-5)
+    after = sim.library.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (lib.st_ino, lib.st_mtime_ns), "the library was rebuilt"
     return sim
 
 

@@ -152,6 +152,12 @@ def test_cnn_batch_at_every_length_from_one_library(arch, built):
 
 
 @pytest.mark.parametrize("arch", TARGETS)
+def test_streaming_window_of_frames_per_call(arch, built):
+    skip_unless_runs_here(arch)
+    dc.stream_chunks(arch, built)
+
+
+@pytest.mark.parametrize("arch", TARGETS)
 def test_loops_cache_indices_and_table_windows_take_a_dynamic_size(arch, tmp_path):
     skip_unless_runs_here(arch)
     dc.loops_and_table_windows(arch, tmp_path)

@@ -49,6 +49,10 @@ def test_cnn_batch(built):
     _clean(dc.cnn_batch(ARCH, built))
 
 
+def test_streaming_window_of_frames_per_call(built):
+    _clean(dc.stream_chunks(ARCH, built))
+
+
 def test_loops_cache_indices_and_table_windows(tmp_path):
     _clean(dc.loops_and_table_windows(ARCH, tmp_path))
 
