@@ -94,10 +94,10 @@ def sizevars(cfg: DecoderConfig) -> dict[str, int]:
 
 
 def graph_text(cfg: DecoderConfig, *, unrolled: bool = False, window: bool = False) -> str:
-    """The decode-step graph in the DSL. `window`: attention reads only the first P rows of the
-    cache, P a dynamic size the host sets to the tokens cached after this step's append
-    (`set_sizes(P=pos + 1)`), instead of all T rows behind a validity mask: a step's attention then
-    costs what the sequence holds, not the table's capacity."""
+    """The decode-step graph in the DSL. `window`: attention reads only the rows in use, `cache.read
+    Kc[l, 0..pos] >> kc` with pos already counting this step's token and `kc: f32[P, 1, KV]`, P a
+    dynamic size that the read sets (the rows it copied), instead of all T rows behind a validity
+    mask: a step's attention then costs what the sequence holds, not the table's capacity."""
     if window and unrolled:
         raise ValueError("window attention is written for the looped graph")
     quant = cfg.weights != "f32"
@@ -127,7 +127,8 @@ def graph_text(cfg: DecoderConfig, *, unrolled: bool = False, window: bool = Fal
             if quant and name in MATRICES:
                 out.append(f'    {name}_s(l): f32[{scale_dims(dims)}] @pattern("layers.{{l}}.{name}#scale");')
     out.append("}")
-    note = "key cache: the first P rows" if window else "whole key cache (rows not written yet are masked)"
+    note = ("key cache: the rows in use (P, set by the read)" if window
+            else "whole key cache (rows not written yet are masked)")
     mask = "" if window else "    mask: bool[T];            // positions written so far\n"
     out.append("""volatile {
     x: f32[1, D];             // the residual stream
@@ -165,7 +166,9 @@ def graph_text(cfg: DecoderConfig, *, unrolled: bool = False, window: bool = Fal
 }}""")
     out.append("block entry {")
     out.append("    op gather(tok_emb, token) >> x;\n    cache.read pos >> posv;"
-               + ("" if window else "\n    cache.write yes >> valid[pos];\n    cache.read valid[] >> mask;"))
+               + ("\n    cache.increment pos;      // counts this token: attention reads rows 0..pos" if window
+                  else "\n    cache.write yes >> valid[pos];\n    cache.read valid[] >> mask;"))
+    row = "posv" if window else "pos"
     layer_ids = range(cfg.layers) if unrolled else [None]
     for layer in layer_ids:
         ix = "l" if layer is None else str(layer)
@@ -190,10 +193,10 @@ def graph_text(cfg: DecoderConfig, *, unrolled: bool = False, window: bool = Fal
             "op rope(q3, posv) >> q3;",
             "op rope(k3, posv) >> k3;",
             "op reshape(k3) >> k;",
-            f"cache.write k >> Kc[{ix}, pos];",
-            f"cache.write v >> Vc[{ix}, pos];",
-            f"cache.read Kc[{ix}, {'0..P' if window else '..'}] >> kc;",
-            f"cache.read Vc[{ix}, {'0..P' if window else '..'}] >> vc;",
+            f"cache.write k >> Kc[{ix}, {row}];",
+            f"cache.write v >> Vc[{ix}, {row}];",
+            f"cache.read Kc[{ix}, {'0..pos' if window else '..'}] >> kc;",
+            f"cache.read Vc[{ix}, {'0..pos' if window else '..'}] >> vc;",
             "op reshape(kc) >> kc3;",
             "op reshape(vc) >> vc3;",
             "op transpose(q3, perm=[1, 0, 2]) >> qt;",
@@ -223,7 +226,7 @@ def graph_text(cfg: DecoderConfig, *, unrolled: bool = False, window: bool = Fal
             out += [pad + b for b in body]
     head = "op dequant_matmul(h, lm_head, lm_head_s)" if quant else "op matmul(h, lm_head)"
     out.append(f"    op rms_norm(x, final_norm, eps=1e-5) >> h;\n    {head} >> logits;\n"
-               "    op argmax_axis(logits, axis=1) >> next;\n    cache.increment pos;\n}")
+               "    op argmax_axis(logits, axis=1) >> next;\n" + ("" if window else "    cache.increment pos;\n") + "}")
     return "\n".join(out) + "\n"
 
 
@@ -300,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("build/decoder"))
     ap.add_argument("--unrolled", action="store_true", help="write layers and heads out (no loop)")
     ap.add_argument("--window", action="store_true",
-                    help="attention over the first P cache rows, P dynamic (set it to pos + 1 each step)")
+                    help="attention over the cache rows in use: the read `Kc[l, 0..pos]` sets the dynamic size P")
     ap.add_argument("--layers", type=int, help="override the number of layers")
     ap.add_argument("--weights", choices=("f32", *QUANT_BITS), default="f32",
                     help="store the projections and the LM head as f32, or quantized per channel")

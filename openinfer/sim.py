@@ -160,7 +160,7 @@ class SimExecutor:
         p = sim.prefix
         self._fn = {name: getattr(sim.lib, f"{p}_{name}") for name in
                     ("create", "set", "step", "get", "reset", "destroy", "error", "set_trace_hook", "shape",
-                     "set_size")}
+                     "set_size", "get_size")}
         out = self.ffi.new("void **")
         model_path = str(sim.model.path) if sim.model is not None else self.ffi.NULL
         self._check(self._fn["create"](model_path.encode() if isinstance(model_path, str) else model_path, out),
@@ -232,7 +232,8 @@ class SimExecutor:
             self._sizes = want
 
     def sizes(self) -> dict[str, int]:
-        return dict(self._sizes)
+        """The library's current sizes (a cache read may have set one during the last step)."""
+        return {name: int(self._fn["get_size"](self._handle, i)) for name, i in self._size_ids.items()}
 
     def run_step(self) -> None:
         self._first_step_started = True

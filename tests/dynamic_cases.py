@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pytest
 from example_modules import load_example
 
 import openinfer as oi
+from openinfer.errors import ExecutionError
 from openinfer.ir.nodes import MemoryKind
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
@@ -386,10 +388,55 @@ def loops_and_table_windows(arch, tmp_path: Path) -> Simulator:
     return sim
 
 
+READ_SETS = """
+dynamic { x: f32[4]; n: i32; }
+persistent { K(i): f32[4] @table @fixed(i=8); at: i32 @init(0); }
+volatile { win: f32[P, 4]; s: f32[4]; d: f32[P, 4]; }
+block entry {
+    cache.write x >> K[at];
+    cache.increment at;
+    cache.read K[0..n] >> win;          // n rows: sets P
+    op sum_axis(win, axes=[0]) >> s;
+    op add(win, win) >> d;
+    return;
+}
+"""
+
+
+def read_sets_size(arch, tmp_path: Path) -> Simulator:
+    """A scalar variable as a slice bound sets the dynamic size of the destination's dim: each step
+    appends x, then reads the first n rows (n an input): P = n, the window's sum and double at
+    that size (NumPy states the values); n = 0 (an empty window) and n = 9 (past the table) are
+    errors of the step on both engines."""
+    path = tmp_path / "rs.oinf"
+    oi.write_oinf(path, tensors={}, sizevars={"P": 8}, metadata={"dynamic.P": 8})
+    sim = Simulator(path, READ_SETS, arch=arch)
+    ex, ref = sim.make_executor(), Reference(path, READ_SETS).make_executor()
+    table = np.zeros((8, 4), np.float32)
+    for step, n in enumerate((1, 2, 2, 4, 3)):
+        x = np.arange(4, dtype=np.float32) * (step + 1)
+        table[step] = x
+        for e in (ex, ref):
+            e.insert(x=x, n=np.array(n, np.int32))
+            e.run_step()
+            assert e.sizes() == {"P": n}
+            np.testing.assert_array_equal(e.fetch("win"), table[:n])
+            np.testing.assert_array_equal(e.fetch("s"), table[:n].sum(0))
+            np.testing.assert_array_equal(e.fetch("d"), 2 * table[:n])
+    for n, message in ((0, "outside 1..8"), (9, "outside 0..8|past its current size 8")):
+        for e in (ex, ref):
+            e.insert(x=np.zeros(4, np.float32), n=np.array(n, np.int32))
+            with pytest.raises(ExecutionError, match=message):
+                e.run_step()
+    return sim
+
+
 def decoder_window(arch, tmp_path: Path) -> Simulator:
-    """examples/decoder.py --window: each step's attention reads the first P = pos + 1 rows of the
-    KV tables. 16 greedy steps (the whole cache) match the reference at each P, and the logits of
-    the masked whole-cache graph (the same weights, an independent formulation)."""
+    """examples/decoder.py --window: each step's attention reads the rows in use, `cache.read
+    Kc[l, 0..pos] >> kc` with kc: [P, 1, KV], the read setting P (no set_sizes from the host).
+    16 greedy steps (the whole cache) match the reference, and the logits of the masked
+    whole-cache graph (the same weights, an independent formulation); after each step P is the
+    number of tokens cached."""
     cfg = decoder.SIZES["test"]
     g, m = decoder.write(cfg, tmp_path, window=True)
     gs, ms = decoder.write(cfg, tmp_path)
@@ -401,9 +448,9 @@ def decoder_window(arch, tmp_path: Path) -> Simulator:
     for t in range(cfg.max_seq):
         feed = {"token": np.array([token], np.int32)}
         for e in (ex, ref):
-            e.set_sizes(P=t + 1)
             e.insert(**feed)
             e.run_step()
+            assert e.sizes() == {"P": t + 1}
         masked.insert(**feed)
         masked.run_step()
         np.testing.assert_allclose(ex.fetch("logits"), ref.fetch("logits"), rtol=1e-4, atol=1e-4, err_msg=f"step {t}")

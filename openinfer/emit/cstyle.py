@@ -274,11 +274,12 @@ class CRenderer:
     def table_read(self, frame: str, s: P.TableRead, v: StatementView) -> None:
         buf = self.buffer_of("global", s.var)
         entry = int(np.prod(self.p.tables[s.var].entry_shape, dtype=np.int64)) * buf.dtype.itemsize
-        decl, bounds, lead_dims, dynamic = self.table_read_bounds(frame, s, v)
+        decl, bounds, lead_dims, dynamic, assign = self.table_read_bounds(frame, s, v)
         # the checks use the declarations, so both go inside the statement's own scope
         lines = ["{"] + [f"    {d}" for d in decl]
         lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {c_string(c.message)});"
                   for c in v.checks]
+        lines += [f"    {a}" for a in assign]
         v.checks = []
         if dynamic:
             lines += [f"    m->shape_{c_name(s.dst)}[{k}] = (uint64_t)(e{pos} - b{pos});"
@@ -302,8 +303,9 @@ class CRenderer:
 
     def table_read_bounds(self, frame: str, s: P.TableRead, v: StatementView):
         """The index bounds of a table read: (declarations of b<pos>/e<pos>, (begin, end) per index,
-        positions of the sliced indices, whether the destination has a run-time extent); the
-        range checks (which use the declarations) go to `v.checks`."""
+        positions of the sliced indices, whether the destination has a run-time extent, statements
+        setting the dynamic sizes the rows read set, to run after the checks); the range checks
+        (which use the declarations) go to `v.checks`."""
         lay = self.p.tables[s.var]
         dst = self.buffer_of(frame, s.dst)
         idx_names = self._index_names(s.var)
@@ -334,16 +336,25 @@ class CRenderer:
         if len(dst.shape) != len(lead_dims) + len(lay.entry_shape) or dst.shape[len(lead_dims):] != lay.entry_shape:
             raise ValueError(f"{s.desc}: destination shape {dst.shape} does not match table entries {lay.entry_shape}")
         dynamic = self.is_dynamic(s.dst)
+        sets = dict(s.sets)
+        ranges = dynamic_ranges(self.p) if sets else {}
+        assign = []
         for k, pos in enumerate(lead_dims):
             rows = host_expr(want[k])       # (a dynamic size: the rows it holds at run time)
-            if dynamic:   # fewer rows than the declared capacity is fine: the extent is recorded
+            if k in sets:   # the rows read set the size (range-checked like NAME_set_size)
+                lo, hi, _ = ranges[sets[k]]
+                v.checks.append(Check(f"e{pos} - b{pos} < {lo} || e{pos} - b{pos} > {hi}", "OI_ERR_SIZE_OUT_OF_RANGE",
+                                      f"`{s.desc}` reads a number of rows outside {lo}..{hi}, the range of the "
+                                      f"dynamic size {sets[k]} it sets"))
+                assign.append(f"m->sz_{sets[k]} = e{pos} - b{pos};   /* the kernels after this read run at it */")
+            elif dynamic:   # fewer rows than the declared capacity is fine: the extent is recorded
                 v.checks.append(Check(f"e{pos} - b{pos} > {rows}", "OI_ERR_INDEX_OUT_OF_RANGE",
                                       f"`{s.desc}` selects more rows than `{s.dst}` holds ({want[k]!r})"))
             else:
                 v.checks.append(Check(f"e{pos} - b{pos} != {rows}", "OI_ERR_INDEX_OUT_OF_RANGE",
                                       f"`{s.desc}` selects a different number of rows than `{s.dst}` holds"
                                       f" ({want[k]!r})"))
-        return decl, bounds, lead_dims, dynamic
+        return decl, bounds, lead_dims, dynamic, assign
 
     @staticmethod
     def _flat(sizes, names) -> str:

@@ -370,9 +370,10 @@ class VulkanRenderer(CRenderer):
         lay = self.p.tables[s.var]
         buf = self.buffer_of("global", s.var)
         entry = self._entry_bytes(s.var)
-        decl, bounds, lead_dims, dynamic = self.table_read_bounds(frame, s, v)
+        decl, bounds, lead_dims, dynamic, assign = self.table_read_bounds(frame, s, v)
         lines = ["{"] + [f"    {d}" for d in decl]
         lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {_c_str(c.message)});" for c in v.checks]
+        lines += [f"    {a}" for a in assign]      # (before the dispatches after it are recorded)
         v.checks = []
         if dynamic:
             lines += [f"    m->shape_{c_name(s.dst)}[{k}] = (uint64_t)(e{pos} - b{pos});"

@@ -81,6 +81,7 @@ class _Binder:
             self.sizevars[k] = v
         self.fixed = dict(sizevar_overrides or {})
         self.dynamic = dynamic_bounds(model, sizevar_overrides, dynamic)
+        self.read_sizes: dict[int, tuple[tuple[int, str], ...]] = {}
         for k, bound in self.dynamic.items():
             if at is None:
                 self.sizevars[k] = Dim.var(k, bound)
@@ -593,8 +594,9 @@ class _Binder:
                               "an index is an integer, a loop variable, a sizevar or an integer scalar variable")
 
     def _access_shape(self, var: BoundVar, acc: ir.CacheAccess, node, scope: _LoopScope, *,
-                      write: bool) -> tuple[int, ...] | None:
-        """Shape of what `acc` selects (None when only known at run time); checks index rules."""
+                      write: bool) -> tuple[int | None, ...] | None:
+        """Shape of what `acc` selects, None for a dim whose length is only known at run time (a
+        slice bound that is a variable); None for a growing (auto_dim) table. Checks index rules."""
         if var.table is None:
             if acc.bracketed:
                 raise self.node_error(node, f"`{var.name}` is not a table and does not support indexed access",
@@ -647,7 +649,7 @@ class _Binder:
         if t.is_auto_dim:
             return None  # grows at run time
         if not static:
-            return None
+            return tuple(lengths) + t.entry_shape
         return tuple(n for n in lengths if n is not None) + t.entry_shape
 
     def bind_cache(self, node, scope: _LoopScope) -> None:
@@ -681,7 +683,9 @@ class _Binder:
             if var.dtype is not dst.dtype:
                 raise self.node_error(node, f"cache.read from {var.dtype.name} `{var.name}` into {dst.dtype.name} "
                                             f"`{dst.name}`: dtypes must match")
-            if shape is not None and shape != dst.shape:
+            if shape is not None and None in shape:
+                self._run_time_rows(node, dst, shape)
+            elif shape is not None and shape != dst.shape:
                 raise self.node_error(node, f"`{node.src}` reads shape {list(shape)} but `{dst.name}` is "
                                             f"declared {list(dst.shape)}")
             return
@@ -699,6 +703,44 @@ class _Binder:
             if src.shape != expect:
                 raise self.node_error(node, f"`{src.name}` has shape {list(src.shape)} but `{node.dst}` holds "
                                             f"{list(expect)}")
+
+    def _run_time_rows(self, node: ir.CacheRead, dst: BoundVar, shape: tuple[int | None, ...]) -> None:
+        """A read whose row count is known only at run time (`cache.read K[l, 0..pos] >> kc;`).
+
+        Where the destination declares that dim as a dynamic sizevar (`kc: f32[P, 1, D]`), the
+        read sets the size: P takes the rows read, and every kernel after it runs at that size, so
+        attention over a KV table costs what the rows in use cost. Otherwise the destination keeps
+        its declared shape as a capacity and records the rows it holds (nothing may compute with it)."""
+        dims = dst.decl.dims if dst.decl is not None else ()
+        named = [dims[k] if k < len(dims) else "" for k, n in enumerate(shape) if n is None]
+        sets = tuple((k, dims[k]) for k, n in enumerate(shape) if n is None and k < len(dims)
+                     and dims[k] in self.dynamic)
+        if not sets:
+            dynamic = sorted({a for d in named for a in _atoms(d)} & set(self.dynamic))
+            if dynamic:
+                raise self.node_error(node, f"`{dst.name}`'s dims {named} mention the dynamic size "
+                                            f"{', '.join(dynamic)}, but a run-time row count sets a size only "
+                                            "where the dim is that size itself",
+                                      f"declare the dim as {dynamic[0]} (e.g. `{dst.name}: "
+                                      f"{dst.dtype.name}[{dynamic[0]}, ...]`)")
+            return
+        where = f"`{node.src}` >> `{dst.name}`"
+        if len(sets) != len(named):
+            raise self.node_error(node, f"{where}: every run-time extent of the read must be a dynamic size "
+                                        f"of `{dst.name}` (its dims {named} there)")
+        if len(shape) != len(dst.shape) or any(n is not None and n != d for n, d in zip(shape, dst.shape,
+                                                                                      strict=True)):
+            raise self.node_error(node, f"`{node.src}` reads shape "
+                                        f"{['?' if n is None else n for n in shape]} but `{dst.name}` is declared "
+                                        f"{list(dst.shape)}")
+        for _, name in sets:
+            for v in self.vars.values():
+                if v.kind is ir.MemoryKind.DYNAMIC and v.decl is not None and \
+                        any(name in _atoms(d) for d in v.decl.dims):
+                    raise self.node_error(node, f"{where} sets the dynamic size {name} while a step runs, but the "
+                                                f"input `{v.name}` is shaped by it (inputs are set before a step)",
+                                          f"give `{v.name}` its own dynamic size")
+        self.read_sizes[node.index] = sets
 
     # ------------------------------------------------------------------ yield / await / dep
     def check_async(self, entry: str, async_blocks: tuple[str, ...]) -> None:
@@ -776,7 +818,7 @@ class _Binder:
         self.check_async(entry, async_blocks)
         self.check_deps()
         return BoundGraph(self.g, self.model, dict(self.sizevars), self.vars, self.ops, entry, async_blocks,
-                          self.loop_bounds, dict(self.dynamic), self.fixed)
+                          self.loop_bounds, dict(self.dynamic), self.fixed, self.read_sizes)
 
 
 def _fixed_count(d: ir.VarDecl) -> int:

@@ -99,6 +99,9 @@ class BoundGraph:
     dynamic: dict[str, int] = field(default_factory=dict)
     #: the sizevars of `sizevars` the caller fixed (what a rebinding at other sizes keeps)
     fixed: dict[str, int] = field(default_factory=dict)
+    #: cache reads whose row count, known only at run time (`K[0..pos]`), sets a dynamic sizevar:
+    #: node index -> ((dim of the destination, sizevar), ...)
+    read_sizes: dict[int, tuple[tuple[int, str], ...]] = field(default_factory=dict)
 
     def var(self, name: str) -> BoundVar:
         return self.vars[name]

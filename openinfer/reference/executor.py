@@ -385,6 +385,9 @@ class ReferenceExecutor:
             return self._op(node, frame)
         if isinstance(node, ir.CacheRead):
             value = self._cache_read(node.src, frame, node)
+            sets = self.bound.read_sizes.get(node.index)
+            if sets:
+                self._sizes_from_read({name: value.shape[k] for k, name in sets})
             dst = self.bound.vars[node.dst.name]
             if dst.table is None and not self.bound.vars[node.src.base].table_is_auto_dim:
                 _check_capacity(value.shape, dst)
@@ -413,6 +416,21 @@ class ReferenceExecutor:
         if isinstance(node, ir.Assign):
             return (), (node.name,)
         return (), ()      # Barrier, Dep: ordering constraints for the synthesizer only
+
+    def _sizes_from_read(self, rows: dict[str, int]) -> None:
+        """A cache read whose run-time row count sets dynamic sizes (`K[0..pos] >> kc` with kc:
+        [P, D]): the graph is bound again at them, and the nodes after the read run at the new
+        sizes (values already computed keep theirs; inputs cannot depend on such a size)."""
+        want = {**self._sizes, **rows}
+        if want == self._sizes:
+            return
+        try:
+            self.bound = rebind(self.bound, want)
+        except BindError as exc:
+            raise StateError(f"the rows read set {', '.join(f'{k} = {v}' for k, v in rows.items())}: {exc}") from None
+        self._sizes = want
+        self._constants.clear()
+        self._descs.clear()
 
     def _op(self, node: ir.Op, frame: _Frame) -> tuple[tuple, tuple]:
         binding = self.bound.ops[node.index]

@@ -201,7 +201,7 @@ class _Lowerer:
             if var.table is None:
                 return [P.Copy(n.index, d, P.Operand(n.dst.name), P.Operand(var.name))]
             sel = self.selection(var, n.src, loops)
-            return [P.TableRead(n.index, d, var.name, sel, n.dst.name)]
+            return [P.TableRead(n.index, d, var.name, sel, n.dst.name, self.b.read_sizes.get(n.index, ()))]
         if isinstance(n, ir.CacheWrite):
             var = self.b.vars[n.dst.base]
             if var.table is None:
@@ -394,7 +394,7 @@ def dynamic_shape_vars(blocks, frame_blocks, bound: BoundGraph) -> set[str]:
 
     def visit(stmts, frame):
         for s in stmts:
-            if isinstance(s, P.TableRead):
+            if isinstance(s, P.TableRead) and not s.sets:
                 if any(isinstance(sel, P.Slice) and any(b is not None and not isinstance(b, P.Lit)
                                                         for b in (sel.start, sel.end)) for sel in s.select):
                     if frame != "entry":

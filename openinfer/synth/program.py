@@ -195,6 +195,9 @@ class TableRead(Stmt):
     var: str = ""
     select: tuple[Selection, ...] = ()
     dst: str = ""
+    #: (dim of dst, dynamic sizevar) pairs the run-time row count sets (`K[0..pos] >> kc` with
+    #: `kc: f32[P, D]` sets P; openinfer/ir/bind.py `_run_time_rows`)
+    sets: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)

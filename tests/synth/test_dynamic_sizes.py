@@ -86,6 +86,10 @@ def test_model_metadata_gives_the_bound_and_flags_override_it(mlp_model):
      "persistent state outlives a step"),
     ("dynamic { x: f32[4]; }\npersistent { K(i): f32[4] @table @fixed(i=4); }\nvolatile { w: f32[B, 4]; }\n"
      "block entry { cache.read K[0..B] >> w; return; }", {"B": 6}, "ends at B \\(at most 6\\), past the fixed size 4"),
+    ("dynamic { n: i32; }\npersistent { K(i): f32[4] @table @fixed(i=8); }\nvolatile { w: f32[2*P, 4]; }\n"
+     "block entry { cache.read K[0..n] >> w; return; }", {"P": 4}, "sets a size only where the dim is that size"),
+    ("dynamic { n: i32; x: f32[P]; }\npersistent { K(i): f32[4] @table @fixed(i=8); }\nvolatile { w: f32[P, 4]; }\n"
+     "block entry { cache.read K[0..n] >> w; return; }", {"P": 8}, "the input `x` is shaped by it"),
 ])
 def test_binding_refuses_what_a_dynamic_size_cannot_be(text, dynamic, message):
     with pytest.raises(BindError, match=message):
@@ -161,6 +165,12 @@ def test_streaming_window_of_frames_per_call(arch, built):
 def test_loops_cache_indices_and_table_windows_take_a_dynamic_size(arch, tmp_path):
     skip_unless_runs_here(arch)
     dc.loops_and_table_windows(arch, tmp_path)
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_a_scalar_slice_bound_sets_a_dynamic_size(arch, tmp_path):
+    skip_unless_runs_here(arch)
+    dc.read_sets_size(arch, tmp_path)
 
 
 @pytest.mark.parametrize("arch", TARGETS)

@@ -57,5 +57,9 @@ def test_loops_cache_indices_and_table_windows(tmp_path):
     _clean(dc.loops_and_table_windows(ARCH, tmp_path))
 
 
+def test_a_scalar_slice_bound_sets_a_dynamic_size(tmp_path):
+    _clean(dc.read_sets_size(ARCH, tmp_path))
+
+
 def test_decoder_attends_over_the_rows_in_use(tmp_path):
     _clean(dc.decoder_window(ARCH, tmp_path))
