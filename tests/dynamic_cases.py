@@ -299,6 +299,28 @@ def mlp_batch(arch, model_path: Path) -> Simulator:
     return sim
 
 
+def errors_and_stale_inputs(arch, model_path: Path) -> Simulator:
+    """Sizes out of range and names that are not dynamic are errors; after a size change, an input
+    it shapes must be set again (at its new shape) before the next step."""
+    sim = Simulator(model_path, MLP, arch=arch)
+    ex = sim.make_executor()
+    for bad in (0, 33):
+        with pytest.raises(ExecutionError, match="outside 1..32"):
+            ex.set_sizes(B=bad)
+    with pytest.raises(ExecutionError, match="not dynamic"):
+        ex.set_sizes(D=4)
+    ex.set_sizes(B=3)
+    ex.insert(x=np.ones((3, 8), np.float32))
+    ex.run_step()
+    assert ex.fetch("h").shape == (3, 16)
+    ex.set_sizes(B=4)                                   # x's size changed: it must be set again
+    with pytest.raises(ExecutionError, match="not set before this step"):
+        ex.run_step()
+    with pytest.raises(ExecutionError):
+        ex.insert(x=np.ones((3, 8), np.float32))       # the old shape
+    return sim
+
+
 def other_products(arch, model_path: Path, graph: str) -> Simulator:
     model = oi.ModelLoader.open(model_path)
     sim = Simulator(model, graph, arch=arch)

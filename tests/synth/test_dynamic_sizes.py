@@ -20,7 +20,6 @@ from openinfer.errors import BindError, ExecutionError
 from openinfer.ir.bind import bind
 from openinfer.ir.dims import Dim, DynamicDimError, evaluate, host_expr, smallest_sizes
 from openinfer.reference.executor import Reference
-from openinfer.sim import Simulator
 from openinfer.synth.devices import best_host_target
 from openinfer.synth.synthesizer import Synthesizer
 from openinfer.testing import skip_unless_runs_here
@@ -215,24 +214,10 @@ def _flagship():
     return module
 
 
-def test_sizes_out_of_range_and_stale_inputs_are_errors(mlp_model):
-    arch = best_host_target()
-    sim = Simulator(mlp_model, MLP, arch=arch)
-    ex = sim.make_executor()
-    for bad in (0, 33):
-        with pytest.raises(ExecutionError, match="outside 1..32"):
-            ex.set_sizes(B=bad)
-    with pytest.raises(ExecutionError, match="not dynamic"):
-        ex.set_sizes(D=4)
-    ex.set_sizes(B=3)
-    ex.insert(x=np.ones((3, 8), np.float32))
-    ex.run_step()
-    assert ex.fetch("h").shape == (3, 16)
-    ex.set_sizes(B=4)                                   # x's size changed: it must be set again
-    with pytest.raises(ExecutionError, match="not set before this step"):
-        ex.run_step()
-    with pytest.raises(ExecutionError):
-        ex.insert(x=np.ones((3, 8), np.float32))       # the old shape
+@pytest.mark.parametrize("arch", TARGETS)
+def test_sizes_out_of_range_and_stale_inputs_are_errors(arch, mlp_model):
+    skip_unless_runs_here(arch)
+    dc.errors_and_stale_inputs(arch, mlp_model)
     ref = Reference(mlp_model, MLP).make_executor()
     with pytest.raises(ExecutionError, match="outside 1..32"):
         ref.set_sizes(B=33)

@@ -32,6 +32,10 @@ def test_every_kernel_family_takes_its_extents_at_run_time(case, tmp_path):
     _clean(dc.run_case(case, ARCH, tmp_path))
 
 
+def test_sizes_out_of_range_and_stale_inputs_are_errors(mlp_model):
+    _clean(dc.errors_and_stale_inputs(ARCH, mlp_model))
+
+
 def test_mlp_batch(mlp_model):
     _clean(dc.mlp_batch(ARCH, mlp_model))
 
