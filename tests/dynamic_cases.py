@@ -206,14 +206,15 @@ block entry {
 """, ("y", "mp", "ap"), bound=5, lengths=(1, 5, 3), tensors={"w": (4, 2, 3, 3), "b": (4,)}),
     DynamicCase("positions", """
 dynamic { x: f32[T, 2, 4]; }
-volatile { pos: i32[T]; r: f32[T, 2, 4]; ramp: f32[T]; }
+volatile { pos: i32[T]; r: f32[T, 2, 4]; ramp: f32[T]; rows: i32[4, T]; }
 block entry {
     op arange(pos, start=3) >> pos;
     op rope(x, pos, theta=10000.0) >> r;
     op arange(ramp, start=0.5, step=0.25) >> ramp;
+    op arange(rows, start=1, axis=0) >> rows;
     return;
 }
-""", ("pos", "r", "ramp")),
+""", ("pos", "r", "ramp", "rows")),
 )
 
 

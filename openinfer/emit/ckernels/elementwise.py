@@ -26,6 +26,7 @@ from .common import (
     fn,
     literal_ct,
     load,
+    numel,
     offset,
     round_to,
     scalar_attr,
@@ -397,7 +398,7 @@ def arange_index(req: KernelRequest, flat: str, suffix: str = "") -> str:
     """The index along arange's axis of output element `flat` (x and the output share one shape);
     `suffix` follows the integer literals (GLSL's `u`)."""
     shape, axis = req.output.shape, req.attr("axis")
-    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    inner = numel(shape[axis + 1:])          # (a Dim where a dynamic size is among them)
     idx = flat if inner == 1 else f"({flat} / {inner}{suffix})"
     return idx if axis == 0 else f"({idx} % {shape[axis]}{suffix})"
 

@@ -14,6 +14,7 @@ over k and multiplies by the column's scale once.
 
 from __future__ import annotations
 
+from ...ir.dims import Dim, capacity
 from ...synth.program import KernelRequest
 from . import Body, dispatch, family
 from .linalg import _view, reduce_k_slices, stored
@@ -46,9 +47,10 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     x, w, scale = req.inputs[:3]
     kk, n = w.shape
     m = x.shape[0] if len(x.shape) == 2 else 1
+    mcap = capacity(m)                                # rows unrolled: a dynamic M's bound, stored below M
     bits = w.dtype.bits
     cols = 128 // bits                                # columns per 16-byte load
-    if x.dtype.name != "f32" or m > 8 or n % cols:
+    if x.dtype.name != "f32" or mcap > 8 or n % cols:
         return None
     nvec = n // cols
     cl_n = 2 if nvec >= 256 else 1                    # 32- or 16-byte row segments per workgroup
@@ -71,14 +73,14 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
              f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;",
              f"uint cv = g * {cl_n}u + cl;                  // this invocation's 16-byte column group",
              f"uint col = cv * {cols}u;"]
-    lines += [f"vec4 s{r}_{c} = vec4(0.0);" for r in range(m) for c in range(chunks)]
+    lines += [f"vec4 s{r}_{c} = vec4(0.0);" for r in range(mcap) for c in range(chunks)]
     zp = len(req.own_inputs) > 3
     if zp:
         lines += [f"vec4 z{c} = vec4({', '.join(f'float(in3[{at(c, e)}])' for e in range(4))});"
                   for c in range(chunks)]
     lines += [f"if (cv < {nvec}u) {{", f"    for (uint q = ks; q < {kk}u; q += {ks_n}u) {{",
               f"        uvec4 wq = oi_wq[q * {nvec}u + cv];"]
-    for r in range(m):
+    for r in range(mcap):
         lines.append(f"        float x{r} = in0[{r * kk}u + q];")
     for c in range(chunks):
         word = "xyzw"[(4 * c) // per_word]
@@ -86,14 +88,15 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
         parts = [f"bitfieldExtract({'int' if signed else 'uint'}(wq.{word}), {(base + e) * bits}, {bits})"
                  for e in range(4)]
         lines.append(f"        vec4 w{c} = vec4({', '.join(parts)})" + (f" - z{c};" if zp else ";"))
-        for r in range(m):
+        for r in range(mcap):
             lines.append(f"        s{r}_{c} += x{r} * w{c};")
     lines += ["    }", "}"]
-    for r in range(m):
+    for r in range(mcap):
         if r:
             lines.append("barrier();")
         lines += reduce_k_slices(r, chunks, ks_n, cl_n)
-        lines.append(f"if (ks == 0u && cv < {nvec}u) {{")
+        live = f" && {r}u < {m}u" if isinstance(m, Dim) else ""
+        lines.append(f"if (ks == 0u && cv < {nvec}u{live}) {{")
         for c in range(chunks):
             lines.append(f"    vec4 v{c} = oi_red[lid * {chunks}u + {c}u];")
             for e in range(4):

@@ -179,7 +179,7 @@ uint64_t oi_acc128_mean(uvec4 a, uint n, bool is_signed) {
 def _wg_reduce(req, k: KernelCtx, kind, w, ct, kshape, kstr, rsizes, rstr, count, doc) -> Body:
     """One workgroup per output element: strided partial folds, then a shared-memory tree."""
     t = req.inputs[0].dtype
-    wg = min(k.caps.wg, 1 << (max(1, count // 4).bit_length() - 1))
+    wg = min(k.caps.wg, 1 << (max(1, capacity(count) // 4).bit_length() - 1))   # (dynamic: by the bound)
     elem = 8 if ct in ("double", "int64_t", "uint64_t") else 4
     while wg * elem > k.caps.max_shared and wg > 1:
         wg //= 2
