@@ -27,6 +27,7 @@ from example_modules import load_example
 
 import openinfer as oi
 from openinfer.ir.nodes import MemoryKind
+from openinfer.oinf.values import TensorSpec
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
 
@@ -43,13 +44,23 @@ class DynamicCase:
     lengths: tuple[int, ...] = (1, 5, 12, 2, 7)
     #: model tensors: name -> shape (f32, seeded normal values)
     tensors: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: quantized model tensors: name -> (dtype, shape) of i8 / u8 / i4 / u4 (seeded values over the
+    #: dtype's range) or i32 zero points (within half of the i8 range)
+    quantized: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     #: integer inputs: name -> exclusive upper bound of their values
     int_high: dict[str, int] = field(default_factory=dict)
     sizevars: dict[str, int] = field(default_factory=dict)
+    #: absolute tolerance (sums over thousands of terms round differently in each kernel)
+    atol: float = 2e-5
 
     def write_model(self, path: Path) -> Path:
         rng = np.random.default_rng(11)
         tensors = {k: (rng.standard_normal(s) * 0.5).astype(np.float32) for k, s in self.tensors.items()}
+        for k, (dtype, shape) in self.quantized.items():
+            lo, hi = {"i8": (-128, 127), "u8": (0, 255), "i4": (-8, 7), "u4": (0, 15), "i32": (-64, 63)}[dtype]
+            values = rng.integers(lo, hi + 1, shape)
+            tensors[k] = (values.astype(np.int32) if dtype == "i32"
+                          else TensorSpec(values.astype(np.int8 if dtype[0] == "i" else np.uint8), dtype=dtype))
         oi.write_oinf(path, tensors=tensors, sizevars={"T": 1, **self.sizevars})
         return path
 
@@ -212,6 +223,50 @@ block entry {
     return;
 }
 """, ("pos", "r", "ramp")),
+    # few run-time rows of A (a bound the GEMV paths take): the vecmat (a kernel per row count; a
+    # bias and GELU as its epilogue; B^T and A^T as stored; a batch of B; f16 with an f32
+    # accumulator; a narrow B split along K over the pool), the matrix-vector product
+    DynamicCase("gemv-rows", """
+dynamic { x: f32[T, 65]; xt: f32[65, T]; x3: f32[2, T, 8]; xh: f16[T, 65]; wh: f16[65, 37]; xk: f32[T, 4096];
+          v: f32[65]; }
+constant { w: f32[65, 37]; wt: f32[37, 65]; bias: f32[37]; w3: f32[2, 8, 16]; wk: f32[4096, 64]; bk: f32[64]; }
+volatile { y: f32[T, 37]; yt: f32[T, 37]; ya: f32[T, 37]; y3: f32[2, T, 16]; yh: f16[T, 37]; yk: f32[T, 64];
+           mv: f32[T]; }
+block entry {
+    op matmul(x, w) >> y;
+    op add(y, bias) >> y;
+    op gelu(y) >> y;
+    op matmul(x, wt, transpose_b=true) >> yt;
+    op matmul(xt, w, transpose_a=true) >> ya;
+    op matmul(x3, w3) >> y3;
+    op matmul(xh, wh, acc=[f32]) >> yh;
+    op matmul(xk, wk) >> yk;
+    op add(yk, bk) >> yk;
+    op matmul(x, v) >> mv;
+    return;
+}
+""", ("y", "yt", "ya", "y3", "yh", "yk", "mv"), bound=4, lengths=(1, 4, 3, 2),
+        tensors={"w": (65, 37), "wt": (37, 65), "bias": (37,), "w3": (2, 8, 16), "wk": (4096, 64), "bk": (64,)},
+        atol=1e-3),
+    # run-time rows of x in the dequantizing GEMVs: whole row groups and every height of the last
+    # (8- and 4-bit weights, a zero point, an epilogue, a narrow w split along K over the pool)
+    DynamicCase("dequant-rows", """
+dynamic { x: f32[T, 65]; xk: f32[T, 1100]; }
+constant { w8: i8[65, 70]; s8: f32[70]; z8: i32[70]; w4: u4[65, 64]; s4: f32[1]; wk: i4[1100, 520]; sk: f32[520];
+           b4: f32[64]; }
+volatile { y8: f32[T, 70]; y4: f32[T, 64]; yk: f32[T, 520]; }
+block entry {
+    op dequant_matmul(x, w8, s8, z8) >> y8;
+    op dequant_matmul(x, w4, s4) >> y4;
+    op add(y4, b4) >> y4;
+    op relu(y4, alpha=0.0) >> y4;
+    op dequant_matmul(xk, wk, sk) >> yk;
+    return;
+}
+""", ("y8", "y4", "yk"), bound=9, lengths=(1, 9, 4, 5, 2, 7),
+        tensors={"s8": (70,), "s4": (1,), "sk": (520,), "b4": (64,)},
+        quantized={"w8": ("i8", (65, 70)), "z8": ("i32", (70,)), "w4": ("u4", (65, 64)), "wk": ("i4", (1100, 520))},
+        atol=1e-3),
 )
 
 
@@ -241,11 +296,12 @@ def run_lengths(sim: Simulator, model, graph, name: str, lengths, outputs, *, ca
     assert (after.st_ino, after.st_mtime_ns) == (lib.st_ino, lib.st_mtime_ns), "the library was rebuilt"
 
 
-def run_case(case: DynamicCase, arch, tmp_path: Path) -> Simulator:
-    """Build `case` once for `arch` and run it at each of its lengths (run_lengths)."""
+def run_case(case: DynamicCase, arch, tmp_path: Path, build_options: list[str] | None = None) -> Simulator:
+    """Build `case` once for `arch` (with meson `build_options`) and run it at each of its lengths
+    (run_lengths)."""
     model = case.write_model(tmp_path / f"{case.id}.oinf")
-    sim = Simulator(model, case.graph, arch=arch, dynamic={"T": case.bound})
-    run_lengths(sim, model, case.graph, "T", case.lengths, case.outputs, case=case)
+    sim = Simulator(model, case.graph, arch=arch, dynamic={"T": case.bound}, build_options=build_options)
+    run_lengths(sim, model, case.graph, "T", case.lengths, case.outputs, case=case, atol=case.atol)
     return sim
 
 

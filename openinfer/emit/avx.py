@@ -139,12 +139,6 @@ class Avx2Renderer(CRenderer):
         def ok(req: KernelRequest) -> bool:
             if req.mode != "normal" or _epilogue(req) is None:
                 return False
-            if req.sizes:       # a dynamic extent: only the GEMM over dynamic rows of A renders one
-                try:
-                    mm = _matmul_problem(cls, device, req) if req.op == "matmul" else None
-                except DynamicDimError:
-                    return False
-                return mm is not None and mm.gemm and not req.epilogue.aliased
             if req.op == "dequant_matmul":
                 return _dequant_problem(req) is not None
             if req.op != "matmul":
@@ -215,12 +209,13 @@ _ATTRS = {"div": ("div_by_zero_mask",), "recip": ("div_by_zero_mask",), "relu": 
           "clamp": ("min", "max")}
 
 
-#: ops whose vector kernels take dynamic extents (openinfer/ir/dims.py): the GEMM over run-time rows
-#: of A, and the element-wise, row-wise and reduction kernels over a run-time count of static rows
-#: (their emitters raise DynamicDimError for a dynamic row length). The other templates' helpers
-#: see only static extents; such requests take the portable kernel.
-_DYNAMIC_READY = ("matmul", *_ELEMENTWISE, "fused", "softmax", "layer_norm", "rms_norm", "sum_axis", "mean_axis",
-                  "max_axis", "min_axis")
+#: ops whose vector kernels take dynamic extents (openinfer/ir/dims.py): the GEMM and the GEMV paths
+#: over run-time rows of A, the dequantizing GEMVs over run-time rows of x, and the element-wise,
+#: row-wise and reduction kernels over a run-time count of static rows (their emitters raise
+#: DynamicDimError for a dynamic row length). The other templates' helpers see only static
+#: extents; such requests take the portable kernel.
+_DYNAMIC_READY = ("matmul", "dequant_matmul", *_ELEMENTWISE, "fused", "softmax", "layer_norm", "rms_norm",
+                  "sum_axis", "mean_axis", "max_axis", "min_axis")
 
 
 def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[int, int, list[str]] | None:
@@ -403,10 +398,10 @@ class _MatmulProblem:
     @property
     def gemv(self) -> bool:
         """The GEMV paths (one column of B, or at most _SKINNY rows of A), which stream the matrix;
-        with both operands transposed neither is contiguous along K and the GEMM packs them."""
-        if isinstance(self.m, Dim):     # dynamic rows of A: the GEMM takes any count (edges at run time)
-            return self.n == 1 and not (self.ta and self.tb)
-        return (self.n == 1 or self.m <= _SKINNY) and not (self.ta and self.tb)
+        with both operands transposed neither is contiguous along K and the GEMM packs them.
+        Dynamic rows of A are decided at their bound (the vecmat then has a kernel for each row
+        count up to it, the GEMM edges at run time)."""
+        return (self.n == 1 or capacity(self.m) <= _SKINNY) and not (self.ta and self.tb)
 
     @property
     def gemm(self) -> bool:
@@ -459,7 +454,7 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     parallel = nbatch * capacity(m) * n * k >= _PAR_MACS
     if mm.gemv:
         matrix = req.inputs[0 if n == 1 else 1]                # read once, from memory
-        streamed = nbatch * (m if n == 1 else n) * k * matrix.dtype.itemsize
+        streamed = nbatch * capacity(m if n == 1 else n) * capacity(k) * matrix.dtype.itemsize
         parallel = parallel or streamed >= _PAR_STREAM_BYTES
         return _gemv(r, req, name, mm, parallel)
     if not mm.gemm:
@@ -474,8 +469,6 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
         edge = (-(-rest // lanes), rest % lanes)
         cols.append(edge)
     if isinstance(m, Dim):     # run-time rows: a microkernel for every edge height
-        if mm.ta:
-            return None
         rows = [mr, *range(1, mr)]
     else:
         rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
@@ -534,28 +527,31 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
     if n == 1 or mm.tb:
         # the matrix (a, or b as stored [n, k]) has `mrows` rows along K, dotted with `vecs` vectors
         mrows, vecs = (m, 1) if n == 1 else (n, m)
-        rows = _round_up(-(-mrows // want), 4)
+        rows = _round_up(-(-capacity(mrows) // want), 4)   # (run-time rows: blocks as at their bound)
         nunits = -(-mrows // rows)
         extra = {"kind": "matvec", "rows": rows, "mrows": mrows, "vecs": vecs}
     else:
-        ku = max(2, _VECMAT_KU // m)
-        cw = max(lanes, 4096 // m // lanes * lanes)        # C chunk of at most 16 KiB stays in L1
+        # one kernel for m rows of A, or for each row count up to a dynamic m's bound
+        mb = capacity(m)
+        ku = {mk: max(2, _VECMAT_KU // mk) for mk in (range(1, mb + 1) if isinstance(m, Dim) else (m,))}
+        cw = max(lanes, 4096 // mb // lanes * lanes)       # C chunk of at most 16 KiB stays in L1
         split_cw = min(cw, _round_up(-(-n // want), lanes))
         if want > 1 and split_cw * 4 < _MIN_ROW_PIECE and dtype == "f32" and nbatch == 1:
-            ksplit, kr = _k_slices(k, want, ku, m * n)
+            # (slices of ku(1) rows: every kernel's ku divides it)
+            ksplit, kr = _k_slices(k, want, max(ku.values()), mb * n)
         if ksplit == 1:
             cw, kr = split_cw, k
         cw = min(cw, _round_up(n, lanes))
         nunits = -(-n // cw)
         # C's row stride: the output's, or a scratch chunk's (a half output's f32 sums; an epilogue's product)
         ldc = n if dtype == "f32" and (epi is None or ksplit > 1) else cw
-        extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "ku": ku, "skinny": _SKINNY,
-                 "chains": _resident_chains(r.vec, m, n, ku) if nunits == 1 else 0, "ta": ta}
+        kernels = [(mk, kmk, _resident_chains(r.vec, mk, n, kmk) if nunits == 1 else 0) for mk, kmk in ku.items()]
+        extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "kernels": kernels, "skinny": _SKINNY, "ta": ta}
     units = nbatch * nunits * ksplit
     sections = _sections(epi, "core") if dtype == "f32" else ("core", dtype)
     return r.render("gemv.c.j2", req, name, sections, m=m, n=n, k=k, swap=swap,
-                    nunits=nunits, units=units, parallel=parallel and units > 1, dtype=dtype, ksplit=ksplit, kr=kr,
-                    epi=epi, **extra, **offsets)
+                    nunits=nunits, units=units, parallel=parallel and capacity(units) > 1, dtype=dtype, ksplit=ksplit,
+                    kr=kr, epi=epi, sizes=req.sizes, **extra, **offsets)
 
 
 # ---------------------------------------------------------------------------------------- reductions, rows
@@ -619,12 +615,14 @@ def _dq_kernel(r: Avx2Renderer, rows: int, bits: int) -> tuple[int, int, int]:
 
 def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
     """(M, K, N) of a request the dequant kernel covers: f32 x with i8 / u8 / i4 / u4 weights
-    (4-bit: N even) into f32; None for any other."""
+    (4-bit: N even) into f32, M static or dynamic (the rows of x), K and N static; None for any
+    other."""
     x, w = req.own_inputs[:2]
     k, n = w.shape
     m = x.shape[0] if len(x.shape) == 2 else 1
     covered = (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc
                and w.dtype.name in ("i8", "u8", "i4", "u4") and 0 not in (m, n, k)
+               and not isinstance(k, Dim) and not isinstance(n, Dim)
                and not (w.dtype.name in ("i4", "u4") and n % 2))
     return (m, k, n) if covered else None
 
@@ -652,15 +650,20 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     bits = 4 if wt in ("i4", "u4") else 8
     epi = _epilogue(req)
     line = 128 if bits == 4 else 64
-    rows = [_DQ_MR] * (m >= _DQ_MR) + [m % _DQ_MR] * bool(m % _DQ_MR)
+    mb = capacity(m)
+    if isinstance(m, Dim):      # run-time rows: whole groups, and a kernel for every height of the last one
+        rows = [_DQ_MR] * (mb >= _DQ_MR) + list(range(1, min(mb, _DQ_MR - 1) + 1))
+    else:
+        rows = [_DQ_MR] * (m >= _DQ_MR) + [m % _DQ_MR] * bool(m % _DQ_MR)
     groups = -(-m // _DQ_MR)
-    parallel = m * n * k >= _PAR_MACS or k * n * bits // 8 >= _PAR_STREAM_BYTES
-    want = -(-2 * r.device.threads // groups) if parallel else 1
-    cw = max(line, 4096 // min(m, _DQ_MR) // line * line)   # the f32 sums of a chunk: <= 16 KiB
+    # (dynamic rows: decided at their bound; the pool takes the run-time units)
+    parallel = mb * n * k >= _PAR_MACS or k * n * bits // 8 >= _PAR_STREAM_BYTES
+    want = -(-2 * r.device.threads // capacity(groups)) if parallel else 1
+    cw = max(line, 4096 // min(mb, _DQ_MR) // line * line)  # the f32 sums of a chunk: <= 16 KiB
     split_cw = min(cw, _round_up(-(-n // want), line))
     ksplit, kr = 1, k
     if want > 1 and split_cw * bits // 8 < _MIN_ROW_PIECE:    # narrow w: slices of K, as the f32 vecmat
-        ksplit, kr = _k_slices(k, want, 8, m * n)            # (8: a multiple of every kernel's ku)
+        ksplit, kr = _k_slices(k, want, 8, mb * n)           # (8: a multiple of every kernel's ku)
     if ksplit == 1:
         cw, kr = split_cw, k
     cw = min(cw, _round_up(n, line))
@@ -673,4 +676,5 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
                     m=m, n=n, k=k, wt=wt, bits=bits, epi=epi, ldc=cw if epi and ksplit == 1 else n,
                     signed=wt[0] == "i", zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
                     scale_channel=scale.numel > 1, mr=_DQ_MR, kernels=[_dq_kernel(r, i, bits) for i in rows], cw=cw,
-                    groups=groups, nunits=nunits, units=units, ksplit=ksplit, kr=kr, parallel=parallel and units > 1)
+                    groups=groups, nunits=nunits, units=units, ksplit=ksplit, kr=kr,
+                    parallel=parallel and capacity(units) > 1, sizes=req.sizes)
