@@ -267,6 +267,31 @@ block entry {
         tensors={"s8": (70,), "s4": (1,), "sk": (520,), "b4": (64,)},
         quantized={"w8": ("i8", (65, 70)), "z8": ("i32", (70,)), "w4": ("u4", (65, 64)), "wk": ("i4", (1100, 520))},
         atol=1e-3),
+    # run-time row lengths: softmax and the norms over rows of T (a gamma and beta of T), and
+    # reductions whose reduced or inner extent is T (lengths with and without a partial vector,
+    # on both ISAs: multiples of 8 and 16)
+    DynamicCase("row-length", """
+dynamic { x: f32[3, T]; g: f32[T]; b: f32[T]; x3: f32[2, T, 5]; }
+volatile { sm: f32[3, T]; ln: f32[3, T]; lp: f32[3, T]; rn: f32[3, T]; rp: f32[3, T]; s0: f32[T, 5]; m1: f32[2, 5];
+           mx1: f32[2, 5]; mn2: f32[2, T]; s12: f32[2]; mr: f32[3]; }
+block entry {
+    op softmax(x) >> sm;
+    op layer_norm(x, g, b, eps=1e-5) >> ln;
+    op layer_norm(x, eps=1e-5) >> lp;
+    op rms_norm(x, g, eps=1e-5) >> rn;
+    op rms_norm(x3, axis=1, eps=1e-5) >> x3;
+    op sum_axis(x3, axes=[0]) >> s0;
+    op mean_axis(x3, axes=[1]) >> m1;
+    op max_axis(x3, axes=[1]) >> mx1;
+    op min_axis(x3, axes=[2]) >> mn2;
+    op sum_axis(x3, axes=[1, 2]) >> s12;
+    op mean_axis(x, axes=[1]) >> mr;
+    op softmax(x) >> rp;
+    op rms_norm(rp, eps=1e-5) >> rp;
+    return;
+}
+""", ("sm", "ln", "lp", "rn", "x3", "s0", "m1", "mx1", "mn2", "s12", "mr", "rp"), bound=40,
+        lengths=(1, 7, 8, 16, 17, 40, 33, 2)),
 )
 
 

@@ -558,8 +558,8 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
 
 def _par_rows(rows: int, n: int, par_elems: int) -> dict:
     """Split rows of n elements over the pool when there are enough elements in all."""
+    rows, n = capacity(rows), capacity(n)       # (dynamic sizes: decided at their bounds)
     grain = max(1, -(-par_elems // (8 * n)))
-    rows = capacity(rows)           # (dynamic rows: decided at their bound)
     return {"parallel": rows * n >= par_elems and rows > grain, "grain": grain}
 
 
@@ -572,10 +572,10 @@ def _reduce(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     outer = math.prod(shape[:axes[0]])
     red = math.prod(shape[axes[0]:axes[-1] + 1])
     inner = math.prod(shape[axes[-1] + 1:])
-    if isinstance(red, Dim) or isinstance(inner, Dim):
-        raise DynamicDimError("the rows' helper takes static reduced and inner extents")
+    # the workers read the sizes where a row's extents are run-time ones
+    sizes = req.sizes if isinstance(red, Dim) or isinstance(inner, Dim) else ()
     return r.render("reduce.c.j2", req, name, ("core",), op=req.op.removesuffix("_axis"), outer=outer, red=red,
-                    inner=inner, **_par_rows(outer, red * inner, _PAR_ELEMS))
+                    inner=inner, sizes=sizes, **_par_rows(outer, red * inner, _PAR_ELEMS))
 
 
 @emitter("softmax", "layer_norm", "rms_norm")
@@ -586,11 +586,10 @@ def _rowwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if _dtype(req) != "f32" or req.inputs[0].numel == 0 or (req.op == "softmax" and axis != len(shape) - 1):
         return None
     rows = math.prod(shape[:axis])
-    if isinstance(n, Dim):
-        raise DynamicDimError("the rows' helper takes a static row length")
     eps = _attr_value(req, "eps") if req.op != "softmax" else None
     return r.render("rowwise.c.j2", req, name, ("core", "math") if req.op == "softmax" else ("core",), op=req.op,
                     n=n, rows=rows, eps=eps, has_gamma=len(req.inputs) > 1, has_beta=len(req.inputs) > 2,
+                    sizes=req.sizes if isinstance(n, Dim) else (),      # what the workers read: a run-time row length
                     **_par_rows(rows, n, _PAR_ELEMS_MATH if req.op == "softmax" else _PAR_ELEMS))
 
 

@@ -34,8 +34,7 @@ PATHS = {
     "vecmat": ("_units",),
     "matvec": ("_rows(", "_units("),
     "dequant": ("_sums",),
-    "rows": ("_rows(",),
-    "elementwise": ("_units(",),
+    "rows": ("_rows(",),          # softmax, the norms, the reductions
 }
 
 #: case -> {output: the path of the kernel that writes it}
@@ -44,6 +43,10 @@ VECTOR = {
                   "mv": "matvec"},
     "dequant-rows": {"y8": "dequant", "y4": "dequant", "yk": "dequant"},
     "matmul-few-rows": {"y": "gemm", "mv": "matvec"},
+    "rows": {"ln": "rows", "rn": "rows", "sm": "rows"},
+    "reductions": {"c": "rows", "r": "rows", "mx": "rows", "mn": "rows", "all": "rows"},
+    "row-length": {"sm": "rows", "ln": "rows", "lp": "rows", "rn": "rows", "x3": "rows", "s0": "rows", "m1": "rows",
+                   "mx1": "rows", "mn2": "rows", "s12": "rows", "mr": "rows", "rp": "rows"},
 }
 
 
