@@ -292,6 +292,51 @@ block entry {
 }
 """, ("sm", "ln", "lp", "rn", "x3", "s0", "m1", "mx1", "mn2", "s12", "mr", "rp"), bound=40,
         lengths=(1, 7, 8, 16, 17, 40, 33, 2)),
+    # run-time N and K of products (a run-time number of rows too, or few static ones): attention
+    # scores (N = T, B^T as stored; a batch; an epilogue), P @ V (K = T, several K slices, over the
+    # pool), A^T; the GEMV paths with a run-time N (a vecmat, a matvec of W^T, A^T @ x) or K (a
+    # decoding step's scores @ V, a matrix times a vector of T)
+    DynamicCase("products-nk", """
+dynamic { q: f32[T, 8]; k: f32[T, 8]; v: f32[T, 32]; q3: f32[2, T, 4]; k3: f32[2, T, 4]; xt: f32[8, T];
+          x2: f32[2, 8]; q1: f32[1, 8]; p1: f32[1, T]; a: f32[8, T]; t: f32[T]; u: f32[8]; }
+constant { w: f32[8, 24]; }
+volatile { s: f32[T, T]; o: f32[T, 32]; s3: f32[2, T, T]; kt: f32[8, T]; o2: f32[T, 8]; ya: f32[T, 24];
+           y2: f32[2, T]; s1: f32[1, T]; o1: f32[1, 32]; av: f32[8]; at: f32[T]; }
+block entry {
+    op matmul(q, k, transpose_b=true) >> s;
+    op relu(s, alpha=0.5) >> s;
+    op matmul(s, v) >> o;
+    op matmul(q3, k3, transpose_b=true) >> s3;
+    op transpose(k, perm=[1, 0]) >> kt;
+    op matmul(s, kt, transpose_b=true) >> o2;
+    op matmul(xt, w, transpose_a=true) >> ya;
+    op matmul(x2, kt) >> y2;
+    op matmul(q1, k, transpose_b=true) >> s1;
+    op matmul(p1, v) >> o1;
+    op matmul(a, t) >> av;
+    op matmul(xt, u, transpose_a=true) >> at;
+    return;
+}
+""", ("s", "o", "s3", "o2", "ya", "y2", "s1", "o1", "av", "at"), bound=300, lengths=(1, 17, 129, 300, 256, 40),
+        tensors={"w": (8, 24)}, atol=1e-3),
+    # pooling over a run-time plane (its width: the inside columns at run time, none at the
+    # smallest; its height) and a run-time batch, rows wide enough for the vectors of both ISAs,
+    # column strides 1 and 2 (a strided output of a run-time width has no DSL spelling)
+    DynamicCase("pool-plane", """
+dynamic { x: f32[1, 2, 5, T]; xh: f32[1, 2, T, 40]; xb: f32[T, 3, 6, 40]; }
+volatile { m1: f32[1, 2, 5, T]; a1: f32[1, 2, 5, T]; a2: f32[1, 2, 4, T]; mh: f32[1, 2, T, 40]; ah: f32[1, 2, T, 20];
+           ab: f32[T, 3, 3, 20]; mb: f32[T, 3, 6, 40]; }
+block entry {
+    op max_pool2d(x, kernel=3, stride=1, padding=1) >> m1;
+    op avg_pool2d(x, kernel=3, stride=1, padding=1) >> a1;
+    op avg_pool2d(x, kernel=[2, 3], stride=1, padding=[0, 1], count_include_pad=false) >> a2;
+    op max_pool2d(xh, kernel=3, stride=1, padding=1) >> mh;
+    op avg_pool2d(xh, kernel=[3, 2], stride=[1, 2], padding=[1, 0]) >> ah;
+    op avg_pool2d(xb, kernel=2, stride=2) >> ab;
+    op max_pool2d(xb, kernel=[3, 5], stride=1, padding=[1, 2]) >> mb;
+    return;
+}
+""", ("m1", "a1", "a2", "mh", "ah", "ab", "mb"), bound=40, lengths=(1, 2, 3, 40, 33, 17, 6)),
 )
 
 

@@ -13,6 +13,13 @@ alone or as a fused chain (same shape, bias and per-row broadcasts, in place), s
 over contiguous axes, softmax over the last axis, layer_norm and rms_norm, and dequant_matmul of
 f32 x with i8 / u8 / i4 / u4 weights (few rows of x: the weight-only quantized GEMV). Large
 kernels split their work over the kernel context's pool.
+
+Dynamic sizes (openinfer/ir/dims.py): a request's extents may be run-time ones (`int64_t sz_<NAME>`
+parameters, carried to the pool's workers). The emitters decide paths, tiling and the pool's split
+at the bounds (`capacity`), and every loop bound, stride and offset the templates write from a dim
+is its run-time C expression; a decision that cannot be taken that way raises DynamicDimError and
+the request takes the portable kernel (`_DYNAMIC_READY` lists the ops whose emitters are written
+for run-time extents).
 """
 
 from __future__ import annotations
@@ -210,12 +217,12 @@ _ATTRS = {"div": ("div_by_zero_mask",), "recip": ("div_by_zero_mask",), "relu": 
 
 
 #: ops whose vector kernels take dynamic extents (openinfer/ir/dims.py): the GEMM and the GEMV paths
-#: over run-time rows of A, the dequantizing GEMVs over run-time rows of x, and the element-wise,
-#: row-wise and reduction kernels over a run-time count of static rows (their emitters raise
-#: DynamicDimError for a dynamic row length). The other templates' helpers see only static
-#: extents; such requests take the portable kernel.
+#: over run-time M, N and K, the dequantizing GEMVs over run-time rows of x, the element-wise
+#: kernels over a run-time count of static rows (`_units` raises DynamicDimError for a dynamic row
+#: length), softmax, the norms and the reductions over any run-time extents, and pooling over a
+#: run-time batch and plane.
 _DYNAMIC_READY = ("matmul", "dequant_matmul", *_ELEMENTWISE, "fused", "softmax", "layer_norm", "rms_norm",
-                  "sum_axis", "mean_axis", "max_axis", "min_axis")
+                  "sum_axis", "mean_axis", "max_axis", "min_axis", "max_pool2d", "avg_pool2d")
 
 
 def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[int, int, list[str]] | None:
@@ -373,10 +380,10 @@ GEMM_KC = 128
 
 def gemm_blocking(nr: int, device, m: int, n: int, k: int) -> tuple[int, int]:
     """(KC, NC) for NR-column panels: the packed B block (KC x NC) takes half of L2; both clamped
-    to the problem."""
+    to the problem (to a dynamic N or K's bound)."""
     l2 = device.cache_bytes("l2", 1 << 20)
     nc = max(nr, l2 // 2 // (4 * GEMM_KC) // nr * nr)
-    return min(GEMM_KC, k), min(nc, -(-n // nr) * nr)
+    return min(GEMM_KC, capacity(k)), min(nc, -(-capacity(n) // nr) * nr)
 
 
 @dataclass(frozen=True)
@@ -410,6 +417,8 @@ class _MatmulProblem:
 
 
 def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> _MatmulProblem | None:
+    """The request as the matmul kernels see it, None where none covers it: other dtypes, an
+    empty product, a dynamic count of products that share no B (M, N and K may be dynamic)."""
     dtype = _dtype(req)
     if dtype not in ("f32", "f16", "bf16"):
         return None
@@ -427,11 +436,11 @@ def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
     a_bat, b_bat = a2[:-2], b2[:-2]
     nbatch = math.prod(batch)
     pad_a = (1,) * (len(batch) - len(a_bat)) + tuple(a_bat)
-    ta, tb = ta and (isinstance(m, Dim) or m > 1), tb and n > 1
+    ta, tb = ta and (isinstance(m, Dim) or m > 1), tb and (isinstance(n, Dim) or n > 1)
     if (isinstance(nbatch, Dim) or nbatch > 1) and all(d == 1 for d in b_bat) and pad_a == batch and not ta:
         m, nbatch, batch, a_bat = m * nbatch, 1, (), ()     # one B for all items: stack the A rows
-    if any(isinstance(d, Dim) for d in (n, k, nbatch)):
-        return None         # the kernels' panels, blocks and units are laid out for static N, K and batch
+    if isinstance(nbatch, Dim):
+        return None         # the work units are laid out for a static count of products
     offsets = {"a_batch": _batch_offset(batch, a_bat, m * k), "b_batch": _batch_offset(batch, b_bat, k * n)}
     return _MatmulProblem(m, n, k, nbatch, offsets, dtype, ta, tb)
 
@@ -442,6 +451,8 @@ def _packed_b_elems(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
     mm = _matmul_problem(r, device, req) if req.op == "matmul" else None
     if mm is None or not mm.gemm or mm.nbatch != 1 or len(req.inputs[1].shape) != 2:
         return None
+    if isinstance(mm.k, Dim) or isinstance(mm.n, Dim):
+        return None         # (a constant's run-time first rows: packed by create(), which runs at no size)
     return mm.k * _round_up(mm.n, r.gemm_nv * r.vec.lanes)
 
 
@@ -451,7 +462,7 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if mm is None:
         return None
     m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
-    parallel = nbatch * capacity(m) * n * k >= _PAR_MACS
+    parallel = capacity(nbatch * m * n * k) >= _PAR_MACS       # (dynamic sizes: decided at their bounds)
     if mm.gemv:
         matrix = req.inputs[0 if n == 1 else 1]                # read once, from memory
         streamed = nbatch * capacity(m if n == 1 else n) * capacity(k) * matrix.dtype.itemsize
@@ -462,9 +473,12 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     mr, nv, lanes = r.gemm_mr, r.gemm_nv, r.vec.lanes
     nr = nv * lanes
     kc, nc = gemm_blocking(nr, r.device, m, n, k)
-    cols = ([(nv, 0)] if n >= nr else [])
+    cols = ([(nv, 0)] if capacity(n) >= nr else [])
     edge = None
-    if n % nr:
+    if isinstance(n, Dim):      # run-time columns: the last panel's vectors and partial one at run time
+        edge = "run-time"
+        cols += [(e, edge) for e in range(1, nv + 1)]
+    elif n % nr:
         rest = n % nr
         edge = (-(-rest // lanes), rest % lanes)
         cols.append(edge)
@@ -476,7 +490,7 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     return r.render("gemm.c.j2", req, name, _sections(epi, "core"), m=m, n=n, k=k, mr=mr, nv=nv, nr=nr, kc=kc,
                     nc=nc, epi=epi,
                     nblocks=-(-n // nc), batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols],
-                    row_kernels=rows, full_nv=n >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
+                    row_kernels=rows, full_nv=capacity(n) >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
                     ta=mm.ta, tb=mm.tb, sizes=req.sizes, **mm.offsets)
 
 
@@ -510,7 +524,10 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
     Transposed operands pick the form that reads the matrix along K: A^T times a column is the
     column (as a row) times A's stored [k, m] (vecmat, operands swapped); a few rows times B^T
     are dot products with B's stored rows (matvec, one pass per row of A over each block of B's
-    rows, which stays in L1); A^T's rows in a vecmat are read with A's row stride."""
+    rows, which stays in L1); A^T's rows in a vecmat are read with A's row stride.
+    Dynamic sizes (openinfer/ir/dims.py) are decided at their bounds: the path, the blocks, the
+    column chunks and the pool's split; a vecmat over run-time rows has a kernel per row count;
+    K is sliced only where K and N are static (a slice past a run-time K would have no rows)."""
     m, n, k, nbatch, offsets, dtype = mm.m, mm.n, mm.k, mm.nbatch, mm.offsets, mm.dtype
     lanes = r.vec.lanes
     epi = _epilogue(req)
@@ -535,13 +552,15 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
         mb = capacity(m)
         ku = {mk: max(2, _VECMAT_KU // mk) for mk in (range(1, mb + 1) if isinstance(m, Dim) else (m,))}
         cw = max(lanes, 4096 // mb // lanes * lanes)       # C chunk of at most 16 KiB stays in L1
-        split_cw = min(cw, _round_up(-(-n // want), lanes))
-        if want > 1 and split_cw * 4 < _MIN_ROW_PIECE and dtype == "f32" and nbatch == 1:
-            # (slices of ku(1) rows: every kernel's ku divides it)
+        split_cw = min(cw, _round_up(-(-capacity(n) // want), lanes))
+        # (K slices: for a static K and N, whose slices all have rows; slices of ku(1) rows: every
+        # kernel's ku divides it)
+        if want > 1 and split_cw * 4 < _MIN_ROW_PIECE and dtype == "f32" and nbatch == 1 \
+                and not isinstance(k, Dim) and not isinstance(n, Dim):
             ksplit, kr = _k_slices(k, want, max(ku.values()), mb * n)
         if ksplit == 1:
             cw, kr = split_cw, k
-        cw = min(cw, _round_up(n, lanes))
+        cw = min(cw, _round_up(capacity(n), lanes))
         nunits = -(-n // cw)
         # C's row stride: the output's, or a scratch chunk's (a half output's f32 sums; an epilogue's product)
         ldc = n if dtype == "f32" and (epi is None or ksplit > 1) else cw
@@ -629,9 +648,10 @@ def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
 @emitter("max_pool2d", "avg_pool2d")
 def _pool(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     """f32 pooling with column stride 1 or 2 (every common CNN pool) whose rows have at least a
-    vector of outputs with the window inside; the others, and the borders, are the portable loop's."""
+    vector of outputs with the window inside (at a dynamic width's bound); the others, and the
+    borders, are the portable loop's."""
     ctx = pool_context(req, name)
-    if _dtype(req) != "f32" or ctx["sw"] not in (1, 2) or ctx["iw_hi"] - ctx["iw_lo"] < r.vec.lanes:
+    if _dtype(req) != "f32" or ctx["sw"] not in (1, 2) or ctx["inside_cols"] < r.vec.lanes:
         return None
     return render("c/avx/pool.c.j2", v=r.vec, sections=("core",), interior_from="ov", **ctx)
 

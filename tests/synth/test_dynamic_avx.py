@@ -27,14 +27,15 @@ from openinfer.testing import skip_unless_runs_here
 #: and generating and compiling need no such CPU)
 ISAS = ("avx2", "avx512")
 
-#: what a kernel of each path defines (beside its entry point) and no other template does; every
-#: AVX kernel uses the vector type `oiv`, which no portable kernel does
+#: what the kernel `name` of each path has and no other template does: its helper functions, the
+#: pool's vector loop (every AVX kernel uses the vector type `oiv`, which no portable kernel does)
 PATHS = {
-    "gemm": ("_items(",),
-    "vecmat": ("_units",),
-    "matvec": ("_rows(", "_units("),
-    "dequant": ("_sums",),
-    "rows": ("_rows(",),          # softmax, the norms, the reductions
+    "gemm": ("{name}_items(",),
+    "vecmat": ("{name}_units",),
+    "matvec": ("{name}_rows(", "{name}_units("),
+    "dequant": ("{name}_sums",),
+    "rows": ("{name}_rows(",),          # softmax, the norms, the reductions
+    "pool": ("ov + OIV_LANES <=",),
 }
 
 #: case -> {output: the path of the kernel that writes it}
@@ -47,6 +48,10 @@ VECTOR = {
     "reductions": {"c": "rows", "r": "rows", "mx": "rows", "mn": "rows", "all": "rows"},
     "row-length": {"sm": "rows", "ln": "rows", "lp": "rows", "rn": "rows", "x3": "rows", "s0": "rows", "m1": "rows",
                    "mx1": "rows", "mn2": "rows", "s12": "rows", "mr": "rows", "rp": "rows"},
+    "attention-products": {"s": "gemm", "p": "rows", "o": "gemm", "s3": "gemm", "o2": "gemm"},
+    "products-nk": {"s": "gemm", "o": "gemm", "s3": "gemm", "o2": "gemm", "ya": "gemm", "y2": "vecmat", "s1": "matvec",
+                    "o1": "vecmat", "av": "matvec", "at": "vecmat"},
+    "pool-plane": {"m1": "pool", "a1": "pool", "a2": "pool", "mh": "pool", "ah": "pool", "ab": "pool", "mb": "pool"},
 }
 
 
@@ -79,7 +84,7 @@ def test_dynamic_requests_take_the_vector_kernels(tmp_path, isa, case_id):
         text = texts[names[i]]
         assert prog.kernels[i].sizes == ("T",), var
         assert "oiv" in text, f"{var}: {names[i]} is the portable kernel"
-        assert all(f"{names[i]}{marker}" in text for marker in PATHS[path]), f"{var}: {names[i]} is not the {path}"
+        assert all(m.format(name=names[i]) in text for m in PATHS[path]), f"{var}: {names[i]} is not the {path}"
         if path == "vecmat":
             assert f"{names[i]}_rows(" not in text, f"{var}: {names[i]} is a matvec"
     cc = shutil.which("gcc") or shutil.which("cc")
