@@ -337,6 +337,20 @@ block entry {
     return;
 }
 """, ("m1", "a1", "a2", "mh", "ah", "ab", "mb"), bound=40, lengths=(1, 2, 3, 40, 33, 17, 6)),
+    # element-wise rows of a run-time length: a row of T broadcast over static rows, [T, T] (one run
+    # of T * T), a column over rows of T, a run longer than a chunk at its bound (over the pool)
+    DynamicCase("elementwise-rows", """
+dynamic { x: f32[3, T]; r: f32[T]; c: f32[3, 1]; s: f32[T, T]; big: f32[3, T*512]; }
+volatile { y: f32[3, T]; z: f32[3, T]; e: f32[3, T*512]; }
+block entry {
+    op add(x, r) >> y;
+    op gelu(y) >> y;
+    op mul(x, c) >> z;
+    op relu(s, alpha=0.25) >> s;
+    op sigmoid(big) >> e;
+    return;
+}
+""", ("y", "z", "s", "e"), bound=40, lengths=(1, 7, 8, 40, 33)),
 )
 
 

@@ -218,8 +218,7 @@ _ATTRS = {"div": ("div_by_zero_mask",), "recip": ("div_by_zero_mask",), "relu": 
 
 #: ops whose vector kernels take dynamic extents (openinfer/ir/dims.py): the GEMM and the GEMV paths
 #: over run-time M, N and K, the dequantizing GEMVs over run-time rows of x, the element-wise
-#: kernels over a run-time count of static rows (`_units` raises DynamicDimError for a dynamic row
-#: length), softmax, the norms and the reductions over any run-time extents, and pooling over a
+#: kernels, softmax, the norms and the reductions over any run-time extents, and pooling over a
 #: run-time batch and plane.
 _DYNAMIC_READY = ("matmul", "dequant_matmul", *_ELEMENTWISE, "fused", "softmax", "layer_norm", "rms_norm",
                   "sum_axis", "mean_axis", "max_axis", "min_axis", "max_pool2d", "avg_pool2d")
@@ -230,9 +229,17 @@ def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tupl
     splitting at the first dim where that works; None if no split does."""
     nd = len(out_shape)
     padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
-    # splits whose inner extent is static first: the kernels' helpers take static rows, and a
-    # dynamic size then only counts them (openinfer/ir/dims.py)
-    splits = sorted(range(nd + 1), key=lambda k: any(isinstance(d, Dim) for d in out_shape[k:]))
+
+    def preference(k: int) -> int:
+        """Splits whose inner extent is static first, so that a dynamic size only counts rows
+        (openinfer/ir/dims.py) and an epilogue's rows stay static; but a run-time row before rows
+        of one element. (Static shapes: the first split that works, as the key never decreases.)"""
+        inner = out_shape[k:]
+        if any(isinstance(d, Dim) for d in inner):
+            return 1
+        return 0 if math.prod(inner) > 1 else 2
+
+    splits = sorted(range(nd + 1), key=preference)
     for split in splits:
         outer, inner = out_shape[:split], out_shape[split:]
         kinds = []
@@ -256,16 +263,16 @@ def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tupl
 
 def _units(rows: int, inner: int, lanes: int, par_elems: int) -> dict:
     """Work units of a [rows, inner] kernel: row chunks of at most 16K elements; how many units
-    one pool claim takes so each is worth waking a thread for; whether to use the pool."""
-    if isinstance(inner, Dim):
-        raise DynamicDimError("the work units' helper takes a static row length")
-    chunk = inner if inner <= 16384 else 16384 // lanes * lanes
-    nchunk = -(-inner // chunk)
+    one pool claim takes so each is worth waking a thread for; whether to use the pool. (Dynamic
+    sizes: the chunks and the pool decided at their bounds, the counts of rows and chunks at run
+    time.)"""
+    cap = capacity(inner)
+    chunk = cap if cap <= 16384 else 16384 // lanes * lanes
+    nchunk = 1 if cap <= 16384 else -(-inner // chunk)
     units = rows * nchunk
     grain = max(1, -(-par_elems // (8 * chunk)))
-    # (dynamic rows: decided at their bound; the pool takes the run-time units)
     return {"chunk": chunk, "nchunk": nchunk, "units": units, "grain": grain,
-            "parallel": capacity(rows) * inner >= par_elems and capacity(units) > grain}
+            "parallel": capacity(rows) * cap >= par_elems and capacity(units) > grain}
 
 
 def _step(req: KernelRequest, j: int, args: list[str]) -> tuple[dict, list[dict]] | None:
@@ -323,6 +330,7 @@ def _elementwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     math_ops = any(s["op"] in _MATH for s in steps)
     return r.render("elementwise.c.j2", req, name, ("core", "math") if math_ops else ("core",),
                     inputs=_used_kinds(steps, kinds), inner=inner, steps=steps, consts=consts,
+                    sizes=req.sizes if isinstance(inner, Dim) else (),     # what the workers read: a run-time row
                     **_units(rows, inner, r.vec.lanes, _PAR_ELEMS_MATH if math_ops else _PAR_ELEMS))
 
 

@@ -35,10 +35,11 @@ PATHS = {
     "matvec": ("{name}_rows(", "{name}_units("),
     "dequant": ("{name}_sums",),
     "rows": ("{name}_rows(",),          # softmax, the norms, the reductions
+    "elementwise": ("{name}_units(",),
     "pool": ("ov + OIV_LANES <=",),
 }
 
-#: case -> {output: the path of the kernel that writes it}
+#: case -> {output: the path of the kernel that writes it (of each, in order, where several do)}
 VECTOR = {
     "gemv-rows": {"y": "vecmat", "yt": "matvec", "ya": "vecmat", "y3": "vecmat", "yh": "vecmat", "yk": "vecmat",
                   "mv": "matvec"},
@@ -47,11 +48,12 @@ VECTOR = {
     "rows": {"ln": "rows", "rn": "rows", "sm": "rows"},
     "reductions": {"c": "rows", "r": "rows", "mx": "rows", "mn": "rows", "all": "rows"},
     "row-length": {"sm": "rows", "ln": "rows", "lp": "rows", "rn": "rows", "x3": "rows", "s0": "rows", "m1": "rows",
-                   "mx1": "rows", "mn2": "rows", "s12": "rows", "mr": "rows", "rp": "rows"},
+                   "mx1": "rows", "mn2": "rows", "s12": "rows", "mr": "rows", "rp": ("rows", "rows")},
     "attention-products": {"s": "gemm", "p": "rows", "o": "gemm", "s3": "gemm", "o2": "gemm"},
-    "products-nk": {"s": "gemm", "o": "gemm", "s3": "gemm", "o2": "gemm", "ya": "gemm", "y2": "vecmat", "s1": "matvec",
-                    "o1": "vecmat", "av": "matvec", "at": "vecmat"},
+    "products-nk": {"s": ("gemm", "elementwise"), "o": "gemm", "s3": "gemm", "o2": "gemm", "ya": "gemm", "y2": "vecmat",
+                    "s1": "matvec", "o1": "vecmat", "av": "matvec", "at": "vecmat"},
     "pool-plane": {"m1": "pool", "a1": "pool", "a2": "pool", "mh": "pool", "ah": "pool", "ab": "pool", "mb": "pool"},
+    "elementwise-rows": {"y": "elementwise", "z": "elementwise", "s": "elementwise", "e": "elementwise"},
 }
 
 
@@ -78,15 +80,20 @@ def test_dynamic_requests_take_the_vector_kernels(tmp_path, isa, case_id):
     names = [f"oi_g_k{i}_{k.op}" for i, k in enumerate(prog.kernels)]
     source = plan.files["g_kernels.c"].decode()
     texts = definitions(source, names)
-    kernel_of = {s.result.var: s.kernel for s in prog.blocks[prog.entry] if isinstance(s, Call)}   # the last writer
-    for var, path in VECTOR[case_id].items():
-        i = kernel_of[var]
-        text = texts[names[i]]
-        assert prog.kernels[i].sizes == ("T",), var
-        assert "oiv" in text, f"{var}: {names[i]} is the portable kernel"
-        assert all(m.format(name=names[i]) in text for m in PATHS[path]), f"{var}: {names[i]} is not the {path}"
-        if path == "vecmat":
-            assert f"{names[i]}_rows(" not in text, f"{var}: {names[i]} is a matvec"
+    writers: dict[str, list[int]] = {}
+    for stmt in prog.blocks[prog.entry]:
+        if isinstance(stmt, Call):
+            writers.setdefault(stmt.result.var, []).append(stmt.kernel)
+    for var, paths in VECTOR[case_id].items():
+        paths = (paths,) if isinstance(paths, str) else paths
+        assert len(writers[var]) == len(paths), var
+        for i, path in zip(writers[var], paths, strict=True):
+            text = texts[names[i]]
+            assert prog.kernels[i].sizes == ("T",), var
+            assert "oiv" in text, f"{var}: {names[i]} is the portable kernel"
+            assert all(m.format(name=names[i]) in text for m in PATHS[path]), f"{var}: {names[i]} is not the {path}"
+            if path == "vecmat":
+                assert f"{names[i]}_rows(" not in text, f"{var}: {names[i]} is a matvec"
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         pytest.skip("needs a C compiler")
