@@ -18,8 +18,11 @@ Dynamic sizes (openinfer/ir/dims.py): a request's extents may be run-time ones (
 parameters, carried to the pool's workers). The emitters decide paths, tiling and the pool's split
 at the bounds (`capacity`), and every loop bound, stride and offset the templates write from a dim
 is its run-time C expression; a decision that cannot be taken that way raises DynamicDimError and
-the request takes the portable kernel (`_DYNAMIC_READY` lists the ops whose emitters are written
-for run-time extents).
+the request takes the portable kernel. Every emitter here takes run-time extents: the GEMM and the
+GEMV paths run-time M, N and K, the dequantizing GEMVs run-time rows of x, the element-wise, row
+and reduction kernels any run-time extents, pooling a run-time batch and plane. The one dynamic
+request refused for being dynamic is a run-time count of products that share no B
+(`_matmul_problem`); the others a static build would refuse too.
 """
 
 from __future__ import annotations
@@ -119,14 +122,12 @@ class Avx2Renderer(CRenderer):
 
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)
-        if req.sizes and req.op not in _DYNAMIC_READY:
-            emit = None
         try:
             body = emit(self, req, name) if emit is not None else None
         except DynamicDimError:
-            # a decision of the vector kernel (tiling, GEMV or GEMM) that a dynamic size leaves
-            # open: the portable kernel, whose loops take any extent (no epilogue or packed input
-            # was given to such a request: the predicates below refuse them the same way)
+            # a decision of the vector kernel that a dynamic size leaves open (the emitters take
+            # theirs at the bounds; one that could not): the portable kernel, whose loops take any
+            # extent (an epilogue or packed input given to such a request fails below)
             body = None
         if body is None:
             if req.packed or req.epilogue:
@@ -214,14 +215,6 @@ _ELEMENTWISE = ("add", "sub", "mul", "div", "fma", "min", "max", "neg", "abs", "
                 "clamp", *_MATH)
 _ATTRS = {"div": ("div_by_zero_mask",), "recip": ("div_by_zero_mask",), "relu": ("alpha", "clamp_max", "clamp_min"),
           "clamp": ("min", "max")}
-
-
-#: ops whose vector kernels take dynamic extents (openinfer/ir/dims.py): the GEMM and the GEMV paths
-#: over run-time M, N and K, the dequantizing GEMVs over run-time rows of x, the element-wise
-#: kernels, softmax, the norms and the reductions over any run-time extents, and pooling over a
-#: run-time batch and plane.
-_DYNAMIC_READY = ("matmul", "dequant_matmul", *_ELEMENTWISE, "fused", "softmax", "layer_norm", "rms_norm",
-                  "sum_axis", "mean_axis", "max_axis", "min_axis", "max_pool2d", "avg_pool2d")
 
 
 def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[int, int, list[str]] | None:
