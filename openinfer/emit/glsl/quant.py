@@ -1,7 +1,7 @@
 """dequant_matmul in GLSL: x @ ((w - zero_point) * scale) with i8/u8/i4/u4 weights read as
 stored (8-bit storage, or the bytes of packed nibbles) and dequantized in registers.
 
-GEMV (f32 x with at most 8 rows, N a multiple of 16 for 8-bit and of 32 for 4-bit weights): each
+GEMV (f32 x with at most 8 static rows, N a multiple of 16 for 8-bit and of 32 for 4-bit weights): each
 invocation reads 16 bytes of a weight row at a time (16 or 32 columns, unpacked with
 bitfieldExtract: packing is LSB-first, so element e of a 32-bit word sits at bit e * bits), for
 rows ks, ks + KS, ...; a workgroup owns CL such column groups and splits K over KS = threads / CL
@@ -14,6 +14,7 @@ over k and multiplies by the column's scale once.
 
 from __future__ import annotations
 
+from ...ir.dims import Dim
 from ...synth.program import KernelRequest
 from . import Body, dispatch, family
 from .linalg import _view, reduce_k_slices, stored
@@ -48,8 +49,8 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     m = x.shape[0] if len(x.shape) == 2 else 1
     bits = w.dtype.bits
     cols = 128 // bits                                # columns per 16-byte load
-    if x.dtype.name != "f32" or m > 8 or n % cols:
-        return None
+    if x.dtype.name != "f32" or isinstance(m, Dim) or m > 8 or n % cols:
+        return None         # (run-time rows of x: the rows' sums are unrolled here, one per row)
     nvec = n // cols
     cl_n = 2 if nvec >= 256 else 1                    # 32- or 16-byte row segments per workgroup
     threads = min(256, 1 << (k.caps.max_wg.bit_length() - 1))
