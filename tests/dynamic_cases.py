@@ -29,6 +29,7 @@ from example_modules import load_example
 import openinfer as oi
 from openinfer.errors import ExecutionError
 from openinfer.ir.nodes import MemoryKind
+from openinfer.oinf.values import TensorSpec
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
 
@@ -45,13 +46,23 @@ class DynamicCase:
     lengths: tuple[int, ...] = (1, 5, 12, 2, 7)
     #: model tensors: name -> shape (f32, seeded normal values)
     tensors: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: quantized model tensors: name -> (dtype, shape) of i8 / u8 / i4 / u4 (seeded values over the
+    #: dtype's range) or i32 zero points (within half of the i8 range)
+    quantized: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     #: integer inputs: name -> exclusive upper bound of their values
     int_high: dict[str, int] = field(default_factory=dict)
     sizevars: dict[str, int] = field(default_factory=dict)
+    #: absolute tolerance (sums over thousands of terms round differently in each kernel)
+    atol: float = 2e-5
 
     def write_model(self, path: Path) -> Path:
         rng = np.random.default_rng(11)
         tensors = {k: (rng.standard_normal(s) * 0.5).astype(np.float32) for k, s in self.tensors.items()}
+        for k, (dtype, shape) in self.quantized.items():
+            lo, hi = {"i8": (-128, 127), "u8": (0, 255), "i4": (-8, 7), "u4": (0, 15), "i32": (-64, 63)}[dtype]
+            values = rng.integers(lo, hi + 1, shape)
+            tensors[k] = (values.astype(np.int32) if dtype == "i32"
+                          else TensorSpec(values.astype(np.int8 if dtype[0] == "i" else np.uint8), dtype=dtype))
         oi.write_oinf(path, tensors=tensors, sizevars={"T": 1, **self.sizevars})
         return path
 
@@ -215,6 +226,134 @@ block entry {
     return;
 }
 """, ("pos", "r", "ramp", "rows")),
+    # few run-time rows of A (a bound the GEMV paths take): the vecmat (a kernel per row count; a
+    # bias and GELU as its epilogue; B^T and A^T as stored; a batch of B; f16 with an f32
+    # accumulator; a narrow B split along K over the pool), the matrix-vector product
+    DynamicCase("gemv-rows", """
+dynamic { x: f32[T, 65]; xt: f32[65, T]; x3: f32[2, T, 8]; xh: f16[T, 65]; wh: f16[65, 37]; xk: f32[T, 4096];
+          v: f32[65]; }
+constant { w: f32[65, 37]; wt: f32[37, 65]; bias: f32[37]; w3: f32[2, 8, 16]; wk: f32[4096, 64]; bk: f32[64]; }
+volatile { y: f32[T, 37]; yt: f32[T, 37]; ya: f32[T, 37]; y3: f32[2, T, 16]; yh: f16[T, 37]; yk: f32[T, 64];
+           mv: f32[T]; }
+block entry {
+    op matmul(x, w) >> y;
+    op add(y, bias) >> y;
+    op gelu(y) >> y;
+    op matmul(x, wt, transpose_b=true) >> yt;
+    op matmul(xt, w, transpose_a=true) >> ya;
+    op matmul(x3, w3) >> y3;
+    op matmul(xh, wh, acc=[f32]) >> yh;
+    op matmul(xk, wk) >> yk;
+    op add(yk, bk) >> yk;
+    op matmul(x, v) >> mv;
+    return;
+}
+""", ("y", "yt", "ya", "y3", "yh", "yk", "mv"), bound=4, lengths=(1, 4, 3, 2),
+        tensors={"w": (65, 37), "wt": (37, 65), "bias": (37,), "w3": (2, 8, 16), "wk": (4096, 64), "bk": (64,)},
+        atol=1e-3),
+    # run-time rows of x in the dequantizing GEMVs: whole row groups and every height of the last
+    # (8- and 4-bit weights, a zero point, an epilogue, a narrow w split along K over the pool)
+    DynamicCase("dequant-rows", """
+dynamic { x: f32[T, 65]; xk: f32[T, 1100]; }
+constant { w8: i8[65, 70]; s8: f32[70]; z8: i32[70]; w4: u4[65, 64]; s4: f32[1]; wk: i4[1100, 520]; sk: f32[520];
+           b4: f32[64]; }
+volatile { y8: f32[T, 70]; y4: f32[T, 64]; yk: f32[T, 520]; }
+block entry {
+    op dequant_matmul(x, w8, s8, z8) >> y8;
+    op dequant_matmul(x, w4, s4) >> y4;
+    op add(y4, b4) >> y4;
+    op relu(y4, alpha=0.0) >> y4;
+    op dequant_matmul(xk, wk, sk) >> yk;
+    return;
+}
+""", ("y8", "y4", "yk"), bound=9, lengths=(1, 9, 4, 5, 2, 7),
+        tensors={"s8": (70,), "s4": (1,), "sk": (520,), "b4": (64,)},
+        quantized={"w8": ("i8", (65, 70)), "z8": ("i32", (70,)), "w4": ("u4", (65, 64)), "wk": ("i4", (1100, 520))},
+        atol=1e-3),
+    # run-time row lengths: softmax and the norms over rows of T (a gamma and beta of T), and
+    # reductions whose reduced or inner extent is T (lengths with and without a partial vector,
+    # on both ISAs: multiples of 8 and 16)
+    DynamicCase("row-length", """
+dynamic { x: f32[3, T]; g: f32[T]; b: f32[T]; x3: f32[2, T, 5]; }
+volatile { sm: f32[3, T]; ln: f32[3, T]; lp: f32[3, T]; rn: f32[3, T]; rp: f32[3, T]; s0: f32[T, 5]; m1: f32[2, 5];
+           mx1: f32[2, 5]; mn2: f32[2, T]; s12: f32[2]; mr: f32[3]; }
+block entry {
+    op softmax(x) >> sm;
+    op layer_norm(x, g, b, eps=1e-5) >> ln;
+    op layer_norm(x, eps=1e-5) >> lp;
+    op rms_norm(x, g, eps=1e-5) >> rn;
+    op rms_norm(x3, axis=1, eps=1e-5) >> x3;
+    op sum_axis(x3, axes=[0]) >> s0;
+    op mean_axis(x3, axes=[1]) >> m1;
+    op max_axis(x3, axes=[1]) >> mx1;
+    op min_axis(x3, axes=[2]) >> mn2;
+    op sum_axis(x3, axes=[1, 2]) >> s12;
+    op mean_axis(x, axes=[1]) >> mr;
+    op softmax(x) >> rp;
+    op rms_norm(rp, eps=1e-5) >> rp;
+    return;
+}
+""", ("sm", "ln", "lp", "rn", "x3", "s0", "m1", "mx1", "mn2", "s12", "mr", "rp"), bound=40,
+        lengths=(1, 7, 8, 16, 17, 40, 33, 2)),
+    # run-time N and K of products (a run-time number of rows too, or few static ones): attention
+    # scores (N = T, B^T as stored; a batch; an epilogue), P @ V (K = T, several K slices, over the
+    # pool), A^T; the GEMV paths with a run-time N (a vecmat, a matvec of W^T, A^T @ x) or K (a
+    # decoding step's scores @ V, a matrix times a vector of T)
+    DynamicCase("products-nk", """
+dynamic { q: f32[T, 8]; k: f32[T, 8]; v: f32[T, 32]; q3: f32[2, T, 4]; k3: f32[2, T, 4]; xt: f32[8, T];
+          x2: f32[2, 8]; q1: f32[1, 8]; p1: f32[1, T]; a: f32[8, T]; t: f32[T]; u: f32[8]; }
+constant { w: f32[8, 24]; }
+volatile { s: f32[T, T]; o: f32[T, 32]; s3: f32[2, T, T]; kt: f32[8, T]; o2: f32[T, 8]; ya: f32[T, 24];
+           y2: f32[2, T]; s1: f32[1, T]; o1: f32[1, 32]; av: f32[8]; at: f32[T]; }
+block entry {
+    op matmul(q, k, transpose_b=true) >> s;
+    op relu(s, alpha=0.5) >> s;
+    op matmul(s, v) >> o;
+    op matmul(q3, k3, transpose_b=true) >> s3;
+    op transpose(k, perm=[1, 0]) >> kt;
+    op matmul(s, kt, transpose_b=true) >> o2;
+    op matmul(xt, w, transpose_a=true) >> ya;
+    op matmul(x2, kt) >> y2;
+    op matmul(q1, k, transpose_b=true) >> s1;
+    op matmul(p1, v) >> o1;
+    op matmul(a, t) >> av;
+    op matmul(xt, u, transpose_a=true) >> at;
+    return;
+}
+""", ("s", "o", "s3", "o2", "ya", "y2", "s1", "o1", "av", "at"), bound=300, lengths=(1, 17, 129, 300, 256, 40),
+        tensors={"w": (8, 24)}, atol=1e-3),
+    # pooling over a run-time plane (its width: the inside columns at run time, none at the
+    # smallest; its height) and a run-time batch, rows wide enough for the vectors of both ISAs,
+    # column strides 1 and 2 (a strided output of a run-time width has no DSL spelling)
+    DynamicCase("pool-plane", """
+dynamic { x: f32[1, 2, 5, T]; xh: f32[1, 2, T, 40]; xb: f32[T, 3, 6, 40]; }
+volatile { m1: f32[1, 2, 5, T]; a1: f32[1, 2, 5, T]; a2: f32[1, 2, 4, T]; mh: f32[1, 2, T, 40]; ah: f32[1, 2, T, 20];
+           ab: f32[T, 3, 3, 20]; mb: f32[T, 3, 6, 40]; }
+block entry {
+    op max_pool2d(x, kernel=3, stride=1, padding=1) >> m1;
+    op avg_pool2d(x, kernel=3, stride=1, padding=1) >> a1;
+    op avg_pool2d(x, kernel=[2, 3], stride=1, padding=[0, 1], count_include_pad=false) >> a2;
+    op max_pool2d(xh, kernel=3, stride=1, padding=1) >> mh;
+    op avg_pool2d(xh, kernel=[3, 2], stride=[1, 2], padding=[1, 0]) >> ah;
+    op avg_pool2d(xb, kernel=2, stride=2) >> ab;
+    op max_pool2d(xb, kernel=[3, 5], stride=1, padding=[1, 2]) >> mb;
+    return;
+}
+""", ("m1", "a1", "a2", "mh", "ah", "ab", "mb"), bound=40, lengths=(1, 2, 3, 40, 33, 17, 6)),
+    # element-wise rows of a run-time length: a row of T broadcast over static rows, [T, T] (one run
+    # of T * T), a column over rows of T, a run longer than a chunk at its bound (over the pool)
+    DynamicCase("elementwise-rows", """
+dynamic { x: f32[3, T]; r: f32[T]; c: f32[3, 1]; s: f32[T, T]; big: f32[3, T*512]; }
+volatile { y: f32[3, T]; z: f32[3, T]; e: f32[3, T*512]; }
+block entry {
+    op add(x, r) >> y;
+    op gelu(y) >> y;
+    op mul(x, c) >> z;
+    op relu(s, alpha=0.25) >> s;
+    op sigmoid(big) >> e;
+    return;
+}
+""", ("y", "z", "s", "e"), bound=40, lengths=(1, 7, 8, 40, 33)),
 )
 
 
@@ -244,11 +383,12 @@ def run_lengths(sim: Simulator, model, graph, name: str, lengths, outputs, *, ca
     assert (after.st_ino, after.st_mtime_ns) == (lib.st_ino, lib.st_mtime_ns), "the library was rebuilt"
 
 
-def run_case(case: DynamicCase, arch, tmp_path: Path) -> Simulator:
-    """Build `case` once for `arch` and run it at each of its lengths (run_lengths)."""
+def run_case(case: DynamicCase, arch, tmp_path: Path, build_options: list[str] | None = None) -> Simulator:
+    """Build `case` once for `arch` (with meson `build_options`) and run it at each of its lengths
+    (run_lengths)."""
     model = case.write_model(tmp_path / f"{case.id}.oinf")
-    sim = Simulator(model, case.graph, arch=arch, dynamic={"T": case.bound})
-    run_lengths(sim, model, case.graph, "T", case.lengths, case.outputs, case=case)
+    sim = Simulator(model, case.graph, arch=arch, dynamic={"T": case.bound}, build_options=build_options)
+    run_lengths(sim, model, case.graph, "T", case.lengths, case.outputs, case=case, atol=case.atol)
     return sim
 
 

@@ -13,6 +13,16 @@ alone or as a fused chain (same shape, bias and per-row broadcasts, in place), s
 over contiguous axes, softmax over the last axis, layer_norm and rms_norm, and dequant_matmul of
 f32 x with i8 / u8 / i4 / u4 weights (few rows of x: the weight-only quantized GEMV). Large
 kernels split their work over the kernel context's pool.
+
+Dynamic sizes (openinfer/ir/dims.py): a request's extents may be run-time ones (`int64_t sz_<NAME>`
+parameters, carried to the pool's workers). The emitters decide paths, tiling and the pool's split
+at the bounds (`capacity`), and every loop bound, stride and offset the templates write from a dim
+is its run-time C expression; a decision that cannot be taken that way raises DynamicDimError and
+the request takes the portable kernel. Every emitter here takes run-time extents: the GEMM and the
+GEMV paths run-time M, N and K, the dequantizing GEMVs run-time rows of x, the element-wise, row
+and reduction kernels any run-time extents, pooling a run-time batch and plane. The one dynamic
+request refused for being dynamic is a run-time count of products that share no B
+(`_matmul_problem`); the others a static build would refuse too.
 """
 
 from __future__ import annotations
@@ -112,14 +122,12 @@ class Avx2Renderer(CRenderer):
 
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)
-        if req.sizes and req.op not in _DYNAMIC_READY:
-            emit = None
         try:
             body = emit(self, req, name) if emit is not None else None
         except DynamicDimError:
-            # a decision of the vector kernel (tiling, GEMV or GEMM) that a dynamic size leaves
-            # open: the portable kernel, whose loops take any extent (no epilogue or packed input
-            # was given to such a request: the predicates below refuse them the same way)
+            # a decision of the vector kernel that a dynamic size leaves open (the emitters take
+            # theirs at the bounds; one that could not): the portable kernel, whose loops take any
+            # extent (an epilogue or packed input given to such a request fails below)
             body = None
         if body is None:
             if req.packed or req.epilogue:
@@ -139,12 +147,6 @@ class Avx2Renderer(CRenderer):
         def ok(req: KernelRequest) -> bool:
             if req.mode != "normal" or _epilogue(req) is None:
                 return False
-            if req.sizes:       # a dynamic extent: only the GEMM over dynamic rows of A renders one
-                try:
-                    mm = _matmul_problem(cls, device, req) if req.op == "matmul" else None
-                except DynamicDimError:
-                    return False
-                return mm is not None and mm.gemm and not req.epilogue.aliased
             if req.op == "dequant_matmul":
                 return _dequant_problem(req) is not None
             if req.op != "matmul":
@@ -215,22 +217,22 @@ _ATTRS = {"div": ("div_by_zero_mask",), "recip": ("div_by_zero_mask",), "relu": 
           "clamp": ("min", "max")}
 
 
-#: ops whose vector kernels take dynamic extents (openinfer/ir/dims.py): the GEMM over run-time rows
-#: of A, and the element-wise, row-wise and reduction kernels over a run-time count of static rows
-#: (their emitters raise DynamicDimError for a dynamic row length). The other templates' helpers
-#: see only static extents; such requests take the portable kernel.
-_DYNAMIC_READY = ("matmul", *_ELEMENTWISE, "fused", "softmax", "layer_norm", "rms_norm", "sum_axis", "mean_axis",
-                  "max_axis", "min_axis")
-
-
 def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[int, int, list[str]] | None:
     """The output as [rows, inner] with each input `full`, `row`, `col` or `scalar` in that view,
     splitting at the first dim where that works; None if no split does."""
     nd = len(out_shape)
     padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
-    # splits whose inner extent is static first: the kernels' helpers take static rows, and a
-    # dynamic size then only counts them (openinfer/ir/dims.py)
-    splits = sorted(range(nd + 1), key=lambda k: any(isinstance(d, Dim) for d in out_shape[k:]))
+
+    def preference(k: int) -> int:
+        """Splits whose inner extent is static first, so that a dynamic size only counts rows
+        (openinfer/ir/dims.py) and an epilogue's rows stay static; but a run-time row before rows
+        of one element. (Static shapes: the first split that works, as the key never decreases.)"""
+        inner = out_shape[k:]
+        if any(isinstance(d, Dim) for d in inner):
+            return 1
+        return 0 if math.prod(inner) > 1 else 2
+
+    splits = sorted(range(nd + 1), key=preference)
     for split in splits:
         outer, inner = out_shape[:split], out_shape[split:]
         kinds = []
@@ -254,16 +256,16 @@ def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tupl
 
 def _units(rows: int, inner: int, lanes: int, par_elems: int) -> dict:
     """Work units of a [rows, inner] kernel: row chunks of at most 16K elements; how many units
-    one pool claim takes so each is worth waking a thread for; whether to use the pool."""
-    if isinstance(inner, Dim):
-        raise DynamicDimError("the work units' helper takes a static row length")
-    chunk = inner if inner <= 16384 else 16384 // lanes * lanes
-    nchunk = -(-inner // chunk)
+    one pool claim takes so each is worth waking a thread for; whether to use the pool. (Dynamic
+    sizes: the chunks and the pool decided at their bounds, the counts of rows and chunks at run
+    time.)"""
+    cap = capacity(inner)
+    chunk = cap if cap <= 16384 else 16384 // lanes * lanes
+    nchunk = 1 if cap <= 16384 else -(-inner // chunk)
     units = rows * nchunk
     grain = max(1, -(-par_elems // (8 * chunk)))
-    # (dynamic rows: decided at their bound; the pool takes the run-time units)
     return {"chunk": chunk, "nchunk": nchunk, "units": units, "grain": grain,
-            "parallel": capacity(rows) * inner >= par_elems and capacity(units) > grain}
+            "parallel": capacity(rows) * cap >= par_elems and capacity(units) > grain}
 
 
 def _step(req: KernelRequest, j: int, args: list[str]) -> tuple[dict, list[dict]] | None:
@@ -321,6 +323,7 @@ def _elementwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     math_ops = any(s["op"] in _MATH for s in steps)
     return r.render("elementwise.c.j2", req, name, ("core", "math") if math_ops else ("core",),
                     inputs=_used_kinds(steps, kinds), inner=inner, steps=steps, consts=consts,
+                    sizes=req.sizes if isinstance(inner, Dim) else (),     # what the workers read: a run-time row
                     **_units(rows, inner, r.vec.lanes, _PAR_ELEMS_MATH if math_ops else _PAR_ELEMS))
 
 
@@ -378,10 +381,10 @@ GEMM_KC = 128
 
 def gemm_blocking(nr: int, device, m: int, n: int, k: int) -> tuple[int, int]:
     """(KC, NC) for NR-column panels: the packed B block (KC x NC) takes half of L2; both clamped
-    to the problem."""
+    to the problem (to a dynamic N or K's bound)."""
     l2 = device.cache_bytes("l2", 1 << 20)
     nc = max(nr, l2 // 2 // (4 * GEMM_KC) // nr * nr)
-    return min(GEMM_KC, k), min(nc, -(-n // nr) * nr)
+    return min(GEMM_KC, capacity(k)), min(nc, -(-capacity(n) // nr) * nr)
 
 
 @dataclass(frozen=True)
@@ -403,10 +406,10 @@ class _MatmulProblem:
     @property
     def gemv(self) -> bool:
         """The GEMV paths (one column of B, or at most _SKINNY rows of A), which stream the matrix;
-        with both operands transposed neither is contiguous along K and the GEMM packs them."""
-        if isinstance(self.m, Dim):     # dynamic rows of A: the GEMM takes any count (edges at run time)
-            return self.n == 1 and not (self.ta and self.tb)
-        return (self.n == 1 or self.m <= _SKINNY) and not (self.ta and self.tb)
+        with both operands transposed neither is contiguous along K and the GEMM packs them.
+        Dynamic rows of A are decided at their bound (the vecmat then has a kernel for each row
+        count up to it, the GEMM edges at run time)."""
+        return (self.n == 1 or capacity(self.m) <= _SKINNY) and not (self.ta and self.tb)
 
     @property
     def gemm(self) -> bool:
@@ -415,6 +418,8 @@ class _MatmulProblem:
 
 
 def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> _MatmulProblem | None:
+    """The request as the matmul kernels see it, None where none covers it: other dtypes, an
+    empty product, a dynamic count of products that share no B (M, N and K may be dynamic)."""
     dtype = _dtype(req)
     if dtype not in ("f32", "f16", "bf16"):
         return None
@@ -432,11 +437,11 @@ def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
     a_bat, b_bat = a2[:-2], b2[:-2]
     nbatch = math.prod(batch)
     pad_a = (1,) * (len(batch) - len(a_bat)) + tuple(a_bat)
-    ta, tb = ta and (isinstance(m, Dim) or m > 1), tb and n > 1
+    ta, tb = ta and (isinstance(m, Dim) or m > 1), tb and (isinstance(n, Dim) or n > 1)
     if (isinstance(nbatch, Dim) or nbatch > 1) and all(d == 1 for d in b_bat) and pad_a == batch and not ta:
         m, nbatch, batch, a_bat = m * nbatch, 1, (), ()     # one B for all items: stack the A rows
-    if any(isinstance(d, Dim) for d in (n, k, nbatch)):
-        return None         # the kernels' panels, blocks and units are laid out for static N, K and batch
+    if isinstance(nbatch, Dim):
+        return None         # the work units are laid out for a static count of products
     offsets = {"a_batch": _batch_offset(batch, a_bat, m * k), "b_batch": _batch_offset(batch, b_bat, k * n)}
     return _MatmulProblem(m, n, k, nbatch, offsets, dtype, ta, tb)
 
@@ -447,6 +452,8 @@ def _packed_b_elems(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
     mm = _matmul_problem(r, device, req) if req.op == "matmul" else None
     if mm is None or not mm.gemm or mm.nbatch != 1 or len(req.inputs[1].shape) != 2:
         return None
+    if isinstance(mm.k, Dim) or isinstance(mm.n, Dim):
+        return None         # (a constant's run-time first rows: packed by create(), which runs at no size)
     return mm.k * _round_up(mm.n, r.gemm_nv * r.vec.lanes)
 
 
@@ -456,10 +463,10 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if mm is None:
         return None
     m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
-    parallel = nbatch * capacity(m) * n * k >= _PAR_MACS
+    parallel = capacity(nbatch * m * n * k) >= _PAR_MACS       # (dynamic sizes: decided at their bounds)
     if mm.gemv:
         matrix = req.inputs[0 if n == 1 else 1]                # read once, from memory
-        streamed = nbatch * (m if n == 1 else n) * k * matrix.dtype.itemsize
+        streamed = nbatch * capacity(m if n == 1 else n) * capacity(k) * matrix.dtype.itemsize
         parallel = parallel or streamed >= _PAR_STREAM_BYTES
         return _gemv(r, req, name, mm, parallel)
     if not mm.gemm:
@@ -467,15 +474,16 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     mr, nv, lanes = r.gemm_mr, r.gemm_nv, r.vec.lanes
     nr = nv * lanes
     kc, nc = gemm_blocking(nr, r.device, m, n, k)
-    cols = ([(nv, 0)] if n >= nr else [])
+    cols = ([(nv, 0)] if capacity(n) >= nr else [])
     edge = None
-    if n % nr:
+    if isinstance(n, Dim):      # run-time columns: the last panel's vectors and partial one at run time
+        edge = "run-time"
+        cols += [(e, edge) for e in range(1, nv + 1)]
+    elif n % nr:
         rest = n % nr
         edge = (-(-rest // lanes), rest % lanes)
         cols.append(edge)
     if isinstance(m, Dim):     # run-time rows: a microkernel for every edge height
-        if mm.ta:
-            return None
         rows = [mr, *range(1, mr)]
     else:
         rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
@@ -483,7 +491,7 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     return r.render("gemm.c.j2", req, name, _sections(epi, "core"), m=m, n=n, k=k, mr=mr, nv=nv, nr=nr, kc=kc,
                     nc=nc, epi=epi,
                     nblocks=-(-n // nc), batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols],
-                    row_kernels=rows, full_nv=n >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
+                    row_kernels=rows, full_nv=capacity(n) >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
                     ta=mm.ta, tb=mm.tb, sizes=req.sizes, **mm.offsets)
 
 
@@ -517,7 +525,10 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
     Transposed operands pick the form that reads the matrix along K: A^T times a column is the
     column (as a row) times A's stored [k, m] (vecmat, operands swapped); a few rows times B^T
     are dot products with B's stored rows (matvec, one pass per row of A over each block of B's
-    rows, which stays in L1); A^T's rows in a vecmat are read with A's row stride."""
+    rows, which stays in L1); A^T's rows in a vecmat are read with A's row stride.
+    Dynamic sizes (openinfer/ir/dims.py) are decided at their bounds: the path, the blocks, the
+    column chunks and the pool's split; a vecmat over run-time rows has a kernel per row count;
+    K is sliced only where K and N are static (a slice past a run-time K would have no rows)."""
     m, n, k, nbatch, offsets, dtype = mm.m, mm.n, mm.k, mm.nbatch, mm.offsets, mm.dtype
     lanes = r.vec.lanes
     epi = _epilogue(req)
@@ -534,36 +545,41 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
     if n == 1 or mm.tb:
         # the matrix (a, or b as stored [n, k]) has `mrows` rows along K, dotted with `vecs` vectors
         mrows, vecs = (m, 1) if n == 1 else (n, m)
-        rows = _round_up(-(-mrows // want), 4)
+        rows = _round_up(-(-capacity(mrows) // want), 4)   # (run-time rows: blocks as at their bound)
         nunits = -(-mrows // rows)
         extra = {"kind": "matvec", "rows": rows, "mrows": mrows, "vecs": vecs}
     else:
-        ku = max(2, _VECMAT_KU // m)
-        cw = max(lanes, 4096 // m // lanes * lanes)        # C chunk of at most 16 KiB stays in L1
-        split_cw = min(cw, _round_up(-(-n // want), lanes))
-        if want > 1 and split_cw * 4 < _MIN_ROW_PIECE and dtype == "f32" and nbatch == 1:
-            ksplit, kr = _k_slices(k, want, ku, m * n)
+        # one kernel for m rows of A, or for each row count up to a dynamic m's bound
+        mb = capacity(m)
+        ku = {mk: max(2, _VECMAT_KU // mk) for mk in (range(1, mb + 1) if isinstance(m, Dim) else (m,))}
+        cw = max(lanes, 4096 // mb // lanes * lanes)       # C chunk of at most 16 KiB stays in L1
+        split_cw = min(cw, _round_up(-(-capacity(n) // want), lanes))
+        # (K slices: for a static K and N, whose slices all have rows; slices of ku(1) rows: every
+        # kernel's ku divides it)
+        if want > 1 and split_cw * 4 < _MIN_ROW_PIECE and dtype == "f32" and nbatch == 1 \
+                and not isinstance(k, Dim) and not isinstance(n, Dim):
+            ksplit, kr = _k_slices(k, want, max(ku.values()), mb * n)
         if ksplit == 1:
             cw, kr = split_cw, k
-        cw = min(cw, _round_up(n, lanes))
+        cw = min(cw, _round_up(capacity(n), lanes))
         nunits = -(-n // cw)
         # C's row stride: the output's, or a scratch chunk's (a half output's f32 sums; an epilogue's product)
         ldc = n if dtype == "f32" and (epi is None or ksplit > 1) else cw
-        extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "ku": ku, "skinny": _SKINNY,
-                 "chains": _resident_chains(r.vec, m, n, ku) if nunits == 1 else 0, "ta": ta}
+        kernels = [(mk, kmk, _resident_chains(r.vec, mk, n, kmk) if nunits == 1 else 0) for mk, kmk in ku.items()]
+        extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "kernels": kernels, "skinny": _SKINNY, "ta": ta}
     units = nbatch * nunits * ksplit
     sections = _sections(epi, "core") if dtype == "f32" else ("core", dtype)
     return r.render("gemv.c.j2", req, name, sections, m=m, n=n, k=k, swap=swap,
-                    nunits=nunits, units=units, parallel=parallel and units > 1, dtype=dtype, ksplit=ksplit, kr=kr,
-                    epi=epi, **extra, **offsets)
+                    nunits=nunits, units=units, parallel=parallel and capacity(units) > 1, dtype=dtype, ksplit=ksplit,
+                    kr=kr, epi=epi, sizes=req.sizes, **extra, **offsets)
 
 
 # ---------------------------------------------------------------------------------------- reductions, rows
 
 def _par_rows(rows: int, n: int, par_elems: int) -> dict:
     """Split rows of n elements over the pool when there are enough elements in all."""
+    rows, n = capacity(rows), capacity(n)       # (dynamic sizes: decided at their bounds)
     grain = max(1, -(-par_elems // (8 * n)))
-    rows = capacity(rows)           # (dynamic rows: decided at their bound)
     return {"parallel": rows * n >= par_elems and rows > grain, "grain": grain}
 
 
@@ -576,10 +592,10 @@ def _reduce(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     outer = math.prod(shape[:axes[0]])
     red = math.prod(shape[axes[0]:axes[-1] + 1])
     inner = math.prod(shape[axes[-1] + 1:])
-    if isinstance(red, Dim) or isinstance(inner, Dim):
-        raise DynamicDimError("the rows' helper takes static reduced and inner extents")
+    # the workers read the sizes where a row's extents are run-time ones
+    sizes = req.sizes if isinstance(red, Dim) or isinstance(inner, Dim) else ()
     return r.render("reduce.c.j2", req, name, ("core",), op=req.op.removesuffix("_axis"), outer=outer, red=red,
-                    inner=inner, **_par_rows(outer, red * inner, _PAR_ELEMS))
+                    inner=inner, sizes=sizes, **_par_rows(outer, red * inner, _PAR_ELEMS))
 
 
 @emitter("softmax", "layer_norm", "rms_norm")
@@ -590,11 +606,10 @@ def _rowwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if _dtype(req) != "f32" or req.inputs[0].numel == 0 or (req.op == "softmax" and axis != len(shape) - 1):
         return None
     rows = math.prod(shape[:axis])
-    if isinstance(n, Dim):
-        raise DynamicDimError("the rows' helper takes a static row length")
     eps = _attr_value(req, "eps") if req.op != "softmax" else None
     return r.render("rowwise.c.j2", req, name, ("core", "math") if req.op == "softmax" else ("core",), op=req.op,
                     n=n, rows=rows, eps=eps, has_gamma=len(req.inputs) > 1, has_beta=len(req.inputs) > 2,
+                    sizes=req.sizes if isinstance(n, Dim) else (),      # what the workers read: a run-time row length
                     **_par_rows(rows, n, _PAR_ELEMS_MATH if req.op == "softmax" else _PAR_ELEMS))
 
 
@@ -619,12 +634,14 @@ def _dq_kernel(r: Avx2Renderer, rows: int, bits: int) -> tuple[int, int, int]:
 
 def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
     """(M, K, N) of a request the dequant kernel covers: f32 x with i8 / u8 / i4 / u4 weights
-    (4-bit: N even) into f32; None for any other."""
+    (4-bit: N even) into f32, M static or dynamic (the rows of x), K and N static; None for any
+    other."""
     x, w = req.own_inputs[:2]
     k, n = w.shape
     m = x.shape[0] if len(x.shape) == 2 else 1
     covered = (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc
                and w.dtype.name in ("i8", "u8", "i4", "u4") and 0 not in (m, n, k)
+               and not isinstance(k, Dim) and not isinstance(n, Dim)
                and not (w.dtype.name in ("i4", "u4") and n % 2))
     return (m, k, n) if covered else None
 
@@ -632,9 +649,10 @@ def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
 @emitter("max_pool2d", "avg_pool2d")
 def _pool(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     """f32 pooling with column stride 1 or 2 (every common CNN pool) whose rows have at least a
-    vector of outputs with the window inside; the others, and the borders, are the portable loop's."""
+    vector of outputs with the window inside (at a dynamic width's bound); the others, and the
+    borders, are the portable loop's."""
     ctx = pool_context(req, name)
-    if _dtype(req) != "f32" or ctx["sw"] not in (1, 2) or ctx["iw_hi"] - ctx["iw_lo"] < r.vec.lanes:
+    if _dtype(req) != "f32" or ctx["sw"] not in (1, 2) or ctx["inside_cols"] < r.vec.lanes:
         return None
     return render("c/avx/pool.c.j2", v=r.vec, sections=("core",), interior_from="ov", **ctx)
 
@@ -652,15 +670,20 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     bits = 4 if wt in ("i4", "u4") else 8
     epi = _epilogue(req)
     line = 128 if bits == 4 else 64
-    rows = [_DQ_MR] * (m >= _DQ_MR) + [m % _DQ_MR] * bool(m % _DQ_MR)
+    mb = capacity(m)
+    if isinstance(m, Dim):      # run-time rows: whole groups, and a kernel for every height of the last one
+        rows = [_DQ_MR] * (mb >= _DQ_MR) + list(range(1, min(mb, _DQ_MR - 1) + 1))
+    else:
+        rows = [_DQ_MR] * (m >= _DQ_MR) + [m % _DQ_MR] * bool(m % _DQ_MR)
     groups = -(-m // _DQ_MR)
-    parallel = m * n * k >= _PAR_MACS or k * n * bits // 8 >= _PAR_STREAM_BYTES
-    want = -(-2 * r.device.threads // groups) if parallel else 1
-    cw = max(line, 4096 // min(m, _DQ_MR) // line * line)   # the f32 sums of a chunk: <= 16 KiB
+    # (dynamic rows: decided at their bound; the pool takes the run-time units)
+    parallel = mb * n * k >= _PAR_MACS or k * n * bits // 8 >= _PAR_STREAM_BYTES
+    want = -(-2 * r.device.threads // capacity(groups)) if parallel else 1
+    cw = max(line, 4096 // min(mb, _DQ_MR) // line * line)  # the f32 sums of a chunk: <= 16 KiB
     split_cw = min(cw, _round_up(-(-n // want), line))
     ksplit, kr = 1, k
     if want > 1 and split_cw * bits // 8 < _MIN_ROW_PIECE:    # narrow w: slices of K, as the f32 vecmat
-        ksplit, kr = _k_slices(k, want, 8, m * n)            # (8: a multiple of every kernel's ku)
+        ksplit, kr = _k_slices(k, want, 8, mb * n)           # (8: a multiple of every kernel's ku)
     if ksplit == 1:
         cw, kr = split_cw, k
     cw = min(cw, _round_up(n, line))
@@ -673,4 +696,5 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
                     m=m, n=n, k=k, wt=wt, bits=bits, epi=epi, ldc=cw if epi and ksplit == 1 else n,
                     signed=wt[0] == "i", zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
                     scale_channel=scale.numel > 1, mr=_DQ_MR, kernels=[_dq_kernel(r, i, bits) for i in rows], cw=cw,
-                    groups=groups, nunits=nunits, units=units, ksplit=ksplit, kr=kr, parallel=parallel and units > 1)
+                    groups=groups, nunits=nunits, units=units, ksplit=ksplit, kr=kr,
+                    parallel=parallel and capacity(units) > 1, sizes=req.sizes)

@@ -137,7 +137,7 @@ def test_mlp_batch_at_every_length_from_one_library(arch, mlp_model):
 @pytest.mark.parametrize("graph", [dc.BATCHED, dc.MATVEC], ids=["batch-of-matrices", "matvec"])
 def test_dynamic_rows_of_other_products(arch, graph, mlp_model):
     """[B, 3, D] @ [D, H]: the B items' rows stacked into one product of 3B run-time rows;
-    [B, D] @ [D]: a matrix-vector product over run-time rows (the portable kernel on AVX)."""
+    [B, D] @ [D]: a matrix-vector product over run-time rows (its blocks of 4 rows counted at run time)."""
     skip_unless_runs_here(arch)
     dc.other_products(arch, mlp_model, graph)
 

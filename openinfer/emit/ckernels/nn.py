@@ -353,12 +353,19 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
 
 
 def _inside(n_out: int, stride: int, k: int, pad: int, size: int) -> tuple[int, int]:
-    """[lo, hi): the outputs whose window of k cells (from o * stride - pad) lies inside [0, size);
-    none where a size is dynamic (every output takes the checked path)."""
-    if isinstance(n_out, Dim) or isinstance(size, Dim):
-        return 0, 0
+    """[lo, hi): the outputs whose window of k cells (from o * stride - pad) lies inside [0, size)."""
     inside = [o for o in range(n_out) if o * stride - pad >= 0 and o * stride - pad + k <= size]
     return (inside[0], inside[-1] + 1) if inside else (0, 0)
+
+
+def _inside_at_run_time(axis: str, n_out, stride: int, k: int, pad: int, size) -> tuple[str, str, str]:
+    """_inside for a dynamic size: the names of the kernel's locals holding [lo, hi) and their
+    declaration. The first output whose window starts inside is static; the last whose window
+    ends inside is a run-time expression (at most n_out); both are clamped so that the borders
+    [0, lo) and [hi, n_out) stay within the outputs when the window fits nowhere (a small size)."""
+    lo, hi = -(-pad // stride), (size - k + pad) // stride + 1
+    return (f"{axis}_lo", f"{axis}_hi", f"const int64_t {axis}_lo = {lo} < {n_out} ? {lo} : {n_out}, "
+            f"{axis}_hi = {hi} < {axis}_lo ? {axis}_lo : {hi};")
 
 
 @family("max_pool2d", "avg_pool2d")
@@ -384,12 +391,26 @@ def pool_context(req: KernelRequest, name: str) -> dict:
         final = (f"acc / {literal_ct(ct, kh * kw)}" if static_attr(req, "count_include_pad")
                  else f"acc / ({ct})cnt")
     doc = f"{req.op}: {x}, kernel [{kh}, {kw}], stride [{sh}, {sw}], padding {list(pad)} -> {req.output}"
-    ih_lo, ih_hi = _inside(oh, sh, kh, pad[0], h)
-    iw_lo, iw_hi = _inside(ow, sw, kw, pad[1], w)
+    # the outputs whose window lies inside: rows [ih_lo, ih_hi), columns [iw_lo, iw_hi) (at the
+    # bounds: a dynamic size's inside grows with it, so there is none at run time if none there)
+    ih_lo, ih_hi = _inside(capacity(oh), sh, kh, pad[0], capacity(h))
+    iw_lo, iw_hi = _inside(capacity(ow), sw, kw, pad[1], capacity(w))
+    inside_cols = iw_hi - iw_lo
+    has_inside = ih_lo < ih_hi and iw_lo < iw_hi
+    left_border, right_border = iw_lo > 0, iw_hi < capacity(ow)
+    decls = []      # a dynamic axis: its inside at run time
+    if isinstance(h, Dim):
+        ih_lo, ih_hi, decl = _inside_at_run_time("ih", oh, sh, kh, pad[0], h)
+        decls.append(decl)
+    if isinstance(w, Dim):
+        iw_lo, iw_hi, decl = _inside_at_run_time("iw", ow, sw, kw, pad[1], w)
+        decls.append(decl)
+        right_border = True
     return dict(proto=prototype(req, name), doc=doc, ct=ct, planes=n * c, h=h, w=w, oh=oh,
                 ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pt=pad[0], pl=pad[1], init=init, step=step,
                 use_cnt="cnt" in final, is_max=is_max, name=name, ut="uint32_t" if ct == "float" else "uint64_t",
-                ih_lo=ih_lo, ih_hi=ih_hi, iw_lo=iw_lo, iw_hi=iw_hi,
+                ih_lo=ih_lo, ih_hi=ih_hi, iw_lo=iw_lo, iw_hi=iw_hi, inside_decls=decls if has_inside else [],
+                has_inside=has_inside, left_border=left_border, right_border=right_border, inside_cols=inside_cols,
                 load_x=load(t, "in0", f"p * {h * w} + ih * {w} + iw"),
                 load_inner=load(t, "in0", f"row + kh * {w} + ow * {sw} + kw"),
                 store=store(out, "out", f"(p * {oh} + oh) * {ow} + ow", final, ct))

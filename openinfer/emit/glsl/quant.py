@@ -1,7 +1,7 @@
 """dequant_matmul in GLSL: x @ ((w - zero_point) * scale) with i8/u8/i4/u4 weights read as
 stored (8-bit storage, or the bytes of packed nibbles) and dequantized in registers.
 
-GEMV (f32 x with at most 8 rows, N a multiple of 16 for 8-bit and of 32 for 4-bit weights): each
+GEMV (f32 x with at most 8 static rows, N a multiple of 16 for 8-bit and of 32 for 4-bit weights): each
 invocation reads 16 bytes of a weight row at a time (16 or 32 columns, unpacked with
 bitfieldExtract: packing is LSB-first, so element e of a 32-bit word sits at bit e * bits), for
 rows ks, ks + KS, ...; a workgroup owns CL such column groups and splits K over KS = threads / CL
