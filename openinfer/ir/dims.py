@@ -195,8 +195,8 @@ class Poly:
         parts = []
         for m, c in self.terms:
             factors = [atom_text(a) for a in m]
-            if c != 1 or not factors:
-                factors.insert(0, str(abs(c)) if factors else str(abs(c)))
+            if abs(c) != 1 or not factors:
+                factors.insert(0, str(abs(c)))
             text = " * ".join(factors)
             parts.append(("- " if c < 0 else "+ ") + text)
         out = " ".join(parts)

@@ -26,7 +26,7 @@ import yaml
 
 from .. import dtypes as dt
 from ..dtypes import DTypeInfo, Kind
-from ..ir.dims import Dim
+from ..ir.dims import Dim, pretty_shape
 from .errors import OpRuntimeError, OpTypeError
 from .types import TensorType
 
@@ -550,7 +550,7 @@ def _check_declared(op: OpSpec, output: TensorType, out_dtype: DTypeInfo, out_sh
                               "in-place broadcasting needs the in-place operand to already have the output shape; "
                               "write to a new variable")
         raise OpTypeError(f"{op.name}: the output is declared with shape {shape} but the result has shape {want}",
-                          f"declare the output as [{', '.join(str(d) for d in out_shape)}]")
+                          f"declare the output as {pretty_shape(out_shape)}")
 
 
 # --------------------------------------------------------------------------- loading

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..ir.dims import Dim, DynamicDimError, pretty_shape
+from ..ir.dims import Dim, DynamicDimError, pretty, pretty_shape
 from .errors import OpTypeError
 from .types import TensorType
 
@@ -85,7 +85,7 @@ def _matmul(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     a2 = (1, *a) if len(a) == 1 else a
     b2 = (*b, 1) if len(b) == 1 else b
     if a2[-1] != b2[-2]:
-        raise OpTypeError(f"matmul: inner dims differ: {_fmt(a)} @ {_fmt(b)} ({a2[-1]} vs {b2[-2]})"
+        raise OpTypeError(f"matmul: inner dims differ: {_fmt(a)} @ {_fmt(b)} ({pretty(a2[-1])} vs {pretty(b2[-2])})"
                           + (" after transpose_a / transpose_b" if attrs.get("transpose_a") or attrs.get("transpose_b")
                              else ""))
     batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
@@ -100,7 +100,8 @@ def _dequant_matmul(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     if len(x) not in (1, 2) or len(w) != 2:
         raise OpTypeError(f"dequant_matmul: x must be [K] or [M, K] and w [K, N], got {_fmt(x)} and {_fmt(w)}")
     if x[-1] != w[0]:
-        raise OpTypeError(f"dequant_matmul: inner dims differ: {_fmt(x)} @ {_fmt(w)} ({x[-1]} vs {w[0]})")
+        raise OpTypeError(f"dequant_matmul: inner dims differ: {_fmt(x)} @ {_fmt(w)} "
+                          f"({pretty(x[-1])} vs {pretty(w[0])})")
     for name, t in zip(("scale", "zero_point"), ins[2:], strict=False):
         if t.numel not in (1, w[1]) or len(t.shape) > 1:
             raise OpTypeError(f"dequant_matmul: {name} must be [{w[1]}] (per output channel) or [1] (per tensor), "
