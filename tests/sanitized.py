@@ -34,7 +34,10 @@ def run_sanitized(test_file: str, function: str, *args: str, timeout: int = 900)
     if lib is None:
         pytest.skip("gcc's libasan.so not found")
     here = Path(test_file).resolve()
-    env = dict(os.environ, LD_PRELOAD=lib, PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS), str(here.parent)]),
+    # the repository first, then whatever path the caller's packages came from (a --target install)
+    path = [str(REPO), str(TESTS), str(here.parent)]
+    path += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, LD_PRELOAD=lib, PYTHONPATH=os.pathsep.join(path),
                ASAN_OPTIONS="detect_leaks=0:abort_on_error=1", UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
     code = f"import sys; from {here.stem} import {function}; sys.exit({function}(*{list(args)!r}))"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout,
