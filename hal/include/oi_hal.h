@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define OI_HAL_ABI_VERSION 4
+#define OI_HAL_ABI_VERSION 5
 
 /* ------------------------------------------------------------------------------------------
  * Status codes. Every fallible call returns one; nothing in the HAL or in generated code aborts.
@@ -147,10 +147,32 @@ void oi_pool_wait(oi_pool *pool);
 typedef void (*oi_range_fn)(void *ctx, int64_t begin, int64_t end);
 void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn fn, void *ctx);
 
-/* What every generated kernel receives: the pool to split its work over (NULL: run serially). */
+/* Which thread of its pool the calling thread is: k for the pool's k-th worker (1..), 0 for any
+ * other thread (the one that calls step()). A pool's work runs on its workers and its caller. */
+int oi_pool_slot(void);
+
+/* What every generated kernel receives.
+ *   pool            the pool to split its work over (NULL: run serially)
+ *   scratch         workspace of the calling thread (slot 0): `scratch_bytes` bytes, 64-aligned
+ *   worker_scratch  the workers' workspace, `scratch_bytes` each, worker k's at (k - 1) * bytes
+ *   scratch_bytes   the most any kernel of the program takes (0: none does)
+ * Why: a kernel that needs room beyond its operands (a packed panel of B, a zero-padded copy of
+ * an input, a block's scores) takes it here instead of from the heap, so a step never allocates;
+ * the program sizes the workspace when it is generated and allocates it with the pool, at
+ * create() (the caller's inside the context object, so create_in() needs no heap either). A
+ * thread runs one kernel's work at a time, so one workspace per thread suffices. */
 typedef struct oi_kctx {
     oi_pool *pool;
+    uint8_t *scratch;
+    uint8_t *worker_scratch;
+    size_t scratch_bytes;
 } oi_kctx;
+
+/* The calling thread's workspace (see oi_kctx). */
+static inline void *oi_kctx_scratch(const oi_kctx *ctx) {
+    const int slot = oi_pool_slot();
+    return slot == 0 ? (void *)ctx->scratch : (void *)(ctx->worker_scratch + (size_t)(slot - 1) * ctx->scratch_bytes);
+}
 
 /* ------------------------------------------------------------------------------------------
  * CPU features. Code compiled for AVX2 or AVX-512 dies with SIGILL on a CPU without them, at

@@ -654,6 +654,7 @@ struct oi_pool {
     atomic_int stop;          /* written under mu; also read by spinning workers */
     atomic_int queued;        /* tasks in the queue: lets spinning workers see one without mu */
     atomic_int sleepers;      /* workers about to wait or waiting on `work` */
+    atomic_int numbered;      /* workers that took their number (oi_pool_slot) */
     /* the parallel_for slot (see the comment above); hot words on lines of their own */
     _Alignas(OI_CACHE_LINE) atomic_uint_fast64_t gen;   /* odd: job open; even: closed */
     _Alignas(OI_CACHE_LINE) atomic_int inside;          /* workers registered in the job */
@@ -711,8 +712,14 @@ static void join_job(oi_pool *pool, uint_fast64_t g) {
     }
 }
 
+/* this thread's index in its pool (oi_pool_slot): set once by each worker as it starts */
+static _Thread_local int pool_slot;
+
+int oi_pool_slot(void) { return pool_slot; }
+
 static void *worker(void *p) {
     oi_pool *pool = p;
+    pool_slot = atomic_fetch_add_explicit(&pool->numbered, 1, memory_order_relaxed) + 1;
     uint_fast64_t seen = 0;   /* last job joined (or found closed) */
     for (;;) {
         /* Spin phase, no lock: join every newly opened job; leave for a queued task, shutdown,
@@ -776,6 +783,7 @@ oi_status oi_pool_create(int threads, oi_pool **out) {
     atomic_init(&pool->inside, 0);
     atomic_init(&pool->owner_waiting, 0);
     atomic_init(&pool->busy, 0);
+    atomic_init(&pool->numbered, 0);
     atomic_init(&pool->job.next, 0);
     if (pthread_mutex_init(&pool->mu, NULL) != 0) {
         oi_aligned_free(pool);

@@ -35,7 +35,7 @@ from ..errors import SynthesisError
 from ..ir.dims import Dim, DynamicDimError, capacity
 from ..ops.shapes import matmul_operand_shapes
 from ..synth.program import KernelRequest
-from .ckernels import KernelSource, prototype
+from .ckernels import KernelSource, KernelText, prototype
 from .ckernels.common import literal
 from .ckernels.nn import pool_context
 from .cstyle import CRenderer, ctype
@@ -134,7 +134,8 @@ class Avx2Renderer(CRenderer):
                 what = "packed inputs" if req.packed else "an epilogue"
                 raise SynthesisError(f"internal: {name} takes {what} but has no {self.isa} kernel")
             return super().kernel(req, name)
-        return KernelSource(name, prototype(req, name), body, tuple(pack_prototype(req, name, i) for i in req.packed))
+        return KernelSource(name, prototype(req, name), body, tuple(pack_prototype(req, name, i) for i in req.packed),
+                            scratch=getattr(body, "scratch", 0))
 
     @classmethod
     def epilogue_for(cls, device) -> Callable[[KernelRequest], bool]:
@@ -488,11 +489,15 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     else:
         rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
     epi = _epilogue(req)
-    return r.render("gemm.c.j2", req, name, _sections(epi, "core"), m=m, n=n, k=k, mr=mr, nv=nv, nr=nr, kc=kc,
+    packed_b = 1 in req.packed
+    # a B that is not pre-packed is packed per K slice into the thread's workspace (oi_kctx_scratch)
+    scratch = 0 if packed_b else capacity(kc) * capacity(nc) * 4
+    text = r.render("gemm.c.j2", req, name, _sections(epi, "core"), m=m, n=n, k=k, mr=mr, nv=nv, nr=nr, kc=kc,
                     nc=nc, epi=epi,
                     nblocks=-(-n // nc), batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols],
-                    row_kernels=rows, full_nv=capacity(n) >= nr, edge=edge, parallel=parallel, packed_b=1 in req.packed,
+                    row_kernels=rows, full_nv=capacity(n) >= nr, edge=edge, parallel=parallel, packed_b=packed_b,
                     ta=mm.ta, tb=mm.tb, sizes=req.sizes, **mm.offsets)
+    return KernelText(text, scratch)
 
 
 def _k_slices(k: int, want: int, step: int, sums: int) -> tuple[int, int]:

@@ -622,6 +622,10 @@ class CRenderer:
     def files(self) -> dict[str, str]:
         ctx = self.context()
         kernels = [self.kernel(req, name) for req, name in zip(self.p.kernels, self.kernel_names, strict=True)]
+        # per-thread kernel workspace (oi_kctx in oi_hal.h): the largest any kernel takes; the
+        # caller's lives in the context object, so CONTEXT_BYTES counts it
+        scratch = max([k.scratch for k in kernels] + [0])
+        ctx = {**ctx, "scratch_bytes": scratch, "context_bytes": ctx["context_bytes"] + scratch}
         n = self.p.name
         out = {
             f"{n}.h": render("c/model.h.j2", **ctx),

@@ -6,6 +6,11 @@ realloc, posix_memalign and aligned_alloc, so every allocation the generated cod
 makes goes through a counter; it counts the calls made during 50 steps, after a first step, and
 checks the outputs against NumPy so the steps did run. The pool used to malloc one task node per
 consumer per yield (2 a step).
+
+The kernels that need room beyond their operands (the GEMM's panel of a B that is not
+pre-packed, the tiled conv's padded input, the tiled sdpa's K^T and scores) take it from the
+per-thread workspace of oi_kctx, allocated at create(); they used to malloc it on every call.
+A second driver runs those three on this machine's widest target.
 """
 
 from __future__ import annotations
@@ -154,3 +159,126 @@ def test_pool_runs_every_task_when_its_slots_run_out(tmp_path, threads):
                     str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)], check=True)
     run = subprocess.run([str(exe), str(threads), str(40 * threads)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+WORKSPACE_GRAPH = """
+dynamic { a: f32[64, 96]; b: f32[96, 80]; x: f32[1, 3, 12, 12]; q: f32[2, 40, 16]; k: f32[2, 40, 16];
+          v: f32[2, 40, 16]; }
+constant { w: f32[8, 3, 3, 3]; }
+volatile { c: f32[64, 80]; y: f32[1, 8, 12, 12]; o: f32[2, 40, 16]; }
+block entry {
+    op matmul(a, b) >> c;              // B an input: packed per K slice into the workspace
+    op conv2d(x, w, padding=1) >> y;   // the zero-padded copy of x
+    op sdpa(q, k, v) >> o;             // K^T and a block's scores
+    return;
+}
+"""
+
+WORKSPACE_DRIVER = r"""
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "ws.h"
+
+static atomic_int counting, allocations;
+void *__real_malloc(size_t);
+void *__real_calloc(size_t, size_t);
+void *__real_realloc(void *, size_t);
+int __real_posix_memalign(void **, size_t, size_t);
+void *__real_aligned_alloc(size_t, size_t);
+static void count(void) { if (atomic_load(&counting)) atomic_fetch_add(&allocations, 1); }
+void *__wrap_malloc(size_t n) { count(); return __real_malloc(n); }
+void *__wrap_calloc(size_t k, size_t n) { count(); return __real_calloc(k, n); }
+void *__wrap_realloc(void *p, size_t n) { count(); return __real_realloc(p, n); }
+int __wrap_posix_memalign(void **p, size_t a, size_t n) { count(); return __real_posix_memalign(p, a, n); }
+void *__wrap_aligned_alloc(size_t a, size_t n) { count(); return __real_aligned_alloc(a, n); }
+
+static float a[64 * 96], b[96 * 80], x[3 * 144], q[2 * 40 * 16], k[2 * 40 * 16], v[2 * 40 * 16];
+static float c[64 * 80], y[8 * 144], o[2 * 40 * 16];
+
+static void fill(float *p, int n, int seed) {
+    for (int i = 0; i < n; ++i) p[i] = (float)((i * 37 + seed * 11) % 23 - 11) / 16.0f;
+}
+
+int main(int argc, char **argv) {
+    oi_ws *m = NULL;
+    if (argc != 2 || oi_ws_create(argv[1], &m) != OI_OK) return 2;
+    fill(a, 64 * 96, 1); fill(b, 96 * 80, 2); fill(x, 3 * 144, 3); fill(q, 1280, 4); fill(k, 1280, 5); fill(v, 1280, 6);
+    for (int step = 0; step < 21; ++step) {
+        if (oi_ws_set(m, OI_WS_VAR_a, a, sizeof a) || oi_ws_set(m, OI_WS_VAR_b, b, sizeof b) ||
+            oi_ws_set(m, OI_WS_VAR_x, x, sizeof x) || oi_ws_set(m, OI_WS_VAR_q, q, sizeof q) ||
+            oi_ws_set(m, OI_WS_VAR_k, k, sizeof k) || oi_ws_set(m, OI_WS_VAR_v, v, sizeof v)) return 3;
+        if (step == 1) atomic_store(&counting, 1);
+        if (oi_ws_step(m) != OI_OK) { fprintf(stderr, "%s\n", oi_ws_error(m)); return 4; }
+    }
+    atomic_store(&counting, 0);
+    if (oi_ws_get(m, OI_WS_VAR_c, c, sizeof c) || oi_ws_get(m, OI_WS_VAR_y, y, sizeof y) ||
+        oi_ws_get(m, OI_WS_VAR_o, o, sizeof o)) return 5;
+    printf("%d\n", atomic_load(&allocations));
+    for (int i = 0; i < 64 * 80; ++i) printf("%a ", (double)c[i]);
+    printf("\n");
+    for (int i = 0; i < 8 * 144; ++i) printf("%a ", (double)y[i]);
+    printf("\n");
+    for (int i = 0; i < 1280; ++i) printf("%a ", (double)o[i]);
+    printf("\n");
+    oi_ws_destroy(m);
+    return 0;
+}
+"""
+
+
+def _fill(n: int, seed: int) -> np.ndarray:
+    i = np.arange(n)
+    return (((i * 37 + seed * 11) % 23 - 11) / 16.0).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def workspace_driver(tmp_path_factory):
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler")
+    from openinfer.synth.devices import best_host_target
+
+    out = tmp_path_factory.mktemp("workspace")
+    path = out / "ws.oinf"
+    rng = np.random.default_rng(3)
+    oi.write_oinf(path, tensors={"w": (rng.standard_normal((8, 3, 3, 3)) / 4).astype(np.float32)})
+    synth = Synthesizer.from_arch(best_host_target())
+    synth.synthesize(path, WORKSPACE_GRAPH, name="ws").emit(out)
+    kernels = (out / "ws_kernels.c").read_text()
+    # the three kernels of the graph take their workspace from the context, and nothing allocates
+    assert kernels.count("oi_kctx_scratch(") == (3 if synth.device.isa != "generic" else 2)
+    assert "malloc" not in kernels and "aligned_alloc" not in kernels
+    (out / "main.c").write_text(WORKSPACE_DRIVER)
+    exe = out / "driver"
+    wrap = "-Wl," + ",".join(f"--wrap={f}" for f in WRAPPED)
+    subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", *synth.device.cflags, "-I", str(out),
+                    "-I", str(out / "hal" / "include"), str(out / "main.c"), str(out / "ws.c"),
+                    str(out / "ws_kernels.c"), str(out / "hal" / "src" / "oi_hal.c"), wrap, "-lm", "-pthread", "-o",
+                    str(exe)], check=True)
+    return exe, path
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_kernels_take_their_workspace_from_the_context(workspace_driver, threads):
+    """The GEMM over a B that is not pre-packed, the padded conv and the tiled sdpa at 1, 2 and 4
+    threads: no allocation in 20 steps, and each output against NumPy."""
+    exe, path = workspace_driver
+    run = subprocess.run([str(exe), str(path)], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, OI_NUM_THREADS=str(threads)))
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.split("\n")
+    assert int(lines[0]) == 0, f"{lines[0]} heap allocations in 20 steps at {threads} threads"
+    c, y, o = (np.array([float.fromhex(t) for t in line.split()]) for line in lines[1:4])
+    a, b = _fill(64 * 96, 1).reshape(64, 96), _fill(96 * 80, 2).reshape(96, 80)
+    np.testing.assert_allclose(c.reshape(64, 80), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    x = np.pad(_fill(3 * 144, 3).reshape(3, 12, 12).astype(np.float64), ((0, 0), (1, 1), (1, 1)))
+    w = oi.ModelLoader.open(path).tensor("w").astype(np.float64)
+    want = np.zeros((8, 12, 12))
+    for i in range(3):
+        for j in range(3):
+            want += np.einsum("oc,chw->ohw", w[:, :, i, j], x[:, i:i + 12, j:j + 12])
+    np.testing.assert_allclose(y.reshape(8, 12, 12), want, rtol=1e-5, atol=1e-5)
+    q, k, v = (_fill(1280, s).reshape(2, 40, 16).astype(np.float64) for s in (4, 5, 6))
+    scores = q @ k.transpose(0, 2, 1) / 4.0
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(o.reshape(2, 40, 16), (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-5, atol=1e-5)

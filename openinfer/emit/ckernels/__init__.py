@@ -46,6 +46,20 @@ def family(*ops: str):
     return deco
 
 
+class KernelText(str):
+    """A kernel's definition that takes per-thread workspace from its oi_kctx (oi_kctx_scratch in
+    oi_hal.h): `scratch` bytes on every thread that runs it (a packed panel of B, a zero-padded
+    copy of an input, a block's scores), so that the kernel never allocates. An emitter returns
+    one in place of the plain text; the program sizes the workspace for its largest kernel."""
+
+    scratch: int
+
+    def __new__(cls, text: str, scratch: int) -> KernelText:
+        obj = super().__new__(cls, text)
+        obj.scratch = (int(scratch) + 63) // 64 * 64
+        return obj
+
+
 @dataclass(frozen=True)
 class KernelSource:
     name: str
@@ -53,6 +67,8 @@ class KernelSource:
     definition: str     # the full function definition
     #: other functions of the definition the model calls (a packed input's pack function)
     helpers: tuple[str, ...] = ()
+    #: bytes of per-thread workspace it takes from its oi_kctx (KernelText)
+    scratch: int = 0
 
 
 def prototype(req: KernelRequest, name: str) -> str:
@@ -74,7 +90,8 @@ def emit_kernel(req: KernelRequest, name: str, renderer) -> KernelSource:
     fn = _EMITTERS.get(req.op)
     if fn is None:
         raise SynthesisError(f"op `{req.op}` has no C kernel yet")
-    return KernelSource(name, prototype(req, name), fn(req, name, renderer))
+    body = fn(req, name, renderer)
+    return KernelSource(name, prototype(req, name), body, scratch=getattr(body, "scratch", 0))
 
 
 _LOADED = threading.Lock()

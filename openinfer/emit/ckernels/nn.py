@@ -27,7 +27,7 @@ import numpy as np
 from ...ir.dims import Dim, capacity
 from ...synth.program import KernelRequest
 from ..env import render
-from . import family, prototype
+from . import KernelText, family, prototype
 from .common import (
     ConvGeometry,
     compute_ctype,
@@ -260,7 +260,9 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
         qc = -(-rows // ib) * ib
         nchunk = -(-sq // qc)           # (dynamic sq: the chunks of qc rows there are at run time)
         units = nb * nchunk
-        return render("c/ops/sdpa_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct,
+        # each thread's K^T and a block's scores, for the key count's bound (oi_kctx_scratch)
+        scratch = (dk + ib) * capacity(sk) * (8 if ct == "double" else 4)
+        text = render("c/ops/sdpa_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct,
                       batch=[[b, n] for b, n in zip(bvars, batch, strict=True)], sq=sq, sk=sk, dk=dk, dv=dv,
                       q_off=off(q.shape[:-2], sq * dk), k_off=off(k.shape[:-2], sk * dk, True),
                       v_off=off(v.shape[:-2], sk * dv, True), o_off=offset(bvars, _bstrides(batch, batch, sq * dv)),
@@ -275,6 +277,7 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
                       parallel=capacity(units) > 1 and nb * sq_cap * capacity(sk) * (dk + dv) >= _PAR_MACS,
                       exp=f"{name}_exp" if ct == "float" else "exp", mac=f"{name.upper()}_MAC", fma=fn("fma", ct),
                       fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA")
+        return KernelText(text, scratch)
     oidx = f"ob + i * {dv} + e"
     return render("c/ops/sdpa.c.j2", proto=prototype(req, name), doc=doc, ct=ct, mode=mode,
                   batch=[[b, n] for b, n in zip(bvars, batch, strict=True)], sq=sq, sk=sk, dk=dk, dv=dv,
@@ -345,11 +348,14 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
     parallel = capacity(units) * macs_unit >= _PAR_MACS and capacity(units) > 1   # (dynamic: at the bound)
     grain = max(1, -(-_GRAIN_MACS // macs_unit))
     fma = fn("fma", ct)
-    return render("c/ops/conv_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n, c=c, h=h,
+    # the padded copy lives in the calling thread's workspace (oi_kctx_scratch), for the batch's bound
+    scratch = capacity(n) * c * hp * rs * (8 if ct == "double" else 4) if padded else 0
+    text = render("c/ops/conv_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n, c=c, h=h,
                   w=w, o=o, cg=cg, og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
                   bias=len(req.inputs) > 2, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
                   owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain,
                   mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA")
+    return KernelText(text, scratch)
 
 
 def _inside(n_out: int, stride: int, k: int, pad: int, size: int) -> tuple[int, int]:
