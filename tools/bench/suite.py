@@ -6,8 +6,9 @@
 Rows (tools/bench/workloads.py defines each once for every implementation and says exactly what
 is compared): gemm (1024^3), mlp (1024->4096->1024), decoder-test and decoder-bench (one decode
 step of examples/decoder.py with its KV cache), encoder (examples/encoder.py at seq 128), cnn
-(examples/cnn.py), and roofline: the machine's STREAM bandwidth and f32 FMA peak
-(tools/bench/roofline.py, measured at the start and at the end, the best kept), against which
+(examples/cnn.py), and roofline: the machine's STREAM bandwidth and f32 FMA peak in the
+descriptor's vector registers (the AVX2 peak for the AVX2 descriptor on an AVX-512 host;
+tools/bench/roofline.py, measured at the start and at the end, the best kept), against which
 every result gets its floor, max(bytes / bandwidth, FLOPs / FMA peak) at the same thread count,
 bandwidth being the best of STREAM copy, triad and a multi-stream read (the weight-streaming
 pattern). A row whose bytes per step are within twice the last-level cache (marked *) can beat
@@ -399,12 +400,16 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     roof: dict[int, dict] = {}
 
+    # the FMA peak in the descriptor's vector registers (AVX2 code on an AVX-512 host: the AVX2 peak)
+    bits = json.loads(Path(args.arch).read_text()).get("isa", {}).get("vector_bits")
+    bits = bits if bits in (256, 512) else None
+
     def measure_roofline():                 # at the start and at the end; the best of the two is kept
         import roofline
 
         for t in args.threads:
             log(f"roofline: STREAM bandwidth and FMA peak, {t} thread(s)")
-            r = roofline.measure(t, work)
+            r = roofline.measure(t, work, bits)
             roof[t] = {k: max(v, roof.get(t, r)[k]) for k, v in r.items()}
 
     try:
