@@ -3,7 +3,7 @@
  *
  * Generated code calls the HAL; the HAL never knows about models. It provides what every
  * generated program needs and nothing more: status codes with messages, aligned allocation,
- * a bounds-checked reader of `.oinf` model packages (mmap or caller memory), a monotonic timer,
+ * a bounds-checked reader of `.oinf` model packages (the file, or caller memory), a monotonic timer,
  * and a small thread pool (yield/await consumers, parallel kernels).
  *
  * Versioning: OI_HAL_ABI_VERSION changes whenever a struct layout or a function signature in
@@ -97,9 +97,14 @@ typedef struct oi_oinf {
     uint32_t n_tensors;
     uint64_t off_tensors;       /* start and end of the tensor table                              */
     uint64_t off_data;
-    int mapped;                 /* 1 when base is our mmap (unmapped on close)                    */
+    int mapped;                 /* ours to unmap on close: 1 a mapping of the file, 2 the file read
+                                 * into memory on 2 MiB pages (oi_oinf_open); 0 the caller's memory */
 } oi_oinf;
 
+/* Opens a package file: maps it, or, where the OS has transparent huge pages (Linux), reads a file
+ * of 4 MiB or more into private read-only memory on 2 MiB pages, which a kernel streaming the
+ * weights crosses 512x less often (oi_hal.c, advise_huge). oi_aligned_alloc puts buffers of 4 MiB
+ * or more on such pages too. */
 oi_status oi_oinf_open(const char *path, oi_oinf *out);
 oi_status oi_oinf_open_memory(const void *image, uint64_t size, oi_oinf *out);
 void oi_oinf_close(oi_oinf *file);

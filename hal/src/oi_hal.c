@@ -3,6 +3,7 @@
  * See oi_hal.h for the contract of each function.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE         /* madvise() and MADV_HUGEPAGE (Linux), where the libc has them */
 #include "oi_hal.h"
 
 #include <errno.h>
@@ -39,10 +40,32 @@ const char *oi_status_str(oi_status status) {
 
 /* ------------------------------------------------------------------------------------------ memory */
 
+/* Large buffers (a model's weights, an arena holding packed constants) go in 2 MiB pages where the
+ * kernel offers them: a kernel that streams a matrix from memory (a GEMV over a decoder's weights)
+ * crosses a 4 KiB page every 64 cache lines, and on 4 KiB pages the hardware prefetchers stop at
+ * every boundary and each page costs a TLB walk. Measured on a Zen 3 host (AVX2): a [1, 1024] @
+ * [1024, 4096] vecmat from DRAM took 0.79-0.81 ms over 4 KiB pages and 0.68-0.71 ms over 2 MiB
+ * ones (NumPy's matrices, which it advises the same way). Linux hands out such pages only for
+ * memory advised with MADV_HUGEPAGE when transparent_hugepage is "madvise" (the usual setting). */
+#define OI_HUGE_PAGE ((size_t)2 << 20)
+#define OI_HUGE_MIN ((size_t)4 << 20)   /* below this a buffer spans too few huge pages to matter */
+
+static void advise_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    uintptr_t lo = ((uintptr_t)p + OI_HUGE_PAGE - 1) & ~(uintptr_t)(OI_HUGE_PAGE - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(OI_HUGE_PAGE - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);   /* advice only: failure is harmless */
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 void *oi_aligned_alloc(size_t bytes) {
     void *p = NULL;
     if (bytes == 0) return NULL;
-    if (posix_memalign(&p, OI_ALIGN, bytes) != 0) return NULL;
+    if (posix_memalign(&p, bytes >= OI_HUGE_MIN ? OI_HUGE_PAGE : OI_ALIGN, bytes) != 0) return NULL;
+    if (bytes >= OI_HUGE_MIN) advise_huge(p, bytes);    /* before the memset below touches the pages */
     memset(p, 0, bytes);
     return p;
 }
@@ -446,6 +469,38 @@ oi_status oi_oinf_open_memory(const void *image, uint64_t size, oi_oinf *out) {
     return st;
 }
 
+#ifdef MADV_HUGEPAGE
+/* The whole file read into private memory on 2 MiB pages (see advise_huge), then made read-only,
+ * for a file large enough to gain from them; a mapping of the file itself would stay on 4 KiB
+ * pages (Linux backs file mappings with huge pages only for executable text). The region is
+ * exactly round_up(bytes, 2 MiB) long and 2 MiB-aligned (oi_oinf_close unmaps it so). The read
+ * costs what faulting in the mapping costs (both copy from the page cache); MAP_FAILED on any
+ * failure, and the caller maps the file instead. */
+static void *read_into_huge_pages(int fd, size_t bytes) {
+    const size_t len = (bytes + OI_HUGE_PAGE - 1) & ~(OI_HUGE_PAGE - 1);
+    uint8_t *raw = mmap(NULL, len + OI_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return MAP_FAILED;
+    uint8_t *p = (uint8_t *)(((uintptr_t)raw + OI_HUGE_PAGE - 1) & ~(uintptr_t)(OI_HUGE_PAGE - 1));
+    if (p > raw) munmap(raw, (size_t)(p - raw));                        /* trim to the aligned region */
+    if (raw + len + OI_HUGE_PAGE > p + len) munmap(p + len, (size_t)(raw + len + OI_HUGE_PAGE - (p + len)));
+    (void)madvise(p, len, MADV_HUGEPAGE);
+    for (size_t done = 0; done < bytes;) {
+        ssize_t n = pread(fd, p + done, bytes - done, (off_t)done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            munmap(p, len);
+            return MAP_FAILED;
+        }
+        done += (size_t)n;
+    }
+    if (mprotect(p, len, PROT_READ) != 0) {   /* weights stay read-only, as in a mapping of the file */
+        munmap(p, len);
+        return MAP_FAILED;
+    }
+    return p;
+}
+#endif
+
 oi_status oi_oinf_open(const char *path, oi_oinf *out) {
     if (!path || !out) return OI_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
@@ -460,12 +515,19 @@ oi_status oi_oinf_open(const char *path, oi_oinf *out) {
         close(fd);
         return OI_ERR_MODEL_FORMAT;
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = MAP_FAILED;
+    out->mapped = 1;
+#ifdef MADV_HUGEPAGE
+    if ((uint64_t)st.st_size >= OI_HUGE_MIN && (uint64_t)st.st_size <= SIZE_MAX - 2 * OI_HUGE_PAGE) {
+        p = read_into_huge_pages(fd, (size_t)st.st_size);
+        if (p != MAP_FAILED) out->mapped = 2;
+    }
+#endif
+    if (p == MAP_FAILED) p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) return OI_ERR_IO;
     out->base = p;
     out->size = (uint64_t)st.st_size;
-    out->mapped = 1;
     oi_status s = parse(out);
     if (s != OI_OK) oi_oinf_close(out);
     return s;
@@ -473,7 +535,10 @@ oi_status oi_oinf_open(const char *path, oi_oinf *out) {
 
 void oi_oinf_close(oi_oinf *f) {
     if (!f) return;
-    if (f->mapped && f->base) munmap((void *)f->base, (size_t)f->size);
+    if (f->mapped == 1 && f->base) munmap((void *)f->base, (size_t)f->size);
+#ifdef MADV_HUGEPAGE
+    if (f->mapped == 2 && f->base) munmap((void *)f->base, ((size_t)f->size + OI_HUGE_PAGE - 1) & ~(OI_HUGE_PAGE - 1));
+#endif
     memset(f, 0, sizeof *f);
 }
 

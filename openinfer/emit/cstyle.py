@@ -623,8 +623,9 @@ class CRenderer:
         ctx = self.context()
         kernels = [self.kernel(req, name) for req, name in zip(self.p.kernels, self.kernel_names, strict=True)]
         # per-thread kernel workspace (oi_kctx in oi_hal.h): the largest any kernel takes; the
-        # caller's lives in the context object, so CONTEXT_BYTES counts it
-        scratch = max([k.scratch for k in kernels] + [0])
+        # caller's lives in the context object, so CONTEXT_BYTES counts it; a whole number of cache
+        # lines, so every worker's (at k * scratch_bytes) starts 64-aligned as the first
+        scratch = -(-max([k.scratch for k in kernels] + [0]) // 64) * 64
         ctx = {**ctx, "scratch_bytes": scratch, "context_bytes": ctx["context_bytes"] + scratch}
         n = self.p.name
         out = {
