@@ -571,7 +571,8 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
         # C's row stride: the output's, or a scratch chunk's (a half output's f32 sums; an epilogue's product)
         ldc = n if dtype == "f32" and (epi is None or ksplit > 1) else cw
         kernels = [(mk, kmk, _resident_chains(r.vec, mk, n, kmk) if nunits == 1 else 0) for mk, kmk in ku.items()]
-        extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "kernels": kernels, "skinny": _SKINNY, "ta": ta}
+        extra = {"kind": "vecmat", "cw": cw, "ldc": ldc, "kernels": kernels, "skinny": _SKINNY, "ta": ta,
+                 "stream_prefetch": r.device.preferences.get("stream_prefetch", True)}
     units = nbatch * nunits * ksplit
     sections = _sections(epi, "core") if dtype == "f32" else ("core", dtype)
     return r.render("gemv.c.j2", req, name, sections, m=m, n=n, k=k, swap=swap,
