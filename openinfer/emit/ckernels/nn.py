@@ -52,8 +52,13 @@ SDPA_STACK_KEYS = 4096
 _SDPA_TILED_ROWS = 4
 #: sdpa work units wanted at least (batch entries x chunks of query rows)
 _SDPA_UNITS = 4
-#: Vector registers' worth of accumulators the register-tiled kernels keep (conv, sdpa).
-_ACC_VECTORS = 16
+#: Vector registers' worth of accumulators the register-tiled conv keeps, by vector width. 16 of
+#: AVX-512's 32 zmm registers (tuned on Zen 4), and of the 16 xmm of portable C's 4-lane SSE2
+#: (CNN example on Zen 3, convs 1 / 2: 16 -> 62 / 138 us, 6 -> 133 / 348). AVX2's 16 ymm
+#: registers take 6: with more, GCC's vectorised tile spills (Zen 3, AVX2, 1 thread, under load:
+#: 16 -> 41 / 140 us, 12 -> 45 / 119, 8 -> 40 / 91, 6 -> 32 / 84, 4 -> 78 / 166; step 213 -> 144).
+_ACC_VECTORS = {256: 6}
+_ACC_VECTORS_DEFAULT = 16
 #: Output channels per conv tile at most (the tile's inner loop is unrolled over them).
 _MAX_OCB = 16
 #: Multiply-adds below which a kernel stays on the calling thread, and the least a pool claim
@@ -323,7 +328,7 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
     """conv_tiled.c.j2: register-tiled direct convolution over a zero-padded, phase-split copy of
     the input (f32 / f64)."""
     lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
-    budget = _ACC_VECTORS * lanes                   # accumulator elements kept in registers
+    budget = _ACC_VECTORS.get(_vector_bits(renderer), _ACC_VECTORS_DEFAULT) * lanes   # accumulator elements in registers
     owt = min(ow, max(lanes, budget // 4 // lanes * lanes))
     ocb = max(1, min(og, _MAX_OCB, budget // (-(-owt // lanes) * lanes)))
     inside = (ow - 1) + (kw - 1) * dw < w and (oh - 1) * sh + (kh - 1) * dh < h
