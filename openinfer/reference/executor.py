@@ -128,17 +128,9 @@ class ReferenceExecutor:
         between 1 and its bound; the others keep theirs. Inputs must be inserted again at the new
         shapes; persistent state (static shapes) is kept."""
         check_sizes(sizes, self._sizes)
-        want = {**self._sizes, **{k: int(v) for k, v in sizes.items()}}
-        if want == self._sizes:
-            return
-        try:
-            self.bound = rebind(self.bound, want)
-        except BindError as exc:
-            raise ExecutionError(f"set_sizes({', '.join(f'{k}={v}' for k, v in sizes.items())}): {exc}") from None
-        self._sizes = want
-        self._constants.clear()
-        self._inserted.clear()
-        self._descs.clear()
+        if self._rebind({k: int(v) for k, v in sizes.items()},
+                        lambda exc: ExecutionError(f"set_sizes({', '.join(f'{k}={v}' for k, v in sizes.items())}): {exc}")):
+            self._inserted.clear()
 
     def sizes(self) -> dict[str, int]:
         """The current values of the dynamic sizevars."""
@@ -421,16 +413,24 @@ class ReferenceExecutor:
         """A cache read whose run-time row count sets dynamic sizes (`K[0..pos] >> kc` with kc:
         [P, D]): the graph is bound again at them, and the nodes after the read run at the new
         sizes (values already computed keep theirs; inputs cannot depend on such a size)."""
-        want = {**self._sizes, **rows}
+        self._rebind(rows, lambda exc: StateError(
+            f"the rows read set {', '.join(f'{k} = {v}' for k, v in rows.items())}: {exc}"))
+
+    def _rebind(self, sizes: dict[str, int], error) -> bool:
+        """Bind the graph again with these dynamic sizes changed (`error(exc)`: what a size the
+        graph cannot take raises); the values derived from the old binding go. False if nothing
+        changed."""
+        want = {**self._sizes, **sizes}
         if want == self._sizes:
-            return
+            return False
         try:
             self.bound = rebind(self.bound, want)
         except BindError as exc:
-            raise StateError(f"the rows read set {', '.join(f'{k} = {v}' for k, v in rows.items())}: {exc}") from None
+            raise error(exc) from None
         self._sizes = want
         self._constants.clear()
         self._descs.clear()
+        return True
 
     def _op(self, node: ir.Op, frame: _Frame) -> tuple[tuple, tuple]:
         binding = self.bound.ops[node.index]
