@@ -128,8 +128,8 @@ class ReferenceExecutor:
         between 1 and its bound; the others keep theirs. Inputs must be inserted again at the new
         shapes; persistent state (static shapes) is kept."""
         check_sizes(sizes, self._sizes)
-        if self._rebind({k: int(v) for k, v in sizes.items()},
-                        lambda exc: ExecutionError(f"set_sizes({', '.join(f'{k}={v}' for k, v in sizes.items())}): {exc}")):
+        call = f"set_sizes({', '.join(f'{k}={v}' for k, v in sizes.items())})"
+        if self._rebind({k: int(v) for k, v in sizes.items()}, lambda exc: ExecutionError(f"{call}: {exc}")):
             self._inserted.clear()
 
     def sizes(self) -> dict[str, int]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,11 +27,12 @@ from conftest import EXAMPLES
 import openinfer as oi
 from openinfer import Synthesizer
 
-DRIVER = r"""
+#: The drivers link with -Wl,--wrap for each allocator: while `counting` is set, every call
+#: adds to `allocations` (step() must make none).
+MALLOC_COUNTER = r"""
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "sp.h"
 
 static atomic_int counting, allocations;
 void *__real_malloc(size_t);
@@ -44,6 +46,10 @@ void *__wrap_calloc(size_t k, size_t n) { count(); return __real_calloc(k, n); }
 void *__wrap_realloc(void *p, size_t n) { count(); return __real_realloc(p, n); }
 int __wrap_posix_memalign(void **p, size_t a, size_t n) { count(); return __real_posix_memalign(p, a, n); }
 void *__wrap_aligned_alloc(size_t a, size_t n) { count(); return __real_aligned_alloc(a, n); }
+"""
+
+DRIVER = MALLOC_COUNTER + r"""
+#include "sp.h"
 
 int main(int argc, char **argv) {
     oi_sp *m = NULL;
@@ -68,6 +74,19 @@ int main(int argc, char **argv) {
 WRAPPED = ("malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc")
 
 
+def build_driver(out: Path, name: str, source: str, cflags) -> Path:
+    """Compile `source` with the program `name` emitted in `out` and the HAL, every allocator
+    wrapped (MALLOC_COUNTER)."""
+    (out / "main.c").write_text(source)
+    exe = out / "driver"
+    wrap = "-Wl," + ",".join(f"--wrap={f}" for f in WRAPPED)
+    subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", *cflags, "-I", str(out),
+                    "-I", str(out / "hal" / "include"), str(out / "main.c"), str(out / f"{name}.c"),
+                    str(out / f"{name}_kernels.c"), str(out / "hal" / "src" / "oi_hal.c"), wrap, "-lm", "-pthread",
+                    "-o", str(exe)], check=True)
+    return exe
+
+
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory, example_models):
     if shutil.which("cc") is None:
@@ -76,13 +95,7 @@ def driver(tmp_path_factory, example_models):
     graph = oi.load_graph(EXAMPLES / "streaming_pipeline.oig")
     out = tmp_path_factory.mktemp("no_heap")
     Synthesizer.from_arch("x86_64-generic").synthesize(model, graph, name="sp").emit(out)
-    (out / "main.c").write_text(DRIVER)
-    exe = out / "driver"
-    wrap = "-Wl," + ",".join(f"--wrap={f}" for f in WRAPPED)
-    subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(out), "-I",
-                    str(out / "hal" / "include"), str(out / "main.c"), str(out / "sp.c"), str(out / "sp_kernels.c"),
-                    str(out / "hal" / "src" / "oi_hal.c"), wrap, "-lm", "-pthread", "-o", str(exe)], check=True)
-    return exe, model
+    return build_driver(out, "sp", DRIVER, ()), model
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
@@ -174,24 +187,8 @@ block entry {
 }
 """
 
-WORKSPACE_DRIVER = r"""
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
+WORKSPACE_DRIVER = MALLOC_COUNTER + r"""
 #include "ws.h"
-
-static atomic_int counting, allocations;
-void *__real_malloc(size_t);
-void *__real_calloc(size_t, size_t);
-void *__real_realloc(void *, size_t);
-int __real_posix_memalign(void **, size_t, size_t);
-void *__real_aligned_alloc(size_t, size_t);
-static void count(void) { if (atomic_load(&counting)) atomic_fetch_add(&allocations, 1); }
-void *__wrap_malloc(size_t n) { count(); return __real_malloc(n); }
-void *__wrap_calloc(size_t k, size_t n) { count(); return __real_calloc(k, n); }
-void *__wrap_realloc(void *p, size_t n) { count(); return __real_realloc(p, n); }
-int __wrap_posix_memalign(void **p, size_t a, size_t n) { count(); return __real_posix_memalign(p, a, n); }
-void *__wrap_aligned_alloc(size_t a, size_t n) { count(); return __real_aligned_alloc(a, n); }
 
 static float a[64 * 96], b[96 * 80], x[3 * 144], q[2 * 40 * 16], k[2 * 40 * 16], v[2 * 40 * 16];
 static float c[64 * 80], y[8 * 144], o[2 * 40 * 16];
@@ -248,14 +245,7 @@ def workspace_driver(tmp_path_factory):
     # the three kernels of the graph take their workspace from the context, and nothing allocates
     assert kernels.count("oi_kctx_scratch(") == (3 if synth.device.isa != "generic" else 2)
     assert "malloc" not in kernels and "aligned_alloc" not in kernels
-    (out / "main.c").write_text(WORKSPACE_DRIVER)
-    exe = out / "driver"
-    wrap = "-Wl," + ",".join(f"--wrap={f}" for f in WRAPPED)
-    subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", *synth.device.cflags, "-I", str(out),
-                    "-I", str(out / "hal" / "include"), str(out / "main.c"), str(out / "ws.c"),
-                    str(out / "ws_kernels.c"), str(out / "hal" / "src" / "oi_hal.c"), wrap, "-lm", "-pthread", "-o",
-                    str(exe)], check=True)
-    return exe, path
+    return build_driver(out, "ws", WORKSPACE_DRIVER, synth.device.cflags), path
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
