@@ -483,7 +483,7 @@ static void *read_into_huge_pages(int fd, size_t bytes) {
     uint8_t *p = (uint8_t *)(((uintptr_t)raw + OI_HUGE_PAGE - 1) & ~(uintptr_t)(OI_HUGE_PAGE - 1));
     if (p > raw) munmap(raw, (size_t)(p - raw));                        /* trim to the aligned region */
     if (raw + len + OI_HUGE_PAGE > p + len) munmap(p + len, (size_t)(raw + len + OI_HUGE_PAGE - (p + len)));
-    (void)madvise(p, len, MADV_HUGEPAGE);
+    advise_huge(p, len);
     for (size_t done = 0; done < bytes;) {
         ssize_t n = pread(fd, p + done, bytes - done, (off_t)done);
         if (n < 0 && errno == EINTR) continue;

@@ -328,7 +328,8 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
     """conv_tiled.c.j2: register-tiled direct convolution over a zero-padded, phase-split copy of
     the input (f32 / f64)."""
     lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
-    budget = _ACC_VECTORS.get(_vector_bits(renderer), _ACC_VECTORS_DEFAULT) * lanes   # accumulator elements in registers
+    # accumulator elements kept in registers
+    budget = _ACC_VECTORS.get(_vector_bits(renderer), _ACC_VECTORS_DEFAULT) * lanes
     owt = min(ow, max(lanes, budget // 4 // lanes * lanes))
     ocb = max(1, min(og, _MAX_OCB, budget // (-(-owt // lanes) * lanes)))
     inside = (ow - 1) + (kw - 1) * dw < w and (oh - 1) * sh + (kh - 1) * dh < h
