@@ -62,11 +62,12 @@ _ACC_VECTORS_DEFAULT = 16
 #: Output channels per conv tile at most (the tile's inner loop is unrolled over them).
 _MAX_OCB = 16
 #: Multiply-adds below which a kernel stays on the calling thread, and the least a pool claim
-#: should carry. 2^19 multiply-adds take ~9 us on one Zen 4 core, several times what a
-#: parallel_for costs while the pool's workers spin between the kernels of a step (measured:
-#: the CNN example's 16 -> 32 channel 3x3 conv, 1.2 M multiply-adds, at 2 threads 25 -> 21 us,
-#: its step 42 -> 36 us; 2^21 kept it on one thread).
-_PAR_MACS = 1 << 19
+#: should carry. 2^18 multiply-adds take ~5 us on one Zen 4 core and ~15 us on a Zen 3 VM with
+#: AVX2, several times what a parallel_for costs while the pool's workers spin between the
+#: kernels of a step (measured: the CNN example's 16 -> 32 channel 3x3 conv, 1.2 M multiply-adds,
+#: at 2 threads on Zen 4 25 -> 21 us, its step 42 -> 36 us, from 2^21; its 3 -> 16 channel conv,
+#: 0.44 M, split from 2^18: the step on the Zen 3 VM at 2 threads 120 -> 106 us, best of 200).
+_PAR_MACS = 1 << 18
 #: Elements below which a row kernel runs on the calling thread (exp costs ~1 ns an element).
 _PAR_ELEMS = 1 << 18
 _PAR_ELEMS_MATH = 1 << 15
