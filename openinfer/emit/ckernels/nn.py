@@ -59,11 +59,13 @@ _SDPA_UNITS = 4
 #: 16 -> 41 / 140 us, 12 -> 45 / 119, 8 -> 40 / 91, 6 -> 32 / 84, 4 -> 78 / 166; step 213 -> 144).
 _ACC_VECTORS = {256: 6}
 _ACC_VECTORS_DEFAULT = 16
-#: Conv tiles a vector target writes with intrinsics, by vector width: (template, output channels,
-#: vectors of columns). AVX2 4 x 2, measured on a Zen 3 VM (the CNN example's convs, 1 thread,
-#: us): GCC's 6 x 1 32 / 73, 4 x 2 26 / 62 (the second at ~98% of the FMA peak), 6 x 2 27 / 70,
-#: 5 x 2 29 / 67, 3 x 3 32 / 70, 8 x 1 32 / 78.
-_VECTOR_TILES = {256: ("c/avx/conv_tile.j2", 4, 2)}
+#: Conv tiles the x86 targets write with intrinsics, by vector width: (template, output channels,
+#: vectors of columns). Measured (us; GCC's vectorised portable tile first, then the intrinsics
+#: ones): AVX2 on a Zen 3 VM, the CNN example's convs at 1 thread: GCC's 6 x 1 32 / 73, 4 x 2
+#: 26 / 62 (the second at ~98% of the FMA peak), 6 x 2 27 / 70, 5 x 2 29 / 67, 3 x 3 32 / 70,
+#: 8 x 1 32 / 78; on an Intel Xeon, its whole step: 78.6, 4 x 2 52.3, 6 x 2 49.6. AVX-512 on
+#: that Xeon, the step: GCC's 16 x 1 34.0, 16 x 1 26.2, 24 x 1 26.8, 12 x 2 26.9, 8 x 2 28.0.
+_VECTOR_TILES = {256: ("c/avx/conv_tile.j2", 4, 2), 512: ("c/avx/conv_tile.j2", 16, 1)}
 #: Output channels per conv tile at most (the tile's inner loop is unrolled over them).
 _MAX_OCB = 16
 #: Multiply-adds below which a kernel stays on the calling thread, and the least a pool claim
@@ -374,7 +376,8 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
                   bias=len(req.inputs) > 2, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
                   owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain,
                   mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
-                  vector_tile=template, tile_lanes=lanes)
+                  vector_tile=template, tile_lanes=lanes,
+                  tile_vec={"type": f"__m{_vector_bits(renderer)}", "pre": f"_mm{_vector_bits(renderer)}"})
     return KernelText(text, scratch)
 
 
