@@ -153,6 +153,8 @@ class OpSpec:
     output: OutputRule
     shape_rule: str
     elementwise: bool
+    #: an in-place call needs no scratch copy (ops.yaml `in_place_kernels`; element-wise ops never do)
+    in_place_kernels: bool = False
 
     def __repr__(self) -> str:
         return f"OpSpec({self.name!r})"
@@ -621,7 +623,8 @@ def _op(e: Mapping[str, Any], data: Mapping[str, Any]) -> OpSpec:
         dtypes=_expand(e["dtypes"], sets), dtype_text=_set_text(e["dtypes"]),
         broadcast=bool(e["broadcast"]), inplace=bool(e["inplace"]),
         acc_pairs=_acc_pairs(acc, data["acc_sets"]), acc_text=_set_text(acc),
-        output=_output(e["output"]), shape_rule=e["shape"], elementwise=bool(e["elementwise"]))
+        output=_output(e["output"]), shape_rule=e["shape"], elementwise=bool(e["elementwise"]),
+        in_place_kernels=bool(e.get("in_place_kernels", False)))
 
 
 @cache

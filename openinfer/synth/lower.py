@@ -239,14 +239,16 @@ class _Lowerer:
         inf = binding.inference
         runtime = binding.runtime_attrs
         static = tuple(sorted((k, _hashable(v)) for k, v in inf.attrs.items() if k not in runtime))
-        aliased = inf.mode == "inplace" and binding.spec.elementwise
+        # element-wise kernels, and those of ops whose kernels read a pair before writing it (rope),
+        # run on one buffer; any other in-place call computes into scratch and copies back
+        aliased = inf.mode == "inplace" and (binding.spec.elementwise or binding.spec.in_place_kernels)
         req = P.KernelRequest(n.op, inf.mode, tuple(binding.inputs), inf.out, static,
                               tuple(sorted((k, rt.dtype) for k, rt in runtime.items())), inf.acc, inf.broadcast,
                               aliased)
         k = self.kernel(req)
         inputs = tuple(self.operand(r, loops) for r in n.inputs)
         rt = tuple(sorted((k_, rt_.var) for k_, rt_ in runtime.items()))
-        if inf.mode == "inplace" and not binding.spec.elementwise:
+        if inf.mode == "inplace" and not aliased:
             # The kernel reads its inputs while writing: compute into scratch, then copy over.
             out_var = self.b.vars[n.output]
             for frame in frames:
