@@ -109,9 +109,10 @@ class Simulator:
         self.prefix = f"oi_{self.program.name}"
         self.ffi.cdef(_CDEF.format(p=self.prefix))
         self.lib = self.ffi.dlopen(str(self.library))
-        # the Vulkan HAL's validation-message counter (exported by Vulkan libraries only)
+        # the Vulkan HAL's counters: validation messages, commands, waits (exported by Vulkan libraries only)
         self._vk_ffi = cffi.FFI()
-        self._vk_ffi.cdef("uint64_t oi_vk_validation_messages(void); uint64_t oi_vk_submissions(void);")
+        self._vk_ffi.cdef("".join(f"uint64_t oi_vk_{c}(void);" for c in (
+            "validation_messages", "submissions", "dispatches", "transfers", "barriers", "wait_ns")))
         self._vk_lib = self._vk_ffi.dlopen(str(self.library))
         self._cpu_mask = synthesizer.device.cpu_feature_mask
         self.vars = {v.name: v for v in self.program.vars}
@@ -139,10 +140,18 @@ class Simulator:
 
     def submissions(self) -> int | None:
         """Vulkan targets: command buffers submitted in this process (each one a wait for the device)."""
+        return self.vk_counters().get("submissions")
+
+    def vk_counters(self) -> dict[str, int]:
+        """Vulkan targets: what this process recorded and submitted so far (submissions,
+        dispatches, transfers, barriers) and the nanoseconds the host waited for the device
+        (wait_ns; hal/include/oi_hal_vulkan.h); {} for other libraries. Differences taken around
+        steps give their cost per step."""
         try:
-            return int(self._vk_lib.oi_vk_submissions())
+            return {kind: int(getattr(self._vk_lib, f"oi_vk_{kind}")())
+                    for kind in ("submissions", "dispatches", "transfers", "barriers", "wait_ns")}
         except AttributeError:
-            return None
+            return {}
 
 
 def _host_cap_note() -> str:

@@ -160,6 +160,18 @@ oi_status oi_vk_download(oi_vk_context *ctx, VkBuffer src, VkDeviceSize offset, 
 uint64_t oi_vk_validation_messages(void);
 /* Command buffers submitted since the process started (how often the host waited for the device). */
 uint64_t oi_vk_submissions(void);
+/* Commands recorded since the process started, all contexts: what a step costs the device beyond
+ * its bytes and FLOPs (tools/bench/vulkan_bench.py reports them per token). A dispatch is a kernel
+ * launch; a transfer a copy, fill or update command; a barrier an execution and memory dependency
+ * (oi_vk_barrier: recorded only where a command touches what one since the last barrier wrote),
+ * after which the device drains what ran before it, the cost a chain of small kernels pays. */
+uint64_t oi_vk_dispatches(void);
+uint64_t oi_vk_transfers(void);
+uint64_t oi_vk_barriers(void);
+/* Nanoseconds the host spent waiting for submitted work since the process started: of a step's
+ * wall time, what the device took after the host had recorded and submitted everything; the
+ * rest is the host recording commands. */
+uint64_t oi_vk_wait_ns(void);
 
 #ifdef __cplusplus
 }

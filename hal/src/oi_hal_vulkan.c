@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Bytes of the scratch buffer oi_vk_fill_bytes copies patterns from (a multiple of every
  * element size up to 8, and the most one vkCmdUpdateBuffer writes). */
@@ -23,9 +24,23 @@
 
 static atomic_uint_fast64_t validation_messages;
 static atomic_uint_fast64_t submissions;
+static atomic_uint_fast64_t dispatches;
+static atomic_uint_fast64_t transfers;
+static atomic_uint_fast64_t barriers;
+static atomic_uint_fast64_t wait_ns;
 
 uint64_t oi_vk_validation_messages(void) { return (uint64_t)atomic_load(&validation_messages); }
 uint64_t oi_vk_submissions(void) { return (uint64_t)atomic_load(&submissions); }
+uint64_t oi_vk_dispatches(void) { return (uint64_t)atomic_load(&dispatches); }
+uint64_t oi_vk_transfers(void) { return (uint64_t)atomic_load(&transfers); }
+uint64_t oi_vk_barriers(void) { return (uint64_t)atomic_load(&barriers); }
+uint64_t oi_vk_wait_ns(void) { return (uint64_t)atomic_load(&wait_ns); }
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                  VkDebugUtilsMessageTypeFlagsEXT types,
@@ -496,6 +511,7 @@ oi_status oi_vk_barrier(oi_vk_context *ctx) {
                        VK_ACCESS_TRANSFER_WRITE_BIT;
     VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
     vkCmdPipelineBarrier(ctx->commands, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+    atomic_fetch_add(&barriers, 1);
     ctx->npending = 0;
     return OI_OK;
 }
@@ -527,6 +543,7 @@ oi_status oi_vk_dispatch(oi_vk_context *ctx, const oi_vk_pipeline *p, VkDescript
     vkCmdBindDescriptorSets(ctx->commands, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, NULL);
     if (p->push_bytes) vkCmdPushConstants(ctx->commands, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_bytes, push);
     vkCmdDispatch(ctx->commands, gx, gy, gz);
+    atomic_fetch_add(&dispatches, 1);
     return OI_OK;
 }
 
@@ -538,6 +555,7 @@ oi_status oi_vk_copy(oi_vk_context *ctx, VkBuffer src, VkDeviceSize src_off, VkB
     if (st != OI_OK) return st;
     VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
     vkCmdCopyBuffer(ctx->commands, src, dst, 1, &region);
+    atomic_fetch_add(&transfers, 1);
     return OI_OK;
 }
 
@@ -548,6 +566,7 @@ oi_status oi_vk_fill(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, VkDe
     oi_status st = order(ctx, &acc, 1);
     if (st != OI_OK) return st;
     vkCmdFillBuffer(ctx->commands, dst, offset, size, word);
+    atomic_fetch_add(&transfers, 1);
     return OI_OK;
 }
 
@@ -558,6 +577,7 @@ oi_status oi_vk_update(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, co
     oi_status st = order(ctx, &acc, 1);
     if (st != OI_OK) return st;
     vkCmdUpdateBuffer(ctx->commands, dst, offset, bytes, data);
+    atomic_fetch_add(&transfers, 1);
     return OI_OK;
 }
 
@@ -591,6 +611,7 @@ oi_status oi_vk_fill_bytes(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset
         done += len;
         if (++n == 64 || done == bytes) {
             vkCmdCopyBuffer(ctx->commands, ctx->scratch.buffer, dst, n, regions);
+            atomic_fetch_add(&transfers, 1);
             n = 0;
         }
     }
@@ -606,7 +627,9 @@ oi_status oi_vk_flush(oi_vk_context *ctx) {
     si.pCommandBuffers = &ctx->commands;
     if (vkQueueSubmit(ctx->queue, 1, &si, ctx->fence) != VK_SUCCESS) return OI_ERR_DEVICE;
     atomic_fetch_add(&submissions, 1);
+    const uint64_t t0 = now_ns();
     if (vkWaitForFences(ctx->device, 1, &ctx->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS) return OI_ERR_DEVICE;
+    atomic_fetch_add(&wait_ns, now_ns() - t0);
     vkResetFences(ctx->device, 1, &ctx->fence);
     vkResetCommandBuffer(ctx->commands, 0);
     return OI_OK;

@@ -86,3 +86,38 @@ def test_quantized_decoder_matches_reference(weights, tmp_path):
                                    feeds=[{"token": np.array([t], np.int32)} for t in (3, 17, 200)],
                                    names=("logits", "next"))
     assert sim.validation_messages() == 0
+
+
+def test_step_command_counts(tmp_path):
+    """What a step records, counted by the HAL (oi_vk_dispatches / transfers / barriers): the
+    input's upload, four kernels, and a barrier only before each command that reads what an
+    earlier one since the last barrier wrote: the first softmax (after the upload), the add (after
+    both softmaxes, which need none between them) and the last softmax."""
+    graph = oi.graph("""
+dynamic { a: f32[4, 32]; }
+volatile { b: f32[4, 32]; c: f32[4, 32]; d: f32[4, 32]; e: f32[4, 32]; }
+block entry {
+    op softmax(a, axis=1) >> b;
+    op softmax(a, axis=0) >> c;
+    op add(b, c) >> d;
+    op softmax(d, axis=1) >> e;
+}
+""")
+    oi.write_oinf(tmp_path / "empty.oinf", tensors={})
+    sim = Simulator(oi.ModelLoader.open(tmp_path / "empty.oinf"), graph, arch=VK_ARCH, outputs={"e"})
+    ex = sim.make_executor()
+    a = np.linspace(-2, 2, 128, dtype=np.float32).reshape(4, 32)
+    for _ in range(3):
+        before = sim.vk_counters()
+        ex.insert(a=a)
+        ex.run_step()
+        after = sim.vk_counters()
+        assert after["wait_ns"] > before["wait_ns"]
+        assert {k: after[k] - before[k] for k in after if k != "wait_ns"} == {
+            "submissions": 1, "dispatches": 4, "transfers": 1, "barriers": 3}
+
+    def softmax(x, axis):
+        z = np.exp(x - x.max(axis=axis, keepdims=True))
+        return z / z.sum(axis=axis, keepdims=True)
+    np.testing.assert_allclose(ex.fetch("e"), softmax(softmax(a, 1) + softmax(a, 0), 1), rtol=1e-5)
+    assert sim.validation_messages() == 0

@@ -7,7 +7,8 @@
 - gemm-f16: GEMM 4096^3 f16 with acc=f32 (the cooperative-matrix kernel where the descriptor
   declares features.cooperative_matrix) against PyTorch/cuBLAS f16;
 - decoder: the decoder's bench size (examples/decoder.py) with f32, i8 and i4 weights
-  (`--decoder-weights`): tokens per second;
+  (`--decoder-weights`): tokens per second, the weight bytes read per second, and the kernels,
+  transfers, barriers and submissions a token records;
 - decoder-profile: where a decoder step's time goes, per op: through the trace hook every node
   is submitted and waited for alone, so each figure is the node's GPU time plus one submission
   (the smallest nodes, copies, show that floor);
@@ -268,13 +269,27 @@ class Bench:
         return ex, cfg
 
     def decoder(self, weights: str) -> dict:
+        """Tokens per second over the cache's length, the weight bytes a token reads per second of
+        it (against the device's copy bandwidth, the `peers` row's, that is the fraction of the
+        memory floor), and what a token records: kernels, transfers, barriers and submissions
+        (the HAL's counters, hal/include/oi_hal_vulkan.h), and how a token's time splits between
+        the host recording its commands and the host waiting for the device."""
         ex, cfg = self._decoder(weights)
+        before = ex.sim.vk_counters()
         t0 = time.perf_counter()
         steps = cfg.max_seq - 1
         for _ in range(steps):
             ex.insert(**DECODER_TOKEN)
             ex.run_step()
-        return {"tokens_per_s": steps / (time.perf_counter() - t0), "weight_mb": cfg.weight_bytes() / 1e6}
+        seconds = time.perf_counter() - t0
+        after = ex.sim.vk_counters()
+        out = {"tokens_per_s": steps / seconds, "weight_mb": cfg.weight_bytes() / 1e6,
+               "weight_gb_per_s": cfg.weight_bytes() * steps / seconds / 1e9}
+        out.update({f"{kind}_per_token": (after[kind] - before[kind]) / steps
+                    for kind in after if kind != "wait_ns"})
+        wait_us = (after["wait_ns"] - before["wait_ns"]) / steps / 1e3
+        out.update({"device_wait_us_per_token": wait_us, "host_us_per_token": seconds / steps * 1e6 - wait_us})
+        return out
 
     def decoder_profile(self, weights: str, steps: int = 5) -> dict:
         """Per op of the decoder: microseconds per step and the fastest single node."""
