@@ -64,6 +64,15 @@ class VulkanRenderer(CRenderer):
 
         return takes_epilogue
 
+    @staticmethod
+    def prologue_for(device):
+        """Which matmul kernels normalise their input rows themselves (openinfer/synth/fusion.py
+        `fold_norms`): a layer's norm and the GEMVs that read it become those GEMVs alone, one
+        dispatch and one barrier fewer."""
+        from .glsl.linalg import takes_prologue
+
+        return takes_prologue
+
     def __init__(self, prog: P.Program, plan: MemoryPlan, device, *, embed_weights: bool = False):
         super().__init__(prog, plan, device, embed_weights=embed_weights)
         self.caps = Caps.from_device(device)

@@ -21,6 +21,18 @@ one of P's own operands (the product reads all of those while results are stored
 step's `matmul(attf, wo) >> o; add(x, o) >> x` is one kernel that reads x[i] and writes the
 product plus it, and the device runs one dispatch instead of two.
 
+Norms folded into matmuls (`fold_norms`, where the target renders them, `prologue_ok`: the
+Vulkan GEMVs and dequantizing GEMVs): `rms_norm(x, gamma) >> h` over the last axis, followed by
+matmuls (or dequant_matmuls) that read h as their input 0 (a decoder layer's `h @ wq`, `h @ wk`,
+`h @ wv`), becomes those matmuls reading x and normalising each row themselves (a workgroup
+recomputes the row's scale: a sum over one row of x costs far less than the dispatch and the
+barrier it saves). The norm goes when, in the
+statements that follow it (calls only, up to the first that writes x, gamma or h):
+- every read of h is such a matmul's input 0 (and nothing else of it), the target accepts the
+  matmul with the norm as its prologue, and none of them writes x or gamma;
+- h is dead after them (as above), is planned memory the host cannot observe, and neither the
+  norm nor h is named by a `dep`.
+
 The fused call keeps the last node's index (its trace event and error location); the nodes it
 absorbed are listed in `Program.fused_nodes` so per-node comparison skips them.
 """
@@ -296,3 +308,86 @@ def fuse(prog: P.Program, *, max_ops: int = 8, dep_names: set[str] | None = None
     # drop the kernels only the fused-away calls used
     blocks, kernels, _ = P.prune_kernels(blocks, f.kernels)
     return replace(prog, blocks=blocks, kernels=kernels, fused_nodes=frozenset(f.fused_nodes))
+
+
+# ---------------------------------------------------------------------------------------- norm prologues
+
+class _NormFolder(_Fuser):
+    def __init__(self, prog: P.Program, dep_names: set[str], prologue_ok: Callable[[P.KernelRequest], bool]):
+        super().__init__(prog, 0, dep_names, None)
+        self.prologue_ok = prologue_ok
+
+    def folded(self, stmts: tuple, i: int, then: Callable[[str], bool]) -> tuple | None:
+        """stmts with the norm at i folded into its matmuls, or None where it does not fold."""
+        s = stmts[i]
+        if not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None:
+            return None
+        norm = self.kernels[s.kernel]
+        h = s.output.var
+        if (norm.op != "rms_norm" or norm.mode != "normal" or norm.attr("axis") != len(norm.output.shape) - 1
+                or s.inputs[0].indices or s.output.indices or h in [o.var for o in s.inputs]
+                or norm.op in self.dep_names or h in self.dep_names or self.observable(h)):
+            return None
+        kept = {o.var for o in s.inputs}          # what the matmuls read instead of h
+        consumers: dict[int, P.Call] = {}
+        end = len(stmts)
+        for j in range(i + 1, len(stmts)):
+            t = stmts[j]
+            if not isinstance(t, P.Call):
+                end = j
+                break
+            reads = [o.var for o in t.inputs] + [v for _, v in t.runtime_attrs]
+            if h in reads:
+                req = self.kernels[t.kernel]
+                if (req.op not in _EPILOGUE_HOSTS or req.prologue is not None or t.inputs[0].var != h
+                        or reads.count(h) != 1 or t.inputs[0].indices or t.result.var in kept):
+                    return None
+                new_req = replace(req, inputs=(norm.inputs[0], *req.inputs[1:], *norm.inputs[1:]), prologue=norm)
+                if not self.prologue_ok(new_req):
+                    return None
+                if new_req not in self.kernel_ids:
+                    self.kernel_ids[new_req] = len(self.kernels)
+                    self.kernels.append(new_req)
+                consumers[j] = P.Call(t.node, f"{s.desc}; {t.desc}", self.kernel_ids[new_req],
+                                      (s.inputs[0], *t.inputs[1:], *s.inputs[1:]), t.output, t.runtime_attrs,
+                                      t.copy_to)
+            if t.result.var in kept or t.result.var == h:
+                end = j if h not in reads else j + 1
+                break
+        if not consumers or not self.dead(h, stmts[end:], then):
+            return None
+        self.fused_nodes.add(s.node)
+        return stmts[:i] + tuple(consumers.get(j, stmts[j]) for j in range(i + 1, end)) + stmts[end:]
+
+    def block(self, stmts, then: Callable[[str], bool]) -> tuple[P.Statement, ...]:
+        stmts = tuple(stmts)
+        i = 0
+        while i < len(stmts):
+            s = stmts[i]
+            if isinstance(s, P.Loop):
+                def after_body(v, body=s.body, rest=stmts[i + 1:]):
+                    return self.dead(v, rest, then) and self.dead(v, body, after_body)
+                stmts = stmts[:i] + (replace(s, body=self.block(s.body, after_body)),) + stmts[i + 1:]
+                i += 1
+                continue
+            folded = self.folded(stmts, i, then)
+            if folded is None:
+                i += 1
+            else:
+                stmts = folded          # the norm is gone: stmts[i] is the next statement
+        return stmts
+
+
+def fold_norms(prog: P.Program, prologue_ok: Callable[[P.KernelRequest], bool], *,
+               dep_names: set[str] | None = None) -> P.Program:
+    """The program with row norms folded into the matmuls that consume them, where `prologue_ok`
+    accepts the resulting request (see the module docstring)."""
+    f = _NormFolder(prog, dep_names or set(), prologue_ok)
+    blocks = {}
+    for name, stmts in prog.blocks.items():
+        f.in_entry = name == prog.entry
+        blocks[name] = f.block(stmts, lambda v, entry=f.in_entry: entry and not f.observable(v))
+    if not f.fused_nodes:
+        return prog
+    blocks, kernels, _ = P.prune_kernels(blocks, f.kernels)
+    return replace(prog, blocks=blocks, kernels=kernels, fused_nodes=prog.fused_nodes | frozenset(f.fused_nodes))

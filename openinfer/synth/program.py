@@ -137,11 +137,24 @@ class KernelRequest:
     #: input 0 is that result, its inputs 1.. are the last inputs of this request (after the op's
     #: own, `own_inputs`), and its output is this request's output
     epilogue: KernelRequest | None = None
+    #: a row-normalisation request (rms_norm over the last axis) whose result is this matmul's
+    #: input 0, for targets that render it (openinfer/synth/fusion.py `fold_norms`): the kernel's
+    #: input 0 is the norm's input x and it normalises each row of x itself; the norm's other
+    #: inputs (its gamma) are this request's last inputs, after an epilogue's
+    prologue: KernelRequest | None = None
 
     @property
     def own_inputs(self) -> tuple[TensorType, ...]:
-        """The op's own inputs (without an epilogue's)."""
-        return self.inputs[:len(self.inputs) - len(self.epilogue.inputs) + 1] if self.epilogue else self.inputs
+        """The op's own inputs (without an epilogue's or a prologue's)."""
+        extra = (len(self.epilogue.inputs) - 1 if self.epilogue else 0) + \
+            (len(self.prologue.inputs) - 1 if self.prologue else 0)
+        return self.inputs[:len(self.inputs) - extra]
+
+    @property
+    def prologue_inputs(self) -> tuple[TensorType, ...]:
+        """A prologue's inputs after x (the last inputs of this request)."""
+        n = len(self.prologue.inputs) - 1 if self.prologue else 0
+        return self.inputs[len(self.inputs) - n:] if n else ()
 
     @property
     def sizes(self) -> tuple[str, ...]:
@@ -150,7 +163,7 @@ class KernelRequest:
         names = set(shape_sizevars(*(t.shape for t in (*self.inputs, self.output))))
         for _, v in self.attrs:
             names.update(shape_sizevars(v if isinstance(v, tuple | list) else (v,)))
-        for sub in (*self.chain, *((self.epilogue,) if self.epilogue else ())):
+        for sub in (*self.chain, *(r for r in (self.epilogue, self.prologue) if r is not None)):
             names.update(sub.sizes)
         return tuple(sorted(names))
 

@@ -25,7 +25,7 @@ from ..ir.dims import Dim, capacity, shape_sizevars
 from ..outdir import SYMLINK, folder_lock, holds, is_inside, locate, read_entry
 from ..resources import hal_dir, templates_dir
 from . import devices
-from .fusion import fuse
+from .fusion import fold_norms, fuse
 from .lower import lower
 from .memplan import MemoryPlan, plan
 from .prepack import prepack
@@ -125,6 +125,9 @@ class Synthesizer:
             epilogues = getattr(renderer_cls, "epilogue_for", None)
             prog = fuse(prog, max_ops=int(prefs.get("max_kernel_ops", 8)), dep_names=dep_names(g),
                         epilogue_ok=epilogues(self.device) if epilogues is not None else None)
+            prologues = getattr(renderer_cls, "prologue_for", None)
+            if prologues is not None:
+                prog = fold_norms(prog, prologues(self.device), dep_names=dep_names(g))
         prog = views(prog)
         packed_inputs = getattr(renderer_cls, "packed_inputs_for", None)
         if prefs.get("prepack_weights", True) and packed_inputs is not None:

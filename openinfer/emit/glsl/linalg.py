@@ -47,6 +47,7 @@ from ...synth.program import KernelRequest
 from ..ckernels.common import contiguous_strides
 from . import Body, dispatch, family
 from .reduce import NARROW, round_to
+from .rows import tree
 from .types import KernelCtx, lit
 
 #: the GEMV kernel serves matmuls with at most this many rows of A (per batch element)
@@ -167,6 +168,56 @@ def takes_epilogue(req: KernelRequest) -> bool:
     if req.op == "dequant_matmul":
         return True
     return _path(req) in ("gemv", "value")
+
+
+def takes_prologue(req: KernelRequest) -> bool:
+    """Whether req's kernel normalises its input 0 itself (`req.prologue`, openinfer/synth/fusion.py
+    `fold_norms`): the GEMVs (f32 / f16 / bf16 weights, and the dequantizing ones) over an f32 x
+    of two dims with a static K, the norm an f32 rms_norm over x's last axis."""
+    from .quant import takes_gemv
+
+    norm = req.prologue
+    a = req.own_inputs[0]
+    if not (norm.op == "rms_norm" and req.mode == "normal" and not req.acc and len(a.shape) == 2
+            and not isinstance(a.shape[1], Dim) and a.dtype.name == "f32" and norm.attr("axis") == 1
+            and all(t.dtype.name == "f32" for t in norm.inputs)
+            and all(t.shape == (a.shape[1],) for t in norm.inputs[1:])):
+        return False
+    if req.op == "dequant_matmul":
+        return takes_gemv(req)
+    return (req.op == "matmul" and _path(req) == "gemv" and not any(_transposes(req))
+            and req.own_inputs[1].dtype.name in ("f32", "f16", "bf16"))
+
+
+def row_scales(req: KernelRequest, kk: int, rows: int, threads: int, x_at) -> list[str]:
+    """A GEMV's prologue (`req.prologue`, an rms_norm of x's rows): lines giving each of x's
+    `rows` rows its root mean square `oi_rms<r>`, summed by the workgroup's `threads` invocations
+    (`lid`) in the shared `oi_nrm` (`norm_shared`). Every workgroup recomputes them: one row of K
+    floats, read from L2, costs less than the separate norm kernel's dispatch and barrier.
+    `x_at(r, i)`: the load of x[r, i]."""
+    eps = lit("float", float(req.prologue.attr("eps")))
+    lines = []
+    for r in range(rows):
+        lines += [f"float oi_rms{r};", "{", "    float oi_ss = 0.0;",
+                  f"    for (uint i = lid; i < {kk}u; i += {threads}u) {{ float v = {x_at(r, 'i')}; oi_ss += v * v; }}",
+                  "    oi_nrm[lid] = oi_ss;"]
+        lines += ["    " + x for x in tree(threads, "oi_nrm[a] += oi_nrm[b];")]
+        lines += [f"    oi_rms{r} = sqrt(oi_nrm[0] / {lit('float', kk)} + {eps});", "    barrier();", "}"]
+    return lines
+
+
+def norm_shared(threads: int) -> str:
+    return f"shared float oi_nrm[{threads}];"
+
+
+def normed(req: KernelRequest, x: str, r: int, q: str) -> str:
+    """x[r, q] (the expression `x`) as the prologue's rms_norm gives it, in the norm kernel's order:
+    x / rms, then * gamma[q] (the request's last input)."""
+    if req.prologue is None:
+        return x
+    if len(req.prologue.inputs) > 1:
+        return f"({x} / oi_rms{r}) * in{len(req.inputs) - 1}[{q}]"
+    return f"{x} / oi_rms{r}"
 
 
 def stored(req: KernelRequest, k: KernelCtx, value: str, index: str) -> str:
@@ -303,13 +354,18 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
         return [f"uvec4 h{j} = oi_wv[({idx}) >> 3];",
                 f"vec4 w{j}_0 = oi_{tb.name}x4(h{j}.xy);", f"vec4 w{j}_1 = oi_{tb.name}x4(h{j}.zw);"]
 
+    norm = req.prologue
+
+    def xload(r: int, q: str) -> str:
+        return normed(req, _load_f32(ta, 'in0', 'ao + ' + _a_at(trans_a, m, kk, f'{r}u', q)), r, q)
+
     def step(js: list[tuple[int, str]]) -> list[str]:
         body = []
         for j, q in js:
             body += wload(j, q)
         for j, q in js:
             for r in range(mcap):
-                body.append(f"float x{j}_{r} = {_load_f32(ta, 'in0', 'ao + ' + _a_at(trans_a, m, kk, f'{r}u', q))};")
+                body.append(f"float x{j}_{r} = {xload(r, q)};")
         for j, _ in js:
             for r in range(mcap):
                 for c in range(chunks):
@@ -322,6 +378,8 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
              f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;",
              f"uint col = ((g % {ncb}u) * {cl_n}u + cl) * {vw}u;",
              f"uint ao = {a_off}, bo = {b_off};"]
+    if norm is not None:
+        lines += row_scales(req, kk, mcap, threads, lambda r, i: _load_f32(ta, 'in0', f'ao + {r * kk}u + {i}'))
     zero = "vec4(0.0)" if vt == "vec4" else "0.0"
     lines += [f"{vt} s{r}_{c} = {zero};" for r in range(mcap) for c in range(chunks)]
     lines += [f"if (col < {n}u) {{", "    uint q = ks;"]
@@ -348,8 +406,10 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
                     idx = f"o + {c * 4 + e}u"
                     lines.append(f"    out_[{idx}] = {stored(req, k, f'v{c}.' + 'xyzw'[e], idx)};")
         lines.append("}")
-    shared = "\n".join(views + [f"shared {vt} oi_red[{threads * chunks}];"])
-    how = f"GEMV: {cl_n * vw} columns x {ks_n} slices of K per workgroup, {vw}-wide loads"
+    shared = "\n".join(views + [f"shared {vt} oi_red[{threads * chunks}];"]
+                       + ([norm_shared(threads)] if norm is not None else []))
+    how = f"GEMV: {cl_n * vw} columns x {ks_n} slices of K per workgroup, {vw}-wide loads" + \
+        (f", {norm.op} of each row of x first" if norm is not None else "")
     return Body(main="\n".join(lines), functions=functions, doc=f"{doc} ({how})", local_size=threads,
                 shared=shared, groups=dispatch(total, 1))
 

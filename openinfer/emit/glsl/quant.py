@@ -14,10 +14,11 @@ over k and multiplies by the column's scale once.
 
 from __future__ import annotations
 
+from ...errors import SynthesisError
 from ...ir.dims import Dim, capacity
 from ...synth.program import KernelRequest
 from . import Body, dispatch, family
-from .linalg import _view, reduce_k_slices, stored
+from .linalg import _view, norm_shared, normed, reduce_k_slices, row_scales, stored
 from .types import KernelCtx, lit
 
 
@@ -28,6 +29,9 @@ def emit_dequant_matmul(req: KernelRequest, k: KernelCtx) -> Body:
     gemv = _gemv(req, k)
     if gemv is not None:
         return gemv
+    if req.prologue is not None:
+        raise SynthesisError(f"dequant_matmul: no kernel for {x} with a norm prologue (a device with too "
+                             "little shared memory for the GEMV)")
     ct = k.ct(x.dtype)
     channel = "col" if scale.numel > 1 else "0u"
     q = k.load(w.dtype, "in1", f"q * {n}u + col", "int")
@@ -43,6 +47,14 @@ def emit_dequant_matmul(req: KernelRequest, k: KernelCtx) -> Body:
     return Body(value="\n".join(lines), vct=ct, doc=doc)
 
 
+def takes_gemv(req: KernelRequest) -> bool:
+    """Whether the dequantizing GEMV (`_gemv`) computes req: f32 x of at most 8 rows, whole 16-byte
+    groups of weight columns per row."""
+    x, w = req.inputs[:2]
+    m = x.shape[0] if len(x.shape) == 2 else 1
+    return x.dtype.name == "f32" and capacity(m) <= 8 and w.shape[1] % (128 // w.dtype.bits) == 0
+
+
 def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     x, w, scale = req.inputs[:3]
     kk, n = w.shape
@@ -50,14 +62,15 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     mcap = capacity(m)                                # rows unrolled: a dynamic M's bound, stored below M
     bits = w.dtype.bits
     cols = 128 // bits                                # columns per 16-byte load
-    if x.dtype.name != "f32" or mcap > 8 or n % cols:
+    if not takes_gemv(req):
         return None
     nvec = n // cols
     cl_n = 2 if nvec >= 256 else 1                    # 32- or 16-byte row segments per workgroup
     threads = min(256, 1 << (k.caps.max_wg.bit_length() - 1))
-    while threads > cl_n and (threads // cl_n > kk or threads * cols * 4 > k.caps.max_shared):
+    norm_bytes = 4 if req.prologue is not None else 0    # a prologue's partial sums, per invocation
+    while threads > cl_n and (threads // cl_n > kk or threads * (cols * 4 + norm_bytes) > k.caps.max_shared):
         threads //= 2
-    if threads * cols * 4 > k.caps.max_shared:
+    if threads * (cols * 4 + norm_bytes) > k.caps.max_shared:
         return None
     ks_n = threads // cl_n
     chunks = cols // 4                                # vec4 accumulators per row of x
@@ -73,6 +86,8 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
              f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;",
              f"uint cv = g * {cl_n}u + cl;                  // this invocation's 16-byte column group",
              f"uint col = cv * {cols}u;"]
+    if req.prologue is not None:
+        lines += row_scales(req, kk, mcap, threads, lambda r, i: f"in0[{r * kk}u + {i}]")
     lines += [f"vec4 s{r}_{c} = vec4(0.0);" for r in range(mcap) for c in range(chunks)]
     zp = len(req.own_inputs) > 3
     if zp:
@@ -81,7 +96,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     lines += [f"if (cv < {nvec}u) {{", f"    for (uint q = ks; q < {kk}u; q += {ks_n}u) {{",
               f"        uvec4 wq = oi_wq[q * {nvec}u + cv];"]
     for r in range(mcap):
-        lines.append(f"        float x{r} = in0[{r * kk}u + q];")
+        lines.append(f"        float x{r} = {normed(req, f'in0[{r * kk}u + q]', r, 'q')};")
     for c in range(chunks):
         word = "xyzw"[(4 * c) // per_word]
         base = (4 * c) % per_word
@@ -104,7 +119,8 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
                 idx = f"{r * n}u + col + {4 * c + e}u"
                 lines.append(f"    out_[{idx}] = {stored(req, k, f'(v{c}.' + 'xyzw'[e] + f' * {sc})', idx)};")
         lines.append("}")
-    shared = "\n".join([_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{threads * chunks}];"])
+    shared = "\n".join([_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{threads * chunks}];"]
+                       + ([norm_shared(threads)] if req.prologue is not None else []))
     doc = (f"dequant_matmul GEMV: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}), "
            f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, 16-byte weight loads")
     return Body(main="\n".join(lines), doc=doc, local_size=threads, shared=shared,

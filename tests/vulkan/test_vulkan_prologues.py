@@ -1,0 +1,62 @@
+"""Row norms folded into the GEMVs that read them, on the Vulkan device: the graph of
+tests/synth/test_norm_prologues.py (norms that fold into one, three and a two-row GEMV and into a
+dequantizing GEMV with an epilogue, and those that must stay apart) against the reference, with
+no validation message; and the decoder (f32 and 4-bit weights), every norm folded, token by token."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from example_modules import load_example
+
+import openinfer as oi
+from openinfer.compare import compare, table
+from openinfer.sim import Simulator
+
+TESTS = Path(__file__).resolve().parent.parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from synth.test_norm_prologues import GRAPH, OUTPUTS, inputs, model  # noqa: E402
+
+from .conftest import VK_ARCH  # noqa: E402
+
+
+def test_norm_prologues_match_the_reference(tmp_path):
+    m = oi.ModelLoader.open(model(tmp_path / "m.oinf"))
+    graph = oi.graph(GRAPH)
+    ref = oi.Reference(m, graph).make_executor()
+    sim = Simulator(m, graph, arch=VK_ARCH, outputs=OUTPUTS)
+    prog = sim.plan.program
+    assert sum(1 for s in prog.blocks[prog.entry] if getattr(s, "kernel", None) is not None
+               and prog.kernels[s.kernel].prologue) == 5
+    ex = sim.make_executor()
+    feeds = inputs()
+    feeds["x"][0, 3] = 1e19             # x * x overflows f32: the row's scale is inf, the norm 0 or NaN
+    for e in (ref, ex):
+        e.insert(**feeds)
+        e.run_step()
+    rows = [compare(n, sim.vars[n].dtype, ref.fetch(n), ex.fetch(n)) for n in sorted(OUTPUTS)]
+    assert all(r.ok for r in rows), table(rows)
+    assert sim.validation_messages() == 0
+
+
+@pytest.mark.parametrize("weights", ["f32", "i4"])
+def test_decoder_with_folded_norms_matches_the_reference(tmp_path, weights):
+    decoder = load_example("decoder")
+    graph, weights = decoder.write(decoder.with_weights(decoder.SIZES["test"], weights), tmp_path)
+    m, g = oi.ModelLoader.open(weights), oi.load_graph(graph)
+    sim = Simulator(m, g, arch=VK_ARCH, outputs={"next", "logits"})
+    assert not any(k.op == "rms_norm" for k in sim.plan.program.kernels)
+    ref, ex = oi.Reference(m, g).make_executor(), sim.make_executor()
+    for step in range(5):
+        for e in (ref, ex):
+            e.insert(token=np.array([step * 7 % 50], np.int32))
+            e.run_step()
+        row = compare("logits", sim.vars["logits"].dtype, ref.fetch("logits"), ex.fetch("logits"))
+        assert row.ok, table([row])
+        assert ex.fetch("next") == ref.fetch("next"), step
+    assert sim.validation_messages() == 0
