@@ -72,3 +72,11 @@ def test_rows_shrunk_match_numpy_on_lavapipe(tmp_path, monkeypatch):
         res = bench.gemv(f16)
         assert res["rel_err"] < tol and res["step_weight_mb"] == 5 * 96 * 40 * (2 if f16 else 4) / 1e6
     assert bench.gemm(False)["rel_err"] < 1e-5
+
+
+def test_chain_row_steps_are_chains_of_dependent_commands(tmp_path):
+    """Every command of the chain row's steps waits for the one before (a barrier each), so its
+    figures are the cost of a dependent command."""
+    res = _bench(tmp_path, LAVAPIPE, 1).chain(steps=2)
+    assert res["transfers_barriers_per_step"] == res["kernels_barriers_per_step"] == 66
+    assert res["transfers_device_us_per_command"] > 0 and res["kernels_host_us_per_command"] > 0

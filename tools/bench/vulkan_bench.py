@@ -12,6 +12,9 @@
 - decoder-profile: where a decoder step's time goes, per op: through the trace hook every node
   is submitted and waited for alone, so each figure is the node's GPU time plus one submission
   (the smallest nodes, copies, show that floor);
+- chain: what one dependent command costs the device: a step of 64 transfers, each reading what
+  the one before wrote (cache write / read pairs), and one of 64 such small kernels (softmax
+  pairs over 256 elements); microseconds per command of device and of host time;
 - peers: the PyTorch figures (copy, cuBLAS f32 / f16, torch GEMV).
 
     python tools/bench/vulkan_bench.py --arch devices/nvidia-h200.json [--rows gemv gemm ...]
@@ -48,7 +51,7 @@ import openinfer as oi  # noqa: E402
 from openinfer.emit.glsl import linalg  # noqa: E402
 from openinfer.synth import devices  # noqa: E402
 
-ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "decoder-profile", "peers")
+ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "decoder-profile", "chain", "peers")
 #: small shapes that select each fast matmul kernel (as tests/vulkan/test_vulkan_matmul.py):
 #: (a shape, b shape, operand dtype, acc, output dtype)
 CHECK_CASES = [
@@ -61,6 +64,31 @@ CHECK_CASES = [
     ((256, 256), (256, 256), "f16", "f32", "f32"), ((2, 100, 40), (40, 72), "f16", "[f32, f32]", "f16"),
     ((136, 64), (64, 136), "f16", "f32", "f32"), ((64, 36), (36, 40), "f16", "f32", "f32"),
 ]
+#: the chain row's steps: 64 dependent transfers, and 64 dependent kernels (each between two adds)
+CHAIN_GRAPHS = {
+    "transfers": """
+dynamic { a0: f32[1, 256]; }
+volatile { a: f32[1, 256]; o: f32[1, 256]; }
+persistent { T(t): f32[1, 256] @table @fixed(t=32); }
+block entry {
+    op add(a0, a0) >> a;
+    loop steps (i in 0..32) {
+        cache.write a >> T[i];
+        cache.read T[i] >> a;
+    }
+    op add(a, a0) >> o;
+}""",
+    "kernels": """
+dynamic { a0: f32[1, 256]; }
+volatile { a: f32[1, 256]; b: f32[1, 256]; o: f32[1, 256]; }
+block entry {
+    op add(a0, a0) >> a;
+    loop steps (i in 0..32) {
+        op softmax(a, axis=1) >> b;
+        op softmax(b, axis=1) >> a;
+    }
+    op add(a, a0) >> o;
+}"""}
 #: the decoder rows' input: one token per step
 DECODER_TOKEN = {"token": np.array([1], np.int32)}
 PREFIX = {"check": "check", "gemv": "gemv_f32", "gemv-f16": "gemv_f16", "gemm": "gemm_f32", "gemm-f16": "gemm_f16"}
@@ -298,6 +326,33 @@ class Bench:
         out.update({"device_wait_us_per_token": wait_us, "host_us_per_token": seconds / steps * 1e6 - wait_us})
         return out
 
+    def chain(self, steps: int = 200) -> dict:
+        """Device and host microseconds per dependent command (see the module docstring)."""
+        oi.write_oinf(self.tmp / "empty.oinf", tensors={})
+        out = {}
+        for name, graph in CHAIN_GRAPHS.items():
+            sim = oi.Simulator(oi.ModelLoader.open(self.tmp / "empty.oinf"), oi.graph(graph), arch=self.args.arch,
+                               outputs={"o"})
+            ex = sim.make_executor()
+            x = np.ones((1, 256), np.float32)
+            ex.insert(a0=x)
+            ex.run_step()
+            best = None
+            for _ in range(self.args.repeat):
+                c0, t0 = sim.vk_counters(), time.perf_counter()
+                for _ in range(steps):
+                    ex.insert(a0=x)
+                    ex.run_step()
+                seconds, c1 = (time.perf_counter() - t0) / steps, sim.vk_counters()
+                if best is None or seconds < best[0]:
+                    best = (seconds, {k: (c1[k] - c0[k]) / steps for k in c1})
+            seconds, per_step = best
+            commands = per_step["dispatches"] + per_step["transfers"]
+            out[f"{name}_device_us_per_command"] = per_step["wait_ns"] / 1e3 / commands
+            out[f"{name}_host_us_per_command"] = (seconds * 1e6 - per_step["wait_ns"] / 1e3) / commands
+            out[f"{name}_barriers_per_step"] = per_step["barriers"]
+        return out
+
     def decoder_profile(self, weights: str, steps: int = 5) -> dict:
         """Per op of the decoder: microseconds per step and the fastest single node."""
         ex, _ = self._decoder(weights)
@@ -370,6 +425,9 @@ def main(argv=None) -> int:
         for weights in args.decoder_weights:
             for key, value in bench.decoder(weights).items():
                 report(f"decoder_bench_{weights}_{key}", value)
+    if "chain" in args.rows:
+        for key, value in bench.chain().items():
+            report(f"chain_{key}", value)
     if "decoder-profile" in args.rows:
         for weights in args.decoder_weights:
             for key, value in bench.decoder_profile(weights).items():
