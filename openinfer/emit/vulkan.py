@@ -73,6 +73,15 @@ class VulkanRenderer(CRenderer):
 
         return takes_prologue
 
+    @staticmethod
+    def transposed_inputs_for(device):
+        """Which kernels read an operand through a transpose (openinfer/synth/fusion.py
+        `fold_transposes`): sdpa's keys and values, read from a cache's [Sk, heads, D] rows
+        without the transpose kernel, one dispatch fewer each and a barrier fewer per layer."""
+        from .glsl.nn import takes_transposed
+
+        return takes_transposed
+
     def __init__(self, prog: P.Program, plan: MemoryPlan, device, *, embed_weights: bool = False):
         super().__init__(prog, plan, device, embed_weights=embed_weights)
         self.caps = Caps.from_device(device)

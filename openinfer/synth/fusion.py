@@ -33,6 +33,12 @@ statements that follow it (calls only, up to the first that writes x, gamma or h
 - h is dead after them (as above), is planned memory the host cannot observe, and neither the
   norm nor h is named by a `dep`.
 
+Transposes folded into their reader (`fold_transposes`, where the target reads such operands,
+`transposed_ok`: Vulkan's sdpa): `transpose(src, perm) >> dst` whose value only the next call
+reading dst uses (a decode step's cache `[T, H, D] -> [H, T, D]` before sdpa) goes, and that call
+reads src through the permutation (`KernelRequest.input_perms`), when dst is dead after it, is
+planned memory the host cannot observe, and no statement between them writes src or dst.
+
 The fused call keeps the last node's index (its trace event and error location); the nodes it
 absorbed are listed in `Program.fused_nodes` so per-node comparison skips them.
 """
@@ -43,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..ops import registry
+from ..ops.shapes import transpose_perm
 from . import program as P
 
 #: ops whose kernels may take an epilogue (where the target's predicate agrees)
@@ -383,6 +390,71 @@ def fold_norms(prog: P.Program, prologue_ok: Callable[[P.KernelRequest], bool], 
     """The program with row norms folded into the matmuls that consume them, where `prologue_ok`
     accepts the resulting request (see the module docstring)."""
     f = _NormFolder(prog, dep_names or set(), prologue_ok)
+    blocks = {}
+    for name, stmts in prog.blocks.items():
+        f.in_entry = name == prog.entry
+        blocks[name] = f.block(stmts, lambda v, entry=f.in_entry: entry and not f.observable(v))
+    if not f.fused_nodes:
+        return prog
+    blocks, kernels, _ = P.prune_kernels(blocks, f.kernels)
+    return replace(prog, blocks=blocks, kernels=kernels, fused_nodes=prog.fused_nodes | frozenset(f.fused_nodes))
+
+
+# ---------------------------------------------------------------------------------------- transposed operands
+
+class _TransposeFolder(_Fuser):
+    def __init__(self, prog: P.Program, dep_names: set[str], transposed_ok: Callable[[P.KernelRequest], bool]):
+        super().__init__(prog, 0, dep_names, None)
+        self.transposed_ok = transposed_ok
+
+    def folded(self, stmts: tuple, i: int, then: Callable[[str], bool]) -> tuple | None:
+        """stmts with the transpose at i read through by the next call that reads its result, or
+        None where it does not fold."""
+        s = stmts[i]
+        if not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None:
+            return None
+        tr = self.kernels[s.kernel]
+        src, dst = s.inputs[0], s.output
+        if (tr.op != "transpose" or tr.mode != "normal" or src.indices or dst.indices or src.var == dst.var
+                or tr.op in self.dep_names or dst.var in self.dep_names or self.observable(dst.var)):
+            return None
+        for j in range(i + 1, len(stmts)):
+            t = stmts[j]
+            if not isinstance(t, P.Call):
+                return None
+            reads = [o.var for o in t.inputs] + [v for _, v in t.runtime_attrs]
+            if dst.var in reads:
+                req = self.kernels[t.kernel]
+                slots = [n for n, o in enumerate(t.inputs) if o.var == dst.var]
+                if len(slots) != 1 or t.result.var in (src.var, dst.var) or req.op == "fused" or req.epilogue \
+                        or req.prologue or any(n == slots[0] for n, _ in req.input_perms) \
+                        or not self.dead(dst.var, stmts[j + 1:], then):
+                    return None
+                n = slots[0]
+                perm = tuple(transpose_perm(tr.attr("perm"), len(tr.output.shape)))
+                new_req = replace(req, inputs=req.inputs[:n] + (tr.output,) + req.inputs[n + 1:],
+                                  input_perms=tuple(sorted((*req.input_perms, (n, perm)))))
+                if not self.transposed_ok(new_req):
+                    return None
+                if new_req not in self.kernel_ids:
+                    self.kernel_ids[new_req] = len(self.kernels)
+                    self.kernels.append(new_req)
+                call = P.Call(t.node, f"{s.desc}; {t.desc}", self.kernel_ids[new_req],
+                              t.inputs[:n] + (src,) + t.inputs[n + 1:], t.output, t.runtime_attrs, t.copy_to)
+                self.fused_nodes.add(s.node)
+                return stmts[:i] + stmts[i + 1:j] + (call,) + stmts[j + 1:]
+            if t.result.var in (src.var, dst.var):
+                return None
+        return None
+
+    block = _NormFolder.block
+
+
+def fold_transposes(prog: P.Program, transposed_ok: Callable[[P.KernelRequest], bool], *,
+                    dep_names: set[str] | None = None) -> P.Program:
+    """The program with transposes read through by the call after them, where `transposed_ok`
+    accepts the resulting request (see the module docstring)."""
+    f = _TransposeFolder(prog, dep_names or set(), transposed_ok)
     blocks = {}
     for name, stmts in prog.blocks.items():
         f.in_entry = name == prog.entry

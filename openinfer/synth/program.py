@@ -142,6 +142,10 @@ class KernelRequest:
     #: input 0 is the norm's input x and it normalises each row of x itself; the norm's other
     #: inputs (its gamma) are this request's last inputs, after an epilogue's
     prologue: KernelRequest | None = None
+    #: inputs the kernel reads through a transposition (openinfer/synth/fusion.py
+    #: `fold_transposes`): (input index, perm); that input arrives as the transpose's operand, of
+    #: the shape in `inputs`' entry permuted back, and the kernel indexes it as `inputs` says
+    input_perms: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def own_inputs(self) -> tuple[TensorType, ...]:

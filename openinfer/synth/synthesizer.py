@@ -25,7 +25,7 @@ from ..ir.dims import Dim, capacity, shape_sizevars
 from ..outdir import SYMLINK, folder_lock, holds, is_inside, locate, read_entry
 from ..resources import hal_dir, templates_dir
 from . import devices
-from .fusion import fold_norms, fuse
+from .fusion import fold_norms, fold_transposes, fuse
 from .lower import lower
 from .memplan import MemoryPlan, plan
 from .prepack import prepack
@@ -128,6 +128,9 @@ class Synthesizer:
             prologues = getattr(renderer_cls, "prologue_for", None)
             if prologues is not None:
                 prog = fold_norms(prog, prologues(self.device), dep_names=dep_names(g))
+            transposed = getattr(renderer_cls, "transposed_inputs_for", None)
+            if transposed is not None:
+                prog = fold_transposes(prog, transposed(self.device), dep_names=dep_names(g))
         prog = views(prog)
         packed_inputs = getattr(renderer_cls, "packed_inputs_for", None)
         if prefs.get("prepack_weights", True) and packed_inputs is not None:

@@ -12,7 +12,7 @@ from dataclasses import astuple
 
 import numpy as np
 
-from ...ir.dims import capacity
+from ...ir.dims import Dim, capacity
 from ...synth.program import KernelRequest
 from ..ckernels.common import ConvGeometry, contiguous_strides, numel
 from . import Body, family
@@ -192,6 +192,14 @@ def _bstrides(shape, batch, mat: int) -> list[int]:
     return [0 if full[d] == 1 else own[d] * mat for d in range(len(batch))]
 
 
+def takes_transposed(req: KernelRequest) -> bool:
+    """Whether req's kernel reads its transposed inputs (`req.input_perms`) itself: sdpa's k and v
+    of three static dims, stored with their first two swapped (a cache read as [Sk, heads, D])."""
+    return req.op == "sdpa" and all(
+        n in (1, 2) and perm == (1, 0, 2) and len(req.inputs[n].shape) == 3
+        and not any(isinstance(d, Dim) for d in req.inputs[n].shape) for n, perm in req.input_perms)
+
+
 @family("sdpa")
 def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
     q, kt, v = req.inputs[:3]
@@ -220,9 +228,14 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
             terms.append(f"{b} * {s}u")
         return " + ".join(terms) or "0u"
 
+    # k / v read through a transpose (`req.input_perms`, fusion.py `fold_transposes`) are stored
+    # [Sk, heads, D]: a head starts D elements after the last, a key row heads * D after the last
+    perms = dict(req.input_perms)
+    krow = dk * kt.shape[-3] if 1 in perms else dk
+    vrow = dv * v.shape[-3] if 2 in perms else dv
     score = [f"{ct} s = {lit(ct, 0)};",
              f"for (uint d = 0u; d < {dk}u; ++d) s = s + {k.load(t, 'in0', 'qb + d')} * "
-             f"{k.load(t, 'in1', f'kb + j * {dk}u + d')};",
+             f"{k.load(t, 'in1', f'kb + j * {krow}u + d')};",
              f"s = s * {k.attr('scale', ct)};"]
     if mask is not None:
         full = (1,) * (len(batch) + 2 - len(mask.shape)) + tuple(mask.shape)
@@ -247,13 +260,13 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
            + f" -> {req.output}")
     def offsets(query_row: str) -> tuple[str, ...]:
         return (f"uint qb = {off(q.shape[:-2], sq * dk)} + {query_row} * {dk}u;",
-                f"uint kb = {off(kt.shape[:-2], sk * dk, True)};",
-                f"uint vb = {off(v.shape[:-2], sk * dv, True)};")
+                f"uint kb = {off(kt.shape[:-2], dk if 1 in perms else sk * dk, True)};",
+                f"uint vb = {off(v.shape[:-2], dv if 2 in perms else sk * dv, True)};")
 
     wg = rows_.row_wg(k, max(capacity(sk), capacity(dv)))
     # (a dynamic key count keeps its scores in shared memory sized for the bound)
     if t.name == "f32" and v.dtype.name == "f32" and (capacity(sk) + wg) * 4 <= k.caps.max_shared:
-        return _sdpa_rows(req, k, numel(batch) * sq, sq, sk, dv, wg, offsets("qr"), functions, doc)
+        return _sdpa_rows(req, k, numel(batch) * sq, sq, sk, dv, vrow, wg, offsets("qr"), functions, doc)
     lines = [f"uint e = i % {dv}u, row = (i / {dv}u) % {sq}u, bt = i / {dv * sq}u;", *offsets("row"),
              f"{ct} m = -{f['inf']};",
              f"for (uint j = 0u; j < {sk}u; ++j) m = {f['max']}(m, oi_score(bt, row, qb, kb, j));",
@@ -263,13 +276,13 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
              f"{ct} acc = {lit(ct, 0)};",
              f"for (uint j = 0u; j < {sk}u; ++j)",
              f"    acc = acc + ({f['exp']}(oi_score(bt, row, qb, kb, j) - m) / l) * "
-             f"{k.load(t, 'in2', f'vb + j * {dv}u + e')};",
+             f"{k.load(t, 'in2', f'vb + j * {vrow}u + e')};",
              "return acc;"]
     return Body(functions=functions, value="\n".join(lines), vct=ct, doc=doc)
 
 
-def _sdpa_rows(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk: int, dv: int, wg: int, offsets,
-               functions: str, doc: str) -> Body:
+def _sdpa_rows(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk: int, dv: int, vrow: int, wg: int,
+               offsets, functions: str, doc: str) -> Body:
     """f32: a workgroup per query row (rows.py): the row's scores and then its weights in shared
     memory, their maximum and sum by trees, each invocation a strided set of output columns
     (the weighted sum is divided by the weights' sum once at the end: a reordering the f32
@@ -288,7 +301,7 @@ def _sdpa_rows(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk: int, dv
               "oi_red[lid] = l;"]
     lines += rows_.tree(wg, "oi_red[a] += oi_red[b];")
     lines += ["l = oi_red[0];", f"{cols} {{", "    float acc = 0.0;",
-              f"    for (uint j = 0u; j < {sk}u; ++j) acc += oi_p[j] * in2[vb + j * {dv}u + e];",
+              f"    for (uint j = 0u; j < {sk}u; ++j) acc += oi_p[j] * in2[vb + j * {vrow}u + e];",
               f"    out_[row * {dv}u + e] = {store.format('acc / l')};", "}"]
     return Body(functions=functions, main="\n".join(lines), local_size=wg,
                 shared=f"shared float oi_p[{capacity(sk)}];\nshared float oi_red[{wg}];", groups=rows_.groups(rows),
