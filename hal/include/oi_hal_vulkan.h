@@ -16,6 +16,15 @@
  * Q, K and V projections of one token) run without one. The recorded order is the host
  * schedule's order either way.
  *
+ * Replay: the commands of a submission are first written to a host-side list; at submission the
+ * list is compared with the last OI_VK_REPLAY_SLOTS ones submitted, and a command buffer recorded
+ * from an identical list is submitted again instead of recording the list anew (a step whose
+ * commands do not change, or recur: a decode step at a cache position seen before, is recorded
+ * once). A list holds every value the commands carry (pipelines, descriptor sets, push
+ * constants, workgroup counts, buffer ranges, update data), and descriptor sets are never
+ * rewritten after create(), so an identical list means an identical command buffer.
+ * OI_VK_REPLAY=0 records every submission afresh.
+ *
  * Environment: OI_VK_DEVICE picks the physical device (an index, or a substring of its name);
  * OI_VK_VALIDATION=1 enables the Khronos validation layer, with its synchronization validation
  * (which reports a missing barrier as a hazard), and a messenger that counts (and prints) every
@@ -75,6 +84,17 @@ typedef struct oi_vk_access {
 
 /* Accesses remembered since the last barrier; more than this records a barrier. */
 #define OI_VK_PENDING_ACCESSES 64u
+/* Recorded command buffers kept for replay (see "Replay" above), the least recently used replaced. */
+#define OI_VK_REPLAY_SLOTS 128u
+
+/* A command buffer recorded from a command list, kept for replay. */
+typedef struct oi_vk_replay_slot {
+    uint64_t hash;            /* of the list                                             */
+    uint8_t *list;            /* a copy of the list (compared whole before a replay)     */
+    size_t bytes;
+    VkCommandBuffer commands;
+    uint64_t used;            /* submission count when last submitted (least recently used goes) */
+} oi_vk_replay_slot;
 
 /* A short description of the first feature bit set in `missing` ("shaderInt64", ...). */
 const char *oi_vk_feature_name(uint32_t missing);
@@ -95,7 +115,13 @@ typedef struct oi_vk_context {
     VkDeviceSize transfer_offset;  /* start of the transfer area in the staging buffer   */
     VkDeviceSize transfer_bytes;
     oi_vk_buffer scratch;     /* device-local pattern source of oi_vk_fill_bytes         */
-    int recording;            /* commands has begun and holds work not yet submitted     */
+    int recording;            /* the list holds work not yet submitted                   */
+    /* the commands since the last submission, serialised (see "Replay" above) */
+    uint8_t *list;
+    size_t list_bytes, list_capacity;
+    oi_vk_replay_slot replay[OI_VK_REPLAY_SLOTS];
+    int replay_off;           /* OI_VK_REPLAY=0                                          */
+    uint64_t submitted;       /* submissions so far (the slots' clock)                   */
     /* what the commands recorded since the last barrier access (see "Ordering" above) */
     oi_vk_access pending[OI_VK_PENDING_ACCESSES];
     uint32_t npending;
@@ -172,6 +198,8 @@ uint64_t oi_vk_barriers(void);
  * wall time, what the device took after the host had recorded and submitted everything; the
  * rest is the host recording commands. */
 uint64_t oi_vk_wait_ns(void);
+/* Submissions that replayed a command buffer recorded before (see "Replay" above). */
+uint64_t oi_vk_replays(void);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,9 @@
  * last barrier wrote, or writes one such a command read (`order`); commands without such a
  * dependency may overlap. A full barrier costs the GPU a drain: recording one after every
  * command held a decode step on an H100 at ~40% of the speed without barriers. Everything runs
- * on one compute queue with one command buffer, submitted when the host needs a result.
+ * on one compute queue, submitted when the host needs a result; what a submission holds is
+ * listed first and recorded into a command buffer only when no kept one holds the same
+ * commands (see "Replay" in oi_hal_vulkan.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "oi_hal_vulkan.h"
@@ -377,6 +379,8 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
         oi_vk_destroy(ctx);
         return OI_ERR_DEVICE;
     }
+    const char *replay = getenv("OI_VK_REPLAY");
+    ctx->replay_off = replay && strcmp(replay, "0") == 0;
     /* the transfer area starts 256-aligned after the caller's bytes; at least 64 KiB of it */
     staging_reserved = (staging_reserved + 255u) & ~(VkDeviceSize)255u;
     if (transfer_bytes < 65536u) transfer_bytes = 65536u;
@@ -405,7 +409,7 @@ void oi_vk_destroy(oi_vk_context *ctx) {
         oi_vk_buffer_destroy(ctx, &ctx->scratch);
         if (ctx->descriptor_pool) vkDestroyDescriptorPool(ctx->device, ctx->descriptor_pool, NULL);
         if (ctx->fence) vkDestroyFence(ctx->device, ctx->fence, NULL);
-        if (ctx->command_pool) vkDestroyCommandPool(ctx->device, ctx->command_pool, NULL);
+        if (ctx->command_pool) vkDestroyCommandPool(ctx->device, ctx->command_pool, NULL);   /* and every buffer */
         vkDestroyDevice(ctx->device, NULL);
     }
     if (ctx->messenger) {
@@ -414,6 +418,8 @@ void oi_vk_destroy(oi_vk_context *ctx) {
         if (destroy) destroy(ctx->instance, ctx->messenger, NULL);
     }
     if (ctx->instance) vkDestroyInstance(ctx->instance, NULL);
+    free(ctx->list);
+    for (uint32_t i = 0; i < OI_VK_REPLAY_SLOTS; ++i) free(ctx->replay[i].list);
     memset(ctx, 0, sizeof *ctx);
 }
 
@@ -492,28 +498,77 @@ oi_status oi_vk_descriptor_set(oi_vk_context *ctx, const oi_vk_pipeline *p, cons
     return OI_OK;
 }
 
+/* ------------------------------------------------------------ command lists and replay
+ * The recording functions below append to ctx->list (see "Replay" in oi_hal_vulkan.h); a
+ * submission records the list into a command buffer, or submits the one an identical list was
+ * recorded into before. Entries are 8-byte aligned structs without implicit padding (so that
+ * equal commands are equal bytes), some followed by their data. */
+
+enum { CMD_BARRIER = 1, CMD_DISPATCH, CMD_COPY, CMD_FILL, CMD_UPDATE };
+
+typedef struct {
+    uint32_t kind, push_bytes;             /* followed by the push constants, padded to 8 */
+    VkPipeline pipeline;
+    VkPipelineLayout layout;
+    VkDescriptorSet set;
+    uint32_t gx, gy, gz, unused;
+} cmd_dispatch;
+
+typedef struct {
+    uint32_t kind, regions;                /* followed by the VkBufferCopy regions */
+    VkBuffer src, dst;
+} cmd_copy;
+
+typedef struct {
+    uint32_t kind, word;
+    VkBuffer dst;
+    VkDeviceSize offset, bytes;
+} cmd_fill;                                /* CMD_FILL; CMD_UPDATE: `bytes` of data follow, padded to 8 */
+
+static atomic_uint_fast64_t replays;
+uint64_t oi_vk_replays(void) { return (uint64_t)atomic_load(&replays); }
+
+static oi_status put(oi_vk_context *ctx, const void *data, size_t bytes) {
+    size_t padded = (bytes + 7u) & ~(size_t)7u;
+    if (ctx->list_bytes + padded > ctx->list_capacity) {
+        size_t cap = ctx->list_capacity ? ctx->list_capacity : 4096u;
+        while (cap < ctx->list_bytes + padded) cap *= 2;
+        uint8_t *grown = realloc(ctx->list, cap);
+        if (!grown) return OI_ERR_OUT_OF_MEMORY;
+        ctx->list = grown;
+        ctx->list_capacity = cap;
+    }
+    memcpy(ctx->list + ctx->list_bytes, data, bytes);
+    memset(ctx->list + ctx->list_bytes + bytes, 0, padded - bytes);
+    ctx->list_bytes += padded;
+    return OI_OK;
+}
+
 static oi_status begin(oi_vk_context *ctx) {
     if (ctx->recording) return OI_OK;
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    if (vkBeginCommandBuffer(ctx->commands, &bi) != VK_SUCCESS) return OI_ERR_DEVICE;
     ctx->recording = 1;
-    ctx->npending = 0;        /* the previous command buffer completed before this one began */
+    ctx->list_bytes = 0;
+    ctx->npending = 0;        /* the previous submission completed before this one began */
     return OI_OK;
 }
 
 oi_status oi_vk_barrier(oi_vk_context *ctx) {
     oi_status st = begin(ctx);
     if (st != OI_OK) return st;
+    const uint32_t cmd[2] = {CMD_BARRIER, 0};
+    if ((st = put(ctx, cmd, sizeof cmd)) != OI_OK) return st;
+    atomic_fetch_add(&barriers, 1);
+    ctx->npending = 0;
+    return OI_OK;
+}
+
+static void record_barrier(VkCommandBuffer cb) {
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                        VK_ACCESS_TRANSFER_WRITE_BIT;
     VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(ctx->commands, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
-    atomic_fetch_add(&barriers, 1);
-    ctx->npending = 0;
-    return OI_OK;
+    vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
 static int overlap(const oi_vk_access *a, const oi_vk_access *b) {
@@ -522,7 +577,7 @@ static int overlap(const oi_vk_access *a, const oi_vk_access *b) {
 
 /* Before a command with accesses `acc`: a barrier if one of them reads what a command since the
  * last barrier wrote (read after write), or writes what one read or wrote (write after read /
- * write); then the accesses join the pending set. Begins the command buffer if needed. */
+ * write); then the accesses join the pending set. Begins the list if needed. */
 static oi_status order(oi_vk_context *ctx, const oi_vk_access *acc, uint32_t n) {
     oi_status st = begin(ctx);
     if (st != OI_OK) return st;
@@ -539,12 +594,33 @@ oi_status oi_vk_dispatch(oi_vk_context *ctx, const oi_vk_pipeline *p, VkDescript
                          uint32_t gx, uint32_t gy, uint32_t gz, const oi_vk_access *access, uint32_t naccess) {
     oi_status st = order(ctx, access, naccess);
     if (st != OI_OK) return st;
-    vkCmdBindPipeline(ctx->commands, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
-    vkCmdBindDescriptorSets(ctx->commands, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, NULL);
-    if (p->push_bytes) vkCmdPushConstants(ctx->commands, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_bytes, push);
-    vkCmdDispatch(ctx->commands, gx, gy, gz);
+    cmd_dispatch c;
+    memset(&c, 0, sizeof c);
+    c.kind = CMD_DISPATCH;
+    c.push_bytes = p->push_bytes;
+    c.pipeline = p->pipeline;
+    c.layout = p->layout;
+    c.set = set;
+    c.gx = gx;
+    c.gy = gy;
+    c.gz = gz;
+    if ((st = put(ctx, &c, sizeof c)) != OI_OK || (p->push_bytes && (st = put(ctx, push, p->push_bytes)) != OI_OK))
+        return st;
     atomic_fetch_add(&dispatches, 1);
     return OI_OK;
+}
+
+static oi_status put_copy(oi_vk_context *ctx, VkBuffer src, VkBuffer dst, const VkBufferCopy *regions, uint32_t n) {
+    cmd_copy c;
+    memset(&c, 0, sizeof c);
+    c.kind = CMD_COPY;
+    c.regions = n;
+    c.src = src;
+    c.dst = dst;
+    oi_status st = put(ctx, &c, sizeof c);
+    if (st == OI_OK) st = put(ctx, regions, n * sizeof *regions);
+    if (st == OI_OK) atomic_fetch_add(&transfers, 1);
+    return st;
 }
 
 oi_status oi_vk_copy(oi_vk_context *ctx, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
@@ -553,10 +629,23 @@ oi_status oi_vk_copy(oi_vk_context *ctx, VkBuffer src, VkDeviceSize src_off, VkB
     const oi_vk_access acc[2] = {{src, src_off, bytes, 0}, {dst, dst_off, bytes, 1}};
     oi_status st = order(ctx, acc, 2);
     if (st != OI_OK) return st;
-    VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
-    vkCmdCopyBuffer(ctx->commands, src, dst, 1, &region);
-    atomic_fetch_add(&transfers, 1);
-    return OI_OK;
+    const VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
+    return put_copy(ctx, src, dst, &region, 1);
+}
+
+static oi_status put_fill(oi_vk_context *ctx, uint32_t kind, VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes,
+                          uint32_t word, const void *data) {
+    cmd_fill c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.word = word;
+    c.dst = dst;
+    c.offset = offset;
+    c.bytes = bytes;
+    oi_status st = put(ctx, &c, sizeof c);
+    if (st == OI_OK && data) st = put(ctx, data, (size_t)bytes);
+    if (st == OI_OK) atomic_fetch_add(&transfers, 1);
+    return st;
 }
 
 oi_status oi_vk_fill(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes, uint32_t word) {
@@ -565,9 +654,7 @@ oi_status oi_vk_fill(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, VkDe
     const oi_vk_access acc = {dst, offset, size, 1};
     oi_status st = order(ctx, &acc, 1);
     if (st != OI_OK) return st;
-    vkCmdFillBuffer(ctx->commands, dst, offset, size, word);
-    atomic_fetch_add(&transfers, 1);
-    return OI_OK;
+    return put_fill(ctx, CMD_FILL, dst, offset, size, word, NULL);
 }
 
 oi_status oi_vk_update(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, const void *data, VkDeviceSize bytes) {
@@ -576,9 +663,7 @@ oi_status oi_vk_update(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, co
     const oi_vk_access acc = {dst, offset, bytes, 1};
     oi_status st = order(ctx, &acc, 1);
     if (st != OI_OK) return st;
-    vkCmdUpdateBuffer(ctx->commands, dst, offset, bytes, data);
-    atomic_fetch_add(&transfers, 1);
-    return OI_OK;
+    return put_fill(ctx, CMD_UPDATE, dst, offset, bytes, 0, data);
 }
 
 oi_status oi_vk_fill_bytes(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes,
@@ -610,28 +695,123 @@ oi_status oi_vk_fill_bytes(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset
         regions[n].size = len;
         done += len;
         if (++n == 64 || done == bytes) {
-            vkCmdCopyBuffer(ctx->commands, ctx->scratch.buffer, dst, n, regions);
-            atomic_fetch_add(&transfers, 1);
+            if ((st = put_copy(ctx, ctx->scratch.buffer, dst, regions, n)) != OI_OK) return st;
             n = 0;
         }
     }
     return OI_OK;
 }
 
+/* Records list[0, bytes) into cb (begun and ended here). */
+static oi_status record(VkCommandBuffer cb, const uint8_t *list, size_t bytes, VkCommandBufferUsageFlags usage) {
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = usage;
+    if (vkBeginCommandBuffer(cb, &bi) != VK_SUCCESS) return OI_ERR_DEVICE;
+    for (size_t at = 0; at < bytes;) {
+        uint32_t kind;
+        memcpy(&kind, list + at, sizeof kind);
+        if (kind == CMD_BARRIER) {
+            record_barrier(cb);
+            at += 8;
+        } else if (kind == CMD_DISPATCH) {
+            cmd_dispatch c;
+            memcpy(&c, list + at, sizeof c);
+            at += sizeof c;
+            vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
+            vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &c.set, 0, NULL);
+            if (c.push_bytes) vkCmdPushConstants(cb, c.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, c.push_bytes, list + at);
+            at += (c.push_bytes + 7u) & ~7u;
+            vkCmdDispatch(cb, c.gx, c.gy, c.gz);
+        } else if (kind == CMD_COPY) {
+            cmd_copy c;
+            VkBufferCopy regions[64];
+            memcpy(&c, list + at, sizeof c);
+            memcpy(regions, list + at + sizeof c, c.regions * sizeof *regions);
+            at += sizeof c + c.regions * sizeof *regions;
+            vkCmdCopyBuffer(cb, c.src, c.dst, c.regions, regions);
+        } else {
+            cmd_fill c;
+            memcpy(&c, list + at, sizeof c);
+            at += sizeof c;
+            if (kind == CMD_FILL) {
+                vkCmdFillBuffer(cb, c.dst, c.offset, c.bytes, c.word);
+            } else {
+                vkCmdUpdateBuffer(cb, c.dst, c.offset, c.bytes, list + at);
+                at += ((size_t)c.bytes + 7u) & ~(size_t)7u;
+            }
+        }
+    }
+    return vkEndCommandBuffer(cb) == VK_SUCCESS ? OI_OK : OI_ERR_DEVICE;
+}
+
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211u;
+    return h;
+}
+
+/* The command buffer holding ctx->list: a kept one recorded from an identical list, or the list
+ * recorded now into the least recently used slot (OI_VK_REPLAY=0: into ctx->commands). */
+static oi_status commands_for_list(oi_vk_context *ctx, VkCommandBuffer *out) {
+    ++ctx->submitted;
+    if (ctx->replay_off) {
+        *out = ctx->commands;
+        return record(ctx->commands, ctx->list, ctx->list_bytes, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
+    }
+    const uint64_t h = fnv1a(ctx->list, ctx->list_bytes);
+    oi_vk_replay_slot *lru = &ctx->replay[0];
+    for (uint32_t i = 0; i < OI_VK_REPLAY_SLOTS; ++i) {
+        oi_vk_replay_slot *slot = &ctx->replay[i];
+        if (slot->commands && slot->hash == h && slot->bytes == ctx->list_bytes &&
+            memcmp(slot->list, ctx->list, ctx->list_bytes) == 0) {
+            slot->used = ctx->submitted;
+            atomic_fetch_add(&replays, 1);
+            *out = slot->commands;
+            return OI_OK;
+        }
+        if (slot->used < lru->used) lru = slot;
+    }
+    if (!lru->commands) {
+        VkCommandBufferAllocateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+        ci.commandPool = ctx->command_pool;
+        ci.commandBufferCount = 1;
+        ci.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        if (vkAllocateCommandBuffers(ctx->device, &ci, &lru->commands) != VK_SUCCESS) {
+            lru->commands = VK_NULL_HANDLE;
+            return OI_ERR_DEVICE;
+        }
+    } else if (vkResetCommandBuffer(lru->commands, 0) != VK_SUCCESS) {
+        return OI_ERR_DEVICE;
+    }
+    uint8_t *copy = realloc(lru->list, ctx->list_bytes ? ctx->list_bytes : 1u);
+    if (!copy) return OI_ERR_OUT_OF_MEMORY;
+    lru->list = copy;
+    memcpy(lru->list, ctx->list, ctx->list_bytes);
+    lru->bytes = ctx->list_bytes;
+    lru->hash = h;
+    lru->used = ctx->submitted;
+    *out = lru->commands;
+    oi_status st = record(lru->commands, ctx->list, ctx->list_bytes, 0);
+    if (st != OI_OK) lru->bytes = (size_t)-1;    /* never matched again */
+    return st;
+}
+
 oi_status oi_vk_flush(oi_vk_context *ctx) {
     if (!ctx->recording) return OI_OK;
     ctx->recording = 0;
-    if (vkEndCommandBuffer(ctx->commands) != VK_SUCCESS) return OI_ERR_DEVICE;
+    VkCommandBuffer cb;
+    oi_status st = commands_for_list(ctx, &cb);
+    if (st != OI_OK) return st;
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
-    si.pCommandBuffers = &ctx->commands;
+    si.pCommandBuffers = &cb;
     if (vkQueueSubmit(ctx->queue, 1, &si, ctx->fence) != VK_SUCCESS) return OI_ERR_DEVICE;
     atomic_fetch_add(&submissions, 1);
     const uint64_t t0 = now_ns();
     if (vkWaitForFences(ctx->device, 1, &ctx->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS) return OI_ERR_DEVICE;
     atomic_fetch_add(&wait_ns, now_ns() - t0);
     vkResetFences(ctx->device, 1, &ctx->fence);
-    vkResetCommandBuffer(ctx->commands, 0);
+    if (cb == ctx->commands) vkResetCommandBuffer(ctx->commands, 0);
     return OI_OK;
 }
 

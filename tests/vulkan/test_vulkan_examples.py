@@ -58,6 +58,35 @@ def test_decode_step_is_one_submission(example):
     np.testing.assert_array_equal(ex.fetch("k_hist")[:, 0], [0, 1, 2, 3])
 
 
+@pytest.mark.parametrize("replay", ["1", "0"])
+def test_steps_at_positions_seen_before_replay_their_commands(example, monkeypatch, replay):
+    """After a reset, kv_cache_decode's steps at cache positions 0.. again record the same commands
+    as the first time: each submits the command buffer recorded then (OI_VK_REPLAY=0: none does),
+    with the same results."""
+    monkeypatch.setenv("OI_VK_REPLAY", replay)
+    model, graph = example("kv_cache_decode")
+    sim = Simulator(model, graph, arch=VK_ARCH)
+    ex = sim.make_executor()
+    start = sim.vk_counters()["replays"]      # (the counters are the process's)
+    hist = []
+    for _ in range(2):
+        ex.reset()
+        for step in range(4):
+            ex.insert(q=np.full(16, step, np.float32))
+            before = sim.vk_counters()
+            ex.run_step()
+            after = sim.vk_counters()
+            assert after["submissions"] - before["submissions"] == 1
+            if hist and replay == "1":
+                assert after["replays"] - before["replays"] == 1
+        hist.append(ex.fetch("k_hist").copy())
+    if replay == "0":
+        assert sim.vk_counters()["replays"] == start
+    np.testing.assert_array_equal(hist[0], hist[1])
+    np.testing.assert_array_equal(hist[1][:, 0], [0, 1, 2, 3])
+    assert sim.validation_messages() == 0
+
+
 def test_trace_hook_flushes_per_node_and_bisect_finds_nothing(example):
     from openinfer.bisect import bisect
 
@@ -92,7 +121,8 @@ def test_step_command_counts(tmp_path):
     """What a step records, counted by the HAL (oi_vk_dispatches / transfers / barriers): the
     input's upload, four kernels, and a barrier only before each command that reads what an
     earlier one since the last barrier wrote: the first softmax (after the upload), the add (after
-    both softmaxes, which need none between them) and the last softmax."""
+    both softmaxes, which need none between them) and the last softmax. The steps' commands are
+    the same, so only the first is recorded into a command buffer (oi_vk_replays)."""
     graph = oi.graph("""
 dynamic { a: f32[4, 32]; }
 volatile { b: f32[4, 32]; c: f32[4, 32]; d: f32[4, 32]; e: f32[4, 32]; }
@@ -107,14 +137,15 @@ block entry {
     sim = Simulator(oi.ModelLoader.open(tmp_path / "empty.oinf"), graph, arch=VK_ARCH, outputs={"e"})
     ex = sim.make_executor()
     a = np.linspace(-2, 2, 128, dtype=np.float32).reshape(4, 32)
-    for _ in range(3):
+    for step in range(3):
         before = sim.vk_counters()
         ex.insert(a=a)
         ex.run_step()
         after = sim.vk_counters()
         assert after["wait_ns"] > before["wait_ns"]
+        # the first step records its command buffer, the next ones submit it again
         assert {k: after[k] - before[k] for k in after if k != "wait_ns"} == {
-            "submissions": 1, "dispatches": 4, "transfers": 1, "barriers": 3}
+            "submissions": 1, "replays": int(step > 0), "dispatches": 4, "transfers": 1, "barriers": 3}
 
     def softmax(x, axis):
         z = np.exp(x - x.max(axis=axis, keepdims=True))

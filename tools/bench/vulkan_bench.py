@@ -300,8 +300,10 @@ class Bench:
         """Tokens per second over the cache's length (the best of --repeat passes from an empty
         cache); the weight bytes read per second (over the device's copy bandwidth, the `peers`
         row's: the fraction of the memory floor); what a token records: kernels, transfers,
-        barriers and submissions (the HAL's counters, hal/include/oi_hal_vulkan.h); and how a
-        token's time splits between the host recording its commands and waiting for the device."""
+        barriers, submissions and replays (the HAL's counters, hal/include/oi_hal_vulkan.h: after
+        the first pass, a step at a position seen before replays the command buffer recorded
+        then); and how a token's time splits between the host recording its commands and
+        waiting for the device."""
         ex, cfg = self._decoder(weights)
         steps = cfg.max_seq - 1
         best = None
