@@ -89,20 +89,23 @@ def assert_golden(outputs: Mapping[str, np.ndarray], golden: str | os.PathLike, 
 def assert_matches_reference(model, graph, *, arch, steps: int = 1, seed: int = 0,
                              sizevars: Mapping[str, int] | None = None,
                              feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
-                             names: Sequence[str] | None = None):
+                             names: Sequence[str] | None = None, outputs: Sequence[str] | None = None):
     """Generate, build and run `graph` for `arch` beside the NumPy reference and assert the
     outputs match after every step. `feeds` gives each step's inputs (default: `steps` steps of
-    openinfer.inputs.random_inputs); `names` the outputs compared (default: every volatile).
-    Returns the Simulator (a Vulkan one also counts validation messages)."""
+    openinfer.inputs.random_inputs); `outputs` the variables the host may observe (default: all,
+    as `openinfer gen` without --outputs; fewer let more calls fuse); `names` the outputs
+    compared (default: `outputs`, or every volatile). Returns the Simulator (a Vulkan one also
+    counts validation messages)."""
     from .inputs import outputs_of, random_inputs
     from .reference.executor import Reference
     from .sim import Simulator
 
     ref = Reference(model, graph, sizevars=sizevars)
     ex_ref = ref.make_executor()
-    sim = Simulator(ref.model, ref.graph, arch=arch, sizevars=sizevars)
+    sim = Simulator(ref.model, ref.graph, arch=arch, sizevars=sizevars,
+                    outputs=set(outputs) if outputs is not None else None)
     ex_sim = sim.make_executor()
-    names = list(names) if names is not None else outputs_of(ref.bound)
+    names = list(names) if names is not None else sorted(outputs) if outputs is not None else outputs_of(ref.bound)
     for step, inputs in enumerate(feeds if feeds is not None else
                                   (random_inputs(ref.bound, seed, s) for s in range(steps))):
         for ex in (ex_ref, ex_sim):

@@ -299,11 +299,9 @@ class _Fuser:
         return tuple(out)
 
 
-def fuse(prog: P.Program, *, max_ops: int = 8, dep_names: set[str] | None = None,
-         epilogue_ok: Callable[[P.KernelRequest], bool] | None = None) -> P.Program:
-    """The program with element-wise chains fused, and with matmul epilogues where `epilogue_ok`
-    accepts the kernel request that would result (see the module docstring)."""
-    f = _Fuser(prog, max_ops, dep_names or set(), epilogue_ok)
+def _run(prog: P.Program, f: _Fuser) -> P.Program:
+    """prog with every block rewritten by f's `block`, and the kernels only the absorbed calls
+    used dropped."""
     blocks = {}
     for name, stmts in prog.blocks.items():
         # the entry block's end (or a return in it) ends the step: a value the host cannot
@@ -312,9 +310,15 @@ def fuse(prog: P.Program, *, max_ops: int = 8, dep_names: set[str] | None = None
         blocks[name] = f.block(stmts, lambda v, entry=f.in_entry: entry and not f.observable(v))
     if not f.fused_nodes:
         return prog
-    # drop the kernels only the fused-away calls used
     blocks, kernels, _ = P.prune_kernels(blocks, f.kernels)
-    return replace(prog, blocks=blocks, kernels=kernels, fused_nodes=frozenset(f.fused_nodes))
+    return replace(prog, blocks=blocks, kernels=kernels, fused_nodes=prog.fused_nodes | frozenset(f.fused_nodes))
+
+
+def fuse(prog: P.Program, *, max_ops: int = 8, dep_names: set[str] | None = None,
+         epilogue_ok: Callable[[P.KernelRequest], bool] | None = None) -> P.Program:
+    """The program with element-wise chains fused, and with matmul epilogues where `epilogue_ok`
+    accepts the kernel request that would result (see the module docstring)."""
+    return _run(prog, _Fuser(prog, max_ops, dep_names or set(), epilogue_ok))
 
 
 # ---------------------------------------------------------------------------------------- norm prologues
@@ -389,15 +393,7 @@ def fold_norms(prog: P.Program, prologue_ok: Callable[[P.KernelRequest], bool], 
                dep_names: set[str] | None = None) -> P.Program:
     """The program with row norms folded into the matmuls that consume them, where `prologue_ok`
     accepts the resulting request (see the module docstring)."""
-    f = _NormFolder(prog, dep_names or set(), prologue_ok)
-    blocks = {}
-    for name, stmts in prog.blocks.items():
-        f.in_entry = name == prog.entry
-        blocks[name] = f.block(stmts, lambda v, entry=f.in_entry: entry and not f.observable(v))
-    if not f.fused_nodes:
-        return prog
-    blocks, kernels, _ = P.prune_kernels(blocks, f.kernels)
-    return replace(prog, blocks=blocks, kernels=kernels, fused_nodes=prog.fused_nodes | frozenset(f.fused_nodes))
+    return _run(prog, _NormFolder(prog, dep_names or set(), prologue_ok))
 
 
 # ---------------------------------------------------------------------------------------- transposed operands
@@ -454,12 +450,4 @@ def fold_transposes(prog: P.Program, transposed_ok: Callable[[P.KernelRequest], 
                     dep_names: set[str] | None = None) -> P.Program:
     """The program with transposes read through by the call after them, where `transposed_ok`
     accepts the resulting request (see the module docstring)."""
-    f = _TransposeFolder(prog, dep_names or set(), transposed_ok)
-    blocks = {}
-    for name, stmts in prog.blocks.items():
-        f.in_entry = name == prog.entry
-        blocks[name] = f.block(stmts, lambda v, entry=f.in_entry: entry and not f.observable(v))
-    if not f.fused_nodes:
-        return prog
-    blocks, kernels, _ = P.prune_kernels(blocks, f.kernels)
-    return replace(prog, blocks=blocks, kernels=kernels, fused_nodes=prog.fused_nodes | frozenset(f.fused_nodes))
+    return _run(prog, _TransposeFolder(prog, dep_names or set(), transposed_ok))

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import openinfer as oi
-from openinfer.compare import compare, table
-from openinfer.sim import Simulator
+from openinfer.testing import assert_matches_reference
 
 TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:
@@ -21,16 +20,7 @@ from .conftest import VK_ARCH  # noqa: E402
 
 
 def test_epilogues_match_the_reference(tmp_path):
-    m = oi.ModelLoader.open(model(tmp_path / "m.oinf"))
-    graph = oi.graph(GRAPH)
-    ref = oi.Reference(m, graph).make_executor()
-    sim = Simulator(m, graph, arch=VK_ARCH, outputs=OUTPUTS)
+    sim = assert_matches_reference(oi.ModelLoader.open(model(tmp_path / "m.oinf")), oi.graph(GRAPH), arch=VK_ARCH,
+                                   feeds=[inputs()], outputs=OUTPUTS)
     assert sum(1 for k in sim.plan.program.kernels if k.epilogue) == 5
-    ex = sim.make_executor()
-    feeds = inputs()
-    for e in (ref, ex):
-        e.insert(**feeds)
-        e.run_step()
-    rows = [compare(n, sim.vars[n].dtype, ref.fetch(n), ex.fetch(n)) for n in sorted(OUTPUTS)]
-    assert all(r.ok for r in rows), table(rows)
     assert sim.validation_messages() == 0
