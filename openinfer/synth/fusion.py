@@ -323,10 +323,34 @@ def fuse(prog: P.Program, *, max_ops: int = 8, dep_names: set[str] | None = None
 
 # ---------------------------------------------------------------------------------------- norm prologues
 
-class _NormFolder(_Fuser):
-    def __init__(self, prog: P.Program, dep_names: set[str], prologue_ok: Callable[[P.KernelRequest], bool]):
+class _Folder(_Fuser):
+    """A pass that removes calls one at a time by folding each into the calls after it that read
+    its result (`folded`, defined by each pass), where the target accepts what results (`ok`)."""
+
+    def __init__(self, prog: P.Program, dep_names: set[str], ok: Callable[[P.KernelRequest], bool]):
         super().__init__(prog, 0, dep_names, None)
-        self.prologue_ok = prologue_ok
+        self.ok = ok
+
+    def block(self, stmts, then: Callable[[str], bool]) -> tuple[P.Statement, ...]:
+        stmts = tuple(stmts)
+        i = 0
+        while i < len(stmts):
+            s = stmts[i]
+            if isinstance(s, P.Loop):
+                def after_body(v, body=s.body, rest=stmts[i + 1:]):
+                    return self.dead(v, rest, then) and self.dead(v, body, after_body)
+                stmts = stmts[:i] + (replace(s, body=self.block(s.body, after_body)),) + stmts[i + 1:]
+                i += 1
+                continue
+            folded = self.folded(stmts, i, then)
+            if folded is None:
+                i += 1
+            else:
+                stmts = folded          # the folded call is gone: stmts[i] is the next
+        return stmts
+
+
+class _NormFolder(_Folder):
 
     def folded(self, stmts: tuple, i: int, then: Callable[[str], bool]) -> tuple | None:
         """stmts with the norm at i folded into its matmuls, or None where it does not fold."""
@@ -354,7 +378,7 @@ class _NormFolder(_Fuser):
                         or reads.count(h) != 1 or t.inputs[0].indices or t.result.var in kept):
                     return None
                 new_req = replace(req, inputs=(norm.inputs[0], *req.inputs[1:], *norm.inputs[1:]), prologue=norm)
-                if not self.prologue_ok(new_req):
+                if not self.ok(new_req):
                     return None
                 if new_req not in self.kernel_ids:
                     self.kernel_ids[new_req] = len(self.kernels)
@@ -370,25 +394,6 @@ class _NormFolder(_Fuser):
         self.fused_nodes.add(s.node)
         return stmts[:i] + tuple(consumers.get(j, stmts[j]) for j in range(i + 1, end)) + stmts[end:]
 
-    def block(self, stmts, then: Callable[[str], bool]) -> tuple[P.Statement, ...]:
-        stmts = tuple(stmts)
-        i = 0
-        while i < len(stmts):
-            s = stmts[i]
-            if isinstance(s, P.Loop):
-                def after_body(v, body=s.body, rest=stmts[i + 1:]):
-                    return self.dead(v, rest, then) and self.dead(v, body, after_body)
-                stmts = stmts[:i] + (replace(s, body=self.block(s.body, after_body)),) + stmts[i + 1:]
-                i += 1
-                continue
-            folded = self.folded(stmts, i, then)
-            if folded is None:
-                i += 1
-            else:
-                stmts = folded          # the norm is gone: stmts[i] is the next statement
-        return stmts
-
-
 def fold_norms(prog: P.Program, prologue_ok: Callable[[P.KernelRequest], bool], *,
                dep_names: set[str] | None = None) -> P.Program:
     """The program with row norms folded into the matmuls that consume them, where `prologue_ok`
@@ -398,11 +403,7 @@ def fold_norms(prog: P.Program, prologue_ok: Callable[[P.KernelRequest], bool], 
 
 # ---------------------------------------------------------------------------------------- transposed operands
 
-class _TransposeFolder(_Fuser):
-    def __init__(self, prog: P.Program, dep_names: set[str], transposed_ok: Callable[[P.KernelRequest], bool]):
-        super().__init__(prog, 0, dep_names, None)
-        self.transposed_ok = transposed_ok
-
+class _TransposeFolder(_Folder):
     def folded(self, stmts: tuple, i: int, then: Callable[[str], bool]) -> tuple | None:
         """stmts with the transpose at i read through by the next call that reads its result, or
         None where it does not fold."""
@@ -430,7 +431,7 @@ class _TransposeFolder(_Fuser):
                 perm = tuple(transpose_perm(tr.attr("perm"), len(tr.output.shape)))
                 new_req = replace(req, inputs=req.inputs[:n] + (tr.output,) + req.inputs[n + 1:],
                                   input_perms=tuple(sorted((*req.input_perms, (n, perm)))))
-                if not self.transposed_ok(new_req):
+                if not self.ok(new_req):
                     return None
                 if new_req not in self.kernel_ids:
                     self.kernel_ids[new_req] = len(self.kernels)
@@ -442,8 +443,6 @@ class _TransposeFolder(_Fuser):
             if t.result.var in (src.var, dst.var):
                 return None
         return None
-
-    block = _NormFolder.block
 
 
 def fold_transposes(prog: P.Program, transposed_ok: Callable[[P.KernelRequest], bool], *,

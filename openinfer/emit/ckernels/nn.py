@@ -376,8 +376,8 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
                   bias=len(req.inputs) > 2, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
                   owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain,
                   mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
-                  vector_tile=template, tile_lanes=lanes,
-                  tile_vec={"type": f"__m{_vector_bits(renderer)}", "pre": f"_mm{_vector_bits(renderer)}"})
+                  vector_tile=template, tile_lanes=lanes, tile_vec=template and {
+                      "type": f"__m{_vector_bits(renderer)}", "pre": f"_mm{_vector_bits(renderer)}"})
     return KernelText(text, scratch)
 
 
