@@ -351,7 +351,6 @@ class _Folder(_Fuser):
 
 
 class _NormFolder(_Folder):
-
     def folded(self, stmts: tuple, i: int, then: Callable[[str], bool]) -> tuple | None:
         """stmts with the norm at i folded into its matmuls, or None where it does not fold."""
         s = stmts[i]
