@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define OI_HAL_ABI_VERSION 5
+#define OI_HAL_ABI_VERSION 6
 
 /* ------------------------------------------------------------------------------------------
  * Status codes. Every fallible call returns one; nothing in the HAL or in generated code aborts.

@@ -100,8 +100,7 @@ typedef struct oi_vk_replay_slot {
 const char *oi_vk_feature_name(uint32_t missing);
 
 typedef struct oi_vk_context {
-    VkInstance instance;
-    VkDebugUtilsMessengerEXT messenger;
+    VkInstance instance;      /* the process's, shared by every context (oi_vk_create) */
     VkPhysicalDevice physical;
     VkDevice device;
     VkQueue queue;
@@ -132,12 +131,13 @@ typedef struct oi_vk_context {
     char vendor_name[16];
 } oi_vk_context;
 
-/* Creates instance and device. `vendor`/`name` (may be NULL or "") prefer a device whose vendor
- * name / device name contains them (case-insensitive); OI_VK_DEVICE (an index into the physical
- * devices, or a substring of a device name) overrides. The staging buffer holds
- * `staging_reserved` caller bytes followed by a `transfer_bytes` transfer area (uploads and
- * downloads larger than it are split). The descriptor pool holds `max_sets` sets of
- * `max_descriptors` storage-buffer descriptors in all. */
+/* Creates the device, on the process's VkInstance (one per validation mode, created by the first
+ * call and kept to the process's end: a driver may limit how many instances a process creates).
+ * `vendor`/`name` (may be NULL or "") prefer a device whose vendor name / device name contains
+ * them (case-insensitive); OI_VK_DEVICE (an index into the physical devices, or a substring of a
+ * device name) overrides. The staging buffer holds `staging_reserved` caller bytes followed by a
+ * `transfer_bytes` transfer area (uploads and downloads larger than it are split). The
+ * descriptor pool holds `max_sets` sets of `max_descriptors` storage-buffer descriptors in all. */
 oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize staging_reserved,
                        VkDeviceSize transfer_bytes, uint32_t max_sets, uint32_t max_descriptors,
                        oi_vk_context *ctx);

@@ -14,6 +14,7 @@
 #include "oi_hal_vulkan.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,10 +218,27 @@ void oi_vk_buffer_destroy(oi_vk_context *ctx, oi_vk_buffer *b) {
     memset(b, 0, sizeof *b);
 }
 
-oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize staging_reserved,
-                       VkDeviceSize transfer_bytes, uint32_t max_sets, uint32_t max_descriptors,
-                       oi_vk_context *ctx) {
-    memset(ctx, 0, sizeof *ctx);
+/* The process's VkInstance, one per validation mode, created on first use and never destroyed.
+ * Executors share it: NVIDIA's driver (580.159 on an H200) enumerates no physical device on the
+ * 31st instance a process creates, even when every earlier one was destroyed, so a process that
+ * creates executors one after another (a test suite, a service reloading a model) would lose its
+ * GPU. Only devices and what hangs off them are per executor. */
+typedef struct shared_instance {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;   /* the validation messenger (validated mode only) */
+} shared_instance;
+
+static shared_instance instances[2];   /* [0] plain, [1] with the validation layer */
+static pthread_mutex_t instances_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static VkInstance process_instance(void) {
+    int validate = validation_requested();
+    pthread_mutex_lock(&instances_lock);
+    shared_instance *si = &instances[validate];
+    if (si->instance) {
+        pthread_mutex_unlock(&instances_lock);
+        return si->instance;
+    }
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO};
     app.pApplicationName = "openinfer";
     app.apiVersion = VK_API_VERSION_1_2;
@@ -239,7 +257,6 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
     vf.enabledValidationFeatureCount = 1;
     vf.pEnabledValidationFeatures = enables;
     vf.pNext = &mi;   /* the messenger also reports problems of instance creation itself */
-    int validate = validation_requested();
     if (validate) {
         ii.enabledLayerCount = 1;
         ii.ppEnabledLayerNames = layers;
@@ -247,15 +264,26 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
         ii.ppEnabledExtensionNames = exts;
         ii.pNext = &vf;
     }
-    if (vkCreateInstance(&ii, NULL, &ctx->instance) != VK_SUCCESS) return OI_ERR_DEVICE;
-    if (validate) {
-        PFN_vkCreateDebugUtilsMessengerEXT create = (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
-            ctx->instance, "vkCreateDebugUtilsMessengerEXT");
-        if (!create || create(ctx->instance, &mi, NULL, &ctx->messenger) != VK_SUCCESS) {
-            oi_vk_destroy(ctx);
-            return OI_ERR_DEVICE;
+    VkInstance instance = VK_NULL_HANDLE;
+    if (vkCreateInstance(&ii, NULL, &instance) == VK_SUCCESS && validate) {
+        PFN_vkCreateDebugUtilsMessengerEXT create =
+            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT");
+        if (!create || create(instance, &mi, NULL, &si->messenger) != VK_SUCCESS) {
+            vkDestroyInstance(instance, NULL);   /* validation without its messenger would count nothing */
+            instance = VK_NULL_HANDLE;
         }
     }
+    si->instance = instance;
+    pthread_mutex_unlock(&instances_lock);
+    return instance;
+}
+
+oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize staging_reserved,
+                       VkDeviceSize transfer_bytes, uint32_t max_sets, uint32_t max_descriptors,
+                       oi_vk_context *ctx) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->instance = process_instance();
+    if (!ctx->instance) return OI_ERR_DEVICE;
     ctx->physical = pick_device(ctx->instance, vendor, name);
     if (!ctx->physical) {
         oi_vk_destroy(ctx);
@@ -412,12 +440,6 @@ void oi_vk_destroy(oi_vk_context *ctx) {
         if (ctx->command_pool) vkDestroyCommandPool(ctx->device, ctx->command_pool, NULL);   /* and every buffer */
         vkDestroyDevice(ctx->device, NULL);
     }
-    if (ctx->messenger) {
-        PFN_vkDestroyDebugUtilsMessengerEXT destroy = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
-            ctx->instance, "vkDestroyDebugUtilsMessengerEXT");
-        if (destroy) destroy(ctx->instance, ctx->messenger, NULL);
-    }
-    if (ctx->instance) vkDestroyInstance(ctx->instance, NULL);
     free(ctx->list);
     for (uint32_t i = 0; i < OI_VK_REPLAY_SLOTS; ++i) free(ctx->replay[i].list);
     memset(ctx, 0, sizeof *ctx);

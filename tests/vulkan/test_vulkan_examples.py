@@ -152,3 +152,31 @@ block entry {
         return z / z.sum(axis=axis, keepdims=True)
     np.testing.assert_allclose(ex.fetch("e"), softmax(softmax(a, 1) + softmax(a, 0), 1), rtol=1e-5)
     assert sim.validation_messages() == 0
+
+
+def test_many_executors_in_one_process(example):
+    """Executors created one after another (a test suite, a service reloading a model) share the
+    process's VkInstance: on an H200 (driver 580) the 31st instance a process created saw no
+    device, even with every earlier one destroyed. 40 executors in turn, then 4 alive at once,
+    each computing the reference's numbers."""
+    model, graph = example("mlp_regression")
+    ref = Reference(model, graph).make_executor()
+    sim = Simulator(model, graph, arch=VK_ARCH)
+    inputs = random_inputs(Reference(model, graph).bound, 5, 0)
+    ref.insert(**inputs)
+    ref.run_step()
+    want = ref.fetch("y")
+
+    def computed(ex):
+        ex.insert(**inputs)
+        ex.run_step()
+        return ex.fetch("y")
+
+    for _ in range(40):
+        ex = sim.make_executor()
+        np.testing.assert_allclose(computed(ex), want, rtol=1e-5, atol=1e-5)
+        del ex                                   # destroyed here (the handle's last reference)
+    alive = [sim.make_executor() for _ in range(4)]
+    for ex in alive:
+        np.testing.assert_allclose(computed(ex), want, rtol=1e-5, atol=1e-5)
+    assert sim.validation_messages() == 0

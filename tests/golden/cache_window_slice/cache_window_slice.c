@@ -12,8 +12,8 @@
 #include "oi_numeric.h"
 #include "cache_window_slice_kernels.h"
 
-#if OI_HAL_ABI_VERSION != 5
-#error "cache_window_slice was generated for HAL ABI 5"
+#if OI_HAL_ABI_VERSION != 6
+#error "cache_window_slice was generated for HAL ABI 6"
 #endif
 /* A frame: the variables one thread of execution sees. Entry runs in m->entry; each yield/await
  * consumer runs in its own frame, on snapshots of the yielded variables. */

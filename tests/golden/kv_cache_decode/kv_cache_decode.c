@@ -12,8 +12,8 @@
 #include "oi_numeric.h"
 #include "kv_cache_decode_kernels.h"
 
-#if OI_HAL_ABI_VERSION != 5
-#error "kv_cache_decode was generated for HAL ABI 5"
+#if OI_HAL_ABI_VERSION != 6
+#error "kv_cache_decode was generated for HAL ABI 6"
 #endif
 /* A frame: the variables one thread of execution sees. Entry runs in m->entry; each yield/await
  * consumer runs in its own frame, on snapshots of the yielded variables. */

@@ -12,8 +12,8 @@
 #include "oi_numeric.h"
 #include "residual_mlp_stack_kernels.h"
 
-#if OI_HAL_ABI_VERSION != 5
-#error "residual_mlp_stack was generated for HAL ABI 5"
+#if OI_HAL_ABI_VERSION != 6
+#error "residual_mlp_stack was generated for HAL ABI 6"
 #endif
 /* A frame: the variables one thread of execution sees. Entry runs in m->entry; each yield/await
  * consumer runs in its own frame, on snapshots of the yielded variables. */
