@@ -102,7 +102,7 @@ def _load_f32(t, buf: str, idx: str) -> str:
     return f"{buf}[{idx}]"
 
 
-def _view(binding: int, name: str, typ: str, readonly: bool = True) -> str:
+def buffer_view(binding: int, name: str, typ: str, readonly: bool = True) -> str:
     """A second declaration of a binding, as an array of `typ` (vector loads / stores)."""
     access = "readonly " if readonly else "writeonly "
     return f"layout(std430, set = 0, binding = {binding}) {access}buffer B{binding}v {{ {typ} {name}[]; }};"
@@ -339,7 +339,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     views, functions = [], ""
     if vw > 1:
         vtype = {"f32": "vec4", "f16": "uvec4" if vw == 8 else "uvec2", "bf16": "uvec4" if vw == 8 else "uvec2"}
-        views.append(_view(1, "oi_wv", vtype[tb.name]))
+        views.append(buffer_view(1, "oi_wv", vtype[tb.name]))
         if tb.name != "f32":
             functions = _DECODE
 
@@ -484,12 +484,12 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
     views, functions = [], ""
     bvec = n % 4 == 0 and not trans_b
     if bvec:
-        views.append(_view(1, "oi_bv", "vec4" if tb.name == "f32" else "uvec2"))
+        views.append(buffer_view(1, "oi_bv", "vec4" if tb.name == "f32" else "uvec2"))
         if tb.name != "f32":
             functions = _DECODE
     ovec = n % 4 == 0 and out.dtype.name == "f32"
     if ovec:
-        views.append(_view(2, "oi_cv", "vec4", readonly=False))
+        views.append(buffer_view(2, "oi_cv", "vec4", readonly=False))
 
     units_a, units_b = bm * bk // 4, bk * bn // 4
     la, lb = -(-units_a // threads), -(-units_b // threads)
@@ -737,7 +737,7 @@ def _gemm_coop(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, 
                          f"{k.store(out.dtype, 'v', 'float')};")
             lines.append("}")
             lines.append("barrier();")
-    decl = [_view(0, "oi_av", "uvec4"), _view(1, "oi_bv", "uvec4"), f"shared uvec4 oi_sa[{n_sa}];",
+    decl = [buffer_view(0, "oi_av", "uvec4"), buffer_view(1, "oi_bv", "uvec4"), f"shared uvec4 oi_sa[{n_sa}];",
             f"shared uvec4 oi_sb[{n_sb}];"]
     if n_st and not direct:
         decl.append(f"shared uvec4 oi_st[{n_st}];")

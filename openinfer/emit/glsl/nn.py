@@ -17,6 +17,7 @@ from ...synth.program import KernelRequest
 from ..ckernels.common import ConvGeometry, contiguous_strides, numel
 from . import Body, family
 from . import rows as rows_
+from .linalg import buffer_view
 from .types import KernelCtx, lit
 
 
@@ -263,6 +264,10 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
                 f"uint kb = {off(kt.shape[:-2], dk if 1 in perms else sk * dk, True)};",
                 f"uint vb = {off(v.shape[:-2], dv if 2 in perms else sk * dv, True)};")
 
+    if all(x.dtype.name == "f32" for x in (q, kt, v)) and all(n % 4 == 0 for n in (dk, dv, krow, vrow)):
+        body = _sdpa_vec4(req, k, numel(batch) * sq, sq, sk, dk, dv, krow, vrow, offsets("qr"), score[2:], doc)
+        if body is not None:
+            return body
     wg = rows_.row_wg(k, max(capacity(sk), capacity(dv)))
     # (a dynamic key count keeps its scores in shared memory sized for the bound)
     if t.name == "f32" and v.dtype.name == "f32" and (capacity(sk) + wg) * 4 <= k.caps.max_shared:
@@ -279,6 +284,86 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
              f"{k.load(t, 'in2', f'vb + j * {vrow}u + e')};",
              "return acc;"]
     return Body(functions=functions, value="\n".join(lines), vct=ct, doc=doc)
+
+
+#: lanes that share one key's dot product in the vec4 sdpa (each reads D/4/SDPA_KEY_LANES vec4s)
+SDPA_KEY_LANES = 8
+
+
+def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int, dv: int, krow: int, vrow: int,
+               offsets, finish: list[str], doc: str) -> Body | None:
+    """f32 with D a multiple of 4: a workgroup per query row, every phase spread over the whole
+    workgroup with vec4 loads. Scores: SL adjacent lanes share a key (lane c reads the key's
+    vec4s c, c + SL, ...: a key row is read by SL lanes at once, not by one lane element by
+    element), their partial dots added in shared memory; then the maximum and the weights' sum by
+    trees; the weighted sum of V: lane (e4, g) adds the vec4 of columns e4 over keys g, g + G, ...
+    and the G partial vec4s of a column are added once. On an H200 the decode step's attention
+    (12 query heads over 64 cached keys of 64 dims) took 12-16 us of device time with a lane per
+    key reading its row element by element; None where the shape does not fit (V wider than
+    4 x the workgroup, or too little shared memory: the caller's kernel serves it)."""
+    dk4, dv4 = dk // 4, dv // 4
+    sl = 1
+    while sl * 2 <= min(dk4, SDPA_KEY_LANES):
+        sl *= 2
+    cl = 1
+    while cl < dv4:
+        cl *= 2
+    wg = max(rows_.row_wg(k, capacity(sk) * sl), sl)
+    while wg < cl and wg * 2 <= k.caps.max_wg:
+        wg *= 2
+    shared_bytes = (capacity(sk) + 2 * wg) * 4 + wg * 16
+    if cl > wg or shared_bytes > k.caps.max_shared:
+        return None
+    kpp, groups = wg // sl, wg // cl
+    store = k.store(req.output.dtype, "{}", "float")
+    functions = ("float oi_finish(uint bt, uint row, uint j, float s) {\n"
+                 + "\n".join("    " + line for line in finish) + "\n}")
+    views = "\n".join(buffer_view(b, name, "vec4") for b, name in ((0, "oi_q4"), (1, "oi_k4"), (2, "oi_v4")))
+    lines = rows_.header(rows) + [
+        f"uint bt = row / {sq}u, qr = row % {sq}u;", *offsets,
+        f"uint c = lid % {sl}u, jl = lid / {sl}u;",
+        f"for (uint j0 = 0u; j0 < {sk}u; j0 += {kpp}u) {{",
+        "    uint j = j0 + jl;",
+        "    vec4 d4 = vec4(0.0);",
+        f"    if (j < {sk}u) for (uint i = c; i < {dk4}u; i += {sl}u)",
+        f"        d4 += oi_q4[(qb >> 2) + i] * oi_k4[((kb + j * {krow}u) >> 2) + i];",
+        "    oi_part[lid] = d4.x + d4.y + d4.z + d4.w;",
+        "    barrier();",
+        f"    if (c == 0u && j < {sk}u) {{",
+        "        float s = 0.0;",
+        f"        for (uint t = 0u; t < {sl}u; ++t) s += oi_part[lid + t];",
+        "        oi_p[j] = oi_finish(bt, qr, j, s);",
+        "    }",
+        "    barrier();",
+        "}",
+        "float m = -OI_INF;", f"for (uint j = lid; j < {sk}u; j += {wg}u) m = oi_maxf(m, oi_p[j]);",
+        "oi_red[lid] = m;"]
+    lines += rows_.tree(wg, "oi_red[a] = oi_maxf(oi_red[a], oi_red[b]);")
+    lines += ["m = oi_red[0];",
+              "if (m == -OI_INF) {   // no key to attend to: zeros (m is the same in the whole workgroup)",
+              f"    for (uint e = lid; e < {dv}u; e += {wg}u) out_[row * {dv}u + e] = {store.format('0.0')};",
+              "    return;", "}",
+              "barrier();", "float l = 0.0;",
+              f"for (uint j = lid; j < {sk}u; j += {wg}u) {{ float p = oi_expf(oi_p[j] - m); oi_p[j] = p; l += p; }}",
+              "oi_red[lid] = l;"]
+    lines += rows_.tree(wg, "oi_red[a] += oi_red[b];")
+    lines += ["l = oi_red[0];",
+              f"uint e4 = lid % {cl}u, g = lid / {cl}u;",
+              "vec4 acc = vec4(0.0);",
+              f"if (e4 < {dv4}u) for (uint j = g; j < {sk}u; j += {groups}u)",
+              f"    acc += oi_p[j] * oi_v4[((vb + j * {vrow}u) >> 2) + e4];",
+              "oi_acc[lid] = acc;",
+              "barrier();",
+              f"if (g == 0u && e4 < {dv4}u) {{",
+              f"    for (uint h = 1u; h < {groups}u; ++h) acc += oi_acc[lid + h * {cl}u];",
+              f"    uint o = row * {dv}u + e4 * 4u;"]
+    lines += [f"    out_[o + {e}u] = {store.format(f'acc.{comp} / l')};" for e, comp in enumerate("xyzw")]
+    lines.append("}")
+    shared = "\n".join([views, f"shared float oi_p[{capacity(sk)}];", f"shared float oi_red[{wg}];",
+                         f"shared float oi_part[{wg}];", f"shared vec4 oi_acc[{wg}];"])
+    return Body(functions=functions, main="\n".join(lines), local_size=wg, shared=shared,
+                groups=rows_.groups(rows),
+                doc=f"{doc} (a workgroup of {wg} per query row, {sl} lanes per key, vec4 loads)")
 
 
 def _sdpa_rows(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk: int, dv: int, vrow: int, wg: int,

@@ -18,7 +18,7 @@ from ...errors import SynthesisError
 from ...ir.dims import Dim, capacity
 from ...synth.program import KernelRequest
 from . import Body, dispatch, family
-from .linalg import _view, norm_shared, normed, reduce_k_slices, row_scales, stored
+from .linalg import buffer_view, norm_shared, normed, reduce_k_slices, row_scales, stored
 from .types import KernelCtx, lit
 
 
@@ -119,7 +119,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
                 idx = f"{r * n}u + col + {4 * c + e}u"
                 lines.append(f"    out_[{idx}] = {stored(req, k, f'(v{c}.' + 'xyzw'[e] + f' * {sc})', idx)};")
         lines.append("}")
-    shared = "\n".join([_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{threads * chunks}];"]
+    shared = "\n".join([buffer_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{threads * chunks}];"]
                        + ([norm_shared(threads)] if req.prologue is not None else []))
     doc = (f"dequant_matmul GEMV: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}), "
            f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, 16-byte weight loads")
