@@ -237,11 +237,12 @@ class _Fuser:
         epi = req.epilogue
         steps = len(epi.chain) if epi else 0
         own = len(req.own_inputs)
+        end = len(host.inputs) - len(req.prologue_inputs)      # a prologue's operands come last
         if not self.can_chain(host, cur, steps + 1, rest, then) or \
-                cur.output.var in [o.var for o in host.inputs[:own]]:
+                cur.output.var in [o.var for o in (*host.inputs[:own], *host.inputs[end:])]:
             return None
         # the epilogue's operands: the product (index 0, no variable), then the extra inputs
-        ext: list[P.Operand | None] = [None, *host.inputs[own:]]
+        ext: list[P.Operand | None] = [None, *host.inputs[own:end]]
         chain = list(epi.chain) if epi else []
         args = [list(a) for a in epi.chain_args] if epi else []
         cur_steps, cur_args, cur_ext = self.steps_of(cur)
@@ -263,7 +264,8 @@ class _Fuser:
         new_epi = P.KernelRequest("fused", "normal", (product, *extra), cur_steps[-1].output, (), (), None, False,
                                   aliased=any(o.var == cur.output.var for o in ext[1:]),
                                   chain=tuple(chain), chain_args=tuple(tuple(a) for a in args))
-        new_req = replace(req, inputs=(*req.own_inputs, *extra), output=new_epi.output, epilogue=new_epi)
+        new_req = replace(req, inputs=(*req.own_inputs, *extra, *req.prologue_inputs), output=new_epi.output,
+                          epilogue=new_epi)
         if not self.epilogue_ok(new_req):
             return None
         if new_req not in self.kernel_ids:
@@ -271,7 +273,7 @@ class _Fuser:
             self.kernels.append(new_req)
         self.fused_nodes.add(host.node)
         return P.Call(cur.node, f"{host.desc}; {cur.desc}", self.kernel_ids[new_req],
-                      (*host.inputs[:own], *ext[1:]), cur.output)
+                      (*host.inputs[:own], *ext[1:], *host.inputs[end:]), cur.output)
 
     def block(self, stmts, then: Callable[[str], bool]) -> tuple[P.Statement, ...]:
         """stmts fused; `then(v)`: whether v's value is dead once stmts have run (see dead)."""
@@ -350,17 +352,23 @@ class _Folder(_Fuser):
         return stmts
 
 
-class _NormFolder(_Folder):
+class _PrologueFolder(_Folder):
+    """Folds a call whose result `h` only matmuls read as their input 0 into those matmuls (their
+    `prologue`); each pass's `prologue_of(call, request)` says which calls fold, and as what
+    request."""
+
     def folded(self, stmts: tuple, i: int, then: Callable[[str], bool]) -> tuple | None:
-        """stmts with the norm at i folded into its matmuls, or None where it does not fold."""
+        """stmts with the call at i folded into its matmuls, or None where it does not fold."""
         s = stmts[i]
         if not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None:
             return None
-        norm = self.kernels[s.kernel]
+        req = self.kernels[s.kernel]
         h = s.output.var
-        if (norm.op != "rms_norm" or norm.mode != "normal" or norm.attr("axis") != len(norm.output.shape) - 1
-                or s.inputs[0].indices or s.output.indices or h in [o.var for o in s.inputs]
-                or norm.op in self.dep_names or h in self.dep_names or self.observable(h)):
+        if (s.inputs[0].indices or s.output.indices
+                or req.op in self.dep_names or h in self.dep_names or self.observable(h)):
+            return None
+        pro = self.prologue_of(s, req)
+        if pro is None:
             return None
         kept = {o.var for o in s.inputs}          # what the matmuls read instead of h
         consumers: dict[int, P.Call] = {}
@@ -372,11 +380,12 @@ class _NormFolder(_Folder):
                 break
             reads = [o.var for o in t.inputs] + [v for _, v in t.runtime_attrs]
             if h in reads:
-                req = self.kernels[t.kernel]
-                if (req.op not in _EPILOGUE_HOSTS or req.prologue is not None or t.inputs[0].var != h
-                        or reads.count(h) != 1 or t.inputs[0].indices or t.result.var in kept):
+                mm = self.kernels[t.kernel]
+                if (mm.op not in _EPILOGUE_HOSTS or mm.prologue is not None
+                        or t.inputs[0].var != h or reads.count(h) != 1 or t.inputs[0].indices
+                        or t.result.var in kept):
                     return None
-                new_req = replace(req, inputs=(norm.inputs[0], *req.inputs[1:], *norm.inputs[1:]), prologue=norm)
+                new_req = replace(mm, inputs=(pro.inputs[0], *mm.inputs[1:], *pro.inputs[1:]), prologue=pro)
                 if not self.ok(new_req):
                     return None
                 if new_req not in self.kernel_ids:
@@ -393,11 +402,40 @@ class _NormFolder(_Folder):
         self.fused_nodes.add(s.node)
         return stmts[:i] + tuple(consumers.get(j, stmts[j]) for j in range(i + 1, end)) + stmts[end:]
 
+
+class _NormFolder(_PrologueFolder):
+    def prologue_of(self, s: P.Call, req: P.KernelRequest) -> P.KernelRequest | None:
+        if req.op != "rms_norm" or req.mode != "normal" or req.attr("axis") != len(req.output.shape) - 1 \
+                or s.output.var in [o.var for o in s.inputs]:
+            return None
+        return req
+
+
+class _ElementwiseFolder(_PrologueFolder):
+    def prologue_of(self, s: P.Call, req: P.KernelRequest) -> P.KernelRequest | None:
+        # every operand read at the element x is read at (no broadcast); an in-place call is
+        # fine: with the call gone its output keeps the old value the matmuls then read
+        if not self.elementwise(s) or any(t.shape != req.output.shape for t in req.inputs):
+            return None
+        if req.op == "fused":
+            return req
+        return P.KernelRequest("fused", "normal", req.inputs, req.output, (), (), None, False,
+                               chain=(req,), chain_args=(tuple(("in", n) for n in range(len(req.inputs))),))
+
+
 def fold_norms(prog: P.Program, prologue_ok: Callable[[P.KernelRequest], bool], *,
                dep_names: set[str] | None = None) -> P.Program:
     """The program with row norms folded into the matmuls that consume them, where `prologue_ok`
     accepts the resulting request (see the module docstring)."""
     return _run(prog, _NormFolder(prog, dep_names or set(), prologue_ok))
+
+
+def fold_elementwise(prog: P.Program, prologue_ok: Callable[[P.KernelRequest], bool], *,
+                     dep_names: set[str] | None = None) -> P.Program:
+    """The program with element-wise calls folded into the matmuls that consume them, where
+    `prologue_ok` accepts the resulting request (see the module docstring). Runs before `fuse`:
+    a call folded here is not left as the epilogue of the matmul before it."""
+    return _run(prog, _ElementwiseFolder(prog, dep_names or set(), prologue_ok))
 
 
 # ---------------------------------------------------------------------------------------- transposed operands

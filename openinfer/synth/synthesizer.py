@@ -25,7 +25,7 @@ from ..ir.dims import Dim, capacity, shape_sizevars
 from ..outdir import SYMLINK, folder_lock, holds, is_inside, locate, read_entry
 from ..resources import hal_dir, templates_dir
 from . import devices
-from .fusion import fold_norms, fold_transposes, fuse
+from .fusion import fold_elementwise, fold_norms, fold_transposes, fuse
 from .lower import lower
 from .memplan import MemoryPlan, plan
 from .prepack import prepack
@@ -123,9 +123,11 @@ class Synthesizer:
         prefs = self.device.preferences
         if prefs.get("prefer_fusion", True) and getattr(renderer_cls, "supports_fusion", False):
             epilogues = getattr(renderer_cls, "epilogue_for", None)
+            prologues = getattr(renderer_cls, "prologue_for", None)
+            if prologues is not None:
+                prog = fold_elementwise(prog, prologues(self.device), dep_names=dep_names(g))
             prog = fuse(prog, max_ops=int(prefs.get("max_kernel_ops", 8)), dep_names=dep_names(g),
                         epilogue_ok=epilogues(self.device) if epilogues is not None else None)
-            prologues = getattr(renderer_cls, "prologue_for", None)
             if prologues is not None:
                 prog = fold_norms(prog, prologues(self.device), dep_names=dep_names(g))
             transposed = getattr(renderer_cls, "transposed_inputs_for", None)

@@ -112,8 +112,8 @@ def test_c_targets_keep_their_norms(tmp_path):
 
 
 def test_decoder_layers_norms_join_their_projections(tmp_path):
-    """A decoder layer: both norms go into the projections after them, and the final norm into the
-    LM head."""
+    """A decoder layer: both norms go into the projections after them, the SwiGLU product g * u
+    into the down projection (fold_elementwise), and the final norm into the LM head."""
     decoder = load_example("decoder")
     graph, weights = decoder.write(decoder.SIZES["test"], tmp_path)
     prog = Synthesizer.from_arch(VULKAN).synthesize(str(weights), str(graph), outputs={"next"}).program
@@ -129,4 +129,7 @@ def test_decoder_layers_norms_join_their_projections(tmp_path):
     assert not [d for d, k in calls if k.op == "rms_norm"]
     assert [d.split("; ")[1] for d, k in calls if k.prologue] == [
         "op matmul(h,wq[l]) >> q", "op matmul(h,wk[l]) >> k", "op matmul(h,wv[l]) >> v",
-        "op matmul(h,w_gate[l]) >> g", "op matmul(h,w_up[l]) >> u", "op matmul(h,lm_head) >> logits"]
+        "op matmul(h,w_gate[l]) >> g", "op matmul(h,w_up[l]) >> u", "op matmul(g,w_down[l]) >> o",
+        "op matmul(h,lm_head) >> logits"]
+    assert [[s.op for s in k.prologue.chain] for d, k in calls if "w_down" in d] == [["mul"]]
+    assert not [d for d, k in calls if k.op == "mul"], "g * u runs inside the down projection"

@@ -171,6 +171,11 @@ def _emit(fn: Emitter, req: KernelRequest, name: str, caps: Caps, ctx: KernelCtx
 
         text, vct = epilogue_function(req, ctx)
         functions = f"{functions}\n{text}" if functions else text
+    if req.prologue is not None and req.prologue.op == "fused":   # the GEMVs call it as they read x
+        from .elementwise import prologue_function
+
+        text = prologue_function(req, ctx)
+        functions = f"{functions}\n{text}" if functions else text
     wg = body.local_size or caps.wg
     if body.main is not None:
         units = body.units

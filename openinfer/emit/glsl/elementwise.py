@@ -591,3 +591,20 @@ def epilogue_function(req: KernelRequest, k: KernelCtx) -> tuple[str, str]:
     body = "\n".join(f"    {line}" for line in [*lines, f"return {last};"])
     doc = f"// epilogue: {' -> '.join(s.op for s in epi.chain)} of each product before it is stored"
     return f"{doc}\n{ct} oi_epilogue(float acc, uint i) {{\n{body}\n}}", ct
+
+
+def prologue_function(req: KernelRequest, k: KernelCtx) -> str:
+    """`float oi_prologue(float x0, uint i)`: req.prologue, an element-wise chain (openinfer/synth/
+    fusion.py `fold_elementwise`), for element i of the matmul's input 0 whose chain input 0 is
+    x0; the chain's other inputs are the request's last inputs, read at the same element."""
+    pro = req.prologue
+    base = len(req.inputs) - len(req.prologue_inputs) - 1
+
+    def operand(j: int) -> str:
+        return conv("x0", "float", k.ct(pro.inputs[0].dtype)) if j == 0 else \
+            k.load(pro.inputs[j].dtype, f"in{base + j}", "i")
+
+    lines, last, ct = _chain(pro, k, operand)
+    body = "\n".join(f"    {line}" for line in [*lines, f"return {conv(last, ct, 'float')};"])
+    doc = f"// prologue: {' -> '.join(s.op for s in pro.chain)} computing each element of x as it is read"
+    return f"{doc}\nfloat oi_prologue(float x0, uint i) {{\n{body}\n}}"

@@ -171,22 +171,31 @@ def takes_epilogue(req: KernelRequest) -> bool:
 
 
 def takes_prologue(req: KernelRequest) -> bool:
-    """Whether req's kernel normalises its input 0 itself (`req.prologue`, openinfer/synth/fusion.py
-    `fold_norms`): the GEMVs (f32 / f16 / bf16 weights, and the dequantizing ones) over an f32 x
-    of two dims with a static K, the norm an f32 rms_norm over x's last axis."""
+    """Whether req's kernel computes its input 0 itself (`req.prologue`, openinfer/synth/fusion.py):
+    the GEMVs (f32 / f16 / bf16 weights, and the dequantizing ones) over an f32 x of two dims
+    with a static K, the prologue an f32 rms_norm over x's last axis (`fold_norms`), or an f32
+    element-wise chain over operands of x's shape (`fold_elementwise`)."""
     from .quant import takes_gemv
 
-    norm = req.prologue
+    pro = req.prologue
     a = req.own_inputs[0]
-    if not (norm.op == "rms_norm" and req.mode == "normal" and not req.acc and len(a.shape) == 2
-            and not isinstance(a.shape[1], Dim) and a.dtype.name == "f32" and norm.attr("axis") == 1
-            and all(t.dtype.name == "f32" for t in norm.inputs)
-            and all(t.shape == (a.shape[1],) for t in norm.inputs[1:])):
+    if not (req.mode == "normal" and not req.acc and len(a.shape) == 2 and not isinstance(a.shape[1], Dim)
+            and a.dtype.name == "f32" and all(t.dtype.name == "f32" for t in (*pro.inputs, pro.output))):
+        return False
+    if pro.op == "rms_norm":
+        if not (pro.attr("axis") == 1 and all(t.shape == (a.shape[1],) for t in pro.inputs[1:])):
+            return False
+    elif not (pro.op == "fused" and all(t.shape == a.shape for t in pro.inputs)):
         return False
     if req.op == "dequant_matmul":
         return takes_gemv(req)
     return (req.op == "matmul" and _path(req) == "gemv" and not any(_transposes(req))
             and req.own_inputs[1].dtype.name in ("f32", "f16", "bf16"))
+
+
+def has_norm(req: KernelRequest) -> bool:
+    """Whether req's prologue is a row norm (its rows' scales are computed first: `row_scales`)."""
+    return req.prologue is not None and req.prologue.op == "rms_norm"
 
 
 def row_scales(req: KernelRequest, kk: int, rows: int, threads: int, x_at) -> list[str]:
@@ -211,11 +220,15 @@ def norm_shared(threads: int) -> str:
 
 
 def normed(req: KernelRequest, x: str, r: int, q: str) -> str:
-    """x[r, q] (the expression `x`) as the prologue's rms_norm gives it, in the norm kernel's order:
-    x / rms, then * gamma[q] (the request's last input)."""
-    if req.prologue is None:
+    """x[r, q] (the expression `x`) as the prologue gives it: an rms_norm in the norm kernel's
+    order (x / rms, then * gamma[q], the request's last input), an element-wise chain through
+    `oi_prologue` (the other operands read at the same element)."""
+    pro = req.prologue
+    if pro is None:
         return x
-    if len(req.prologue.inputs) > 1:
+    if pro.op == "fused":
+        return f"oi_prologue({x}, {r * req.own_inputs[0].shape[1]}u + {q})"
+    if len(pro.inputs) > 1:
         return f"({x} / oi_rms{r}) * in{len(req.inputs) - 1}[{q}]"
     return f"{x} / oi_rms{r}"
 
@@ -354,7 +367,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
         return [f"uvec4 h{j} = oi_wv[({idx}) >> 3];",
                 f"vec4 w{j}_0 = oi_{tb.name}x4(h{j}.xy);", f"vec4 w{j}_1 = oi_{tb.name}x4(h{j}.zw);"]
 
-    norm = req.prologue
+    norm = req.prologue if has_norm(req) else None
 
     def xload(r: int, q: str) -> str:
         return normed(req, _load_f32(ta, 'in0', 'ao + ' + _a_at(trans_a, m, kk, f'{r}u', q)), r, q)
@@ -409,7 +422,8 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     shared = "\n".join(views + [f"shared {vt} oi_red[{threads * chunks}];"]
                        + ([norm_shared(threads)] if norm is not None else []))
     how = f"GEMV: {cl_n * vw} columns x {ks_n} slices of K per workgroup, {vw}-wide loads" + \
-        (f", {norm.op} of each row of x first" if norm is not None else "")
+        (f", {norm.op} of each row of x first" if norm is not None else "") + \
+        (", x computed by an element-wise prologue" if req.prologue is not None and norm is None else "")
     return Body(main="\n".join(lines), functions=functions, doc=f"{doc} ({how})", local_size=threads,
                 shared=shared, groups=dispatch(total, 1))
 

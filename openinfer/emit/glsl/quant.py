@@ -18,7 +18,7 @@ from ...errors import SynthesisError
 from ...ir.dims import Dim, capacity
 from ...synth.program import KernelRequest
 from . import Body, dispatch, family
-from .linalg import buffer_view, norm_shared, normed, reduce_k_slices, row_scales, stored
+from .linalg import buffer_view, has_norm, norm_shared, normed, reduce_k_slices, row_scales, stored
 from .types import KernelCtx, lit
 
 
@@ -30,7 +30,7 @@ def emit_dequant_matmul(req: KernelRequest, k: KernelCtx) -> Body:
     if gemv is not None:
         return gemv
     if req.prologue is not None:
-        raise SynthesisError(f"dequant_matmul: no kernel for {x} with a norm prologue (a device with too "
+        raise SynthesisError(f"dequant_matmul: no kernel for {x} with a prologue (a device with too "
                              "little shared memory for the GEMV)")
     ct = k.ct(x.dtype)
     channel = "col" if scale.numel > 1 else "0u"
@@ -67,7 +67,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     nvec = n // cols
     cl_n = 2 if nvec >= 256 else 1                    # 32- or 16-byte row segments per workgroup
     threads = min(256, 1 << (k.caps.max_wg.bit_length() - 1))
-    norm_bytes = 4 if req.prologue is not None else 0    # a prologue's partial sums, per invocation
+    norm_bytes = 4 if has_norm(req) else 0       # a norm prologue's partial sums, per invocation
     while threads > cl_n and (threads // cl_n > kk or threads * (cols * 4 + norm_bytes) > k.caps.max_shared):
         threads //= 2
     if threads * (cols * 4 + norm_bytes) > k.caps.max_shared:
@@ -86,7 +86,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
              f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;",
              f"uint cv = g * {cl_n}u + cl;                  // this invocation's 16-byte column group",
              f"uint col = cv * {cols}u;"]
-    if req.prologue is not None:
+    if has_norm(req):
         lines += row_scales(req, kk, mcap, threads, lambda r, i: f"in0[{r * kk}u + {i}]")
     lines += [f"vec4 s{r}_{c} = vec4(0.0);" for r in range(mcap) for c in range(chunks)]
     zp = len(req.own_inputs) > 3
@@ -120,7 +120,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
                 lines.append(f"    out_[{idx}] = {stored(req, k, f'(v{c}.' + 'xyzw'[e] + f' * {sc})', idx)};")
         lines.append("}")
     shared = "\n".join([buffer_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{threads * chunks}];"]
-                       + ([norm_shared(threads)] if req.prologue is not None else []))
+                       + ([norm_shared(threads)] if has_norm(req) else []))
     doc = (f"dequant_matmul GEMV: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}), "
            f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, 16-byte weight loads")
     return Body(main="\n".join(lines), doc=doc, local_size=threads, shared=shared,
