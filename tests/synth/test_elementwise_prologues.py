@@ -82,8 +82,8 @@ def test_elementwise_calls_fold_where_the_target_renders_them(tmp_path):
         "op mul(gs,u) >> gs; op matmul(gs,w) >> y1; op add(y1,r) >> y1",
         "op sub(u,b) >> t; op dequant_matmul(t,w8,s8) >> y2", "op sub(u,b) >> t; op dequant_matmul(t,w4,s4) >> y3"])
     kept = [s.desc for s in calls(prog) if ";" not in s.desc and prog.kernels[s.kernel].op in ("silu", "add", "mul")]
-    assert kept == ["op silu(g) >> gs", "op silu(b) >> s", "op add(s,b) >> s2", "op add(b,c) >> e", "op mul(a16,a16) >> a2",
-                    "op mul(u,b) >> p"]
+    assert kept == ["op silu(g) >> gs", "op silu(b) >> s", "op add(s,b) >> s2", "op add(b,c) >> e",
+                    "op mul(a16,a16) >> a2", "op mul(u,b) >> p"]
     y1 = folded["op mul(gs,u) >> gs; op matmul(gs,w) >> y1; op add(y1,r) >> y1"]
     # the kernel reads gs, w, the epilogue's r, then the prologue's u; own inputs are the matmul's
     assert [t.shape for t in y1.inputs] == [(1, 64), (64, 32), (1, 32), (1, 64)] and len(y1.own_inputs) == 2
