@@ -33,6 +33,14 @@ statements that follow it (calls only, up to the first that writes x, gamma or h
 - h is dead after them (as above), is planned memory the host cannot observe, and neither the
   norm nor h is named by a `dep`.
 
+Element-wise calls folded into matmuls (`fold_elementwise`, the same predicate, `prologue_ok`):
+an element-wise call (or fused chain) whose operands all have its output's shape, whose result
+only GEMV-shaped matmuls read as input 0, under the same conditions as a norm, becomes their
+prologue: the kernel computes each element of x from the call's operands as it reads it. An
+in-place call (`mul(g, u) >> g`) folds too: with it gone, g keeps the value the matmuls then
+read. It runs before `fuse`, so that a decoder's `mul(g, u) >> g` goes into the down projection
+rather than becoming the up projection's epilogue, which made the up GEMV wait for the gate GEMV.
+
 Transposes folded into their reader (`fold_transposes`, where the target reads such operands,
 `transposed_ok`: Vulkan's sdpa): `transpose(src, perm) >> dst` whose value only the next call
 reading dst uses (a decode step's cache `[T, H, D] -> [H, T, D]` before sdpa) goes, and that call
