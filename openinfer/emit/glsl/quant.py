@@ -76,14 +76,23 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     chunks = cols // 4                                # vec4 accumulators per row of x
     signed = w.dtype.is_signed
     per_word = 32 // bits
+    # subgroup arithmetic where the device has it (subgroups of at least 4 invocations: the shared
+    # partials below are sized for that): a subgroup's invocations share one column group and add
+    # their K slices with subgroupAdd, so shared memory holds one partial per subgroup, not a tree
+    # over every invocation's `chunks` vec4s (32 KB and 8 levels of barriers for 4-bit weights)
+    subgroups = k.caps.subgroup and k.caps.subgroup_size >= 4 and threads >= 4 * cl_n
+    if subgroups:
+        k.need("subgroup", "the dequantizing GEMV's reduction over K")
+    channel = "o" if scale.numel > 1 else "0u"          # the scale of output column o
 
     def at(c: int, e: int) -> str:                    # the channel index of lane e of chunk c
         return f"col + {4 * c + e}u" if scale.numel > 1 else "0u"
 
+    lanes = (f"uint cl = gl_SubgroupID % {cl_n}u, ks = (gl_SubgroupID / {cl_n}u) * gl_SubgroupSize"
+             " + gl_SubgroupInvocationID;" if subgroups else f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;")
     lines = ["uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;",
              f"if (g >= {nvec // cl_n + (nvec % cl_n > 0)}u) return;",
-             "uint lid = gl_LocalInvocationID.x;",
-             f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;",
+             "uint lid = gl_LocalInvocationID.x;", lanes,
              f"uint cv = g * {cl_n}u + cl;                  // this invocation's 16-byte column group",
              f"uint col = cv * {cols}u;"]
     if has_norm(req):
@@ -109,8 +118,24 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     for r in range(mcap):
         if r:
             lines.append("barrier();")
-        lines += reduce_k_slices(r, chunks, ks_n, cl_n)
         live = f" && {r}u < {m}u" if isinstance(m, Dim) else ""
+        if subgroups:
+            lines += [f"s{r}_{c} = subgroupAdd(s{r}_{c});" for c in range(chunks)]
+            lines.append("if (subgroupElect()) {")
+            lines += [f"    oi_red[gl_SubgroupID * {chunks}u + {c}u] = s{r}_{c};" for c in range(chunks)]
+            lines += ["}", "barrier();",
+                      # one output column per invocation: the epilogue and the store run side by side
+                      f"for (uint t = lid; t < {cl_n * cols}u; t += {threads}u) {{",
+                      f"    uint oc = t / {cols}u, e = t % {cols}u, ov = g * {cl_n}u + oc;",
+                      f"    if (ov < {nvec}u{live}) {{",
+                      "        float v = 0.0;",
+                      f"        for (uint j = oc; j < gl_NumSubgroups; j += {cl_n}u)",
+                      f"            v += oi_red[j * {chunks}u + e / 4u][e % 4u];",
+                      f"        uint o = ov * {cols}u + e;",
+                      f"        out_[{r * n}u + o] = {stored(req, k, f'(v * in2[{channel}])', f'{r * n}u + o')};",
+                      "    }", "}"]
+            continue
+        lines += reduce_k_slices(r, chunks, ks_n, cl_n)
         lines.append(f"if (ks == 0u && cv < {nvec}u{live}) {{")
         for c in range(chunks):
             lines.append(f"    vec4 v{c} = oi_red[lid * {chunks}u + {c}u];")
@@ -119,9 +144,11 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
                 idx = f"{r * n}u + col + {4 * c + e}u"
                 lines.append(f"    out_[{idx}] = {stored(req, k, f'(v{c}.' + 'xyzw'[e] + f' * {sc})', idx)};")
         lines.append("}")
-    shared = "\n".join([buffer_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{threads * chunks}];"]
+    red = threads // 4 * chunks if subgroups else threads * chunks
+    shared = "\n".join([buffer_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{red}];"]
                        + ([norm_shared(threads)] if has_norm(req) else []))
     doc = (f"dequant_matmul GEMV: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}), "
-           f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, 16-byte weight loads")
+           f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, 16-byte weight loads"
+           + (", subgroup sums" if subgroups else ""))
     return Body(main="\n".join(lines), doc=doc, local_size=threads, shared=shared,
                 groups=dispatch(-(-nvec // cl_n), 1))
