@@ -54,7 +54,8 @@ from .types import KernelCtx, lit
 GEMV_MAX_M = 8
 #: tuning knobs (tools/bench/vulkan_bench.py --tune can override them for a sweep)
 TUNE = {
-    "gemv_segment_bytes": 128,     # bytes of one weight row a workgroup reads per step
+    "gemv_segment_bytes": 128,     # bytes of one weight row a workgroup reads per step...
+    "gemv_min_groups": 96,         # ...halved (down to 32) until this many workgroups run
     "gemv_threads": 131072,        # grow workgroups until this many invocations run...
     "gemv_max_threads": 512,       # ...up to this many per workgroup
     "gemv_unroll": 4,              # weight rows in flight per invocation (f32 weights)
@@ -324,9 +325,20 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     else:
         vw = 8 if n % 8 == 0 else (4 if n % 4 == 0 else 1)
     nvec = -(-n // vw)
-    cl_n = max(1, TUNE["gemv_segment_bytes"] // (vw * esize))
-    cl_n = 1 if trans_b else min(_pow2ceil(cl_n), 32, _pow2ceil(capacity(nvec)))
     nb = _prod(batch_shape)
+
+    def lanes(segment: int) -> int:              # invocations across one weight row's segment
+        if trans_b:
+            return 1
+        return min(_pow2ceil(max(1, segment // (vw * esize))), 32, _pow2ceil(capacity(nvec)))
+
+    # narrower segments where the matrix has too few columns to give every compute unit a
+    # workgroup (a decoder's down projection, N = 768 of K = 2304: 24 workgroups at 128 bytes);
+    # a 32-byte segment is still one whole memory sector per row
+    segment = TUNE["gemv_segment_bytes"]
+    while segment > 32 and nb * -(-nvec // lanes(segment)) < TUNE["gemv_min_groups"]:
+        segment //= 2
+    cl_n = lanes(segment)
     ncb = -(-nvec // cl_n)
     total = nb * ncb
     chunks = max(1, vw // 4)
