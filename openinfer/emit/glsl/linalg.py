@@ -334,9 +334,9 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
 
     # narrower segments where the matrix has too few columns to give every compute unit a
     # workgroup (a decoder's down projection, N = 768 of K = 2304: 24 workgroups at 128 bytes);
-    # a 32-byte segment is still one whole memory sector per row
+    # a 32-byte segment is still one whole memory sector per row (a dynamic N decides at its bound)
     segment = TUNE["gemv_segment_bytes"]
-    while segment > 32 and nb * -(-nvec // lanes(segment)) < TUNE["gemv_min_groups"]:
+    while segment > 32 and nb * -(-capacity(nvec) // lanes(segment)) < TUNE["gemv_min_groups"]:
         segment //= 2
     cl_n = lanes(segment)
     ncb = -(-nvec // cl_n)
