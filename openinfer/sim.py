@@ -112,7 +112,8 @@ class Simulator:
         # the Vulkan HAL's counters: validation messages, commands, waits (exported by Vulkan libraries only)
         self._vk_ffi = cffi.FFI()
         self._vk_ffi.cdef("".join(f"uint64_t oi_vk_{c}(void);" for c in (
-            "validation_messages", "submissions", "replays", "dispatches", "transfers", "barriers", "wait_ns")))
+            "validation_messages", "submissions", "replays", "dispatches", "transfers", "copy_kernels", "barriers",
+            "wait_ns")))
         self._vk_lib = self._vk_ffi.dlopen(str(self.library))
         self._cpu_mask = synthesizer.device.cpu_feature_mask
         self.vars = {v.name: v for v in self.program.vars}
@@ -144,13 +145,15 @@ class Simulator:
 
     def vk_counters(self) -> dict[str, int]:
         """Vulkan targets: what this process recorded and submitted so far (submissions, replays:
-        submissions of a command buffer recorded before, dispatches, transfers, barriers) and the
+        submissions of a command buffer recorded before, dispatches, transfers, copy_kernels: the
+        transfers that ran as the HAL's copy kernel, barriers) and the
         nanoseconds the host waited for the device
         (wait_ns; hal/include/oi_hal_vulkan.h); {} for other libraries. Differences taken around
         steps give their cost per step."""
         try:
             return {kind: int(getattr(self._vk_lib, f"oi_vk_{kind}")())
-                    for kind in ("submissions", "replays", "dispatches", "transfers", "barriers", "wait_ns")}
+                    for kind in ("submissions", "replays", "dispatches", "transfers", "copy_kernels", "barriers",
+                                 "wait_ns")}
         except AttributeError:
             return {}
 

@@ -87,6 +87,19 @@ typedef struct oi_vk_access {
 /* Recorded command buffers kept for replay (see "Replay" above), the least recently used replaced. */
 #define OI_VK_REPLAY_SLOTS 128u
 
+/* Copies the copy kernel (oi_vk_copy_kernel) runs: at most this many distinct ones (source,
+ * offset, destination, offset, bytes) get a descriptor set; later new ones are transfers. A
+ * decode step of the bench decoder makes ~1,050 over a 64-token cache (an append per layer,
+ * table and position). */
+#define OI_VK_COPY_SETS 4096u
+
+/* A descriptor set of the copy kernel: the source and destination ranges of one copy. */
+typedef struct oi_vk_copy_set {
+    VkBuffer src, dst;
+    VkDeviceSize src_offset, dst_offset, bytes;
+    VkDescriptorSet set;
+} oi_vk_copy_set;
+
 /* A command buffer recorded from a command list, kept for replay. */
 typedef struct oi_vk_replay_slot {
     uint64_t hash;            /* of the list                                             */
@@ -114,6 +127,12 @@ typedef struct oi_vk_context {
     VkDeviceSize transfer_offset;  /* start of the transfer area in the staging buffer   */
     VkDeviceSize transfer_bytes;
     oi_vk_buffer scratch;     /* device-local pattern source of oi_vk_fill_bytes         */
+    /* the copy kernel (oi_vk_copy_kernel), the pool its sets come from, and a hash table of
+     * the sets made so far (2 x OI_VK_COPY_SETS slots, open addressing) */
+    oi_vk_pipeline copy;
+    VkDescriptorPool copy_pool;
+    oi_vk_copy_set *copy_sets;
+    uint32_t ncopy_sets;
     int recording;            /* the list holds work not yet submitted                   */
     /* the commands since the last submission, serialised (see "Replay" above) */
     uint8_t *list;
@@ -155,6 +174,18 @@ void oi_vk_pipeline_destroy(oi_vk_context *ctx, oi_vk_pipeline *pipeline);
 /* A descriptor set for `pipeline` binding each operand to (buffer, offset, range). */
 oi_status oi_vk_descriptor_set(oi_vk_context *ctx, const oi_vk_pipeline *pipeline, const VkBuffer *buffers,
                                const VkDeviceSize *offsets, const VkDeviceSize *ranges, VkDescriptorSet *out);
+
+/* Gives the context a copy kernel: `spirv` is templates/glsl/oi_copy.comp compiled (generated
+ * programs build it with their shaders). From then on oi_vk_copy runs a copy between device-local
+ * buffers whose offsets are multiples of minStorageBufferOffsetAlignment and whose size is a
+ * multiple of 4 as a dispatch of this kernel instead of vkCmdCopyBuffer: on an H200 (driver
+ * 580) a kernel that waited for a transfer started ~4 us later than one that waited for a kernel,
+ * and a decode step's cache appends and reads put two such waits in every layer (the step's
+ * device time 522 -> 465 us). Each distinct copy gets a descriptor set binding exactly its two
+ * ranges (dynamic offsets would serve all copies of a size with one set, but the validation
+ * layer's synchronization checks then report hazards that are not there). Copies from or to
+ * the staging buffer stay transfers (host memory). The counters count such a copy as a transfer. */
+oi_status oi_vk_copy_kernel(oi_vk_context *ctx, const uint32_t *spirv, size_t spirv_bytes);
 
 /* Recording. Every call appends to the current command buffer (beginning one when needed),
  * after a barrier where it depends on what was recorded before (see "Ordering" above). A
@@ -200,6 +231,8 @@ uint64_t oi_vk_barriers(void);
 uint64_t oi_vk_wait_ns(void);
 /* Submissions that replayed a command buffer recorded before (see "Replay" above). */
 uint64_t oi_vk_replays(void);
+/* Transfers that ran as the copy kernel (oi_vk_copy_kernel), counted in oi_vk_transfers too. */
+uint64_t oi_vk_copy_kernels(void);
 
 #ifdef __cplusplus
 }

@@ -428,6 +428,21 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
     return OI_OK;
 }
 
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211u;
+    return h;
+}
+
+static void destroy_copy_kernel(oi_vk_context *ctx) {
+    if (ctx->copy_pool) vkDestroyDescriptorPool(ctx->device, ctx->copy_pool, NULL);   /* and its sets */
+    oi_vk_pipeline_destroy(ctx, &ctx->copy);
+    free(ctx->copy_sets);
+    ctx->copy_pool = VK_NULL_HANDLE;
+    ctx->copy_sets = NULL;
+    ctx->ncopy_sets = 0;
+}
+
 void oi_vk_destroy(oi_vk_context *ctx) {
     if (!ctx) return;
     if (ctx->device) {
@@ -436,6 +451,7 @@ void oi_vk_destroy(oi_vk_context *ctx) {
         oi_vk_buffer_destroy(ctx, &ctx->staging);
         oi_vk_buffer_destroy(ctx, &ctx->scratch);
         if (ctx->descriptor_pool) vkDestroyDescriptorPool(ctx->device, ctx->descriptor_pool, NULL);
+        destroy_copy_kernel(ctx);
         if (ctx->fence) vkDestroyFence(ctx->device, ctx->fence, NULL);
         if (ctx->command_pool) vkDestroyCommandPool(ctx->device, ctx->command_pool, NULL);   /* and every buffer */
         vkDestroyDevice(ctx->device, NULL);
@@ -494,10 +510,11 @@ void oi_vk_pipeline_destroy(oi_vk_context *ctx, oi_vk_pipeline *p) {
     memset(p, 0, sizeof *p);
 }
 
-oi_status oi_vk_descriptor_set(oi_vk_context *ctx, const oi_vk_pipeline *p, const VkBuffer *buffers,
-                               const VkDeviceSize *offsets, const VkDeviceSize *ranges, VkDescriptorSet *out) {
+/* A set of p's layout from `pool`, binding buffers[i] at [offsets[i], +ranges[i]). */
+static oi_status make_set(oi_vk_context *ctx, VkDescriptorPool pool, const oi_vk_pipeline *p, const VkBuffer *buffers,
+                          const VkDeviceSize *offsets, const VkDeviceSize *ranges, VkDescriptorSet *out) {
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    ai.descriptorPool = ctx->descriptor_pool;
+    ai.descriptorPool = pool;
     ai.descriptorSetCount = 1;
     ai.pSetLayouts = &p->set_layout;
     if (vkAllocateDescriptorSets(ctx->device, &ai, out) != VK_SUCCESS) return OI_ERR_OUT_OF_MEMORY;
@@ -518,6 +535,11 @@ oi_status oi_vk_descriptor_set(oi_vk_context *ctx, const oi_vk_pipeline *p, cons
     }
     vkUpdateDescriptorSets(ctx->device, p->bindings, w, 0, NULL);
     return OI_OK;
+}
+
+oi_status oi_vk_descriptor_set(oi_vk_context *ctx, const oi_vk_pipeline *p, const VkBuffer *buffers,
+                               const VkDeviceSize *offsets, const VkDeviceSize *ranges, VkDescriptorSet *out) {
+    return make_set(ctx, ctx->descriptor_pool, p, buffers, offsets, ranges, out);
 }
 
 /* ------------------------------------------------------------ command lists and replay
@@ -549,6 +571,8 @@ typedef struct {
 
 static atomic_uint_fast64_t replays;
 uint64_t oi_vk_replays(void) { return (uint64_t)atomic_load(&replays); }
+static atomic_uint_fast64_t copy_kernels;
+uint64_t oi_vk_copy_kernels(void) { return (uint64_t)atomic_load(&copy_kernels); }
 
 static oi_status put(oi_vk_context *ctx, const void *data, size_t bytes) {
     size_t padded = (bytes + 7u) & ~(size_t)7u;
@@ -645,14 +669,81 @@ static oi_status put_copy(oi_vk_context *ctx, VkBuffer src, VkBuffer dst, const 
     return st;
 }
 
+oi_status oi_vk_copy_kernel(oi_vk_context *ctx, const uint32_t *spirv, size_t spirv_bytes) {
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 2 * OI_VK_COPY_SETS};
+    VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    dpi.maxSets = OI_VK_COPY_SETS;
+    dpi.poolSizeCount = 1;
+    dpi.pPoolSizes = &ps;
+    oi_status st = oi_vk_pipeline_create(ctx, spirv, spirv_bytes, 2, 4, &ctx->copy);
+    if (st == OI_OK && vkCreateDescriptorPool(ctx->device, &dpi, NULL, &ctx->copy_pool) != VK_SUCCESS)
+        st = OI_ERR_DEVICE;
+    if (st == OI_OK && !(ctx->copy_sets = calloc(2 * OI_VK_COPY_SETS, sizeof *ctx->copy_sets)))
+        st = OI_ERR_OUT_OF_MEMORY;
+    if (st != OI_OK) destroy_copy_kernel(ctx);     /* copies stay transfers */
+    return st;
+}
+
+/* The copy kernel's descriptor set binding exactly [src_off, +bytes) of src and [dst_off, +bytes)
+ * of dst: the one made for this copy before, or a new one; VK_NULL_HANDLE once OI_VK_COPY_SETS
+ * are made (the copy is then a transfer). */
+static VkDescriptorSet copy_set(oi_vk_context *ctx, VkBuffer src, VkDeviceSize src_off, VkBuffer dst,
+                                VkDeviceSize dst_off, VkDeviceSize bytes) {
+    const uint64_t key[5] = {(uint64_t)(uintptr_t)src, src_off, (uint64_t)(uintptr_t)dst, dst_off, bytes};
+    uint32_t i = (uint32_t)(fnv1a((const uint8_t *)key, sizeof key) % (2 * OI_VK_COPY_SETS));
+    for (;; i = (i + 1) % (2 * OI_VK_COPY_SETS)) {    /* at most half the slots are taken */
+        oi_vk_copy_set *c = &ctx->copy_sets[i];
+        if (!c->set) break;
+        if (c->src == src && c->src_offset == src_off && c->dst == dst && c->dst_offset == dst_off && c->bytes == bytes)
+            return c->set;
+    }
+    if (ctx->ncopy_sets == OI_VK_COPY_SETS) return VK_NULL_HANDLE;
+    oi_vk_copy_set *c = &ctx->copy_sets[i];
+    const VkBuffer buffers[2] = {src, dst};
+    const VkDeviceSize offsets[2] = {src_off, dst_off}, ranges[2] = {bytes, bytes};
+    if (make_set(ctx, ctx->copy_pool, &ctx->copy, buffers, offsets, ranges, &c->set) != OI_OK) {
+        c->set = VK_NULL_HANDLE;
+        return VK_NULL_HANDLE;
+    }
+    c->src = src;
+    c->src_offset = src_off;
+    c->dst = dst;
+    c->dst_offset = dst_off;
+    c->bytes = bytes;
+    ++ctx->ncopy_sets;
+    return c->set;
+}
+
 oi_status oi_vk_copy(oi_vk_context *ctx, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
                      VkDeviceSize bytes) {
     if (bytes == 0) return OI_OK;
     const oi_vk_access acc[2] = {{src, src_off, bytes, 0}, {dst, dst_off, bytes, 1}};
+    const VkPhysicalDeviceLimits *lim = &ctx->properties.limits;
+    const VkDeviceSize align = lim->minStorageBufferOffsetAlignment;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    if (ctx->copy_sets && src != ctx->staging.buffer && dst != ctx->staging.buffer && bytes % 4u == 0 &&
+        src_off % align == 0 && dst_off % align == 0 && bytes <= lim->maxStorageBufferRange && bytes / 4u <= UINT32_MAX)
+        set = copy_set(ctx, src, src_off, dst, dst_off, bytes);
     oi_status st = order(ctx, acc, 2);
     if (st != OI_OK) return st;
-    const VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
-    return put_copy(ctx, src, dst, &region, 1);
+    if (!set) {
+        const VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
+        return put_copy(ctx, src, dst, &region, 1);
+    }
+    cmd_dispatch c;
+    memset(&c, 0, sizeof c);
+    c.kind = CMD_DISPATCH;
+    c.push_bytes = 4;
+    c.pipeline = ctx->copy.pipeline;
+    c.layout = ctx->copy.layout;
+    c.set = set;
+    const uint32_t words = (uint32_t)(bytes / 4u), groups = (words + 255u) / 256u;
+    c.gx = groups < 4096u ? groups : 4096u;          /* the kernel strides over what one pass leaves */
+    c.gy = c.gz = 1;
+    if ((st = put(ctx, &c, sizeof c)) != OI_OK || (st = put(ctx, &words, 4)) != OI_OK) return st;
+    atomic_fetch_add(&transfers, 1);
+    atomic_fetch_add(&copy_kernels, 1);
+    return OI_OK;
 }
 
 static oi_status put_fill(oi_vk_context *ctx, uint32_t kind, VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes,
@@ -764,12 +855,6 @@ static oi_status record(VkCommandBuffer cb, const uint8_t *list, size_t bytes, V
         }
     }
     return vkEndCommandBuffer(cb) == VK_SUCCESS ? OI_OK : OI_ERR_DEVICE;
-}
-
-static uint64_t fnv1a(const uint8_t *p, size_t n) {
-    uint64_t h = 1469598103934665603u;
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211u;
-    return h;
 }
 
 /* The command buffer holding ctx->list: a kept one recorded from an identical list, or the list

@@ -654,6 +654,7 @@ class VulkanRenderer(CRenderer):
             f"{n}_shaders.c": render("vulkan/shaders.c.j2", **ctx),
             "meson.build": render("vulkan/meson.build.j2", **ctx),
             "shaders/oi_common.glsl": render("glsl/oi_common.glsl"),
+            "shaders/oi_copy.comp": render("glsl/oi_copy.comp"),
         }
         for sh in ctx["shaders"]:
             out[f"shaders/{sh.name}.comp"] = sh.source

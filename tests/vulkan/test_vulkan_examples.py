@@ -117,6 +117,30 @@ def test_quantized_decoder_matches_reference(weights, tmp_path):
     assert sim.validation_messages() == 0
 
 
+def test_table_copies_run_as_the_copy_kernel(example):
+    """kv_cache_decode's append (q into row t of K) and read (K whole into k_hist) are copies
+    between device buffers at aligned offsets: the HAL runs them as its copy kernel (not
+    vkCmdCopyBuffer, after which the next kernel waits longer), counted as transfers too; the
+    dynamic input's upload from the staging buffer stays a transfer. The rows match NumPy."""
+    model, graph = example("kv_cache_decode")
+    sim = Simulator(model, graph, arch=VK_ARCH)
+    ex = sim.make_executor()
+    rows = []
+    for step in range(4):                    # the table's four rows
+        q = np.arange(16, dtype=np.float32) + 100 * step
+        rows.append(q)
+        before = sim.vk_counters()
+        ex.insert(q=q)
+        ex.run_step()
+        after = sim.vk_counters()
+        assert after["copy_kernels"] - before["copy_kernels"] == 2, step
+        assert after["transfers"] - before["transfers"] == 4, step   # + the upload of q, the status word read back
+        want = np.zeros((4, 16), np.float32)
+        want[:len(rows)] = rows
+        np.testing.assert_array_equal(ex.fetch("k_hist"), want)
+    assert sim.validation_messages() == 0
+
+
 def test_step_command_counts(tmp_path):
     """What a step records, counted by the HAL (oi_vk_dispatches / transfers / barriers): the
     input's upload, four kernels, and a barrier only before each command that reads what an
@@ -145,7 +169,8 @@ block entry {
         assert after["wait_ns"] > before["wait_ns"]
         # the first step records its command buffer, the next ones submit it again
         assert {k: after[k] - before[k] for k in after if k != "wait_ns"} == {
-            "submissions": 1, "replays": int(step > 0), "dispatches": 4, "transfers": 1, "barriers": 3}
+            "submissions": 1, "replays": int(step > 0), "dispatches": 4, "transfers": 1, "copy_kernels": 0,
+            "barriers": 3}
 
     def softmax(x, axis):
         z = np.exp(x - x.max(axis=axis, keepdims=True))
