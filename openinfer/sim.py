@@ -114,6 +114,7 @@ class Simulator:
         self._vk_ffi.cdef("".join(f"uint64_t oi_vk_{c}(void);" for c in (
             "validation_messages", "submissions", "replays", "dispatches", "transfers", "copy_kernels", "barriers",
             "wait_ns")))
+        self._vk_ffi.cdef("uint32_t oi_vk_stage_profile(uint64_t *, uint32_t *, uint32_t *, uint32_t);")
         self._vk_lib = self._vk_ffi.dlopen(str(self.library))
         self._cpu_mask = synthesizer.device.cpu_feature_mask
         self.vars = {v.name: v for v in self.program.vars}
@@ -156,6 +157,21 @@ class Simulator:
                                  "wait_ns")}
         except AttributeError:
             return {}
+
+
+    def vk_stage_profile(self) -> list[tuple[float, int, int]]:
+        """Vulkan targets run with OI_VK_PROFILE=1 (set before the executor is made): the last
+        submission's stages (the commands between two barriers) as (device microseconds,
+        kernels, transfers), from GPU timestamps (hal/include/oi_hal_vulkan.h,
+        oi_vk_stage_profile); [] when nothing was profiled or the library has no Vulkan HAL."""
+        try:
+            fn = self._vk_lib.oi_vk_stage_profile
+        except AttributeError:
+            return []
+        n = int(fn(self._vk_ffi.NULL, self._vk_ffi.NULL, self._vk_ffi.NULL, 0))
+        ns, kernels, transfers = (self._vk_ffi.new(f"{t}[]", max(n, 1)) for t in ("uint64_t", "uint32_t", "uint32_t"))
+        n = min(n, int(fn(ns, kernels, transfers, n)))
+        return [(ns[i] / 1e3, int(kernels[i]), int(transfers[i])) for i in range(n)]
 
 
 def _host_cap_note() -> str:

@@ -26,6 +26,7 @@
  * OI_VK_REPLAY=0 records every submission afresh.
  *
  * Environment: OI_VK_DEVICE picks the physical device (an index, or a substring of its name);
+ * OI_VK_PROFILE=1 times every stage of every submission (oi_vk_stage_profile);
  * OI_VK_VALIDATION=1 enables the Khronos validation layer, with its synchronization validation
  * (which reports a missing barrier as a hazard), and a messenger that counts (and prints) every
  * warning and error, see oi_vk_validation_messages().
@@ -100,6 +101,9 @@ typedef struct oi_vk_copy_set {
     VkDescriptorSet set;
 } oi_vk_copy_set;
 
+/* Stages a profiled submission (OI_VK_PROFILE=1) times one by one; the rest are timed as one. */
+#define OI_VK_PROFILE_STAGES 1023u
+
 /* A command buffer recorded from a command list, kept for replay. */
 typedef struct oi_vk_replay_slot {
     uint64_t hash;            /* of the list                                             */
@@ -139,6 +143,8 @@ typedef struct oi_vk_context {
     size_t list_bytes, list_capacity;
     oi_vk_replay_slot replay[OI_VK_REPLAY_SLOTS];
     int replay_off;           /* OI_VK_REPLAY=0                                          */
+    VkQueryPool profile_pool; /* OI_VK_PROFILE=1: the timestamps of oi_vk_stage_profile    */
+    uint64_t profile_mask;    /* the queue's valid timestamp bits                         */
     uint64_t submitted;       /* submissions so far (the slots' clock)                   */
     /* what the commands recorded since the last barrier access (see "Ordering" above) */
     oi_vk_access pending[OI_VK_PENDING_ACCESSES];
@@ -233,6 +239,15 @@ uint64_t oi_vk_wait_ns(void);
 uint64_t oi_vk_replays(void);
 /* Transfers that ran as the copy kernel (oi_vk_copy_kernel), counted in oi_vk_transfers too. */
 uint64_t oi_vk_copy_kernels(void);
+/* Where a submission's device time goes (OI_VK_PROFILE=1, read at oi_vk_create: every command
+ * buffer then writes a GPU timestamp at its start, before each barrier and at its end; without
+ * it nothing is timed). A stage is the commands between two barriers: they may overlap, and a
+ * stage ends when all of them have. Returns the number of stages of the last profiled submission
+ * of the process (0: none yet) and fills, for the first `max`, the stage's device nanoseconds
+ * and its kernels and transfers (copies that ran as the copy kernel count as transfers); any of
+ * the arrays may be NULL. The timestamps cost a little (an H200 decode step: ~4% more device
+ * time); past OI_VK_PROFILE_STAGES stages, the last one holds the rest. */
+uint32_t oi_vk_stage_profile(uint64_t *ns, uint32_t *kernels, uint32_t *transfers, uint32_t max);
 
 #ifdef __cplusplus
 }

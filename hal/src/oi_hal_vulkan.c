@@ -407,6 +407,18 @@ oi_status oi_vk_create(const char *vendor, const char *name, VkDeviceSize stagin
         oi_vk_destroy(ctx);
         return OI_ERR_DEVICE;
     }
+    const char *profile = getenv("OI_VK_PROFILE");
+    const uint32_t stamp_bits = qf[ctx->queue_family].timestampValidBits;
+    if (profile && strcmp(profile, "0") != 0 && stamp_bits) {
+        VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+        qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+        qi.queryCount = OI_VK_PROFILE_STAGES + 1;
+        if (vkCreateQueryPool(ctx->device, &qi, NULL, &ctx->profile_pool) != VK_SUCCESS) {
+            oi_vk_destroy(ctx);
+            return OI_ERR_DEVICE;
+        }
+        ctx->profile_mask = stamp_bits >= 64 ? UINT64_MAX : (UINT64_C(1) << stamp_bits) - 1u;
+    }
     const char *replay = getenv("OI_VK_REPLAY");
     ctx->replay_off = replay && strcmp(replay, "0") == 0;
     /* the transfer area starts 256-aligned after the caller's bytes; at least 64 KiB of it */
@@ -453,6 +465,7 @@ void oi_vk_destroy(oi_vk_context *ctx) {
         if (ctx->descriptor_pool) vkDestroyDescriptorPool(ctx->device, ctx->descriptor_pool, NULL);
         destroy_copy_kernel(ctx);
         if (ctx->fence) vkDestroyFence(ctx->device, ctx->fence, NULL);
+        if (ctx->profile_pool) vkDestroyQueryPool(ctx->device, ctx->profile_pool, NULL);
         if (ctx->command_pool) vkDestroyCommandPool(ctx->device, ctx->command_pool, NULL);   /* and every buffer */
         vkDestroyDevice(ctx->device, NULL);
     }
@@ -816,45 +829,125 @@ oi_status oi_vk_fill_bytes(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset
 }
 
 /* Records list[0, bytes) into cb (begun and ended here). */
-static oi_status record(VkCommandBuffer cb, const uint8_t *list, size_t bytes, VkCommandBufferUsageFlags usage) {
+/* Bytes of the list entry at `at` (its struct and the data that follows it). */
+static size_t entry_bytes(const uint8_t *list, size_t at) {
+    uint32_t kind;
+    memcpy(&kind, list + at, sizeof kind);
+    if (kind == CMD_BARRIER) return 8;
+    if (kind == CMD_DISPATCH) {
+        cmd_dispatch c;
+        memcpy(&c, list + at, sizeof c);
+        return sizeof c + ((c.push_bytes + 7u) & ~7u);
+    }
+    if (kind == CMD_COPY) {
+        cmd_copy c;
+        memcpy(&c, list + at, sizeof c);
+        return sizeof c + c.regions * sizeof(VkBufferCopy);
+    }
+    cmd_fill c;
+    memcpy(&c, list + at, sizeof c);
+    return sizeof c + (kind == CMD_UPDATE ? ((size_t)c.bytes + 7u) & ~(size_t)7u : 0u);
+}
+
+/* Records list[0, bytes) into cb (begun and ended here). With a profile pool (OI_VK_PROFILE), a
+ * timestamp at the start, one before each barrier while stages are left (see
+ * OI_VK_PROFILE_STAGES) and one at the end. */
+static oi_status record(VkCommandBuffer cb, const uint8_t *list, size_t bytes, VkCommandBufferUsageFlags usage,
+                        VkQueryPool profile) {
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     bi.flags = usage;
     if (vkBeginCommandBuffer(cb, &bi) != VK_SUCCESS) return OI_ERR_DEVICE;
-    for (size_t at = 0; at < bytes;) {
+    uint32_t stamp = 0;
+    if (profile) {
+        vkCmdResetQueryPool(cb, profile, 0, OI_VK_PROFILE_STAGES + 1);
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, profile, stamp++);
+    }
+    for (size_t at = 0; at < bytes; at += entry_bytes(list, at)) {
         uint32_t kind;
         memcpy(&kind, list + at, sizeof kind);
         if (kind == CMD_BARRIER) {
+            if (profile && stamp < OI_VK_PROFILE_STAGES)
+                vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, profile, stamp++);
             record_barrier(cb);
-            at += 8;
         } else if (kind == CMD_DISPATCH) {
             cmd_dispatch c;
             memcpy(&c, list + at, sizeof c);
-            at += sizeof c;
             vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
             vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &c.set, 0, NULL);
-            if (c.push_bytes) vkCmdPushConstants(cb, c.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, c.push_bytes, list + at);
-            at += (c.push_bytes + 7u) & ~7u;
+            if (c.push_bytes)
+                vkCmdPushConstants(cb, c.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, c.push_bytes, list + at + sizeof c);
             vkCmdDispatch(cb, c.gx, c.gy, c.gz);
         } else if (kind == CMD_COPY) {
             cmd_copy c;
             VkBufferCopy regions[64];
             memcpy(&c, list + at, sizeof c);
             memcpy(regions, list + at + sizeof c, c.regions * sizeof *regions);
-            at += sizeof c + c.regions * sizeof *regions;
             vkCmdCopyBuffer(cb, c.src, c.dst, c.regions, regions);
         } else {
             cmd_fill c;
             memcpy(&c, list + at, sizeof c);
-            at += sizeof c;
-            if (kind == CMD_FILL) {
+            if (kind == CMD_FILL)
                 vkCmdFillBuffer(cb, c.dst, c.offset, c.bytes, c.word);
-            } else {
-                vkCmdUpdateBuffer(cb, c.dst, c.offset, c.bytes, list + at);
-                at += ((size_t)c.bytes + 7u) & ~(size_t)7u;
-            }
+            else
+                vkCmdUpdateBuffer(cb, c.dst, c.offset, c.bytes, list + at + sizeof c);
         }
     }
+    if (profile) vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, profile, stamp);
     return vkEndCommandBuffer(cb) == VK_SUCCESS ? OI_OK : OI_ERR_DEVICE;
+}
+
+/* The last profiled submission's stages (OI_VK_PROFILE), process-wide like the counters. */
+static struct {
+    pthread_mutex_t lock;
+    uint32_t stages;
+    uint64_t ns[OI_VK_PROFILE_STAGES];
+    uint32_t kernels[OI_VK_PROFILE_STAGES], transfers[OI_VK_PROFILE_STAGES];
+} last_profile = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+uint32_t oi_vk_stage_profile(uint64_t *ns, uint32_t *kernels, uint32_t *transfers, uint32_t max) {
+    pthread_mutex_lock(&last_profile.lock);
+    const uint32_t n = last_profile.stages;
+    for (uint32_t i = 0; i < n && i < max; ++i) {
+        if (ns) ns[i] = last_profile.ns[i];
+        if (kernels) kernels[i] = last_profile.kernels[i];
+        if (transfers) transfers[i] = last_profile.transfers[i];
+    }
+    pthread_mutex_unlock(&last_profile.lock);
+    return n;
+}
+
+/* After a profiled submission completed: its timestamps, and what each stage of ctx->list held
+ * (the copy kernel's dispatches count as transfers), into last_profile. */
+static oi_status keep_profile(oi_vk_context *ctx) {
+    uint32_t kernels[OI_VK_PROFILE_STAGES] = {0}, transfers[OI_VK_PROFILE_STAGES] = {0};
+    uint32_t stage = 0;                       /* mirrors record(): a barrier starts a stage while some are left */
+    for (size_t at = 0; at < ctx->list_bytes; at += entry_bytes(ctx->list, at)) {
+        uint32_t kind;
+        memcpy(&kind, ctx->list + at, sizeof kind);
+        if (kind == CMD_BARRIER) {
+            if (stage + 1 < OI_VK_PROFILE_STAGES) ++stage;
+        } else if (kind == CMD_DISPATCH) {
+            cmd_dispatch c;
+            memcpy(&c, ctx->list + at, sizeof c);
+            ++*(c.pipeline == ctx->copy.pipeline ? &transfers[stage] : &kernels[stage]);
+        } else {
+            ++transfers[stage];
+        }
+    }
+    uint64_t stamps[OI_VK_PROFILE_STAGES + 1];
+    if (vkGetQueryPoolResults(ctx->device, ctx->profile_pool, 0, stage + 2, sizeof stamps, stamps, sizeof *stamps,
+                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
+        return OI_ERR_DEVICE;
+    pthread_mutex_lock(&last_profile.lock);
+    last_profile.stages = stage + 1;
+    for (uint32_t i = 0; i <= stage; ++i) {
+        const uint64_t ticks = (stamps[i + 1] - stamps[i]) & ctx->profile_mask;
+        last_profile.ns[i] = (uint64_t)((double)ticks * ctx->properties.limits.timestampPeriod + 0.5);
+        last_profile.kernels[i] = kernels[i];
+        last_profile.transfers[i] = transfers[i];
+    }
+    pthread_mutex_unlock(&last_profile.lock);
+    return OI_OK;
 }
 
 /* The command buffer holding ctx->list: a kept one recorded from an identical list, or the list
@@ -863,7 +956,8 @@ static oi_status commands_for_list(oi_vk_context *ctx, VkCommandBuffer *out) {
     ++ctx->submitted;
     if (ctx->replay_off) {
         *out = ctx->commands;
-        return record(ctx->commands, ctx->list, ctx->list_bytes, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
+        return record(ctx->commands, ctx->list, ctx->list_bytes, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+                      ctx->profile_pool);
     }
     const uint64_t h = fnv1a(ctx->list, ctx->list_bytes);
     oi_vk_replay_slot *lru = &ctx->replay[0];
@@ -898,7 +992,7 @@ static oi_status commands_for_list(oi_vk_context *ctx, VkCommandBuffer *out) {
     lru->hash = h;
     lru->used = ctx->submitted;
     *out = lru->commands;
-    oi_status st = record(lru->commands, ctx->list, ctx->list_bytes, 0);
+    oi_status st = record(lru->commands, ctx->list, ctx->list_bytes, 0, ctx->profile_pool);
     if (st != OI_OK) lru->bytes = (size_t)-1;    /* never matched again */
     return st;
 }
@@ -919,7 +1013,7 @@ oi_status oi_vk_flush(oi_vk_context *ctx) {
     atomic_fetch_add(&wait_ns, now_ns() - t0);
     vkResetFences(ctx->device, 1, &ctx->fence);
     if (cb == ctx->commands) vkResetCommandBuffer(ctx->commands, 0);
-    return OI_OK;
+    return ctx->profile_pool ? keep_profile(ctx) : OI_OK;
 }
 
 oi_status oi_vk_upload(oi_vk_context *ctx, VkBuffer dst, VkDeviceSize offset, const void *src, VkDeviceSize bytes) {

@@ -80,3 +80,15 @@ def test_chain_row_steps_are_chains_of_dependent_commands(tmp_path):
     res = _bench(tmp_path, LAVAPIPE, 1).chain(steps=2)
     assert res["transfers_barriers_per_step"] == res["kernels_barriers_per_step"] == 66
     assert res["transfers_device_us_per_command"] > 0 and res["kernels_host_us_per_command"] > 0
+
+
+def test_decoder_stages_row_accounts_for_every_command(tmp_path, monkeypatch):
+    """The decoder-stages row (the test-size decoder here): one timed entry per stage, whose
+    kernels and transfers add up to what the HAL counted for the step."""
+    monkeypatch.setattr(vulkan_bench, "DECODER_SIZE", "test")
+    res = _bench(tmp_path, LAVAPIPE, 1).decoder_stages("f32", position=3)
+    stages = [res[f"stage{i:03d}"] for i in range(res["stages"])]
+    parsed = [(float(s.split()[0]), int(s.split()[2]), int(s.split()[4])) for s in stages]
+    assert sum(k for _, k, _ in parsed) == res["dispatches"] and sum(t for _, _, t in parsed) == res["transfers"]
+    assert res["stages"] > 8 and all(us > 0 for us, _, _ in parsed)
+    assert abs(sum(us for us, _, _ in parsed) - res["total_us"]) < 1e-6 * res["total_us"] + 0.01

@@ -179,6 +179,33 @@ block entry {
     assert sim.validation_messages() == 0
 
 
+def test_stage_profile_times_every_stage(tmp_path, monkeypatch):
+    """OI_VK_PROFILE=1: the GPU timestamps of test_step_command_counts' steps give one entry per
+    stage (the commands between two barriers) with the kernels and transfers it held: the upload,
+    the two independent softmaxes, the add, the last softmax; each took device time."""
+    monkeypatch.setenv("OI_VK_PROFILE", "1")
+    graph = oi.graph("""
+dynamic { a: f32[4, 32]; }
+volatile { b: f32[4, 32]; c: f32[4, 32]; d: f32[4, 32]; e: f32[4, 32]; }
+block entry {
+    op softmax(a, axis=1) >> b;
+    op softmax(a, axis=0) >> c;
+    op add(b, c) >> d;
+    op softmax(d, axis=1) >> e;
+}
+""")
+    oi.write_oinf(tmp_path / "empty.oinf", tensors={})
+    sim = Simulator(oi.ModelLoader.open(tmp_path / "empty.oinf"), graph, arch=VK_ARCH, outputs={"e"})
+    ex = sim.make_executor()
+    for _ in range(2):                       # recorded, then replayed: both timed
+        ex.insert(a=np.ones((4, 32), np.float32))
+        ex.run_step()
+        stages = sim.vk_stage_profile()
+        assert [(k, t) for _, k, t in stages] == [(0, 1), (2, 0), (1, 0), (1, 0)]
+        assert all(us > 0 for us, _, _ in stages), stages
+    assert sim.validation_messages() == 0
+
+
 def test_many_executors_in_one_process(example):
     """Executors created one after another (a test suite, a service reloading a model) share the
     process's VkInstance: on an H200 (driver 580) the 31st instance a process created saw no

@@ -12,6 +12,9 @@
 - decoder-profile: where a decoder step's time goes, per op: through the trace hook every node
   is submitted and waited for alone, so each figure is the node's GPU time plus one submission
   (the smallest nodes, copies, show that floor);
+- decoder-stages: where a replayed decode step's device time goes, stage by stage (the commands
+  between two barriers), from GPU timestamps (OI_VK_PROFILE=1, hal/include/oi_hal_vulkan.h
+  oi_vk_stage_profile): each stage's microseconds and its kernels and transfers;
 - chain: what one dependent command costs the device: a step of 64 transfers, each reading what
   the one before wrote (cache write / read pairs), and one of 64 such small kernels (softmax
   pairs over 256 elements); microseconds per command of device and of host time;
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import tempfile
 import time
@@ -51,7 +55,8 @@ import openinfer as oi  # noqa: E402
 from openinfer.emit.glsl import linalg  # noqa: E402
 from openinfer.synth import devices  # noqa: E402
 
-ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "decoder-profile", "chain", "peers")
+ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "decoder-profile", "decoder-stages", "chain",
+        "peers")
 #: small shapes that select each fast matmul kernel (as tests/vulkan/test_vulkan_matmul.py):
 #: (a shape, b shape, operand dtype, acc, output dtype)
 CHECK_CASES = [
@@ -89,6 +94,8 @@ block entry {
     }
     op add(a, a0) >> o;
 }"""}
+#: examples/decoder.py's size the decoder rows run (the tests shrink it)
+DECODER_SIZE = "bench"
 #: the decoder rows' input: one token per step
 DECODER_TOKEN = {"token": np.array([1], np.int32)}
 PREFIX = {"check": "check", "gemv": "gemv_f32", "gemv-f16": "gemv_f16", "gemm": "gemm_f32", "gemm-f16": "gemm_f16"}
@@ -288,7 +295,7 @@ class Bench:
         decoder = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = decoder
         spec.loader.exec_module(decoder)
-        cfg = decoder.with_weights(decoder.SIZES["bench"], weights)
+        cfg = decoder.with_weights(decoder.SIZES[DECODER_SIZE], weights)
         graph, model_path = decoder.write(cfg, self.tmp / f"decoder_{weights}")
         ex = oi.Simulator(oi.ModelLoader.open(model_path), oi.load_graph(graph), arch=self.args.arch,
                           outputs={"next"}).make_executor()
@@ -353,6 +360,31 @@ class Bench:
             out[f"{name}_device_us_per_command"] = per_step["wait_ns"] / 1e3 / commands
             out[f"{name}_host_us_per_command"] = (seconds * 1e6 - per_step["wait_ns"] / 1e3) / commands
             out[f"{name}_barriers_per_step"] = per_step["barriers"]
+        return out
+
+    def decoder_stages(self, weights: str, position: int = 40) -> dict:
+        """The step at cache `position`, replayed (a first pass recorded it), stage by stage from
+        GPU timestamps: the total, the stage count, and per stage its microseconds, kernels and
+        transfers."""
+        os.environ["OI_VK_PROFILE"] = "1"            # read when the executor is created
+        try:
+            ex, _ = self._decoder(weights)
+        finally:
+            del os.environ["OI_VK_PROFILE"]
+        for _ in range(2):
+            ex.reset()
+            for _ in range(position + 1):
+                before = ex.sim.vk_counters()
+                ex.insert(**DECODER_TOKEN)
+                ex.run_step()
+        after = ex.sim.vk_counters()
+        stages = ex.sim.vk_stage_profile()
+        out: dict = {"total_us": sum(us for us, _, _ in stages), "stages": len(stages),
+                     # the step's commands as the HAL counted them, for comparison with the stages'
+                     "dispatches": after["dispatches"] - before["dispatches"],
+                     "transfers": after["transfers"] - before["transfers"]}
+        for i, (us, kernels, transfers) in enumerate(stages):
+            out[f"stage{i:03d}"] = f"{us:8.2f} us  {kernels} kernels  {transfers} transfers"
         return out
 
     def decoder_profile(self, weights: str, steps: int = 5) -> dict:
@@ -430,6 +462,10 @@ def main(argv=None) -> int:
     if "chain" in args.rows:
         for key, value in bench.chain().items():
             report(f"chain_{key}", value)
+    if "decoder-stages" in args.rows:
+        for weights in args.decoder_weights:
+            for key, value in bench.decoder_stages(weights).items():
+                report(f"decoder_stages_{weights}_{key}", value)
     if "decoder-profile" in args.rows:
         for weights in args.decoder_weights:
             for key, value in bench.decoder_profile(weights).items():
