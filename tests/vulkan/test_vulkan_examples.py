@@ -117,6 +117,20 @@ def test_quantized_decoder_matches_reference(weights, tmp_path):
     assert sim.validation_messages() == 0
 
 
+#: four kernels in three dependent stages after the input's upload (two independent softmaxes,
+#: their sum, a softmax of it): the command-count and stage-profile tests' step
+SOFTMAXES = """
+dynamic { a: f32[4, 32]; }
+volatile { b: f32[4, 32]; c: f32[4, 32]; d: f32[4, 32]; e: f32[4, 32]; }
+block entry {
+    op softmax(a, axis=1) >> b;
+    op softmax(a, axis=0) >> c;
+    op add(b, c) >> d;
+    op softmax(d, axis=1) >> e;
+}
+"""
+
+
 def test_table_copies_run_as_the_copy_kernel(example):
     """kv_cache_decode's append (q into row t of K) and read (K whole into k_hist) are copies
     between device buffers at aligned offsets: the HAL runs them as its copy kernel (not
@@ -147,16 +161,7 @@ def test_step_command_counts(tmp_path):
     earlier one since the last barrier wrote: the first softmax (after the upload), the add (after
     both softmaxes, which need none between them) and the last softmax. The steps' commands are
     the same, so only the first is recorded into a command buffer (oi_vk_replays)."""
-    graph = oi.graph("""
-dynamic { a: f32[4, 32]; }
-volatile { b: f32[4, 32]; c: f32[4, 32]; d: f32[4, 32]; e: f32[4, 32]; }
-block entry {
-    op softmax(a, axis=1) >> b;
-    op softmax(a, axis=0) >> c;
-    op add(b, c) >> d;
-    op softmax(d, axis=1) >> e;
-}
-""")
+    graph = oi.graph(SOFTMAXES)
     oi.write_oinf(tmp_path / "empty.oinf", tensors={})
     sim = Simulator(oi.ModelLoader.open(tmp_path / "empty.oinf"), graph, arch=VK_ARCH, outputs={"e"})
     ex = sim.make_executor()
@@ -184,16 +189,7 @@ def test_stage_profile_times_every_stage(tmp_path, monkeypatch):
     stage (the commands between two barriers) with the kernels and transfers it held: the upload,
     the two independent softmaxes, the add, the last softmax; each took device time."""
     monkeypatch.setenv("OI_VK_PROFILE", "1")
-    graph = oi.graph("""
-dynamic { a: f32[4, 32]; }
-volatile { b: f32[4, 32]; c: f32[4, 32]; d: f32[4, 32]; e: f32[4, 32]; }
-block entry {
-    op softmax(a, axis=1) >> b;
-    op softmax(a, axis=0) >> c;
-    op add(b, c) >> d;
-    op softmax(d, axis=1) >> e;
-}
-""")
+    graph = oi.graph(SOFTMAXES)
     oi.write_oinf(tmp_path / "empty.oinf", tensors={})
     sim = Simulator(oi.ModelLoader.open(tmp_path / "empty.oinf"), graph, arch=VK_ARCH, outputs={"e"})
     ex = sim.make_executor()
