@@ -299,8 +299,9 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
     trees; the weighted sum of V: lane (e4, g) adds the vec4 of columns e4 over keys g, g + G, ...
     and the G partial vec4s of a column are added once. On an H200 the decode step's attention
     (12 query heads over 64 cached keys of 64 dims) took 12-16 us of device time with a lane per
-    key reading its row element by element; None where the shape does not fit (V wider than
-    4 x the workgroup, or too little shared memory: the caller's kernel serves it)."""
+    key reading its row element by element, 12-14 with this kernel (and 6-8 once the cache reads
+    before it were no longer transfers: docs/vulkan.md). None where the shape does not fit (V
+    wider than 4 x the workgroup, or too little shared memory: the caller's kernel serves it)."""
     dk4, dv4 = dk // 4, dv // 4
     sl = 1
     while sl * 2 <= min(dk4, SDPA_KEY_LANES):
