@@ -112,7 +112,7 @@ def test_vulkan_shaders_read_the_sizes_from_push_constants(mlp_model):
     """Generation only (tests/vulkan/test_vulkan_dynamic.py runs it): the kernel's extents are
     macros over a push constant, and the host computes the workgroups from the run-time size."""
     files = Synthesizer.from_arch("lavapipe").synthesize(mlp_model, MLP, name="mlp").files
-    shaders = [v.decode() for k, v in files.items() if k.endswith(".comp")]
+    shaders = [v.decode() for k, v in files.items() if k.endswith(".comp") and k != "shaders/oi_copy.comp"]
     assert shaders and all("#define sz_B pc.oi_sz_B" in s for s in shaders)
     assert any(re.search(r"#define OI_DIM\d+ \(16 \* sz_B\)  // 16\*B \(at most 512\)", s) for s in shaders)
     host = files["mlp.c"].decode()
