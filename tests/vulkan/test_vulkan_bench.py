@@ -91,4 +91,5 @@ def test_decoder_stages_row_accounts_for_every_command(tmp_path, monkeypatch):
     parsed = [(float(s.split()[0]), int(s.split()[2]), int(s.split()[4])) for s in stages]
     assert sum(k for _, k, _ in parsed) == res["dispatches"] and sum(t for _, _, t in parsed) == res["transfers"]
     assert res["stages"] > 8 and all(us > 0 for us, _, _ in parsed)
-    assert abs(sum(us for us, _, _ in parsed) - res["total_us"]) < 1e-6 * res["total_us"] + 0.01
+    # the stages are printed to 0.01 us: their sum is the total within half of that per stage
+    assert abs(sum(us for us, _, _ in parsed) - res["total_us"]) <= 0.005 * len(parsed) + 1e-6 * res["total_us"]
