@@ -82,6 +82,21 @@ class VulkanRenderer(CRenderer):
 
         return takes_transposed
 
+    @staticmethod
+    def rope_epilogue_for(device):
+        """Which matmul kernels apply a rope to their result as they store it
+        (openinfer/synth/fusion.py `fold_rope`): the GEMVs, whose workgroups then take column
+        pairs. A decoder layer's rope stage goes: q and k leave the projections rotated."""
+        from .glsl.linalg import takes_rope
+        from .glsl.types import Caps
+
+        caps = Caps.from_device(device)
+        return lambda req: takes_rope(req, caps)
+
+    #: kernels may read a persistent table's rows under leading indices in place (a binding of
+    #: that part of the persistent buffer): openinfer/synth/table_views.py makes cache reads views
+    table_operands = True
+
     def __init__(self, prog: P.Program, plan: MemoryPlan, device, *, embed_weights: bool = False):
         super().__init__(prog, plan, device, embed_weights=embed_weights)
         self.caps = Caps.from_device(device)
@@ -161,15 +176,45 @@ class VulkanRenderer(CRenderer):
             return "m->persistent.buffer", f"{self.plan.offset(buf.name)}u"
         return "m->arena.buffer", f"{self.plan.offset(buf.name)}u"
 
+    def _index_sizes(self, op: P.Operand) -> tuple[int, ...]:
+        """The sizes of the indices operand `op` carries: a prefix table's, or a persistent
+        table's leading ones (a kernel reading the rows under them: openinfer/synth/table_views.py)."""
+        if op.var in self.p.prefix_tables:
+            return self.p.prefix_tables[op.var].sizes
+        if op.var in self.p.tables and op.indices:
+            return self.p.tables[op.var].sizes[:len(op.indices)]
+        return ()
+
+    def _entries(self, op: P.Operand) -> int:
+        """How many entries operand `op` chooses among by its indices (0: none)."""
+        sizes = self._index_sizes(op)
+        return int(np.prod(sizes, dtype=np.int64)) if sizes else 0
+
+    def index_checks(self, frame: str, op: P.Operand, view: StatementView) -> None:
+        """The range checks of an indexed operand's run-time indices, added to `view`."""
+        if op.var in self.p.prefix_tables:
+            self.prefix_flat(frame, op, view)
+            return
+        lay = self.p.tables[op.var]
+        names = self._index_names(op.var)
+        for k, e in enumerate(op.indices):
+            self._table_index(frame, lay, k, e, view, names[k])
+
     def binding(self, frame: str, op: P.Operand, combo: tuple[int, ...] | None) -> tuple[int, int, int] | None:
         """(buffer id, offset, bytes) of an operand in `frame`; prefix tables at entry `combo`
-        (None: the model has no tensor there)."""
+        (None: the model has no tensor there), persistent tables' rows under leading indices at
+        entry `combo` of those indices."""
         if op.var in self.p.prefix_tables:
             pt = self.p.prefix_tables[op.var]
             key = pt.keys[combo[0]]
             if key is None:
                 return None
             return WEIGHTS, self.wlayout[key], pt.dtype.storage_nbytes(int(np.prod(pt.shape, dtype=np.int64)))
+        if op.var in self.p.tables and op.indices:        # the rows under entry `combo` of the leading indices
+            lay = self.p.tables[op.var]
+            rows = int(np.prod(lay.sizes[len(op.indices):], dtype=np.int64))
+            nbytes = rows * self._entry_bytes(op.var)
+            return PERSISTENT, self.plan.offset(self.buffer_of("global", op.var).name) + combo[0] * nbytes, nbytes
         if op.var in self.p.frames.get(frame, {}):
             buf = self.p.buffer(frame, op.var)
             return ARENA, self.plan.offset(buf.name), buf.nbytes
@@ -304,23 +349,32 @@ class VulkanRenderer(CRenderer):
         sh = self.shaders()[s.kernel]
         req = self.p.kernels[s.kernel]
         operands = [*s.inputs, s.output]
-        # prefix operands with run-time indices select among the site's sets
-        dyn = [(k, o) for k, o in enumerate(operands)
-               if o.var in self.p.prefix_tables and not all(isinstance(e, P.Lit) for e in o.indices)]
-        sizes = [len(self.p.prefix_tables[o.var].keys) for _, o in dyn]
-        combos = int(np.prod(sizes, dtype=np.int64)) if dyn else 1
+        # operands with run-time indices (prefix tables, table rows) select among the site's sets:
+        # one set per combination of the values of the distinct run-time indices (wq[l] and
+        # attn_norm[l] choose by l alone, Vc[l, pos] by l and pos), each up to the smallest size
+        # it indexes (the checks refuse larger values)
+        index_sizes: dict[P.IntExpr, int] = {}
+        row_checks = StatementView("simple", s.node, s.desc)     # (those of a cache.write's row)
+        for o in operands:
+            if self._entries(o) and not all(isinstance(e, P.Lit) for e in o.indices):
+                self.index_checks(frame, o, row_checks if o is s.output and s.store_node is not None else v)
+                for size, e in zip(self._index_sizes(o), o.indices, strict=True):
+                    if not isinstance(e, P.Lit):
+                        index_sizes[e] = min(index_sizes.get(e, size), size)
+        combos = int(np.prod(list(index_sizes.values()), dtype=np.int64)) if index_sizes else 1
         base = len(self.set_rows)
         frames = [fr for fr in self.frames_all if block in self.p.frame_blocks.get(fr, ())] or ["entry"]
         for fr in self.frames_all:
             for c in range(combos):
-                self.set_rows.append(self._set_row(fr, s, operands, dyn, sizes, c, sh) if fr in frames else None)
+                self.set_rows.append(self._set_row(fr, s, operands, index_sizes, c, sh) if fr in frames else None)
         # host side: the set index (checked), push constants, the dispatch
         flat = "0"
-        for (_, o), size in zip(dyn, sizes, strict=True):
-            f_ = self.prefix_flat(frame, o, v)
-            flat = f"({f_})" if flat == "0" else f"({flat}) * {size} + ({f_})"
+        for e, size in index_sizes.items():
+            ix = self.int_expr(frame, e)
+            flat = f"({ix})" if flat == "0" else f"({flat}) * {size} + ({ix})"
         rt = dict(s.runtime_attrs)
-        lines = ["{"]
+        lines = [f"if ({c.cond}) return oi_fail(m, {c.status}, {s.store_node}, {_c_str(c.message)});"
+                 for c in row_checks.checks] + ["{"]
         for attr, dtype in req.runtime_attrs:
             target = "double" if dtype.is_float else "int64_t"
             lines.append(f"    const {target} rt_{attr} = "
@@ -330,11 +384,13 @@ class VulkanRenderer(CRenderer):
             values = ", ".join(f".{f.name} = {f.expr.replace('NODE', str(s.node))}" for f in sh.push)
             lines.append(f"    const push_k{s.kernel} push = {{{values}}};")
             push = "&push"
-        index = f"{base}u + f->index * {combos}u" + (f" + (uint32_t)({flat})" if dyn else "")
+        index = f"{base}u + f->index * {combos}u" + (f" + (uint32_t)({flat})" if index_sizes else "")
         lines.append(f"    const uint32_t set_index = {index};")
         lines.append("    VkDescriptorSet set_ = m->sets[set_index];")
-        if dyn:
-            names = ", ".join(f"`{o.var}`" for _, o in dyn)
+        weights = [o for o in operands
+                   if o.var in self.p.prefix_tables and not all(isinstance(e, P.Lit) for e in o.indices)]
+        if weights:
+            names = ", ".join(f"`{o.var}`" for o in weights)
             lines.append(f"    if (!set_) return oi_fail(m, OI_ERR_INDEX_OUT_OF_RANGE, {s.node}, "
                          f"\"prefix table {names} has no model tensor for this index\");")
         if isinstance(sh.groups, Dim):      # a count that depends on a dynamic size
@@ -354,22 +410,18 @@ class VulkanRenderer(CRenderer):
             v.lines.append(f"OI_VK_NODE({s.node}, oi_vk_copy(&m->vk, {sb}, {so}, {db}, {do}, {nbytes}));")
         self.sh_invalidate(s.result.var, v)
 
-    def _set_row(self, frame, s: P.Call, operands, dyn, sizes, combo: int, sh: Shader) -> dict | None:
-        picks: dict[int, int] = {}
+    def _set_row(self, frame, s: P.Call, operands, index_sizes: dict, combo: int, sh: Shader) -> dict | None:
+        value: dict[P.IntExpr, int] = {}            # each run-time index's value in combination `combo`
         rest = combo
-        for (k, _), size in zip(reversed(dyn), reversed(sizes), strict=True):
-            picks[k] = rest % size
+        for e, size in reversed(index_sizes.items()):
+            value[e] = rest % size
             rest //= size
         binds = []
-        for k, o in enumerate(operands):
-            if o.var in self.p.prefix_tables:
-                pt = self.p.prefix_tables[o.var]
-                if k in picks:
-                    entry = picks[k]
-                else:   # literal indices
-                    entry = 0
-                    for size, e in zip(pt.sizes, o.indices, strict=True):
-                        entry = entry * size + e.value
+        for o in operands:
+            if self._entries(o):
+                entry = 0
+                for size, e in zip(self._index_sizes(o), o.indices, strict=True):
+                    entry = entry * size + (e.value if isinstance(e, P.Lit) else value[e])
                 b = self.binding(frame, o, (entry,))
             else:
                 b = self.binding(frame, o, None)

@@ -47,6 +47,15 @@ reading dst uses (a decode step's cache `[T, H, D] -> [H, T, D]` before sdpa) go
 reads src through the permutation (`KernelRequest.input_perms`), when dst is dead after it, is
 planned memory the host cannot observe, and no statement between them writes src or dst.
 
+RoPE folded into its matmul (`fold_rope`, where the target renders it, `rope_ok`: the Vulkan
+GEMVs): `rope(x3, pos) >> x3` in place, at a scalar position with a static theta, whose x3 is
+the result of a matmul with no epilogue (directly, or through `reshape(x) >> x3`), becomes that
+matmul's epilogue: the kernel rotates each pair of result columns as it stores them, and the
+rope kernel (a dependent stage of its own on a GPU) goes. It folds when nothing between the
+matmul and the rope touches x or x3 or writes pos, and x is dead after the reshape (no one reads
+the unrotated value). A decoder layer's q and k projections then store rotated rows, the k row
+straight into the cache table (openinfer/synth/table_views.py).
+
 The fused call keeps the last node's index (its trace event and error location); the nodes it
 absorbed are listed in `Program.fused_nodes` so per-node comparison skips them.
 """
@@ -495,3 +504,66 @@ def fold_transposes(prog: P.Program, transposed_ok: Callable[[P.KernelRequest], 
     """The program with transposes read through by the call after them, where `transposed_ok`
     accepts the resulting request (see the module docstring)."""
     return _run(prog, _TransposeFolder(prog, dep_names or set(), transposed_ok))
+
+
+# ---------------------------------------------------------------------------------------- rope epilogues
+
+class _RopeFolder(_Folder):
+    def folded(self, stmts: tuple, i: int, then: Callable[[str], bool]) -> tuple | None:
+        """stmts with the rope at i applied by the matmul that computed its input, or None where
+        it does not fold (module docstring)."""
+        s = stmts[i]
+        if not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None:
+            return None
+        rope = self.kernels[s.kernel]
+        x, pos = s.inputs[0], s.inputs[1] if len(s.inputs) > 1 else None
+        if (rope.op != "rope" or pos is None or x != s.output or x.indices or pos.indices or rope.inputs[1].shape
+                or rope.op in self.dep_names or x.var in self.dep_names):
+            return None
+
+        def last_touch(var: str, before: int) -> int | None:
+            return next((j for j in range(before - 1, -1, -1) if _touches(stmts[j], var)), None)
+
+        j = last_touch(x.var, i)
+        if j is None:
+            return None
+        src = stmts[j]
+        if (isinstance(src, P.Call) and self.kernels[src.kernel].op == "reshape" and src.output == x
+                and not src.runtime_attrs and src.copy_to is None and not src.inputs[0].indices
+                and src.inputs[0].var != x.var):
+            y = src.inputs[0].var
+            if not self.dead(y, stmts[j + 1:], then) or self.observable(y):
+                return None
+            j = last_touch(y, j)
+            if j is None:
+                return None
+        else:
+            y = x.var
+        host = stmts[j]
+        if (not isinstance(host, P.Call) or host.runtime_attrs or host.copy_to is not None or host.output.indices
+                or host.output.var != y or y in [o.var for o in host.inputs]):
+            return None
+        mm = self.kernels[host.kernel]
+        if mm.op not in _EPILOGUE_HOSTS or mm.op in self.dep_names or y in self.dep_names:
+            return None
+        if mm.epilogue is not None or mm.output.dtype != rope.output.dtype or \
+                any(pos.var in _writes(t) for t in stmts[j + 1:i]):
+            return None
+        new_req = replace(mm, inputs=(*mm.own_inputs, rope.inputs[1], *mm.prologue_inputs), epilogue=rope)
+        if not self.ok(new_req):
+            return None
+        if new_req not in self.kernel_ids:
+            self.kernel_ids[new_req] = len(self.kernels)
+            self.kernels.append(new_req)
+        own = len(mm.own_inputs)
+        call = P.Call(s.node, f"{host.desc}; {s.desc}", self.kernel_ids[new_req],
+                      (*host.inputs[:own], pos, *host.inputs[own:]), host.output)
+        self.fused_nodes.add(host.node)
+        return stmts[:j] + (call,) + stmts[j + 1:i] + stmts[i + 1:]
+
+
+def fold_rope(prog: P.Program, rope_ok: Callable[[P.KernelRequest], bool], *,
+              dep_names: set[str] | None = None) -> P.Program:
+    """The program with in-place ropes applied by the matmuls that computed their input, where
+    `rope_ok` accepts the resulting request (see the module docstring)."""
+    return _run(prog, _RopeFolder(prog, dep_names or set(), rope_ok))

@@ -135,7 +135,10 @@ class KernelRequest:
     #: an element-wise request ("fused") applied to every element of this op's result before it
     #: is stored, for targets that render it (openinfer/synth/fusion.py: matmul epilogues). Its
     #: input 0 is that result, its inputs 1.. are the last inputs of this request (after the op's
-    #: own, `own_inputs`), and its output is this request's output
+    #: own, `own_inputs`), and its output is this request's output. Or a rope request
+    #: (`fold_rope`): the result, viewed as the rope's input 0 ([.., heads, dh]), rotated pair by
+    #: pair at the position that is this request's input after the op's own; the output stays
+    #: the op's
     epilogue: KernelRequest | None = None
     #: a row-normalisation request (rms_norm over the last axis) whose result is this matmul's
     #: input 0, for targets that render it (openinfer/synth/fusion.py `fold_norms`): the kernel's
@@ -194,6 +197,9 @@ class Call(Stmt):
     runtime_attrs: tuple[tuple[str, str], ...] = ()   # (attribute, scalar variable)
     #: in-place ops whose kernel cannot alias: `output` is scratch, copied here afterwards
     copy_to: Operand | None = None
+    #: the node of a cache.write whose table row this call's output is (openinfer/synth/
+    #: table_views.py): the row index's run-time checks name that node, as the copy's did
+    store_node: int | None = None
 
     @property
     def result(self) -> Operand:

@@ -25,11 +25,12 @@ from ..ir.dims import Dim, capacity, shape_sizevars
 from ..outdir import SYMLINK, folder_lock, holds, is_inside, locate, read_entry
 from ..resources import hal_dir, templates_dir
 from . import devices
-from .fusion import fold_elementwise, fold_norms, fold_transposes, fuse
+from .fusion import fold_elementwise, fold_norms, fold_rope, fold_transposes, fuse
 from .lower import lower
 from .memplan import MemoryPlan, plan
 from .prepack import prepack
 from .program import Program, dynamic_ranges
+from .table_views import table_reads_in_place, table_writes_in_place
 from .views import views
 
 #: Written into the output directory: the files the last generation produced (so the next one
@@ -128,12 +129,17 @@ class Synthesizer:
                 prog = fold_elementwise(prog, prologues(self.device), dep_names=dep_names(g))
             prog = fuse(prog, max_ops=int(prefs.get("max_kernel_ops", 8)), dep_names=dep_names(g),
                         epilogue_ok=epilogues(self.device) if epilogues is not None else None)
+            ropes = getattr(renderer_cls, "rope_epilogue_for", None)
+            if ropes is not None:
+                prog = fold_rope(prog, ropes(self.device), dep_names=dep_names(g))
             if prologues is not None:
                 prog = fold_norms(prog, prologues(self.device), dep_names=dep_names(g))
             transposed = getattr(renderer_cls, "transposed_inputs_for", None)
             if transposed is not None:
                 prog = fold_transposes(prog, transposed(self.device), dep_names=dep_names(g))
         prog = views(prog)
+        if getattr(renderer_cls, "table_operands", False):
+            prog = table_reads_in_place(table_writes_in_place(prog))
         packed_inputs = getattr(renderer_cls, "packed_inputs_for", None)
         if prefs.get("prepack_weights", True) and packed_inputs is not None:
             prog = prepack(prog, packed_inputs(self.device))

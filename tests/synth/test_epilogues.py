@@ -134,8 +134,11 @@ def test_decoder_residuals_and_swiglu_join_their_projections(tmp_path):
                 fused.append(s.desc)
     visit(plan.program.blocks[plan.program.entry])
     # (the gate and up projections also took the norm before them, and g * u went into the down
-    # projection as its prologue, not into the up projection: tests/synth/test_norm_prologues.py)
-    assert fused == ["op matmul(attf,wo[l]) >> o; op add(x,o) >> x",
+    # projection as its prologue, not into the up projection: tests/synth/test_norm_prologues.py;
+    # q and k their rope: tests/synth/test_rope_epilogues.py)
+    assert fused == ["op rms_norm(x,attn_norm[l]) >> h; op matmul(h,wq[l]) >> q; op rope(q3,posv) >> q3",
+                     "op rms_norm(x,attn_norm[l]) >> h; op matmul(h,wk[l]) >> k; op rope(k3,posv) >> k3",
+                     "op matmul(attf,wo[l]) >> o; op add(x,o) >> x",
                      "op rms_norm(x,ffn_norm[l]) >> h; op matmul(h,w_gate[l]) >> g; op silu(g) >> g",
                      "op mul(g,u) >> g; op matmul(g,w_down[l]) >> o; op add(x,o) >> x"]
 

@@ -166,7 +166,8 @@ def _emit(fn: Emitter, req: KernelRequest, name: str, caps: Caps, ctx: KernelCtx
     body = fn(req, ctx)
     out = req.output
     functions, vct = body.functions, body.vct
-    if req.epilogue is not None:     # value mode stores oi_epilogue(v, u); GEMV mains call it themselves
+    if req.epilogue is not None and req.epilogue.op != "rope":   # (a rope: the GEMV mains rotate pairs)
+        # value mode stores oi_epilogue(v, u); GEMV mains call it themselves
         from .elementwise import epilogue_function
 
         text, vct = epilogue_function(req, ctx)

@@ -40,7 +40,10 @@ reference orders it.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...dtypes import Kind
+from ...errors import SynthesisError
 from ...ir.dims import Dim, capacity
 from ...ops.shapes import matmul_operand_shapes
 from ...synth.program import KernelRequest
@@ -171,6 +174,68 @@ def takes_epilogue(req: KernelRequest) -> bool:
     return _path(req) in ("gemv", "value")
 
 
+def rope_frequencies(rope: KernelRequest) -> str:
+    """`OI_FREQ[ii]`, the static-theta rope's frequency of pair ii: the reference's, bit for bit
+    (its angles are computed in f64: pos * OI_FREQ[ii])."""
+    dh = rope.inputs[0].shape[-1]
+    half = dh // 2
+    freqs = [float(f) for f in float(rope.attr("theta")) ** (-2.0 * np.arange(half) / dh)]
+    return f"const double OI_FREQ[{half}] = double[{half}]({', '.join(lit('double', f) for f in freqs)});"
+
+
+def rope_angle(ii: str, pos: str) -> list[str]:
+    """Lines setting the declared floats `oi_cs`, `oi_sn` to the cosine and sine of pair ii's
+    angle at position `pos` (an expression of a double), as emit_rope computes them. The GEMVs
+    compute them before their loop over K: the f64 sine and cosine (software range reduction)
+    then run while the weights stream instead of after the sums."""
+    return [f"double oi_ang = {pos} * OI_FREQ[{ii}];",
+            "oi_cs = oi_d2f(oi_cos_d(oi_ang));",
+            "oi_sn = oi_d2f(oi_sin_d(oi_ang));"]
+
+
+def rope_rotated(own: str, other: str, side: str) -> str:
+    """Element `own` rotated with its pair `other` (a rope in halves: side 0 holds x[ii], side 1
+    x[ii + dh/2]) by the angle of `rope_angle`, as emit_rope computes it."""
+    return f"({side} == 0u ? {own} * oi_cs - {other} * oi_sn : {own} * oi_cs + {other} * oi_sn)"
+
+
+def has_rope(req: KernelRequest) -> bool:
+    """Whether req's epilogue is a rope (openinfer/synth/fusion.py `fold_rope`)."""
+    return req.epilogue is not None and req.epilogue.op == "rope"
+
+
+def takes_rope(req: KernelRequest, caps) -> bool:
+    """Whether req's kernel rotates its result's column pairs as it stores them (`req.epilogue` a
+    rope, `fold_rope`): the f32 GEMV (f32 weights, neither operand transposed) and, on a device
+    with subgroup arithmetic, the dequantizing GEMV; a rope in halves (not interleaved) with a
+    static theta at one scalar position, over an f32 result of whole heads of dh columns, dh a
+    multiple of 8 (of two 16-byte column groups for the dequantizing GEMV). The angles are f64,
+    as the rope kernel's."""
+    from .quant import takes_gemv
+
+    rope = req.epilogue
+    x = rope.inputs[0]
+    dh = x.shape[-1]
+    n = req.output.shape[-1]
+    if (rope.attr("interleaved") or rope.runtime_attrs or rope.inputs[1].shape or not caps.fp64
+            or isinstance(dh, Dim) or isinstance(n, Dim) or dh % 8 or n % dh or req.prologue is not None
+            or x.dtype.name != "f32" or req.output.dtype.name != "f32" or req.mode != "normal" or req.acc):
+        return False
+    if req.op == "dequant_matmul":
+        w = req.own_inputs[1]
+        return (takes_gemv(req) and caps.subgroup and caps.subgroup_size >= 4 and w.shape[0] >= 4
+                and dh % (2 * (128 // w.dtype.bits)) == 0 and len(req.own_inputs[0].shape) == 2)
+    return (req.op == "matmul" and _path(req) == "gemv" and not any(_transposes(req))
+            and len(req.own_inputs[0].shape) == 2 and req.own_inputs[1].dtype.name == "f32"
+            and not isinstance(req.own_inputs[1].shape[0], Dim) and req.own_inputs[1].shape[0] >= 4)
+
+
+def rope_position(req: KernelRequest, k: KernelCtx) -> str:
+    """The rope epilogue's position as a double (its operand follows the op's own inputs)."""
+    at = len(req.own_inputs)
+    return f"double({k.load(req.inputs[at].dtype, f'in{at}', '0u')})"
+
+
 def takes_prologue(req: KernelRequest) -> bool:
     """Whether req's kernel computes its input 0 itself (`req.prologue`, openinfer/synth/fusion.py):
     the GEMVs (f32 / f16 / bf16 weights, and the dequantizing ones) over an f32 x of two dims
@@ -199,25 +264,43 @@ def has_norm(req: KernelRequest) -> bool:
     return req.prologue is not None and req.prologue.op == "rms_norm"
 
 
-def row_scales(req: KernelRequest, kk: int, rows: int, threads: int, x_at) -> list[str]:
+def row_scales(req: KernelRequest, k: KernelCtx, kk: int, rows: int, threads: int, x_at) -> list[str]:
     """A GEMV's prologue (`req.prologue`, an rms_norm of x's rows): lines giving each of x's
     `rows` rows its root mean square `oi_rms<r>`, summed by the workgroup's `threads` invocations
     (`lid`) in the shared `oi_nrm` (`norm_shared`). Every workgroup recomputes them: one row of K
-    floats, read from L2, costs less than the separate norm kernel's dispatch and barrier.
+    floats, read from L2, costs less than the separate norm kernel's dispatch and barrier. With
+    subgroup arithmetic a subgroup adds its invocations' sums at once and shared memory holds one
+    per subgroup (one barrier, not log2(threads): every workgroup waits for this before its loop).
     `x_at(r, i)`: the load of x[r, i]."""
     eps = lit("float", float(req.prologue.attr("eps")))
+    sub = _norm_subgroups(k, threads)
+    if sub:
+        k.need("subgroup", "the GEMV's row norm prologue")
     lines = []
     for r in range(rows):
         lines += [f"float oi_rms{r};", "{", "    float oi_ss = 0.0;",
-                  f"    for (uint i = lid; i < {kk}u; i += {threads}u) {{ float v = {x_at(r, 'i')}; oi_ss += v * v; }}",
-                  "    oi_nrm[lid] = oi_ss;"]
-        lines += ["    " + x for x in tree(threads, "oi_nrm[a] += oi_nrm[b];")]
-        lines += [f"    oi_rms{r} = sqrt(oi_nrm[0] / {lit('float', kk)} + {eps});", "    barrier();", "}"]
+                  f"    for (uint i = lid; i < {kk}u; i += {threads}u) {{ float v = {x_at(r, 'i')}; oi_ss += v * v; }}"]
+        if sub:
+            lines += ["    oi_ss = subgroupAdd(oi_ss);", "    if (subgroupElect()) oi_nrm[gl_SubgroupID] = oi_ss;",
+                      "    barrier();", "    oi_ss = 0.0;",
+                      "    for (uint j = 0u; j < gl_NumSubgroups; ++j) oi_ss += oi_nrm[j];",
+                      f"    oi_rms{r} = sqrt(oi_ss / {lit('float', kk)} + {eps});"]
+        else:
+            lines += ["    oi_nrm[lid] = oi_ss;"]
+            lines += ["    " + x for x in tree(threads, "oi_nrm[a] += oi_nrm[b];")]
+            lines += [f"    oi_rms{r} = sqrt(oi_nrm[0] / {lit('float', kk)} + {eps});"]
+        lines += ["    barrier();", "}"]
     return lines
 
 
-def norm_shared(threads: int) -> str:
-    return f"shared float oi_nrm[{threads}];"
+def _norm_subgroups(k: KernelCtx, threads: int) -> bool:
+    """Whether row_scales adds with subgroup arithmetic (subgroups of at least 4 invocations, as
+    the descriptor says: `norm_shared` holds a partial per 4 invocations)."""
+    return k.caps.subgroup and k.caps.subgroup_size >= 4 and threads >= 4
+
+
+def norm_shared(k: KernelCtx, threads: int) -> str:
+    return f"shared float oi_nrm[{threads // 4 if _norm_subgroups(k, threads) else threads}];"
 
 
 def normed(req: KernelRequest, x: str, r: int, q: str) -> str:
@@ -235,8 +318,9 @@ def normed(req: KernelRequest, x: str, r: int, q: str) -> str:
 
 
 def stored(req: KernelRequest, k: KernelCtx, value: str, index: str) -> str:
-    """The expression a GEMV stores at output element `index` for its f32 result `value`."""
-    if req.epilogue is None:
+    """The expression a GEMV stores at output element `index` for its f32 result `value` (a rope
+    epilogue is applied before: see `rope_rotated`)."""
+    if req.epilogue is None or has_rope(req):
         return k.store(req.output.dtype, value, "float")
     return k.store(req.output.dtype, f"oi_epilogue({value}, {index})", k.ct(req.epilogue.output.dtype))
 
@@ -339,6 +423,14 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     while segment > 32 and nb * -(-capacity(nvec) // lanes(segment)) < TUNE["gemv_min_groups"]:
         segment //= 2
     cl_n = lanes(segment)
+    rope = req.epilogue if has_rope(req) else None
+    if rope is not None:
+        # a workgroup's columns are pairs: its lanes' first half reads columns of the first half
+        # of a head, the other half their partners dh/2 further (see the col mapping below)
+        dh = rope.inputs[0].shape[-1]
+        while cl_n > 2 and (dh // 2) % (cl_n // 2 * vw):
+            cl_n //= 2
+        cl_n = max(cl_n, 2)
     ncb = -(-nvec // cl_n)
     total = nb * ncb
     chunks = max(1, vw // 4)
@@ -400,11 +492,25 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     lines = ["uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;",
              f"if (g >= {total}u) return;",
              f"uint bt = g / {ncb}u, lid = gl_LocalInvocationID.x;",
-             f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;",
-             f"uint col = ((g % {ncb}u) * {cl_n}u + cl) * {vw}u;",
-             f"uint ao = {a_off}, bo = {b_off};"]
+             f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;"]
+    if rope is None:
+        lines.append(f"uint col = ((g % {ncb}u) * {cl_n}u + cl) * {vw}u;")
+    else:       # lane cl's partner (the same rope pair's other column) is lane cl ^ half_lanes
+        half, half_lanes = dh // 2, cl_n // 2
+        per = half_lanes * vw                  # columns of one half a workgroup takes
+        lines += [f"uint gi = g % {ncb}u, side = cl / {half_lanes}u;",
+                  f"uint col = (gi / {half // per}u) * {dh}u + side * {half}u + (gi % {half // per}u) * {per}u"
+                  f" + (cl % {half_lanes}u) * {vw}u;"]
+        k.need("fp64", "the rope epilogue's angles (pos * freq, computed in f64 as the reference)")
+        functions = f"{functions}\n{rope_frequencies(rope)}" if functions else rope_frequencies(rope)
+        if ks_n < 4:       # (takes_rope: K >= 4, so at least 4 slices of K)
+            raise SynthesisError(f"{k.where}internal: the rope epilogue needs 4 slices of K, not {ks_n}")
+        # slice ks < 4 of a lane stores its element ks: that element's angle, computed now
+        lines += ["float oi_cs = 0.0, oi_sn = 0.0;", "if (ks < 4u) {",
+                  *["    " + x for x in rope_angle(f"col % {half}u + ks", rope_position(req, k))], "}"]
+    lines.append(f"uint ao = {a_off}, bo = {b_off};")
     if norm is not None:
-        lines += row_scales(req, kk, mcap, threads, lambda r, i: _load_f32(ta, 'in0', f'ao + {r * kk}u + {i}'))
+        lines += row_scales(req, k, kk, mcap, threads, lambda r, i: _load_f32(ta, 'in0', f'ao + {r * kk}u + {i}'))
     zero = "vec4(0.0)" if vt == "vec4" else "0.0"
     lines += [f"{vt} s{r}_{c} = {zero};" for r in range(mcap) for c in range(chunks)]
     lines += [f"if (col < {n}u) {{", "    uint q = ks;"]
@@ -420,6 +526,12 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
             lines.append("barrier();")
         lines += reduce_k_slices(r, chunks, ks_n, cl_n)
         live = f" && {r}u < {m}u" if isinstance(m, Dim) else ""
+        if rope is not None:      # (vw 4: a vec4 a lane) slice e < 4 stores element e with its pair's
+            rot = rope_rotated("oi_red[cl][ks]", f"oi_red[cl ^ {half_lanes}u][ks]", "side")
+            lines += ["barrier();", f"if (ks < 4u && col < {n}u{live}) {{",
+                      f"    uint o = (bt * {m}u + {r}u) * {n}u + col + ks;",
+                      f"    out_[o] = {stored(req, k, rot, 'o')};", "}"]
+            continue
         lines.append(f"if (ks == 0u && col < {n}u{live}) {{")
         lines.append(f"    uint o = (bt * {m}u + {r}u) * {n}u + col;")
         for c in range(chunks):
@@ -432,9 +544,10 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
                     lines.append(f"    out_[{idx}] = {stored(req, k, f'v{c}.' + 'xyzw'[e], idx)};")
         lines.append("}")
     shared = "\n".join(views + [f"shared {vt} oi_red[{threads * chunks}];"]
-                       + ([norm_shared(threads)] if norm is not None else []))
+                       + ([norm_shared(k, threads)] if norm is not None else []))
     how = f"GEMV: {cl_n * vw} columns x {ks_n} slices of K per workgroup, {vw}-wide loads" + \
         (f", {norm.op} of each row of x first" if norm is not None else "") + \
+        (", each column pair rotated (rope) as stored" if rope is not None else "") + \
         (", x computed by an element-wise prologue" if req.prologue is not None and norm is None else "")
     return Body(main="\n".join(lines), functions=functions, doc=f"{doc} ({how})", local_size=threads,
                 shared=shared, groups=dispatch(total, 1))

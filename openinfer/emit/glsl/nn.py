@@ -17,7 +17,7 @@ from ...synth.program import KernelRequest
 from ..ckernels.common import ConvGeometry, contiguous_strides, numel
 from . import Body, family
 from . import rows as rows_
-from .linalg import buffer_view
+from .linalg import buffer_view, rope_frequencies
 from .types import KernelCtx, lit
 
 
@@ -165,10 +165,8 @@ def emit_rope(req: KernelRequest, k: KernelCtx) -> Body:
     if k.runtime_dtype("theta") is not None:
         theta = k.attr("theta", "double")
         freq = f"oi_exp_d(oi_log_d({theta}) * ((-2.0LF * double(ii)) / {float(dh)!r}LF))"
-    else:   # the reference's frequencies, bit for bit
-        freqs = [float(f) for f in float(req.attr("theta")) ** (-2.0 * np.arange(half) / dh)]
-        functions = f"const double OI_FREQ[{half}] = double[{half}]({', '.join(lit('double', f) for f in freqs)});"
-        freq = "OI_FREQ[ii]"
+    else:
+        functions, freq = rope_frequencies(req), "OI_FREQ[ii]"
     ia, ib = ("2u * ii", "2u * ii + 1u") if inter else ("ii", f"ii + {half}u")
     to_ct = (lambda e: e) if ct == "double" else (lambda e: f"oi_d2f({e})")
     main = f"""uint r = u / {half}u, ii = u % {half}u;

@@ -18,7 +18,20 @@ from ...errors import SynthesisError
 from ...ir.dims import Dim, capacity
 from ...synth.program import KernelRequest
 from . import Body, dispatch, family
-from .linalg import buffer_view, has_norm, norm_shared, normed, reduce_k_slices, row_scales, stored
+from .linalg import (
+    buffer_view,
+    has_norm,
+    has_rope,
+    norm_shared,
+    normed,
+    reduce_k_slices,
+    rope_angle,
+    rope_frequencies,
+    rope_position,
+    rope_rotated,
+    row_scales,
+    stored,
+)
 from .types import KernelCtx, lit
 
 
@@ -66,6 +79,10 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
         return None
     nvec = n // cols
     cl_n = 2 if nvec >= 256 else 1                    # 32- or 16-byte row segments per workgroup
+    rope = req.epilogue if has_rope(req) else None
+    if rope is not None:    # two column groups a workgroup: one in the first half of a head, its pair's
+        dh, cl_n = rope.inputs[0].shape[-1], 2
+        half_groups = dh // 2 // cols               # column groups in half a head
     threads = min(256, 1 << (k.caps.max_wg.bit_length() - 1))
     norm_bytes = 4 if has_norm(req) else 0       # a norm prologue's partial sums, per invocation
     while threads > cl_n and (threads // cl_n > kk or threads * (cols * 4 + norm_bytes) > k.caps.max_shared):
@@ -83,6 +100,8 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     subgroups = k.caps.subgroup and k.caps.subgroup_size >= 4 and threads >= 4 * cl_n
     if subgroups:
         k.need("subgroup", "the dequantizing GEMV's reduction over K")
+    elif rope is not None:              # (linalg.takes_rope admits only what the subgroup path takes)
+        raise SynthesisError(f"{k.where}internal: a rope epilogue on the dequantizing GEMV without subgroup sums")
     channel = "o" if scale.numel > 1 else "0u"          # the scale of output column o
 
     def at(c: int, e: int) -> str:                    # the channel index of lane e of chunk c
@@ -90,13 +109,25 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
 
     lanes = (f"uint cl = gl_SubgroupID % {cl_n}u, ks = (gl_SubgroupID / {cl_n}u) * gl_SubgroupSize"
              " + gl_SubgroupInvocationID;" if subgroups else f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;")
+    def group(g: str, c: str) -> str:            # the 16-byte column group c of workgroup g
+        if rope is None:
+            return f"{g} * {cl_n}u + {c}"
+        return f"(({g} / {half_groups}u) * {2 * half_groups}u + {c} * {half_groups}u + {g} % {half_groups}u)"
+
     lines = ["uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;",
              f"if (g >= {nvec // cl_n + (nvec % cl_n > 0)}u) return;",
              "uint lid = gl_LocalInvocationID.x;", lanes,
-             f"uint cv = g * {cl_n}u + cl;                  // this invocation's 16-byte column group",
+             f"uint cv = {group('g', 'cl')};                  // this invocation's 16-byte column group",
              f"uint col = cv * {cols}u;"]
     if has_norm(req):
-        lines += row_scales(req, kk, mcap, threads, lambda r, i: f"in0[{r * kk}u + {i}]")
+        lines += row_scales(req, k, kk, mcap, threads, lambda r, i: f"in0[{r * kk}u + {i}]")
+    if rope is not None:
+        if cl_n * cols > threads:      # (threads >= 8 x 2 groups of 32 columns: K >= 64 would do)
+            raise SynthesisError(f"{k.where}internal: the rope epilogue needs an invocation per stored column")
+        # invocation lid stores column t = lid below: its angle, computed now (see rope_angle)
+        lines += ["float oi_cs = 0.0, oi_sn = 0.0;", f"if (lid < {cl_n * cols}u) {{",
+                  *["    " + x for x in rope_angle(f"({group('g', f'(lid / {cols}u)')} * {cols}u + lid % {cols}u)"
+                                                   f" % {dh // 2}u", rope_position(req, k))], "}"]
     lines += [f"vec4 s{r}_{c} = vec4(0.0);" for r in range(mcap) for c in range(chunks)]
     zp = len(req.own_inputs) > 3
     if zp:
@@ -126,13 +157,23 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
             lines += ["}", "barrier();",
                       # one output column per invocation: the epilogue and the store run side by side
                       f"for (uint t = lid; t < {cl_n * cols}u; t += {threads}u) {{",
-                      f"    uint oc = t / {cols}u, e = t % {cols}u, ov = g * {cl_n}u + oc;",
+                      f"    uint oc = t / {cols}u, e = t % {cols}u, ov = {group('g', 'oc')};",
                       f"    if (ov < {nvec}u{live}) {{",
                       "        float v = 0.0;",
                       f"        for (uint j = oc; j < gl_NumSubgroups; j += {cl_n}u)",
                       f"            v += oi_red[j * {chunks}u + e / 4u][e % 4u];",
-                      f"        uint o = ov * {cols}u + e;",
-                      f"        out_[{r * n}u + o] = {stored(req, k, f'(v * in2[{channel}])', f'{r * n}u + o')};",
+                      f"        uint o = ov * {cols}u + e;"]
+            if rope is None:
+                lines += [f"        out_[{r * n}u + o] = {stored(req, k, f'(v * in2[{channel}])', f'{r * n}u + o')};",
+                          "    }", "}"]
+                continue
+            # the pair's other column (group 1 - oc, the same e), scaled by its own channel's scale
+            rot = rope_rotated(f"(v * in2[{channel}])", f"(w * in2[{'po' if scale.numel > 1 else '0u'}])", "oc")
+            lines += ["        float w = 0.0;",
+                      f"        for (uint j = 1u - oc; j < gl_NumSubgroups; j += {cl_n}u)",
+                      f"            w += oi_red[j * {chunks}u + e / 4u][e % 4u];",
+                      f"        uint po = {group('g', '(1u - oc)')} * {cols}u + e;",
+                      f"        out_[{r * n}u + o] = {stored(req, k, rot, f'{r * n}u + o')};",
                       "    }", "}"]
             continue
         lines += reduce_k_slices(r, chunks, ks_n, cl_n)
@@ -146,9 +187,14 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
         lines.append("}")
     red = threads // 4 * chunks if subgroups else threads * chunks
     shared = "\n".join([buffer_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{red}];"]
-                       + ([norm_shared(threads)] if has_norm(req) else []))
+                       + ([norm_shared(k, threads)] if has_norm(req) else []))
     doc = (f"dequant_matmul GEMV: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}), "
            f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, 16-byte weight loads"
            + (", subgroup sums" if subgroups else ""))
-    return Body(main="\n".join(lines), doc=doc, local_size=threads, shared=shared,
+    functions = ""
+    if rope is not None:
+        k.need("fp64", "the rope epilogue's angles (pos * freq, computed in f64 as the reference)")
+        functions = rope_frequencies(rope)
+        doc += ", each column pair rotated (rope) as stored"
+    return Body(main="\n".join(lines), functions=functions, doc=doc, local_size=threads, shared=shared,
                 groups=dispatch(-(-nvec // cl_n), 1))
