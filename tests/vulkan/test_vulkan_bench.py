@@ -93,3 +93,14 @@ def test_decoder_stages_row_accounts_for_every_command(tmp_path, monkeypatch):
     assert res["stages"] > 8 and all(us > 0 for us, _, _ in parsed)
     # the stages are printed to 0.01 us: their sum is the total within half of that per stage
     assert abs(sum(us for us, _, _ in parsed) - res["total_us"]) <= 0.005 * len(parsed) + 1e-6 * res["total_us"]
+
+
+def test_decoder_row_reports_replayed_and_recording_passes(tmp_path, monkeypatch):
+    """The decoder row (the test-size decoder here) reports its best pass and its first one
+    (every step recorded afresh), one submission a token."""
+    monkeypatch.setattr(vulkan_bench, "DECODER_SIZE", "test")
+    bench = _bench(tmp_path, LAVAPIPE, 1)
+    bench.args.repeat = 2
+    res = bench.decoder("f32")
+    assert res["tokens_per_s"] > 0 and res["recording_tokens_per_s"] > 0
+    assert res["submissions_per_token"] == 1 and res["dispatches_per_token"] > 8
