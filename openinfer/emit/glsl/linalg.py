@@ -61,6 +61,7 @@ TUNE = {
     "gemv_min_groups": 96,         # ...halved (down to 32) until this many workgroups run
     "gemv_threads": 131072,        # grow workgroups until this many invocations run...
     "gemv_max_threads": 512,       # ...up to this many per workgroup
+    "gemv_max_threads_quant": 512,   # the same for the dequantizing GEMV
     "gemv_unroll": 4,              # weight rows in flight per invocation (f32 weights)
     "gemv_unroll_16bit": 8,        # the same for f16 / bf16 weights
     "gemm_group": 8,               # tile rows per L2 group

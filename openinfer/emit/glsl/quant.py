@@ -19,6 +19,7 @@ from ...ir.dims import Dim, capacity
 from ...synth.program import KernelRequest
 from . import Body, dispatch, family
 from .linalg import (
+    TUNE,
     buffer_view,
     has_norm,
     has_rope,
@@ -83,12 +84,21 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     if rope is not None:    # two column groups a workgroup: one in the first half of a head, its pair's
         dh, cl_n = rope.inputs[0].shape[-1], 2
         half_groups = dh // 2 // cols               # column groups in half a head
-    threads = min(256, 1 << (k.caps.max_wg.bit_length() - 1))
+    max_wg = 1 << (k.caps.max_wg.bit_length() - 1)
+    threads = min(256, max_wg)
     norm_bytes = 4 if has_norm(req) else 0       # a norm prologue's partial sums, per invocation
     while threads > cl_n and (threads // cl_n > kk or threads * (cols * 4 + norm_bytes) > k.caps.max_shared):
         threads //= 2
     if threads * (cols * 4 + norm_bytes) > k.caps.max_shared:
         return None
+    # a narrow projection has few column groups, hence few workgroups (768 columns of i4: 24 on a
+    # GPU of 132 compute units): larger ones keep more weight loads in flight on each unit
+    # (subgroup sums: shared memory holds a partial per 4 invocations, not per invocation)
+    groups = -(-nvec // cl_n)
+    while (k.caps.subgroup and k.caps.subgroup_size >= 4 and threads * 2 <= min(max_wg, TUNE["gemv_max_threads_quant"])
+           and groups * threads < TUNE["gemv_threads"] and threads * 2 // cl_n <= kk
+           and threads * 2 * (cols + norm_bytes) <= k.caps.max_shared):
+        threads *= 2
     ks_n = threads // cl_n
     chunks = cols // 4                                # vec4 accumulators per row of x
     signed = w.dtype.is_signed
