@@ -50,7 +50,7 @@ from ...synth.program import KernelRequest
 from ..ckernels.common import contiguous_strides
 from . import Body, dispatch, family
 from .reduce import NARROW, round_to
-from .rows import tree
+from .rows import pow2ceil, tree
 from .types import KernelCtx, lit
 
 #: the GEMV kernel serves matmuls with at most this many rows of A (per batch element)
@@ -92,10 +92,6 @@ def _prod(shape) -> int:
     for d in shape:
         out *= d
     return out
-
-
-def _pow2ceil(x: int) -> int:
-    return 1 << max(0, (max(1, x) - 1).bit_length())
 
 
 def _load_f32(t, buf: str, idx: str) -> str:
@@ -415,7 +411,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     def lanes(segment: int) -> int:              # invocations across one weight row's segment
         if trans_b:
             return 1
-        return min(_pow2ceil(max(1, segment // (vw * esize))), 32, _pow2ceil(capacity(nvec)))
+        return min(pow2ceil(max(1, segment // (vw * esize))), 32, pow2ceil(capacity(nvec)))
 
     # narrower segments where the matrix has too few columns to give every compute unit a
     # workgroup (a decoder's down projection, N = 768 of K = 2304: 24 workgroups at 128 bytes);
@@ -447,7 +443,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     while (threads < TUNE["gemv_max_threads"] and fits(threads * 2) and total * threads < TUNE["gemv_threads"]
            and kcap >= (threads * 2 // cl_n) * unroll * 2):
         threads *= 2
-    while threads > cl_n and (threads // cl_n > _pow2ceil(kcap) or not fits(threads)):
+    while threads > cl_n and (threads // cl_n > pow2ceil(kcap) or not fits(threads)):
         threads //= 2
     threads = max(threads, cl_n)
     ks_n = threads // cl_n

@@ -301,8 +301,10 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
     before it were no longer transfers: docs/vulkan.md). None where the shape does not fit (V
     wider than 4 x the workgroup, or too little shared memory: the caller's kernel serves it)."""
     dk4, dv4 = dk // 4, dv // 4
+    # lanes per key: up to SDPA_KEY_LANES, but no more than lets every key be scored in one pass
+    # of the workgroup (a pass costs two barriers)
     sl = 1
-    while sl * 2 <= min(dk4, SDPA_KEY_LANES):
+    while sl * 2 <= min(dk4, SDPA_KEY_LANES) and capacity(sk) * sl * 2 <= rows_.ROW_WG:
         sl *= 2
     cl = 1
     while cl < dv4:
@@ -337,7 +339,9 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
         "}",
         "float m = -OI_INF;", f"for (uint j = lid; j < {sk}u; j += {wg}u) m = oi_maxf(m, oi_p[j]);",
         "oi_red[lid] = m;"]
-    lines += rows_.tree(wg, "oi_red[a] = oi_maxf(oi_red[a], oi_red[b]);")
+    # the trees span only the lanes that hold a key (the others' -inf and 0 change nothing)
+    span = min(wg, rows_.pow2ceil(capacity(sk)))
+    lines += rows_.tree(span, "oi_red[a] = oi_maxf(oi_red[a], oi_red[b]);")
     lines += ["m = oi_red[0];",
               "if (m == -OI_INF) {   // no key to attend to: zeros (m is the same in the whole workgroup)",
               f"    for (uint e = lid; e < {dv}u; e += {wg}u) out_[row * {dv}u + e] = {store.format('0.0')};",
@@ -345,7 +349,7 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
               "barrier();", "float l = 0.0;",
               f"for (uint j = lid; j < {sk}u; j += {wg}u) {{ float p = oi_expf(oi_p[j] - m); oi_p[j] = p; l += p; }}",
               "oi_red[lid] = l;"]
-    lines += rows_.tree(wg, "oi_red[a] += oi_red[b];")
+    lines += rows_.tree(span, "oi_red[a] += oi_red[b];")
     lines += ["l = oi_red[0];",
               f"uint e4 = lid % {cl}u, g = lid / {cl}u;",
               "vec4 acc = vec4(0.0);",

@@ -34,6 +34,11 @@ def row_wg(k: KernelCtx, work: int) -> int:
     return wg
 
 
+def pow2ceil(x: int) -> int:
+    """The least power of two >= x (1 for x <= 1)."""
+    return 1 << max(0, (max(1, x) - 1).bit_length())
+
+
 def header(rows: int) -> list[str]:
     """main()'s first lines: this workgroup's row (whole workgroups return together, so no
     barrier is left waiting for a returned invocation) and the invocation's lane."""
