@@ -68,33 +68,25 @@ block entry {
 OUTPUTS = {"out1", "out2", "out3", "out4", "out5", "out6", "out7"}
 
 
-def _reads(prog: P.Program) -> tuple[list[str], list[str]]:
-    """(descriptions of the table reads left, of the view markers)."""
-    reads, marks = [], []
-
+def _statements(prog: P.Program) -> list[P.Statement]:
+    """The entry block's statements, loop bodies included."""
     def visit(stmts):
         for s in stmts:
-            if isinstance(s, P.TableRead):
-                reads.append(s.desc)
-            elif isinstance(s, P.Marker) and s.kind == "view":
-                marks.append(s.desc)
-            elif isinstance(s, P.Loop):
-                visit(s.body)
-    visit(prog.blocks[prog.entry])
-    return reads, marks
+            yield s
+            if isinstance(s, P.Loop):
+                yield from visit(s.body)
+    return list(visit(prog.blocks[prog.entry]))
+
+
+def _reads(prog: P.Program) -> tuple[list[str], list[str]]:
+    """(descriptions of the table reads left, of the view markers)."""
+    stmts = _statements(prog)
+    return ([s.desc for s in stmts if isinstance(s, P.TableRead)],
+            [s.desc for s in stmts if isinstance(s, P.Marker) and s.kind == "view"])
 
 
 def _calls(prog: P.Program) -> list[P.Call]:
-    out = []
-
-    def visit(stmts):
-        for s in stmts:
-            if isinstance(s, P.Call):
-                out.append(s)
-            elif isinstance(s, P.Loop):
-                visit(s.body)
-    visit(prog.blocks[prog.entry])
-    return out
+    return [s for s in _statements(prog) if isinstance(s, P.Call)]
 
 
 def _plan(arch, outputs=OUTPUTS):
@@ -186,18 +178,9 @@ OUTPUTS_W = {"out1", "out2", "out3", "out4", "out5"}
 
 def _writes(prog: P.Program) -> tuple[list[str], list[str]]:
     """(descriptions of the writes made by their source's kernel, of the writes left)."""
-    written, kept = [], []
-
-    def visit(stmts):
-        for s in stmts:
-            if isinstance(s, P.Marker) and s.kind == "in kernel":
-                written.append(s.desc)
-            elif isinstance(s, P.TableWrite):
-                kept.append(s.desc)
-            elif isinstance(s, P.Loop):
-                visit(s.body)
-    visit(prog.blocks[prog.entry])
-    return written, kept
+    stmts = _statements(prog)
+    return ([s.desc for s in stmts if isinstance(s, P.Marker) and s.kind == "in kernel"],
+            [s.desc for s in stmts if isinstance(s, P.TableWrite)])
 
 
 def test_writes_go_into_the_kernel_only_where_no_one_sees_the_difference():
