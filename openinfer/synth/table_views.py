@@ -3,8 +3,8 @@ that read dst can read the table's entry rows where they are, and `cache.write s
 copies nothing when the kernel that computes src can store it in the row instead.
 
 A decode step reads a layer's whole key and value cache (`cache.read Kc[l, ..] >> kc`) only to
-hand it to attention; the copy is a dependent stage of its own on a GPU (~4 us on an H200, one
-per table and layer). Where the target can bind part of a persistent table as a kernel operand
+hand it to attention; the copy is a dependent stage of its own on a GPU (~4 us on an H100 or
+H200, one per table and layer). Where the target can bind part of a persistent table as a kernel operand
 (`Renderer.table_operands`), this pass rewrites the kernels' inputs that name dst's buffer
 (directly or through views: openinfer/synth/views.py runs first) to the table operand `T[i..]`
 (leading indices only: the block of every row under them, which is what dst holds) and turns the
@@ -58,13 +58,6 @@ def _entry_schedule(stmts, loops: tuple[P.Loop, ...] = ()):
         yield s, loops
         if isinstance(s, P.Loop):
             yield from _entry_schedule(s.body, loops + (s,))
-
-
-def _all_statements(stmts):
-    for s in stmts:
-        yield s
-        if isinstance(s, P.Loop):
-            yield from _all_statements(s.body)
 
 
 def _static_index(e: P.IntExpr, size: int, loops: tuple[P.Loop, ...]) -> bool:
@@ -173,7 +166,7 @@ def table_reads_in_place(prog: P.Program) -> P.Program:
     entry = prog.frames.get("entry", {})
     schedule = list(_entry_schedule(prog.blocks[prog.entry]))
     own = {id(s) for s, _ in schedule}
-    written_elsewhere = {s.var for stmts in prog.blocks.values() for s in _all_statements(stmts)
+    written_elsewhere = {s.var for stmts in prog.blocks.values() for s, _ in _entry_schedule(stmts)
                          if isinstance(s, (P.TableWrite, P.StateReset)) and id(s) not in own}
     tl = timeline(prog)
     by_pos = {tl.at[id(s)][0]: s for s, _ in schedule if id(s) in tl.at}
