@@ -136,6 +136,13 @@ class _Fuser:
         self.kernel_ids = {k: i for i, k in enumerate(self.kernels)}
         self.fused_nodes: set[int] = set()
 
+    def kernel_id(self, req: P.KernelRequest) -> int:
+        """The index of request `req` in the program's kernels (appended if new)."""
+        if req not in self.kernel_ids:
+            self.kernel_ids[req] = len(self.kernels)
+            self.kernels.append(req)
+        return self.kernel_ids[req]
+
     def elementwise(self, s) -> bool:
         if not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None or s.output.indices:
             return False
@@ -222,11 +229,8 @@ class _Fuser:
         req = P.KernelRequest("fused", "normal", tuple(self._type_of(o) for o in ext), out, (), (), None, False,
                               aliased=any(o.var == cur.output.var for o in ext),
                               chain=tuple(steps), chain_args=tuple(tuple(a) for a in args))
-        if req not in self.kernel_ids:
-            self.kernel_ids[req] = len(self.kernels)
-            self.kernels.append(req)
         self.fused_nodes.add(prev.node)
-        return P.Call(cur.node, f"{prev.desc}; {cur.desc}", self.kernel_ids[req], tuple(ext), cur.output)
+        return P.Call(cur.node, f"{prev.desc}; {cur.desc}", self.kernel_id(req), tuple(ext), cur.output)
 
     def _type_of(self, o: P.Operand):
         from ..ops.types import TensorType
@@ -241,12 +245,16 @@ class _Fuser:
         raise KeyError(o.var)
 
     # ------------------------------------------------------------------ matmul epilogues
-    def epilogue_host(self, s) -> bool:
-        if self.epilogue_ok is None or not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None \
-                or s.output.indices:
+    def matmul_host(self, s) -> bool:
+        """Whether s is a matmul / dequant_matmul call whose result a kernel may post-process as
+        it stores it (no run-time attributes, scratch copy or indexed output; no `dep` names it)."""
+        if not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None or s.output.indices:
             return False
         req = self.kernels[s.kernel]
         return req.op in _EPILOGUE_HOSTS and req.op not in self.dep_names and s.output.var not in self.dep_names
+
+    def epilogue_host(self, s) -> bool:
+        return self.epilogue_ok is not None and self.matmul_host(s)
 
     def attach(self, host: P.Call, cur: P.Call, rest, then: Callable[[str], bool]) -> P.Call | None:
         """host with cur appended to its epilogue, or None where that is not allowed."""
@@ -285,11 +293,8 @@ class _Fuser:
                           epilogue=new_epi)
         if not self.epilogue_ok(new_req):
             return None
-        if new_req not in self.kernel_ids:
-            self.kernel_ids[new_req] = len(self.kernels)
-            self.kernels.append(new_req)
         self.fused_nodes.add(host.node)
-        return P.Call(cur.node, f"{host.desc}; {cur.desc}", self.kernel_ids[new_req],
+        return P.Call(cur.node, f"{host.desc}; {cur.desc}", self.kernel_id(new_req),
                       (*host.inputs[:own], *ext[1:], *host.inputs[end:]), cur.output)
 
     def block(self, stmts, then: Callable[[str], bool]) -> tuple[P.Statement, ...]:
@@ -405,10 +410,7 @@ class _PrologueFolder(_Folder):
                 new_req = replace(mm, inputs=(pro.inputs[0], *mm.inputs[1:], *pro.inputs[1:]), prologue=pro)
                 if not self.ok(new_req):
                     return None
-                if new_req not in self.kernel_ids:
-                    self.kernel_ids[new_req] = len(self.kernels)
-                    self.kernels.append(new_req)
-                consumers[j] = P.Call(t.node, f"{s.desc}; {t.desc}", self.kernel_ids[new_req],
+                consumers[j] = P.Call(t.node, f"{s.desc}; {t.desc}", self.kernel_id(new_req),
                                       (s.inputs[0], *t.inputs[1:], *s.inputs[1:]), t.output, t.runtime_attrs,
                                       t.copy_to)
             if t.result.var in kept or t.result.var == h:
@@ -487,10 +489,7 @@ class _TransposeFolder(_Folder):
                                   input_perms=tuple(sorted((*req.input_perms, (n, perm)))))
                 if not self.ok(new_req):
                     return None
-                if new_req not in self.kernel_ids:
-                    self.kernel_ids[new_req] = len(self.kernels)
-                    self.kernels.append(new_req)
-                call = P.Call(t.node, f"{s.desc}; {t.desc}", self.kernel_ids[new_req],
+                call = P.Call(t.node, f"{s.desc}; {t.desc}", self.kernel_id(new_req),
                               t.inputs[:n] + (src,) + t.inputs[n + 1:], t.output, t.runtime_attrs, t.copy_to)
                 self.fused_nodes.add(s.node)
                 return stmts[:i] + stmts[i + 1:j] + (call,) + stmts[j + 1:]
@@ -540,23 +539,17 @@ class _RopeFolder(_Folder):
         else:
             y = x.var
         host = stmts[j]
-        if (not isinstance(host, P.Call) or host.runtime_attrs or host.copy_to is not None or host.output.indices
-                or host.output.var != y or y in [o.var for o in host.inputs]):
+        if not self.matmul_host(host) or host.output.var != y or y in [o.var for o in host.inputs]:
             return None
         mm = self.kernels[host.kernel]
-        if mm.op not in _EPILOGUE_HOSTS or mm.op in self.dep_names or y in self.dep_names:
-            return None
         if mm.epilogue is not None or mm.output.dtype != rope.output.dtype or \
                 any(pos.var in _writes(t) for t in stmts[j + 1:i]):
             return None
         new_req = replace(mm, inputs=(*mm.own_inputs, rope.inputs[1], *mm.prologue_inputs), epilogue=rope)
         if not self.ok(new_req):
             return None
-        if new_req not in self.kernel_ids:
-            self.kernel_ids[new_req] = len(self.kernels)
-            self.kernels.append(new_req)
         own = len(mm.own_inputs)
-        call = P.Call(s.node, f"{host.desc}; {s.desc}", self.kernel_ids[new_req],
+        call = P.Call(s.node, f"{host.desc}; {s.desc}", self.kernel_id(new_req),
                       (*host.inputs[:own], pos, *host.inputs[own:]), host.output)
         self.fused_nodes.add(host.node)
         return stmts[:j] + (call,) + stmts[j + 1:i] + stmts[i + 1:]

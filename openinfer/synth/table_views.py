@@ -49,7 +49,7 @@ from dataclasses import replace
 
 from . import program as P
 from .memplan import timeline
-from .views import _named_by_yields
+from .views import named_by_yields
 
 
 def _entry_schedule(stmts, loops: tuple[P.Loop, ...] = ()):
@@ -108,7 +108,7 @@ def table_writes_in_place(prog: P.Program) -> P.Program:
     schedule = list(_entry_schedule(prog.blocks[prog.entry]))
     tl = timeline(prog)
     by_pos = {tl.at[id(s)][0]: s for s, _ in schedule if id(s) in tl.at}
-    named = _named_by_yields(prog)
+    named = named_by_yields(prog)
     outputs: dict[int, P.TableWrite] = {}       # id(C) -> the write it takes over
     made: set[int] = set()
     for w, _ in schedule:
@@ -170,7 +170,7 @@ def table_reads_in_place(prog: P.Program) -> P.Program:
                          if isinstance(s, (P.TableWrite, P.StateReset)) and id(s) not in own}
     tl = timeline(prog)
     by_pos = {tl.at[id(s)][0]: s for s, _ in schedule if id(s) in tl.at}
-    named = _named_by_yields(prog)
+    named = named_by_yields(prog)
     rewrite: dict[str, P.Operand] = {}          # dst's buffer -> the table operand its readers take
     made: set[int] = set()
     for r, loops in schedule:

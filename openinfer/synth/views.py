@@ -53,7 +53,8 @@ def _reshapes(prog: P.Program, stmts) -> list[P.Call]:
     return out
 
 
-def _named_by_yields(prog: P.Program) -> set[str]:
+def named_by_yields(prog: P.Program) -> set[str]:
+    """The variables a yield or await names (their buffers are shared with consumer frames)."""
     names: set[str] = set()
 
     def visit(stmts):
@@ -100,7 +101,7 @@ def views(prog: P.Program) -> P.Program:
     """The program with the reshapes that can be views turned into markers (module docstring).
     One timeline of the schedule serves every decision: a view merges the two buffers' accesses
     (less the reshape's own, which the marker no longer makes)."""
-    shared_vars = _named_by_yields(prog)
+    shared_vars = named_by_yields(prog)
     reshapes = _reshapes(prog, prog.blocks[prog.entry])
     tl = timeline(prog)
     at_pos = {tl.at[id(r)][0]: r for r in reshapes if id(r) in tl.at}
