@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from quantized import quantized_weight
 
 import openinfer as oi
-from openinfer import QuantParams, TensorSpec
 from openinfer.synth import program as P
 from openinfer.synth.synthesizer import Synthesizer
 
@@ -55,10 +55,8 @@ OUTPUTS = {"y1", "y2", "y3", "y4", "s2", "y5", "y16", "p"}
 
 def model(path: Path) -> Path:
     rng = np.random.default_rng(8)
-    q8 = TensorSpec(rng.integers(-127, 128, (64, 32)).astype(np.int8), dtype="i8",
-                    quant=QuantParams.per_channel(1, rng.uniform(0.01, 0.1, 32).astype(np.float32)))
-    q4 = TensorSpec(rng.integers(-8, 8, (64, 32)).astype(np.int8), dtype="i4",
-                    quant=QuantParams.per_channel(1, rng.uniform(0.05, 0.2, 32).astype(np.float32)))
+    q8 = quantized_weight(rng, "i8", 64, 32)
+    q4 = quantized_weight(rng, "i4", 64, 32, scales=(0.05, 0.2))
     oi.write_oinf(path, {"w": (rng.standard_normal((64, 32)) / 4).astype(np.float32), "w8": q8, "w4": q4,
                          "wsq": (rng.standard_normal((64, 64)) / 8).astype(np.float32)})
     return path

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 from example_modules import load_example
+from quantized import quantized_weight
 
 import openinfer as oi
-from openinfer import QuantParams, TensorSpec
 from openinfer.synth import program as P
 from openinfer.synth.synthesizer import Synthesizer
 
@@ -60,14 +60,10 @@ OUTPUTS = {"r", "y", "x3", "p", "q", "g16", "r6", "d7", "h8"}
 
 def model(path: Path) -> Path:
     rng = np.random.default_rng(5)
-    def quantized(k: int, n: int) -> TensorSpec:
-        w = rng.integers(-127, 128, (k, n)).astype(np.int8)
-        return TensorSpec(w, dtype="i8", quant=QuantParams.per_channel(1, rng.uniform(0.01, 0.1, n).astype(np.float32)))
-
     oi.write_oinf(path, {
         "w": rng.standard_normal((64, 48)).astype(np.float32), "b": rng.standard_normal(48).astype(np.float32),
         "w3": rng.standard_normal((32, 32)).astype(np.float32),
-        "wq": quantized(64, 64), "w7": quantized(64, 7),
+        "wq": quantized_weight(rng, "i8", 64, 64), "w7": quantized_weight(rng, "i8", 64, 7),
         "b7": rng.standard_normal(7).astype(np.float32)})
     return path
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 from example_modules import load_example
+from quantized import quantized_weight
 
 import openinfer as oi
-from openinfer import QuantParams, TensorSpec
 from openinfer.synth import program as P
 from openinfer.synth.synthesizer import Synthesizer
 
@@ -64,8 +64,7 @@ OUTPUTS = {"q", "k", "v", "p2", "p3", "t3", "p4", "p5", "y", "h5", "p6", "p16", 
 def model(path: Path) -> Path:
     rng = np.random.default_rng(5)
     shapes = {"g": (64,), "wq": (64, 48), "wk": (64, 16), "wv": (64, 16), "w2": (64, 32)}
-    w8 = TensorSpec(rng.integers(-127, 128, (64, 64)).astype(np.int8), dtype="i8",
-                    quant=QuantParams.per_channel(1, rng.uniform(0.01, 0.1, 64).astype(np.float32)))
+    w8 = quantized_weight(rng, "i8", 64, 64)
     oi.write_oinf(path, {**{k: (rng.standard_normal(s) / 4).astype(np.float32) for k, s in shapes.items()}, "w8": w8})
     return path
 

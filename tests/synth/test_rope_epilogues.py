@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from quantized import quantized_weight
 
 import openinfer as oi
-from openinfer import QuantParams, TensorSpec
 from openinfer.synth import program as P
 from openinfer.synth.synthesizer import Synthesizer
 
@@ -68,10 +68,8 @@ OUTPUTS = {"q3", "k3", "v3", "n3", "s3", "sx", "t3", "u3", "b3"}
 
 def model(path: Path) -> Path:
     rng = np.random.default_rng(11)
-    q8 = TensorSpec(rng.integers(-127, 128, (128, 128)).astype(np.int8), dtype="i8",
-                    quant=QuantParams.per_channel(1, rng.uniform(0.01, 0.1, 128).astype(np.float32)))
-    q4 = TensorSpec(rng.integers(-8, 8, (128, 128)).astype(np.int8), dtype="i4",
-                    quant=QuantParams.per_channel(1, rng.uniform(0.05, 0.2, 128).astype(np.float32)))
+    q8 = quantized_weight(rng, "i8", 128, 128)
+    q4 = quantized_weight(rng, "i4", 128, 128, scales=(0.05, 0.2))
     oi.write_oinf(path, {"w": (rng.standard_normal((128, 128)) / 8).astype(np.float32), "w8": q8, "w4": q4,
                          "g": rng.uniform(0.5, 1.5, 128).astype(np.float32)})
     return path
