@@ -40,7 +40,8 @@ def _bf16(x: np.ndarray) -> np.ndarray:
 
 #: (a shape, b shape, input dtype, acc, output dtype, the kernel the doc line names)
 CASES = [
-    ((1, 200), (200, 96), "f32", None, "f32", "GEMV"),                 # vec4 weight loads
+    ((1, 200), (200, 96), "f32", None, "f32", "loaded at once"),       # vec4 weight loads, every row at once
+    ((2, 5000), (5000, 64), "f32", None, "f32", "4-wide loads)"),      # K too long for that: the loop
     ((3, 37), (37, 10), "f32", None, "f32", "GEMV"),                   # scalar loads, odd K
     ((8, 256), (256, 40), "f32", None, "f32", "GEMV"),                 # GEMV_MAX_M rows
     ((2, 4, 1, 32), (4, 32, 64), "f32", None, "f32", "GEMV"),          # batch broadcast

@@ -64,6 +64,8 @@ TUNE = {
     "gemv_max_threads_quant": 512,   # the same for the dequantizing GEMV
     "gemv_unroll": 4,              # weight rows in flight per invocation (f32 weights)
     "gemv_unroll_16bit": 8,        # the same for f16 / bf16 weights
+    "gemv_rows_at_once": 16,       # weight rows an invocation may load at once (see _gemv)
+    "gemv_min_groups_quant": 96,   # dequantizing GEMV: loads narrowed (16 -> 8 -> 4 bytes) below this
     "gemm_group": 8,               # tile rows per L2 group
     "gemm_tiles": ((128, 128, 8, 8), (64, 64, 4, 4), (32, 32, 4, 4)),   # (BM, BN, TM, TN)
     "gemm_bk": 8,
@@ -261,22 +263,28 @@ def has_norm(req: KernelRequest) -> bool:
     return req.prologue is not None and req.prologue.op == "rms_norm"
 
 
-def row_scales(req: KernelRequest, k: KernelCtx, kk: int, rows: int, threads: int, x_at) -> list[str]:
+def row_scales(req: KernelRequest, k: KernelCtx, kk: int, rows: int, threads: int, x_at, squares=None) -> list[str]:
     """A GEMV's prologue (`req.prologue`, an rms_norm of x's rows): lines giving each of x's
     `rows` rows its root mean square `oi_rms<r>`, summed by the workgroup's `threads` invocations
     (`lid`) in the shared `oi_nrm` (`norm_shared`). Every workgroup recomputes them: one row of K
     floats, read from L2, costs less than the separate norm kernel's dispatch and barrier. With
     subgroup arithmetic a subgroup adds its invocations' sums at once and shared memory holds one
     per subgroup (one barrier, not log2(threads): every workgroup waits for this before its loop).
-    `x_at(r, i)`: the load of x[r, i]."""
+    `x_at(r, i)`: the load of x[r, i]; `squares(r)`, where given: the expression of this
+    invocation's share of row r's sum of squares (from x values it already loaded), instead of
+    a loop over the row."""
     eps = lit("float", float(req.prologue.attr("eps")))
     sub = _norm_subgroups(k, threads)
     if sub:
         k.need("subgroup", "the GEMV's row norm prologue")
     lines = []
     for r in range(rows):
-        lines += [f"float oi_rms{r};", "{", "    float oi_ss = 0.0;",
-                  f"    for (uint i = lid; i < {kk}u; i += {threads}u) {{ float v = {x_at(r, 'i')}; oi_ss += v * v; }}"]
+        lines += [f"float oi_rms{r};", "{"]
+        if squares is not None:
+            lines.append(f"    float oi_ss = {squares(r)};")
+        else:
+            lines += ["    float oi_ss = 0.0;", f"    for (uint i = lid; i < {kk}u; i += {threads}u) "
+                      f"{{ float v = {x_at(r, 'i')}; oi_ss += v * v; }}"]
         if sub:
             lines += ["    oi_ss = subgroupAdd(oi_ss);", "    if (subgroupElect()) oi_nrm[gl_SubgroupID] = oi_ss;",
                       "    barrier();", "    oi_ss = 0.0;",
@@ -300,7 +308,7 @@ def norm_shared(k: KernelCtx, threads: int) -> str:
     return f"shared float oi_nrm[{threads // 4 if _norm_subgroups(k, threads) else threads}];"
 
 
-def normed(req: KernelRequest, x: str, r: int, q: str) -> str:
+def normed(req: KernelRequest, x: str, r: int, q: str, gamma: str | None = None) -> str:
     """x[r, q] (the expression `x`) as the prologue gives it: an rms_norm in the norm kernel's
     order (x / rms, then * gamma[q], the request's last input), an element-wise chain through
     `oi_prologue` (the other operands read at the same element)."""
@@ -310,7 +318,7 @@ def normed(req: KernelRequest, x: str, r: int, q: str) -> str:
     if pro.op == "fused":
         return f"oi_prologue({x}, {r * req.own_inputs[0].shape[1]}u + {q})"
     if len(pro.inputs) > 1:
-        return f"({x} / oi_rms{r}) * in{len(req.inputs) - 1}[{q}]"
+        return f"({x} / oi_rms{r}) * {gamma or f'in{len(req.inputs) - 1}[{q}]'}"
     return f"{x} / oi_rms{r}"
 
 
@@ -502,22 +510,52 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
         functions = f"{functions}\n{rope_frequencies(rope)}" if functions else rope_frequencies(rope)
         if ks_n < 4:       # (takes_rope: K >= 4, so at least 4 slices of K)
             raise SynthesisError(f"{k.where}internal: the rope epilogue needs 4 slices of K, not {ks_n}")
-        # slice ks < 4 of a lane stores its element ks: that element's angle, computed now
+        # slice ks < 4 of a lane stores its element ks: that element's angle, computed now (its
+        # latency hides behind the weight loads'; computed after them, the q/k/v stage took longer)
         lines += ["float oi_cs = 0.0, oi_sn = 0.0;", "if (ks < 4u) {",
                   *["    " + x for x in rope_angle(f"col % {half}u + ks", rope_position(req, k))], "}"]
     lines.append(f"uint ao = {a_off}, bo = {b_off};")
-    if norm is not None:
-        lines += row_scales(req, k, kk, mcap, threads, lambda r, i: _load_f32(ta, 'in0', f'ao + {r * kk}u + {i}'))
     zero = "vec4(0.0)" if vt == "vec4" else "0.0"
+    # Where an invocation reads few weight rows (a decoder's 768-row projections: 6 each), it
+    # issues every load at once, before the norm prologue's sums, and waits once: a loop waits
+    # for each batch of `unroll` loads in turn (the decoder bench's f32 step: 334 -> 313 us of
+    # device time on an H100). The norm's sums then come from the x values loaded for the
+    # products (lanes cl == 0 cover every k once), and gamma's from the same rows.
+    rows_each = -(-kcap // ks_n)
+    at_once = (tb.name == "f32" and not isinstance(kk, Dim) and rows_each <= TUNE["gemv_rows_at_once"]
+               and rows_each * (vw + mcap + 1) <= 128)
+    gamma = norm is not None and len(norm.inputs) > 1
+    if at_once:
+        for j in range(rows_each):
+            q = f"ks + {j * ks_n}u"
+            past = (j + 1) * ks_n > kk                  # the last row of some slices is past K
+            idx = "bo + " + _b_at(trans_b, n, kk, q, "col")
+            wv = f"oi_wv[({idx}) >> 2]" if vw == 4 else _load_f32(tb, 'in1', idx)
+            lines.append(f"{vt} w{j}_0 = col < {n}u{f' && {q} < {kk}u' if past else ''} ? {wv} : {zero};")
+            loads = [(f"xr{j}_{r}", _load_f32(ta, 'in0', 'ao + ' + _a_at(trans_a, m, kk, f'{r}u', q)))
+                     for r in range(mcap)]
+            if gamma:
+                loads.append((f"gm{j}", f"in{len(req.inputs) - 1}[{q}]"))
+            lines += [f"float {v} = {q} < {kk}u ? {e} : 0.0;" if past else f"float {v} = {e};" for v, e in loads]
+    if norm is not None:
+        def squares(r: int) -> str:
+            return f"cl == 0u ? {' + '.join(f'xr{j}_{r} * xr{j}_{r}' for j in range(rows_each))} : 0.0"
+        lines += row_scales(req, k, kk, mcap, threads, lambda r, i: _load_f32(ta, 'in0', f'ao + {r * kk}u + {i}'),
+                            squares if at_once else None)
     lines += [f"{vt} s{r}_{c} = {zero};" for r in range(mcap) for c in range(chunks)]
-    lines += [f"if (col < {n}u) {{", "    uint q = ks;"]
-    if unroll > 1 and kcap > ks_n:
-        lines.append(f"    for (; q + {(unroll - 1) * ks_n}u < {kk}u; q += {unroll * ks_n}u) {{")
-        lines += ["    " + x for x in step([(j, f"q + {j * ks_n}u") for j in range(unroll)])]
-        lines.append("    }")
-    lines.append(f"    for (; q < {kk}u; q += {ks_n}u) {{")
-    lines += ["    " + x for x in step([(0, "q")])]
-    lines += ["    }", "}"]
+    if at_once:
+        for j in range(rows_each):
+            lines += [f"s{r}_0 += {normed(req, f'xr{j}_{r}', r, f'ks + {j * ks_n}u', f'gm{j}' if gamma else None)}"
+                      f" * w{j}_0;" for r in range(mcap)]
+    else:
+        lines += [f"if (col < {n}u) {{", "    uint q = ks;"]
+        if unroll > 1 and kcap > ks_n:
+            lines.append(f"    for (; q + {(unroll - 1) * ks_n}u < {kk}u; q += {unroll * ks_n}u) {{")
+            lines += ["    " + x for x in step([(j, f"q + {j * ks_n}u") for j in range(unroll)])]
+            lines.append("    }")
+        lines.append(f"    for (; q < {kk}u; q += {ks_n}u) {{")
+        lines += ["    " + x for x in step([(0, "q")])]
+        lines += ["    }", "}"]
     for r in range(mcap):
         if r:
             lines.append("barrier();")
@@ -543,6 +581,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     shared = "\n".join(views + [f"shared {vt} oi_red[{threads * chunks}];"]
                        + ([norm_shared(k, threads)] if norm is not None else []))
     how = f"GEMV: {cl_n * vw} columns x {ks_n} slices of K per workgroup, {vw}-wide loads" + \
+        (f", {rows_each} rows an invocation loaded at once" if at_once else "") + \
         (f", {norm.op} of each row of x first" if norm is not None else "") + \
         (", each column pair rotated (rope) as stored" if rope is not None else "") + \
         (", x computed by an element-wise prologue" if req.prologue is not None and norm is None else "")

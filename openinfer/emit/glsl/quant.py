@@ -2,11 +2,13 @@
 stored (8-bit storage, or the bytes of packed nibbles) and dequantized in registers.
 
 GEMV (f32 x with at most 8 static rows, N a multiple of 16 for 8-bit and of 32 for 4-bit weights): each
-invocation reads 16 bytes of a weight row at a time (16 or 32 columns, unpacked with
-bitfieldExtract: packing is LSB-first, so element e of a 32-bit word sits at bit e * bits), for
-rows ks, ks + KS, ...; a workgroup owns CL such column groups and splits K over KS = threads / CL
-slices whose partial sums are added in shared memory (a tree). Zero points are subtracted per
-column in registers and the scale applied once per column at the end.
+invocation reads 16 bytes of a weight row at a time (16 or 32 columns; 8 or 4 bytes where a
+projection has too few 16-byte column groups to give the GPU's units a workgroup each), unpacked
+with bitfieldExtract (packing is LSB-first, so element e of a 32-bit word sits at bit e * bits),
+for rows ks, ks + KS, ... (loaded at once where they are few); a workgroup owns CL such column
+groups and splits K over KS = threads / CL slices whose partial sums are added by subgroup (or
+in shared memory, a tree). Zero points are subtracted per column in registers and the scale
+applied once per column at the end.
 
 Otherwise one invocation per output element sums x[i, k] * (w[k, j] - zp) in f32 (f64 for f64 x)
 over k and multiplies by the column's scale once.
@@ -75,14 +77,29 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     m = x.shape[0] if len(x.shape) == 2 else 1
     mcap = capacity(m)                                # rows unrolled: a dynamic M's bound, stored below M
     bits = w.dtype.bits
-    cols = 128 // bits                                # columns per 16-byte load
     if not takes_gemv(req):
         return None
-    nvec = n // cols
-    cl_n = 2 if nvec >= 256 else 1                    # 32- or 16-byte row segments per workgroup
     rope = req.epilogue if has_rope(req) else None
+
+    def column_groups(load_bytes: int) -> tuple[int, int]:
+        """(column groups, groups a workgroup takes) with loads of load_bytes a row."""
+        groups = n // (load_bytes * 8 // bits)
+        return groups, 2 if rope is not None or groups >= 256 else 1
+
+    # narrower loads where a projection has few column groups, hence few workgroups (768 columns
+    # of i4 in 16-byte groups: 24 on a GPU of 132 compute units; in 4-byte groups 96, and the
+    # decoder bench's i4 step took 298 us of device time on an H100, not 348). The workgroups
+    # reading one 32-byte sector's other parts run side by side, so the sector is read from
+    # memory once and from L2 by the others. A smaller load still tiles N and a rope's half
+    # head, both whole 16-byte groups (takes_gemv, takes_rope).
+    load_bytes = 16
+    while load_bytes > 4 and -(-column_groups(load_bytes)[0] // column_groups(load_bytes)[1]) \
+            < TUNE["gemv_min_groups_quant"]:
+        load_bytes //= 2
+    cols = load_bytes * 8 // bits                     # columns per load
+    nvec, cl_n = column_groups(load_bytes)
     if rope is not None:    # two column groups a workgroup: one in the first half of a head, its pair's
-        dh, cl_n = rope.inputs[0].shape[-1], 2
+        dh = rope.inputs[0].shape[-1]
         half_groups = dh // 2 // cols               # column groups in half a head
     max_wg = 1 << (k.caps.max_wg.bit_length() - 1)
     threads = min(256, max_wg)
@@ -101,6 +118,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
         threads *= 2
     ks_n = threads // cl_n
     chunks = cols // 4                                # vec4 accumulators per row of x
+    wtype = {16: "uvec4", 8: "uvec2", 4: "uint"}[load_bytes]
     signed = w.dtype.is_signed
     per_word = 32 // bits
     # subgroup arithmetic where the device has it (subgroups of at least 4 invocations: the shared
@@ -119,7 +137,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
 
     lanes = (f"uint cl = gl_SubgroupID % {cl_n}u, ks = (gl_SubgroupID / {cl_n}u) * gl_SubgroupSize"
              " + gl_SubgroupInvocationID;" if subgroups else f"uint cl = lid % {cl_n}u, ks = lid / {cl_n}u;")
-    def group(g: str, c: str) -> str:            # the 16-byte column group c of workgroup g
+    def group(g: str, c: str) -> str:            # the column group c of workgroup g
         if rope is None:
             return f"{g} * {cl_n}u + {c}"
         return f"(({g} / {half_groups}u) * {2 * half_groups}u + {c} * {half_groups}u + {g} % {half_groups}u)"
@@ -127,10 +145,28 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     lines = ["uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;",
              f"if (g >= {nvec // cl_n + (nvec % cl_n > 0)}u) return;",
              "uint lid = gl_LocalInvocationID.x;", lanes,
-             f"uint cv = {group('g', 'cl')};                  // this invocation's 16-byte column group",
+             f"uint cv = {group('g', 'cl')};                  // this invocation's column group",
              f"uint col = cv * {cols}u;"]
+    # every weight row an invocation reads loaded at once where they are few, before the norm's
+    # sums, which then come from the x values loaded with them (as linalg._gemv does)
+    rows_each = -(-kk // ks_n)
+    at_once = rows_each <= TUNE["gemv_rows_at_once"] and rows_each * (load_bytes // 4 + mcap + 1) <= 128
+    gamma = has_norm(req) and len(req.prologue.inputs) > 1
+    if at_once:
+        for j in range(rows_each):
+            q = f"ks + {j * ks_n}u" if j else "ks"
+            inside = f"{q} < {kk}u" if (j + 1) * ks_n > kk else ""      # (the last row, past K in some slices)
+            lines.append(f"{wtype} wq{j} = cv < {nvec}u{' && ' + inside if inside else ''}"
+                         f" ? oi_wq[({q}) * {nvec}u + cv] : {wtype}(0u);")
+            loads = [(f"xr{j}_{r}", f"in0[{r * kk}u + {q}]") for r in range(mcap)]
+            if gamma:
+                loads.append((f"gm{j}", f"in{len(req.inputs) - 1}[{q}]"))
+            lines += [f"float {v} = {inside} ? {e} : 0.0;" if inside else f"float {v} = {e};" for v, e in loads]
     if has_norm(req):
-        lines += row_scales(req, k, kk, mcap, threads, lambda r, i: f"in0[{r * kk}u + {i}]")
+        def squares(r: int) -> str:
+            return f"cl == 0u ? {' + '.join(f'xr{j}_{r} * xr{j}_{r}' for j in range(rows_each))} : 0.0"
+        lines += row_scales(req, k, kk, mcap, threads, lambda r, i: f"in0[{r * kk}u + {i}]",
+                            squares if at_once else None)
     if rope is not None:
         if cl_n * cols > threads:      # (threads >= 8 x 2 groups of 32 columns: K >= 64 would do)
             raise SynthesisError(f"{k.where}internal: the rope epilogue needs an invocation per stored column")
@@ -143,19 +179,29 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     if zp:
         lines += [f"vec4 z{c} = vec4({', '.join(f'float(in3[{at(c, e)}])' for e in range(4))});"
                   for c in range(chunks)]
-    lines += [f"if (cv < {nvec}u) {{", f"    for (uint q = ks; q < {kk}u; q += {ks_n}u) {{",
-              f"        uvec4 wq = oi_wq[q * {nvec}u + cv];"]
-    for r in range(mcap):
-        lines.append(f"        float x{r} = {normed(req, f'in0[{r * kk}u + q]', r, 'q')};")
-    for c in range(chunks):
-        word = "xyzw"[(4 * c) // per_word]
-        base = (4 * c) % per_word
-        parts = [f"bitfieldExtract({'int' if signed else 'uint'}(wq.{word}), {(base + e) * bits}, {bits})"
-                 for e in range(4)]
-        lines.append(f"        vec4 w{c} = vec4({', '.join(parts)})" + (f" - z{c};" if zp else ";"))
-        for r in range(mcap):
-            lines.append(f"        s{r}_{c} += x{r} * w{c};")
-    lines += ["    }", "}"]
+
+    def accumulate(wq: str, x, q: str) -> list[str]:
+        """Adds row q's products: its load of weights `wq`, x[r, q] the expression x(r)."""
+        body = [f"float x{r} = {normed(req, x(r), r, q, gm)};" for r in range(mcap)]
+        for c in range(chunks):
+            base = (4 * c) % per_word
+            word = f"{wq}.{'xyzw'[(4 * c) // per_word]}" if load_bytes > 4 else wq
+            parts = [f"bitfieldExtract({'int' if signed else 'uint'}({word}), {(base + e) * bits}, {bits})"
+                     for e in range(4)]
+            body.append(f"vec4 w{c} = vec4({', '.join(parts)})" + (f" - z{c};" if zp else ";"))
+            body += [f"s{r}_{c} += x{r} * w{c};" for r in range(mcap)]
+        return body
+
+    if at_once:
+        for j in range(rows_each):
+            q = f"ks + {j * ks_n}u" if j else "ks"
+            gm = f"gm{j}" if gamma else None
+            lines += ["{", *["    " + x for x in accumulate(f"wq{j}", lambda r, j=j: f"xr{j}_{r}", q)], "}"]
+    else:
+        gm = None
+        lines += [f"if (cv < {nvec}u) {{", f"    for (uint q = ks; q < {kk}u; q += {ks_n}u) {{",
+                  f"        {wtype} wq = oi_wq[q * {nvec}u + cv];",
+                  *["        " + x for x in accumulate("wq", lambda r: f"in0[{r * kk}u + q]", "q")], "    }", "}"]
     for r in range(mcap):
         if r:
             lines.append("barrier();")
@@ -196,10 +242,11 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
                 lines.append(f"    out_[{idx}] = {stored(req, k, f'(v{c}.' + 'xyzw'[e] + f' * {sc})', idx)};")
         lines.append("}")
     red = threads // 4 * chunks if subgroups else threads * chunks
-    shared = "\n".join([buffer_view(1, "oi_wq", "uvec4"), f"shared vec4 oi_red[{red}];"]
+    shared = "\n".join([buffer_view(1, "oi_wq", wtype), f"shared vec4 oi_red[{red}];"]
                        + ([norm_shared(k, threads)] if has_norm(req) else []))
     doc = (f"dequant_matmul GEMV: {x.dtype.name}{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}), "
-           f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, 16-byte weight loads"
+           f"{cl_n * cols} columns x {ks_n} slices of K per workgroup, {load_bytes}-byte weight loads"
+           + (f", {rows_each} rows an invocation loaded at once" if at_once else "")
            + (", subgroup sums" if subgroups else ""))
     functions = ""
     if rope is not None:
