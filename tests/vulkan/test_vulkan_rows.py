@@ -1,7 +1,8 @@
 """The workgroup-per-row kernels (openinfer/emit/glsl/rows.py) at shapes the conformance cases do
 not reach: rows longer than a workgroup (several elements per invocation, idle invocations in
 the last stride), many rows, NaN and -inf rows, ties and NaNs in different invocations' shares
-of an argmax, and attention over more keys than invocations with masked and causal keys.
+of an argmax, rows whose length the argmax's batches of loads (rows.strided) divide and do not,
+and attention over more keys than invocations with masked and causal keys.
 Results are compared with the NumPy reference executor: f32 at the reduction tolerance of
 tests/conformance (rtol 1e-4 plus 2e-5 x the largest magnitude), indices exactly."""
 
@@ -18,13 +19,13 @@ from .test_vulkan_matmul import _model
 GRAPH = """
 dynamic {
     x: f32[5, 1000]; g: f32[777]; b: f32[777]; y: f32[3, 777];
-    a: f32[4, 700]; c: i32[600, 3];
+    a: f32[4, 700]; c: i32[600, 3]; e: f32[3, 4096];
     q: f32[2, 3, 5, 64]; k: f32[2, 3, 300, 64]; v: f32[2, 3, 300, 40]; keep: bool[300];
     qd: f32[4, 1, 64]; kd: f32[2, 70, 64]; vd: f32[2, 70, 300];
 }
 volatile {
     sm: f32[5, 1000]; lsm: f32[5, 1000]; rn: f32[3, 777]; ln: f32[3, 777];
-    amax: i64[4]; amaxl: i64[4]; amin: i64[4]; cmax: i64[3];
+    amax: i64[4]; amaxl: i64[4]; amin: i64[4]; cmax: i64[3]; emax: i64[3];
     att: f32[2, 3, 5, 40]; catt: f32[2, 3, 5, 40]; datt: f32[4, 1, 300];
 }
 block entry {
@@ -36,6 +37,7 @@ block entry {
     op argmax_axis(a, axis=1, select_first=false) >> amaxl;
     op argmin_axis(a, axis=1) >> amin;
     op argmax_axis(c, axis=0) >> cmax;
+    op argmax_axis(e, axis=1) >> emax;               // 4096: two whole rounds of 8 loads a lane
     op sdpa(q, k, v, keep) >> att;
     op sdpa(q, k, v, causal=true, scale=0.05) >> catt;
     op sdpa(qd, kd, vd) >> datt;                     // grouped: two query heads per kv head
@@ -56,9 +58,13 @@ def _inputs(rng) -> dict[str, np.ndarray]:
     a[2, [100, 356]] = -9.0                  # the minimum twice
     c = rng.integers(-5, 5, (600, 3)).astype(np.int32)
     c[[10, 500], 1] = 99
+    e = np.round(f(3, 4096) * 2)
+    e[0, 3000] = 50.0                        # in the second round of a lane's batched loads
+    e[1, [2049, 4095]] = np.nan              # the first NaN wins, from either round
+    e[2, [7, 2055]] = 50.0                   # a tie across rounds of the same lane: the first
     keep = np.ones(300, bool)
     keep[::7] = False
-    return {"x": x, "g": f(777), "b": f(777), "y": f(3, 777) * 3 + 1, "a": a, "c": c,
+    return {"x": x, "g": f(777), "b": f(777), "y": f(3, 777) * 3 + 1, "a": a, "c": c, "e": e,
             "q": f(2, 3, 5, 64), "k": f(2, 3, 300, 64), "v": f(2, 3, 300, 40), "keep": keep,
             "qd": f(4, 1, 64), "kd": f(2, 70, 64), "vd": f(2, 70, 300)}
 
@@ -68,7 +74,7 @@ def test_row_kernels_match_the_reference():
     sim = Simulator(_model(), g, arch=VK_ARCH)
     shaders = {n: s.decode() for n, s in sim.plan.files.items() if n.endswith(".comp")}
     per_row = [n for n, s in shaders.items() if "a workgroup of" in s.splitlines()[1]]
-    assert len(per_row) == 11, sorted(shaders)
+    assert len(per_row) == 12, sorted(shaders)
     inputs = _inputs(np.random.default_rng(3))
     ex = sim.make_executor()
     ex.insert(**inputs)
@@ -81,9 +87,10 @@ def test_row_kernels_match_the_reference():
         big = np.nanmax(np.abs(want[np.isfinite(want)]))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5 * big, equal_nan=True, err_msg=name)
     assert np.isnan(ex.fetch("sm")[1]).all() and np.isnan(ex.fetch("sm")[2]).all()
-    for name in ("amax", "amaxl", "amin", "cmax"):
+    for name in ("amax", "amaxl", "amin", "cmax", "emax"):
         np.testing.assert_array_equal(ex.fetch(name), ref.fetch(name), err_msg=name)
     # the cases the data was built for, independently of the reference
     assert list(ex.fetch("amax")[[0, 1]]) == [5, 17] and ex.fetch("amaxl")[0] == 650
     assert ex.fetch("amaxl")[1] == 400 and ex.fetch("amin")[2] == 100 and ex.fetch("cmax")[1] == 10
+    assert list(ex.fetch("emax")) == [3000, 2049, 7]
     assert sim.validation_messages() in (0, None)

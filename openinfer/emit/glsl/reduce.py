@@ -257,12 +257,14 @@ def emit_arg(req: KernelRequest, k: KernelCtx) -> Body:
     is_max = req.op == "argmax_axis"
     cmp = ">" if is_max else "<"
     isnan = {"float": "oi_isnan", "double": "oi_isnan_d"}.get(ct)
-    load = k.load(t, "in0", f"base + j * {st}u" if st != 1 else "base + j")
+    def load_at(j: str) -> str:
+        return k.load(t, "in0", f"base + ({j}) * {st}u" if st != 1 else f"base + {j}")
+    load = load_at("j")
     doc = (f"{req.op}: index of the {'max' if is_max else 'min'}imum of {x} along axis {axis} "
            f"({'first' if first else 'last'} on ties; NaN wins)")
     if capacity(n) > 1 and ct in ("float", "int", "uint"):     # (a dynamic length: at its bound)
         row_base = index_expr("row", kshape, [istr[d] for d in kept]) if kshape else "0u"
-        return _arg_rows(req, k, row_base, numel(kshape), n, load, ct, isnan, cmp, first, doc)
+        return _arg_rows(req, k, row_base, numel(kshape), n, load_at, ct, isnan, cmp, first, doc)
     order = (f"for (uint jj = 1u; jj < {n}u; ++jj) {{", "uint j = jj;") if first else \
         (f"for (uint jj = 1u; jj < {n}u; ++jj) {{", f"uint j = {n - 1}u - jj;")
     lines = [f"uint base = {base};", f"uint j = {0 if first else n - 1}u;", f"{ct} best = {load};", "uint bi = j;"]
@@ -279,7 +281,7 @@ def emit_arg(req: KernelRequest, k: KernelCtx) -> Body:
     return Body(value="\n".join(lines), vct="int", doc=doc)
 
 
-def _arg_rows(req: KernelRequest, k: KernelCtx, base: str, rows: int, n: int, load: str, ct: str, isnan: str | None,
+def _arg_rows(req: KernelRequest, k: KernelCtx, base: str, rows: int, n: int, load, ct: str, isnan: str | None,
               cmp: str, first: bool, doc: str) -> Body:
     """A workgroup per output element (rows.py; the order of combination does not change an
     argmax, so every 32-bit dtype takes it): each invocation the best of a strided subset,
@@ -295,10 +297,9 @@ def _arg_rows(req: KernelRequest, k: KernelCtx, base: str, rows: int, n: int, lo
                  + nan +
                  f"    return vb {cmp} va || (vb == va && {pref});\n}}")
     lines = rows_.header(rows) + [f"uint base = {base};", f"{ct} best = {ct}(0);",
-                                  "uint bi = 0xffffffffu;   // none yet",
-                                  f"for (uint j = lid; j < {n}u; j += {wg}u) {{", f"    {ct} v = {load};",
-                                  "    if (oi_better(v, j, best, bi)) { best = v; bi = j; }", "}",
-                                  "oi_best[lid] = best;", "oi_idx[lid] = bi;"]
+                                  "uint bi = 0xffffffffu;   // none yet"]
+    lines += rows_.strided(n, wg, load, ct, ["if (oi_better(v, j, best, bi)) { best = v; bi = j; }"])
+    lines += ["oi_best[lid] = best;", "oi_idx[lid] = bi;"]
     lines += rows_.tree(wg, "if (oi_better(oi_best[b], oi_idx[b], oi_best[a], oi_idx[a])) "
                             "{ oi_best[a] = oi_best[b]; oi_idx[a] = oi_idx[b]; }")
     lines.append(f"if (lid == 0u) out_[row] = {k.store(req.output.dtype, 'int(oi_idx[0])', 'int')};")

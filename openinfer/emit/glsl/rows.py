@@ -22,6 +22,8 @@ from .types import KernelCtx
 
 #: invocations per row at most
 ROW_WG = 256
+#: loads of a row an invocation has in flight at once (`strided`)
+ROW_LOADS = 8
 
 
 def row_wg(k: KernelCtx, work: int) -> int:
@@ -37,6 +39,29 @@ def row_wg(k: KernelCtx, work: int) -> int:
 def pow2ceil(x: int) -> int:
     """The least power of two >= x (1 for x <= 1)."""
     return 1 << max(0, (max(1, x) - 1).bit_length())
+
+
+def strided(n, wg: int, load, ct: str, body: list[str]) -> list[str]:
+    """Lines running `body` (over `j`, the element's index, and `v`, its value `load(j)`) for
+    each element j = lid, lid + wg, ... of a row of n, ROW_LOADS loads at a time, all issued
+    before the first is used: a loop taking one element a turn waits out each load's latency
+    in turn (argmax over 8192 logits, 32 a lane: 13 us on an H100; batched, ~5). `body` must
+    not depend on the order of the elements (an argmax's total order, a sum tolerance allows)."""
+    per = min(ROW_LOADS, -(-capacity(n) // wg))
+    exact = isinstance(n, int) and n % (wg * per) == 0     # no element past the row's end
+    lines = [f"for (uint j0 = lid; j0 < {n}u; j0 += {wg * per}u) {{"]
+    for e in range(per):
+        j = f"j0 + {e * wg}u" if e else "j0"
+        inside = "" if exact or not e else f"{j} < {n}u"
+        lines.append(f"    {ct} v{e} = {inside} ? {load(j)} : {ct}(0);" if inside else f"    {ct} v{e} = {load(j)};")
+    for e in range(per):
+        j = f"j0 + {e * wg}u" if e else "j0"
+        inside = "" if exact or not e else f"{j} < {n}u"
+        lines.append(f"    {'if (' + inside + ') ' if inside else ''}{{ uint j = {j}; {ct} v = v{e};")
+        lines += ["        " + x for x in body]
+        lines.append("    }")
+    lines.append("}")
+    return lines
 
 
 def header(rows: int) -> list[str]:
