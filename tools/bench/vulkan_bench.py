@@ -9,6 +9,9 @@
 - decoder: the decoder's bench size (examples/decoder.py) with f32, i8 and i4 weights
   (`--decoder-weights`): tokens per second, the weight bytes read per second, and the kernels,
   transfers, barriers and submissions a token records;
+- decoder-torch: the decoder's PyTorch peers where torch and CUDA are present
+  (tools/bench/torch_decoder.py: eager, the step in a CUDA graph, torch.compile captured in a
+  CUDA graph), over the same weights, f32; each one's tokens checked against ours;
 - decoder-profile: where a decoder step's time goes, per op: through the trace hook every node
   is submitted and waited for alone, so each figure is the node's GPU time plus one submission
   (the smallest nodes, copies, show that floor);
@@ -55,8 +58,8 @@ import openinfer as oi  # noqa: E402
 from openinfer.emit.glsl import linalg  # noqa: E402
 from openinfer.synth import devices  # noqa: E402
 
-ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "decoder-profile", "decoder-stages", "chain",
-        "peers")
+ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "decoder-torch", "decoder-profile",
+        "decoder-stages", "chain", "peers")
 #: small shapes that select each fast matmul kernel (as tests/vulkan/test_vulkan_matmul.py):
 #: (a shape, b shape, operand dtype, acc, output dtype)
 CHECK_CASES = [
@@ -338,6 +341,22 @@ class Bench:
         out.update({"device_wait_us_per_token": wait_us, "host_us_per_token": seconds / steps * 1e6 - wait_us})
         return out
 
+    def decoder_torch(self) -> dict:
+        """The decoder's PyTorch peers (tools/bench/torch_decoder.py) over the f32 weights: a pass
+        of every cache position from empty, their tokens checked against the ones ours gives."""
+        ex, cfg = self._decoder("f32")
+        ex.reset()
+        expected = []
+        for _ in range(cfg.max_seq):
+            ex.insert(**DECODER_TOKEN)
+            ex.run_step()
+            expected.append(int(ex.fetch("next")[0]))
+        sys.path.insert(0, str(REPO / "tools" / "bench"))
+        import torch_decoder
+
+        return torch_decoder.peers(self.tmp / "decoder_f32" / f"{cfg.name}.oinf", cfg,
+                                   int(DECODER_TOKEN["token"][0]), expected, self.args.repeat)
+
     def chain(self, steps: int = 200) -> dict:
         """Device and host microseconds per dependent command (see the module docstring)."""
         oi.write_oinf(self.tmp / "empty.oinf", tensors={})
@@ -462,6 +481,9 @@ def main(argv=None) -> int:
         for weights in args.decoder_weights:
             for key, value in bench.decoder(weights).items():
                 report(f"decoder_bench_{weights}_{key}", value)
+    if "decoder-torch" in args.rows:
+        for key, value in bench.decoder_torch().items():
+            report(f"decoder_bench_{key}", value)
     if "chain" in args.rows:
         for key, value in bench.chain().items():
             report(f"chain_{key}", value)
