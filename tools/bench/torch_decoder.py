@@ -172,7 +172,7 @@ def peers(model_path, cfg, token: int, expected: list[int], repeat: int) -> dict
              "compiled": captured(torch.compile(dec.step, mode="max-autotune-no-cudagraphs"))}
     for mode, run_step in modes.items():
         tps, tokens = timed(run_step)
-        agree = sum(a == b for a, b in zip(tokens, expected))
+        agree = sum(a == b for a, b in zip(tokens, expected, strict=True))
         out[f"torch_{mode}_tokens_match"] = f"{agree}/{steps}"
         if agree == steps:
             out[f"torch_{mode}_tokens_per_s"] = tps
