@@ -2,7 +2,8 @@
 not reach: rows longer than a workgroup (several elements per invocation, idle invocations in
 the last stride), many rows, NaN and -inf rows, ties and NaNs in different invocations' shares
 of an argmax, rows whose length the argmax's batches of loads (rows.strided) divide and do not,
-and attention over more keys than invocations with masked and causal keys.
+and attention over more keys than invocations with masked and causal keys (and scores large
+enough that the softmax overflows unless it subtracts the true maximum).
 Results are compared with the NumPy reference executor: f32 at the reduction tolerance of
 tests/conformance (rtol 1e-4 plus 2e-5 x the largest magnitude), indices exactly."""
 
@@ -26,7 +27,7 @@ dynamic {
 volatile {
     sm: f32[5, 1000]; lsm: f32[5, 1000]; rn: f32[3, 777]; ln: f32[3, 777];
     amax: i64[4]; amaxl: i64[4]; amin: i64[4]; cmax: i64[3]; emax: i64[3];
-    att: f32[2, 3, 5, 40]; catt: f32[2, 3, 5, 40]; datt: f32[4, 1, 300];
+    att: f32[2, 3, 5, 40]; catt: f32[2, 3, 5, 40]; datt: f32[4, 1, 300]; hatt: f32[2, 3, 5, 40];
 }
 block entry {
     op softmax(x) >> sm;
@@ -40,6 +41,7 @@ block entry {
     op argmax_axis(e, axis=1) >> emax;               // 4096: two whole rounds of 8 loads a lane
     op sdpa(q, k, v, keep) >> att;
     op sdpa(q, k, v, causal=true, scale=0.05) >> catt;
+    op sdpa(q, k, v, keep, scale=40.0) >> hatt;     // scores of +-400: exp overflows unless the max is right
     op sdpa(qd, kd, vd) >> datt;                     // grouped: two query heads per kv head
     return;
 }
@@ -74,7 +76,7 @@ def test_row_kernels_match_the_reference():
     sim = Simulator(_model(), g, arch=VK_ARCH)
     shaders = {n: s.decode() for n, s in sim.plan.files.items() if n.endswith(".comp")}
     per_row = [n for n, s in shaders.items() if "a workgroup of" in s.splitlines()[1]]
-    assert len(per_row) == 12, sorted(shaders)
+    assert len(per_row) == 13, sorted(shaders)
     inputs = _inputs(np.random.default_rng(3))
     ex = sim.make_executor()
     ex.insert(**inputs)
@@ -82,7 +84,7 @@ def test_row_kernels_match_the_reference():
     ref = oi.Reference(None, g).make_executor()
     ref.insert(**inputs)
     ref.run_step()
-    for name in ("sm", "lsm", "rn", "ln", "att", "catt", "datt"):
+    for name in ("sm", "lsm", "rn", "ln", "att", "catt", "datt", "hatt"):
         got, want = ex.fetch(name).astype(np.float64), ref.fetch(name).astype(np.float64)
         big = np.nanmax(np.abs(want[np.isfinite(want)]))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5 * big, equal_nan=True, err_msg=name)

@@ -286,6 +286,18 @@ def emit_sdpa(req: KernelRequest, k: KernelCtx) -> Body:
 
 #: lanes that share one key's dot product in the vec4 sdpa (each reads D/4/SDPA_KEY_LANES vec4s)
 SDPA_KEY_LANES = 8
+#: loads a lane of the vec4 sdpa issues at once, at most: a score's key vec4s, and its V rows
+#: (before the softmax)
+SDPA_LOADS_AT_ONCE = 8
+#: floats as unsigned integers in the same order (NaN above everything, -0.0 below +0.0, as
+#: oi_maxf), so that subgroupMax over the keys is oi_maxf over the floats
+_ORDERED_KEYS = """uint oi_key(float f) {
+    uint b = floatBitsToUint(f);
+    return oi_isnan(f) ? 0xffffffffu : ((b & 0x80000000u) != 0u ? ~b : b | 0x80000000u);
+}
+float oi_unkey(uint k) {
+    return k == 0xffffffffu ? OI_NAN : uintBitsToFloat((k & 0x80000000u) != 0u ? k & 0x7fffffffu : ~k);
+}"""
 
 
 def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int, dv: int, krow: int, vrow: int,
@@ -293,13 +305,17 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
     """f32 with D a multiple of 4: a workgroup per query row, every phase spread over the whole
     workgroup with vec4 loads. Scores: SL adjacent lanes share a key (lane c reads the key's
     vec4s c, c + SL, ...: a key row is read by SL lanes at once, not by one lane element by
-    element), their partial dots added in shared memory; then the maximum and the weights' sum by
-    trees; the weighted sum of V: lane (e4, g) adds the vec4 of columns e4 over keys g, g + G, ...
-    and the G partial vec4s of a column are added once. On an H200 the decode step's attention
-    (12 query heads over 64 cached keys of 64 dims) took 12-16 us of device time with a lane per
-    key reading its row element by element, 12-14 with this kernel (and 6-8 once the cache reads
-    before it were no longer transfers: docs/vulkan.md). None where the shape does not fit (V
-    wider than 4 x the workgroup, or too little shared memory: the caller's kernel serves it)."""
+    element), their partial dots added in shared memory; then the maximum and the weights' sum
+    (by one subgroup where the device has subgroup arithmetic, else by trees); the weighted sum
+    of V: lane (e4, g) adds the vec4 of columns e4 over keys g, g + G, ... and the G partial vec4s
+    of a column are added once. Where they are few (SDPA_LOADS_AT_ONCE) a lane issues its key
+    vec4s at once, and its V rows before the scores. On an H200 the decode step's attention (12
+    query heads over 64 cached keys of 64 dims) took 12-16 us of device time with a lane per key
+    reading its row element by element, 12-14 with this kernel (and 6-8 once the cache reads
+    before it were no longer transfers: docs/vulkan.md); on an H100 the subgroup softmax and the
+    early loads took the decoder bench's f32 step from 314 to 305 us. None where the shape does
+    not fit (V wider than 4 x the workgroup, or too little shared memory: the caller's kernel
+    serves it)."""
     dk4, dv4 = dk // 4, dv // 4
     # lanes per key: up to SDPA_KEY_LANES, but no more than lets every key be scored in one pass
     # of the workgroup (a pass costs two barriers)
@@ -326,8 +342,11 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
         f"for (uint j0 = 0u; j0 < {sk}u; j0 += {kpp}u) {{",
         "    uint j = j0 + jl;",
         "    vec4 d4 = vec4(0.0);",
-        f"    if (j < {sk}u) for (uint i = c; i < {dk4}u; i += {sl}u)",
-        f"        d4 += oi_q4[(qb >> 2) + i] * oi_k4[((kb + j * {krow}u) >> 2) + i];",
+        *([f"    if (j < {sk}u) {{"]
+          + [f"        d4 += oi_q4[(qb >> 2) + c + {i * sl}u] * oi_k4[((kb + j * {krow}u) >> 2) + c + {i * sl}u];"
+             for i in range(dk4 // sl)] + ["    }"] if dk4 % sl == 0 and dk4 // sl <= SDPA_LOADS_AT_ONCE else
+          [f"    if (j < {sk}u) for (uint i = c; i < {dk4}u; i += {sl}u)",
+           f"        d4 += oi_q4[(qb >> 2) + i] * oi_k4[((kb + j * {krow}u) >> 2) + i];"]),
         "    oi_part[lid] = d4.x + d4.y + d4.z + d4.w;",
         "    barrier();",
         f"    if (c == 0u && j < {sk}u) {{",
@@ -337,32 +356,66 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
         "    }",
         "    barrier();",
         "}",
-        "float m = -OI_INF;", f"for (uint j = lid; j < {sk}u; j += {wg}u) m = oi_maxf(m, oi_p[j]);",
-        "oi_red[lid] = m;"]
-    # the trees span only the lanes that hold a key (the others' -inf and 0 change nothing)
-    span = min(wg, rows_.pow2ceil(capacity(sk)))
-    lines += rows_.tree(span, "oi_red[a] = oi_maxf(oi_red[a], oi_red[b]);")
-    lines += ["m = oi_red[0];",
-              "if (m == -OI_INF) {   // no key to attend to: zeros (m is the same in the whole workgroup)",
-              f"    for (uint e = lid; e < {dv}u; e += {wg}u) out_[row * {dv}u + e] = {store.format('0.0')};",
-              "    return;", "}",
-              "barrier();", "float l = 0.0;",
-              f"for (uint j = lid; j < {sk}u; j += {wg}u) {{ float p = oi_expf(oi_p[j] - m); oi_p[j] = p; l += p; }}",
-              "oi_red[lid] = l;"]
-    lines += rows_.tree(span, "oi_red[a] += oi_red[b];")
-    lines += ["l = oi_red[0];",
-              f"uint e4 = lid % {cl}u, g = lid / {cl}u;",
-              "vec4 acc = vec4(0.0);",
-              f"if (e4 < {dv4}u) for (uint j = g; j < {sk}u; j += {groups}u)",
-              f"    acc += oi_p[j] * oi_v4[((vb + j * {vrow}u) >> 2) + e4];",
-              "oi_acc[lid] = acc;",
+    ]
+    empty = ["if (m == -OI_INF) {   // no key to attend to: zeros (m is the same in the whole workgroup)",
+             f"    for (uint e = lid; e < {dv}u; e += {wg}u) out_[row * {dv}u + e] = {store.format('0.0')};",
+             "    return;", "}"]
+    # each lane's V rows loaded now, before the softmax, where a static key count gives it few
+    # (the decode step: 4 of 64 cached rows): their latency hides behind the softmax
+    v_rows = -(-sk // groups) if isinstance(sk, int) else 0
+    v_early = 0 < v_rows <= SDPA_LOADS_AT_ONCE
+    if v_early:
+        at = lines.index(f"uint c = lid % {sl}u, jl = lid / {sl}u;")
+        lines[at:at] = [f"uint e4 = lid % {cl}u, g = lid / {cl}u;"] + [
+            f"vec4 v{t} = e4 < {dv4}u && g + {t * groups}u < {sk}u ? "
+            f"oi_v4[((vb + (g + {t * groups}u) * {vrow}u) >> 2) + e4] : vec4(0.0);" for t in range(v_rows)]
+    if k.caps.subgroup:
+        # the first subgroup alone finds the scores' maximum (subgroupMax over the scores'
+        # order-preserving integer keys: subgroup FMax leaves NaN and -0.0 to the driver), turns
+        # the scores into weights and adds them (subgroupAdd), and publishes both: one barrier
+        # where two trees took 13. (Every subgroup finding both itself, each lane recomputing the
+        # weights it needs, no barrier: slower, 324 against 314 us a step; exp is a long function.)
+        k.need("subgroup", "sdpa's maximum and sum")
+        functions += "\n" + _ORDERED_KEYS
+        lines += ["if (gl_SubgroupID == 0u) {",
+                  "    uint mk = 0x007fffffu;   // (the key of -inf)",
+                  f"    for (uint j = gl_SubgroupInvocationID; j < {sk}u; j += gl_SubgroupSize) "
+                  "mk = max(mk, oi_key(oi_p[j]));",
+                  "    float m = oi_unkey(subgroupMax(mk)), l = 0.0;",
+                  "    if (m != -OI_INF)",
+                  f"        for (uint j = gl_SubgroupInvocationID; j < {sk}u; j += gl_SubgroupSize) "
+                  "{ float p = oi_expf(oi_p[j] - m); oi_p[j] = p; l += p; }",
+                  "    l = subgroupAdd(l);",
+                  "    if (subgroupElect()) { oi_stat[0] = m; oi_stat[1] = l; }",
+                  "}", "barrier();", "float m = oi_stat[0], l = oi_stat[1];", *empty]
+    else:
+        lines += ["float m = -OI_INF;", f"for (uint j = lid; j < {sk}u; j += {wg}u) m = oi_maxf(m, oi_p[j]);",
+                  "oi_red[lid] = m;"]
+        # the trees span only the lanes that hold a key (the others' -inf and 0 change nothing)
+        span = min(wg, rows_.pow2ceil(capacity(sk)))
+        lines += rows_.tree(span, "oi_red[a] = oi_maxf(oi_red[a], oi_red[b]);")
+        lines += ["m = oi_red[0];", *empty, "barrier();", "float l = 0.0;",
+                  f"for (uint j = lid; j < {sk}u; j += {wg}u) "
+                  "{ float p = oi_expf(oi_p[j] - m); oi_p[j] = p; l += p; }", "oi_red[lid] = l;"]
+        lines += rows_.tree(span, "oi_red[a] += oi_red[b];")
+        lines.append("l = oi_red[0];")
+    if v_early:
+        lines.append("vec4 acc = vec4(0.0);")
+        lines += [f"if (g + {t * groups}u < {sk}u) acc += oi_p[g + {t * groups}u] * v{t};" for t in range(v_rows)]
+    else:
+        lines += [f"uint e4 = lid % {cl}u, g = lid / {cl}u;",
+                  "vec4 acc = vec4(0.0);",
+                  f"if (e4 < {dv4}u) for (uint j = g; j < {sk}u; j += {groups}u)",
+                  f"    acc += oi_p[j] * oi_v4[((vb + j * {vrow}u) >> 2) + e4];"]
+    lines += ["oi_acc[lid] = acc;",
               "barrier();",
               f"if (g == 0u && e4 < {dv4}u) {{",
               f"    for (uint h = 1u; h < {groups}u; ++h) acc += oi_acc[lid + h * {cl}u];",
               f"    uint o = row * {dv}u + e4 * 4u;"]
     lines += [f"    out_[o + {e}u] = {store.format(f'acc.{comp} / l')};" for e, comp in enumerate("xyzw")]
     lines.append("}")
-    shared = "\n".join([views, f"shared float oi_p[{capacity(sk)}];", f"shared float oi_red[{wg}];",
+    shared = "\n".join([views, f"shared float oi_p[{capacity(sk)}];",
+                         "shared float oi_stat[2];" if k.caps.subgroup else f"shared float oi_red[{wg}];",
                          f"shared float oi_part[{wg}];", f"shared vec4 oi_acc[{wg}];"])
     return Body(functions=functions, main="\n".join(lines), local_size=wg, shared=shared,
                 groups=rows_.groups(rows),
