@@ -9,7 +9,10 @@ tests/conformance (rtol 1e-4 plus 2e-5 x the largest magnitude), indices exactly
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pytest
 
 import openinfer as oi
 from openinfer.sim import Simulator
@@ -71,12 +74,21 @@ def _inputs(rng) -> dict[str, np.ndarray]:
             "qd": f(4, 1, 64), "kd": f(2, 70, 64), "vd": f(2, 70, 300)}
 
 
-def test_row_kernels_match_the_reference():
+@pytest.mark.parametrize("subgroups", [True, False])
+def test_row_kernels_match_the_reference(subgroups, tmp_path):
+    """With the device's subgroup arithmetic (sdpa's softmax by one subgroup) and, on the same
+    device described without it, the shared-memory trees."""
+    doc = json.loads(VK_ARCH.read_text())
+    doc["features"]["subgroup_ops"] = doc["features"].get("subgroup_ops", False) and subgroups
+    arch = tmp_path / VK_ARCH.name
+    arch.write_text(json.dumps(doc))
     g = oi.graph(GRAPH)
-    sim = Simulator(_model(), g, arch=VK_ARCH)
+    sim = Simulator(_model(), g, arch=arch)
     shaders = {n: s.decode() for n, s in sim.plan.files.items() if n.endswith(".comp")}
     per_row = [n for n, s in shaders.items() if "a workgroup of" in s.splitlines()[1]]
     assert len(per_row) == 13, sorted(shaders)
+    vec4 = [s for n, s in shaders.items() if n.endswith("sdpa.comp") and "vec4 loads" in s.splitlines()[1]]
+    assert len(vec4) == 4 and all(("subgroupMax" in s) == doc["features"]["subgroup_ops"] for s in vec4)
     inputs = _inputs(np.random.default_rng(3))
     ex = sim.make_executor()
     ex.insert(**inputs)
