@@ -168,10 +168,14 @@ def peers(model_path, cfg, token: int, expected: list[int], repeat: int) -> dict
             return result.clone()
         return run_step
 
-    modes = {"eager": lambda: dec.step(tok), "graph": captured(dec.step),
-             "compiled": captured(torch.compile(dec.step, mode="max-autotune-no-cudagraphs"))}
-    for mode, run_step in modes.items():
-        tps, tokens = timed(run_step)
+    modes = {"eager": lambda: lambda: dec.step(tok), "graph": lambda: captured(dec.step),
+             "compiled": lambda: captured(torch.compile(dec.step, mode="max-autotune-no-cudagraphs"))}
+    for mode, make in modes.items():
+        try:        # (a mode that cannot run here, a compiler missing, say, does not hide the others)
+            tps, tokens = timed(make())
+        except Exception as exc:  # noqa: BLE001
+            out[f"torch_{mode}_error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+            continue
         agree = sum(a == b for a, b in zip(tokens, expected, strict=True))
         out[f"torch_{mode}_tokens_match"] = f"{agree}/{steps}"
         if agree == steps:
