@@ -28,25 +28,15 @@ whose tokens must be the same.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from benchlib import REPO, load_example
 
-REPO = Path(__file__).resolve().parents[2]
 EPS = 1e-5
 THETA = 10000.0
-
-
-def decoder_module():
-    """examples/decoder.py (its configurations and weight names)."""
-    spec = importlib.util.spec_from_file_location("decoder_example", REPO / "examples" / "decoder.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 class TorchDecoder:
@@ -197,8 +187,9 @@ def main(argv=None) -> int:
     import openinfer as oi
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    cfg = decoder_module().SIZES[args.size]
-    graph, model_path = decoder_module().write(cfg, args.out)
+    decoder = load_example("decoder")
+    cfg = decoder.SIZES[args.size]
+    graph, model_path = decoder.write(cfg, args.out)
     ref = oi.Reference(oi.ModelLoader.open(model_path), oi.load_graph(graph)).make_executor()
     dec = TorchDecoder(torch, oi.ModelLoader.open(model_path), cfg, args.device)
     token, agree, worst = args.token, 0, 0.0

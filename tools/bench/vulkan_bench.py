@@ -41,7 +41,6 @@ JSON dict of overrides of openinfer/emit/glsl/linalg.py's TUNE (a sweep; labels 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -53,6 +52,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+
+from benchlib import load_example  # noqa: E402
 
 import openinfer as oi  # noqa: E402
 from openinfer.emit.glsl import linalg  # noqa: E402
@@ -294,10 +295,7 @@ class Bench:
 
     def _decoder(self, weights: str):
         """The decoder's bench size with `weights` storage: (executor, config), one step run."""
-        spec = importlib.util.spec_from_file_location("decoder_bench", REPO / "examples" / "decoder.py")
-        decoder = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = decoder
-        spec.loader.exec_module(decoder)
+        decoder = load_example("decoder")
         cfg = decoder.with_weights(decoder.SIZES[DECODER_SIZE], weights)
         graph, model_path = decoder.write(cfg, self.tmp / f"decoder_{weights}")
         ex = oi.Simulator(oi.ModelLoader.open(model_path), oi.load_graph(graph), arch=self.args.arch,
@@ -351,8 +349,7 @@ class Bench:
             ex.insert(**DECODER_TOKEN)
             ex.run_step()
             expected.append(int(ex.fetch("next")[0]))
-        sys.path.insert(0, str(REPO / "tools" / "bench"))
-        import torch_decoder
+        import torch_decoder  # (beside this file; torch itself is imported only there)
 
         return torch_decoder.peers(self.tmp / "decoder_f32" / f"{cfg.name}.oinf", cfg,
                                    int(DECODER_TOKEN["token"][0]), expected, self.args.repeat)
