@@ -263,16 +263,17 @@ def has_norm(req: KernelRequest) -> bool:
     return req.prologue is not None and req.prologue.op == "rms_norm"
 
 
-def row_scales(req: KernelRequest, k: KernelCtx, kk: int, rows: int, threads: int, x_at, squares=None) -> list[str]:
+def row_scales(req: KernelRequest, k: KernelCtx, kk: int, rows: int, threads: int, x_at,
+               loaded_rows: int = 0) -> list[str]:
     """A GEMV's prologue (`req.prologue`, an rms_norm of x's rows): lines giving each of x's
     `rows` rows its root mean square `oi_rms<r>`, summed by the workgroup's `threads` invocations
     (`lid`) in the shared `oi_nrm` (`norm_shared`). Every workgroup recomputes them: one row of K
     floats, read from L2, costs less than the separate norm kernel's dispatch and barrier. With
     subgroup arithmetic a subgroup adds its invocations' sums at once and shared memory holds one
     per subgroup (one barrier, not log2(threads): every workgroup waits for this before its loop).
-    `x_at(r, i)`: the load of x[r, i]; `squares(r)`, where given: the expression of this
-    invocation's share of row r's sum of squares (from x values it already loaded), instead of
-    a loop over the row."""
+    `x_at(r, i)`: the load of x[r, i]. `loaded_rows`: the invocation already holds x[r, q] of its
+    K slice's rows j < loaded_rows in `xr<j>_<r>` (a GEMV that loaded them at once) and the lanes
+    `cl == 0` cover every k once: the sums come from those registers, not a loop over the row."""
     eps = lit("float", float(req.prologue.attr("eps")))
     sub = _norm_subgroups(k, threads)
     if sub:
@@ -280,8 +281,9 @@ def row_scales(req: KernelRequest, k: KernelCtx, kk: int, rows: int, threads: in
     lines = []
     for r in range(rows):
         lines += [f"float oi_rms{r};", "{"]
-        if squares is not None:
-            lines.append(f"    float oi_ss = {squares(r)};")
+        if loaded_rows:
+            squares = " + ".join(f"xr{j}_{r} * xr{j}_{r}" for j in range(loaded_rows))
+            lines.append(f"    float oi_ss = cl == 0u ? {squares} : 0.0;")
         else:
             lines += ["    float oi_ss = 0.0;", f"    for (uint i = lid; i < {kk}u; i += {threads}u) "
                       f"{{ float v = {x_at(r, 'i')}; oi_ss += v * v; }}"]
@@ -538,10 +540,8 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
                 loads.append((f"gm{j}", f"in{len(req.inputs) - 1}[{q}]"))
             lines += [f"float {v} = {q} < {kk}u ? {e} : 0.0;" if past else f"float {v} = {e};" for v, e in loads]
     if norm is not None:
-        def squares(r: int) -> str:
-            return f"cl == 0u ? {' + '.join(f'xr{j}_{r} * xr{j}_{r}' for j in range(rows_each))} : 0.0"
         lines += row_scales(req, k, kk, mcap, threads, lambda r, i: _load_f32(ta, 'in0', f'ao + {r * kk}u + {i}'),
-                            squares if at_once else None)
+                            rows_each if at_once else 0)
     lines += [f"{vt} s{r}_{c} = {zero};" for r in range(mcap) for c in range(chunks)]
     if at_once:
         for j in range(rows_each):

@@ -336,17 +336,29 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
     functions = ("float oi_finish(uint bt, uint row, uint j, float s) {\n"
                  + "\n".join("    " + line for line in finish) + "\n}")
     views = "\n".join(buffer_view(b, name, "vec4") for b, name in ((0, "oi_q4"), (1, "oi_k4"), (2, "oi_v4")))
-    lines = rows_.header(rows) + [
-        f"uint bt = row / {sq}u, qr = row % {sq}u;", *offsets,
+    # lane (e4, g) of the weighted sum of V; its V rows loaded first, where a static key count
+    # gives it few (the decode step: 4 of 64 cached rows): their latency hides behind the scores
+    lines = rows_.header(rows) + [f"uint bt = row / {sq}u, qr = row % {sq}u;", *offsets,
+                                  f"uint e4 = lid % {cl}u, g = lid / {cl}u;"]
+    v_rows = -(-sk // groups) if isinstance(sk, int) else 0
+    v_early = 0 < v_rows <= SDPA_LOADS_AT_ONCE
+    if v_early:
+        lines += [f"vec4 v{t} = e4 < {dv4}u && g + {t * groups}u < {sk}u ? "
+                  f"oi_v4[((vb + (g + {t * groups}u) * {vrow}u) >> 2) + e4] : vec4(0.0);" for t in range(v_rows)]
+    # a score: lane c of its key adds the key's vec4s c, c + SL, ... (all loaded at once where few)
+    if dk4 % sl == 0 and dk4 // sl <= SDPA_LOADS_AT_ONCE:
+        dot = [f"    if (j < {sk}u) {{",
+               *[f"        d4 += oi_q4[(qb >> 2) + c + {i * sl}u] * oi_k4[((kb + j * {krow}u) >> 2) + c + {i * sl}u];"
+                 for i in range(dk4 // sl)], "    }"]
+    else:
+        dot = [f"    if (j < {sk}u) for (uint i = c; i < {dk4}u; i += {sl}u)",
+               f"        d4 += oi_q4[(qb >> 2) + i] * oi_k4[((kb + j * {krow}u) >> 2) + i];"]
+    lines += [
         f"uint c = lid % {sl}u, jl = lid / {sl}u;",
         f"for (uint j0 = 0u; j0 < {sk}u; j0 += {kpp}u) {{",
         "    uint j = j0 + jl;",
         "    vec4 d4 = vec4(0.0);",
-        *([f"    if (j < {sk}u) {{"]
-          + [f"        d4 += oi_q4[(qb >> 2) + c + {i * sl}u] * oi_k4[((kb + j * {krow}u) >> 2) + c + {i * sl}u];"
-             for i in range(dk4 // sl)] + ["    }"] if dk4 % sl == 0 and dk4 // sl <= SDPA_LOADS_AT_ONCE else
-          [f"    if (j < {sk}u) for (uint i = c; i < {dk4}u; i += {sl}u)",
-           f"        d4 += oi_q4[(qb >> 2) + i] * oi_k4[((kb + j * {krow}u) >> 2) + i];"]),
+        *dot,
         "    oi_part[lid] = d4.x + d4.y + d4.z + d4.w;",
         "    barrier();",
         f"    if (c == 0u && j < {sk}u) {{",
@@ -360,15 +372,6 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
     empty = ["if (m == -OI_INF) {   // no key to attend to: zeros (m is the same in the whole workgroup)",
              f"    for (uint e = lid; e < {dv}u; e += {wg}u) out_[row * {dv}u + e] = {store.format('0.0')};",
              "    return;", "}"]
-    # each lane's V rows loaded now, before the softmax, where a static key count gives it few
-    # (the decode step: 4 of 64 cached rows): their latency hides behind the softmax
-    v_rows = -(-sk // groups) if isinstance(sk, int) else 0
-    v_early = 0 < v_rows <= SDPA_LOADS_AT_ONCE
-    if v_early:
-        at = lines.index(f"uint c = lid % {sl}u, jl = lid / {sl}u;")
-        lines[at:at] = [f"uint e4 = lid % {cl}u, g = lid / {cl}u;"] + [
-            f"vec4 v{t} = e4 < {dv4}u && g + {t * groups}u < {sk}u ? "
-            f"oi_v4[((vb + (g + {t * groups}u) * {vrow}u) >> 2) + e4] : vec4(0.0);" for t in range(v_rows)]
     if k.caps.subgroup:
         # the first subgroup alone finds the scores' maximum (subgroupMax over the scores'
         # order-preserving integer keys: subgroup FMax leaves NaN and -0.0 to the driver), turns
@@ -399,13 +402,11 @@ def _sdpa_vec4(req: KernelRequest, k: KernelCtx, rows: int, sq: int, sk, dk: int
                   "{ float p = oi_expf(oi_p[j] - m); oi_p[j] = p; l += p; }", "oi_red[lid] = l;"]
         lines += rows_.tree(span, "oi_red[a] += oi_red[b];")
         lines.append("l = oi_red[0];")
+    lines.append("vec4 acc = vec4(0.0);")
     if v_early:
-        lines.append("vec4 acc = vec4(0.0);")
         lines += [f"if (g + {t * groups}u < {sk}u) acc += oi_p[g + {t * groups}u] * v{t};" for t in range(v_rows)]
     else:
-        lines += [f"uint e4 = lid % {cl}u, g = lid / {cl}u;",
-                  "vec4 acc = vec4(0.0);",
-                  f"if (e4 < {dv4}u) for (uint j = g; j < {sk}u; j += {groups}u)",
+        lines += [f"if (e4 < {dv4}u) for (uint j = g; j < {sk}u; j += {groups}u)",
                   f"    acc += oi_p[j] * oi_v4[((vb + j * {vrow}u) >> 2) + e4];"]
     lines += ["oi_acc[lid] = acc;",
               "barrier();",

@@ -163,10 +163,8 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
                 loads.append((f"gm{j}", f"in{len(req.inputs) - 1}[{q}]"))
             lines += [f"float {v} = {inside} ? {e} : 0.0;" if inside else f"float {v} = {e};" for v, e in loads]
     if has_norm(req):
-        def squares(r: int) -> str:
-            return f"cl == 0u ? {' + '.join(f'xr{j}_{r} * xr{j}_{r}' for j in range(rows_each))} : 0.0"
         lines += row_scales(req, k, kk, mcap, threads, lambda r, i: f"in0[{r * kk}u + {i}]",
-                            squares if at_once else None)
+                            rows_each if at_once else 0)
     if rope is not None:
         if cl_n * cols > threads:      # (threads >= 8 x 2 groups of 32 columns: K >= 64 would do)
             raise SynthesisError(f"{k.where}internal: the rope epilogue needs an invocation per stored column")
@@ -180,8 +178,9 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
         lines += [f"vec4 z{c} = vec4({', '.join(f'float(in3[{at(c, e)}])' for e in range(4))});"
                   for c in range(chunks)]
 
-    def accumulate(wq: str, x, q: str) -> list[str]:
-        """Adds row q's products: its load of weights `wq`, x[r, q] the expression x(r)."""
+    def accumulate(wq: str, x, q: str, gm: str | None = None) -> list[str]:
+        """Adds row q's products: its load of weights `wq`, x[r, q] the expression x(r), gamma[q]
+        the expression gm (None: read here)."""
         body = [f"float x{r} = {normed(req, x(r), r, q, gm)};" for r in range(mcap)]
         for c in range(chunks):
             base = (4 * c) % per_word
@@ -195,10 +194,9 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
     if at_once:
         for j in range(rows_each):
             q = f"ks + {j * ks_n}u" if j else "ks"
-            gm = f"gm{j}" if gamma else None
-            lines += ["{", *["    " + x for x in accumulate(f"wq{j}", lambda r, j=j: f"xr{j}_{r}", q)], "}"]
+            body = accumulate(f"wq{j}", lambda r, j=j: f"xr{j}_{r}", q, f"gm{j}" if gamma else None)
+            lines += ["{", *["    " + x for x in body], "}"]
     else:
-        gm = None
         lines += [f"if (cv < {nvec}u) {{", f"    for (uint q = ks; q < {kk}u; q += {ks_n}u) {{",
                   f"        {wtype} wq = oi_wq[q * {nvec}u + cv];",
                   *["        " + x for x in accumulate("wq", lambda r: f"in0[{r * kk}u + q]", "q")], "    }", "}"]
