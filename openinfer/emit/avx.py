@@ -83,8 +83,11 @@ _PAR_MACS = 1 << 21
 _PAR_STREAM_BYTES = 1 << 18
 #: Shortest piece of a row of B a GEMV work unit streams: a narrow B (a 768-column projection)
 #: cut into column chunks for the pool streamed 1.15x slower than whole rows, even at 1 thread
-#: (the hardware prefetchers follow long runs), so such a B is split along K instead.
-_MIN_ROW_PIECE = 2048
+#: (the hardware prefetchers follow long runs), so such a B is split along K instead. 2 KiB
+#: pieces were the threshold until the vecmat read several streams at once; then the decoder's
+#: 2304- and 8192-column products, cut into 2.3 and 8 KiB pieces, were its slowest per byte, and
+#: K slices took its step from 14.1-14.9 to 12.3-12.9 ms at 1 thread (Zen 3, AVX2).
+_MIN_ROW_PIECE = 16384
 #: Most f32 sums of the K slices after the first (they live on the caller's stack): 32 KiB.
 _SPLIT_K_SUMS = 8192
 #: Up to this many rows of A, matmul streams B once (vecmat) instead of packing it for the GEMM.
