@@ -503,11 +503,15 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     return KernelText(text, scratch)
 
 
-def _k_slices(k: int, want: int, step: int, sums: int) -> tuple[int, int]:
+def _k_slices(k: int, want: int, step: int, sums: int, threads: int) -> tuple[int, int]:
     """(slices, rows per slice) of a K split into about `want` slices of a multiple of `step` rows,
-    fewer where the extra slices' `sums` f32 values each would pass _SPLIT_K_SUMS."""
+    fewer where the extra slices' `sums` f32 values each would pass _SPLIT_K_SUMS; then a multiple
+    of the device's threads, so that each streams as many (3 slices over 2 threads left one
+    thread streaming alone for a third of the MLP's [1, 1024] @ [1024, 4096])."""
     kr = _round_up(-(-k // want), step)
     ksplit = min(-(-k // kr), 1 + _SPLIT_K_SUMS // sums)
+    if ksplit > threads:
+        ksplit -= ksplit % threads
     kr = _round_up(-(-k // ksplit), step)
     return -(-k // kr), kr
 
@@ -566,7 +570,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
         # kernel's ku divides it)
         if want > 1 and split_cw * 4 < _MIN_ROW_PIECE and dtype == "f32" and nbatch == 1 \
                 and not isinstance(k, Dim) and not isinstance(n, Dim):
-            ksplit, kr = _k_slices(k, want, max(ku.values()), mb * n)
+            ksplit, kr = _k_slices(k, want, max(ku.values()), mb * n, r.device.threads)
         if ksplit == 1:
             cw, kr = split_cw, k
         cw = min(cw, _round_up(capacity(n), lanes))
@@ -692,7 +696,7 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     split_cw = min(cw, _round_up(-(-n // want), line))
     ksplit, kr = 1, k
     if want > 1 and split_cw * bits // 8 < _MIN_ROW_PIECE:    # narrow w: slices of K, as the f32 vecmat
-        ksplit, kr = _k_slices(k, want, 8, mb * n)           # (8: a multiple of every kernel's ku)
+        ksplit, kr = _k_slices(k, want, 8, mb * n, r.device.threads)   # (8: a multiple of every kernel's ku)
     if ksplit == 1:
         cw, kr = split_cw, k
     cw = min(cw, _round_up(n, line))
