@@ -66,6 +66,13 @@ _ACC_VECTORS_DEFAULT = 16
 #: 8 x 1 32 / 78; on an Intel Xeon, its whole step: 78.6, 4 x 2 52.3, 6 x 2 49.6. AVX-512 on
 #: that Xeon, the step: GCC's 16 x 1 34.0, 16 x 1 26.2, 24 x 1 26.8, 12 x 2 26.9, 8 x 2 28.0.
 _VECTOR_TILES = {256: ("c/avx/conv_tile.j2", 4, 2), 512: ("c/avx/conv_tile.j2", 16, 1)}
+#: sdpa tiles the x86 targets write with intrinsics, by vector width: (template, query rows,
+#: vectors of keys / of V's columns). AVX2, Zen 3 VM, 1 thread, the encoder example's attention
+#: (16 heads, 128 queries and keys, head dim 64, a bool mask), best of 200: GCC's vectorised
+#: portable 4 x 4 tile 3.19 ms (21 GFLOP/s; it kept some of its sums on the stack), intrinsics
+#: 4 x 2 2.46, 6 x 2 2.47, 5 x 2 2.54, 3 x 3 2.56, 4 x 3 2.59, 2 x 4 2.80, 8 x 1 2.98. AVX-512
+#: keeps the portable 8 x 2 (16 of its 32 registers, tuned on Zen 4).
+_SDPA_TILES = {256: ("c/avx/sdpa_tile.j2", 4, 2)}
 #: Output channels per conv tile at most (the tile's inner loop is unrolled over them).
 _MAX_OCB = 16
 #: Multiply-adds below which a kernel stays on the calling thread, and the least a pool claim
@@ -262,8 +269,13 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
 
         lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
         # rows x vectors of the register tiles (16 accumulators): 8 x 2 with 32 vector registers,
-        # 4 x 4 with 16 (measured best of 4..16 rows on Zen 4 with GCC 12)
-        ib, jv = (8, 2) if _vector_bits(renderer) == 512 else (4, 4)
+        # 4 x 4 with 16 (measured best of 4..16 rows on Zen 4 with GCC 12); a target's own tile
+        # (`vector_tile`, f32) has its shape in _SDPA_TILES
+        vector_tile = _SDPA_TILES.get(_vector_bits(renderer)) if ct == "float" else None
+        if vector_tile is not None:
+            ib, jv = vector_tile[1:]
+        else:
+            ib, jv = (8, 2) if _vector_bits(renderer) == 512 else (4, 4)
         # query rows per work unit (each transposes its K once): all of them, unless that leaves
         # fewer than _SDPA_UNITS units for the pool
         nb = numel(batch)
@@ -289,7 +301,9 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
                       et=min(dv, jv * lanes), qc=qc, nchunk=nchunk, units=units,
                       parallel=capacity(units) > 1 and nb * sq_cap * capacity(sk) * (dk + dv) >= _PAR_MACS,
                       exp=f"{name}_exp" if ct == "float" else "exp", mac=f"{name.upper()}_MAC", fma=fn("fma", ct),
-                      fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA")
+                      fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
+                      vector_tile=vector_tile and vector_tile[0], tile_lanes=lanes, tile_vec=vector_tile and {
+                          "type": f"__m{_vector_bits(renderer)}", "pre": f"_mm{_vector_bits(renderer)}"})
         return KernelText(text, scratch)
     oidx = f"ob + i * {dv} + e"
     return render("c/ops/sdpa.c.j2", proto=prototype(req, name), doc=doc, ct=ct, mode=mode,
