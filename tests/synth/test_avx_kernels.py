@@ -90,6 +90,9 @@ def test_renderer_follows_the_device_isa():
     assert renderer_for(devices.load("x86_64-avx2")) is Avx2Renderer
     zen3 = devices.load("x86_64-zen3")      # AVX2 tuned for Zen 2/3: the vecmat leaves prefetching to the core
     assert renderer_for(zen3) is Avx2Renderer and zen3.preferences["stream_prefetch"] is False
+    # (as does the generic AVX2 descriptor: with the vecmat's several streams, the software
+    # prefetch cost Zen 3 and an Intel Xeon alike)
+    assert devices.load("x86_64-avx2").preferences["stream_prefetch"] is False
     assert renderer_for(devices.load("x86_64-avx512")) is Avx512Renderer
     assert renderer_for(devices.load("x86_64-generic")).__name__ == "CRenderer"
     # the AVX-512 class reuses the AVX2 code: only the vector description and the GEMM block differ
