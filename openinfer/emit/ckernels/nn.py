@@ -211,6 +211,13 @@ def emit_rope(req: KernelRequest, name: str, renderer) -> str:
 
 # ------------------------------------------------------------------------------------ sdpa
 
+def _tile_vec(renderer) -> dict[str, str]:
+    """The x86 vector type and intrinsic prefix the intrinsics tiles (`_VECTOR_TILES`,
+    `_SDPA_TILES`) are written in, for the renderer's vector width."""
+    bits = _vector_bits(renderer)
+    return {"type": f"__m{bits}", "pre": f"_mm{bits}"}
+
+
 def _bstrides(shape: tuple[int, ...], batch: tuple[int, ...], mat: int) -> list[int]:
     """Per batch dim: the element stride of an operand whose leading dims are `shape` (0 where it
     broadcasts); `mat` elements per matrix."""
@@ -302,8 +309,8 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
                       parallel=capacity(units) > 1 and nb * sq_cap * capacity(sk) * (dk + dv) >= _PAR_MACS,
                       exp=f"{name}_exp" if ct == "float" else "exp", mac=f"{name.upper()}_MAC", fma=fn("fma", ct),
                       fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
-                      vector_tile=vector_tile and vector_tile[0], tile_lanes=lanes, tile_vec=vector_tile and {
-                          "type": f"__m{_vector_bits(renderer)}", "pre": f"_mm{_vector_bits(renderer)}"})
+                      vector_tile=vector_tile and vector_tile[0], tile_lanes=lanes,
+                      tile_vec=vector_tile and _tile_vec(renderer))
         return KernelText(text, scratch)
     oidx = f"ob + i * {dv} + e"
     return render("c/ops/sdpa.c.j2", proto=prototype(req, name), doc=doc, ct=ct, mode=mode,
@@ -390,8 +397,7 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
                   bias=len(req.inputs) > 2, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
                   owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain,
                   mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
-                  vector_tile=template, tile_lanes=lanes, tile_vec=template and {
-                      "type": f"__m{_vector_bits(renderer)}", "pre": f"_mm{_vector_bits(renderer)}"})
+                  vector_tile=template, tile_lanes=lanes, tile_vec=template and _tile_vec(renderer))
     return KernelText(text, scratch)
 
 
