@@ -384,11 +384,15 @@ GEMM_KC = 128
 
 
 def gemm_blocking(nr: int, device, m: int, n: int, k: int) -> tuple[int, int]:
-    """(KC, NC) for NR-column panels: the packed B block (KC x NC) takes half of L2; both clamped
-    to the problem (to a dynamic N or K's bound)."""
+    """(KC, NC) for NR-column panels: the packed B block (KC x NC) takes at most half of L2; both
+    clamped to the problem (to a dynamic N or K's bound). The N blocks are of one width (N =
+    1536 under a 1024 limit is two blocks of 768, not 1024 + 512, which on two threads gave
+    one thread twice the other's columns)."""
     l2 = device.cache_bytes("l2", 1 << 20)
-    nc = max(nr, l2 // 2 // (4 * GEMM_KC) // nr * nr)
-    return min(GEMM_KC, capacity(k)), min(nc, -(-capacity(n) // nr) * nr)
+    limit = max(nr, l2 // 2 // (4 * GEMM_KC) // nr * nr)
+    n_cap = capacity(n)
+    blocks = -(-n_cap // limit)
+    return min(GEMM_KC, capacity(k)), _round_up(-(-n_cap // blocks), nr)
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,9 @@ def test_gemm_blocking_from_caches():
     assert r.gemm_mr * kc * 4 <= dev.cache_bytes("l1d", 0) // 2
     assert kc * nc * 4 == dev.cache_bytes("l2", 0) // 2 and nc % nr == 0
     assert gemm_blocking(nr, dev, 5, 40, 7) == (7, 64)        # clamped to the problem
+    # N blocks of one width: 1.5 times the widest block is two blocks of 3/4 of it
+    assert gemm_blocking(nr, dev, 64, nc * 3 // 2, 1024) == (kc, nc * 3 // 4)
+    assert gemm_blocking(nr, dev, 64, nc + 1, 1024) == (kc, -(-(nc + 1) // 2 // nr) * nr)
 
 
 # ---------------------------------------------------------------------------------------- element-wise
