@@ -53,6 +53,7 @@ int {p}_create(const char *oinf_path, void **out);
 int {p}_set(void *model, int var, const void *src, size_t bytes);
 int {p}_step(void *model);
 int {p}_get(void *model, int var, void *dst, size_t bytes);
+int {p}_bind(void *model, int var, void *memory, size_t bytes);
 int {p}_reset(void *model);
 int {p}_shape(void *model, int var, uint64_t *dims, size_t max_dims);
 int {p}_set_size(void *model, int size, uint64_t value);
@@ -189,7 +190,7 @@ class SimExecutor:
         p = sim.prefix
         self._fn = {name: getattr(sim.lib, f"{p}_{name}") for name in
                     ("create", "set", "step", "get", "reset", "destroy", "error", "set_trace_hook", "shape",
-                     "set_size", "get_size")}
+                     "set_size", "get_size", "bind")}
         out = self.ffi.new("void **")
         model_path = str(sim.model.path) if sim.model is not None else self.ffi.NULL
         self._check(self._fn["create"](model_path.encode() if isinstance(model_path, str) else model_path, out),
@@ -210,6 +211,7 @@ class SimExecutor:
         self._outputs = {name: (info, storage_dtype(info.dtype)) for name, info in sim.vars.items() if info.gettable}
         self._first_step_started = False
         self._inserted_before_first_step: set[str] = set()
+        self._bound_arrays: dict[str, np.ndarray] = {}   # bind()'s, kept alive while the library uses them
         # dynamic sizes: their ABI ids, and the graph bound at the current values (insert()'s shapes)
         ranges = dynamic_ranges(sim.program)
         self._size_ids = {name: i for i, name in enumerate(ranges)}
@@ -228,7 +230,7 @@ class SimExecutor:
             detail = self.ffi.string(self._fn["error"](h)).decode()
         elif what == "create" and self.sim.cpu_missing():
             detail = f"this CPU lacks {self.sim.cpu_missing()}" + _host_cap_note()
-        raise (ExecutionError if what in ("step", "set", "get") else SimulationError)(
+        raise (ExecutionError if what in ("step", "set", "get", "bind") else SimulationError)(
             f"{self.sim.prefix}_{what} failed: {text}" + (f" — {detail}" if detail else ""))
 
     # ------------------------------------------------------------------ API
@@ -249,6 +251,34 @@ class SimExecutor:
             else:
                 data = np.frombuffer(to_storage(coerce(bound, v), info.dtype), np.uint8)
             self._check(self._fn["set"](self._handle, info.id, self.ffi.from_buffer(data), data.nbytes), "set")
+
+    def bind(self, name: str, array: np.ndarray | None) -> None:
+        """Puts variable `name` in `array`'s memory for the following steps (None: back in the
+        library's own buffer; NAME_bind of the generated header): a bound input is read from the
+        array by every step, with no copy (insert() refuses it: write the array), a bound output
+        is written there. `array`: C-contiguous, writable, the variable's shape and stored dtype
+        (uint8 bytes for packed types); it is kept alive while bound. Bindable: dynamic inputs
+        the graph never writes and observable volatile variables, of static shapes."""
+        entry = self._inputs.get(name) or self._outputs.get(name)
+        if entry is None:
+            raise ExecutionError(f"cannot bind `{name}`: not an input or observable variable of the compiled program")
+        info, native = entry
+        if array is None:
+            self._check(self._fn["bind"](self._handle, info.id, self.ffi.NULL, 0), "bind")
+            self._bound_arrays.pop(name, None)
+            return
+        shape = tuple(self._bound.vars[name].shape)        # at the current sizes
+        want = ((native, shape) if native is not None else
+                (np.dtype(np.uint8), (info.dtype.storage_nbytes(int(np.prod(shape, dtype=np.int64))),)))
+        if not isinstance(array, np.ndarray) or (array.dtype, array.shape) != want or not array.flags.c_contiguous \
+                or not array.flags.writeable:
+            got = (f"{array.dtype}{list(array.shape)}" if isinstance(array, np.ndarray) else type(array).__name__)
+            raise ExecutionError(f"cannot bind `{name}`: needs a writable C-contiguous {want[0]}{list(want[1])} "
+                                 f"array, got {got}")
+        self._check(self._fn["bind"](self._handle, info.id, self.ffi.from_buffer(array), array.nbytes), "bind")
+        self._bound_arrays[name] = array
+        if name in self._inputs and not self._first_step_started:
+            self._inserted_before_first_step.add(name)
 
     def set_sizes(self, **sizes: int) -> None:
         """As ReferenceExecutor.set_sizes: `NAME_set_size` for each, then insert again."""

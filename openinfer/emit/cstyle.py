@@ -523,6 +523,7 @@ class CRenderer:
             inputs.append({"name": vinfo.name, "bit": i, "field": self.field(vinfo.name),
                            "nbytes": size_expr(buf.live_nbytes), "loc": vinfo.loc,
                            "sizes": shape_sizevars(vinfo.shape)})
+        bindables = self.bind_views(inputs)
         gets = []
         for vinfo in p.vars:
             if not vinfo.gettable:
@@ -536,7 +537,8 @@ class CRenderer:
                          "elem_bytes": vinfo.dtype.itemsize, "ndim": len(vinfo.shape), "cname": c_name(vinfo.name)})
         nodes = self.node_table()
         context_bytes = align(4096 + 64 * (len(frame_fields) * (1 + len(p.consumers)) + len(weights)
-                                           + sum(pt["count"] for pt in prefix_tables) + len(persistents) + len(consts)))
+                                           + sum(pt["count"] for pt in prefix_tables) + len(persistents) + len(consts))
+                              + 8 * len(bindables))
         return {
             "name": p.name, "prefix": self.prefix, "macro": self.macro, "guard": f"{self.macro}_H",
             "version": __version__, "source": p.source_name or "<graph>", "device": self.device.name,
@@ -548,6 +550,7 @@ class CRenderer:
             "persistents": persistents, "consts": consts, "const_inits": const_inits, "packs": packs,
             "persistent_inits": persistent_inits, "frame_inits": frame_inits, "consumers": consumers,
             "blocks": blocks, "inputs": inputs, "inputs_bytes": max(1, (len(inputs) + 7) // 8), "gets": gets,
+            "bindables": bindables,
             "nodes": nodes, "threads": self.device.threads, "embedded": self.embed, "hal_abi": hal_abi_version(),
             "cpu_features": " | ".join(self.device.cpu_feature_macros) or "0u",
             "dynamic_vars": [{"cname": c_name(v.name), "shape": list(v.shape)} for v in p.vars if v.dynamic_shape],
@@ -602,22 +605,33 @@ class CRenderer:
                 for i in range(max(n, 1))]
 
     def consumer_writes(self, consumer: str) -> list[str]:
-        out: set[str] = set()
+        frame = self.p.frames.get(consumer, {})
+        return sorted({var for b in self.p.frame_blocks.get(consumer, ())
+                       for s, var in _writes(self.p.blocks[b]) if not isinstance(s, P.Copy) or var in frame})
 
-        def visit(stmts):
-            for s in stmts:
-                if isinstance(s, P.Call):
-                    out.add(s.result.var)
-                elif isinstance(s, P.Copy) and s.dst.var in self.p.frames.get(consumer, {}):
-                    out.add(s.dst.var)
-                elif isinstance(s, P.TableRead):
-                    out.add(s.dst)
-                elif isinstance(s, P.Loop):
-                    visit(s.body)
-
-        for b in self.p.frame_blocks.get(consumer, ()):
-            visit(self.p.blocks[b])
-        return sorted(out)
+    def bind_views(self, inputs: list[dict]) -> list[dict]:
+        """The variables NAME_bind can put in caller memory: those of the entry frame's own pinned
+        buffers (dynamic inputs, observable volatile variables) of a static shape, inputs only
+        where no statement writes them (the caller's input memory is then only read)."""
+        p, entry = self.p, self.p.frames.get("entry", {})
+        refs: dict[str, int] = {}
+        for fr in p.frames.values():
+            for bname in fr.values():
+                refs[bname] = refs.get(bname, 0) + 1
+        written = {var for stmts in p.blocks.values() for _, var in _writes(stmts)}
+        bits = {i["name"]: i["bit"] for i in inputs}
+        out = []
+        for v in p.vars:
+            bname = entry.get(v.name)
+            if (bname is None or v.kind not in ("dynamic", "volatile") or not (v.settable or v.gettable)
+                    or p.buffers[bname].storage != "pinned" or refs[bname] != 1
+                    or shape_sizevars(v.shape) or v.dynamic_shape or (v.settable and v.name in written)):
+                continue
+            buf = p.buffers[bname]
+            out.append({"name": v.name, "field": self.field(v.name), "ctype": ctype(buf.dtype),
+                        "offset": self.plan.offset(bname), "nbytes": v.nbytes,
+                        "align": max(1, buf.dtype.bits // 8), "bit": bits.get(v.name)})
+        return out
 
     def files(self) -> dict[str, str]:
         ctx = self.context()
@@ -638,3 +652,17 @@ class CRenderer:
         if self.embed:
             out[f"{n}_weights.S"] = render("c/weights.S.j2", **ctx)
         return out
+
+
+def _writes(stmts):
+    """(statement, variable) for every variable the statements write: a call's result, a copy's
+    and a cache read's destination (loop bodies included; branch targets are blocks of their own)."""
+    for s in stmts:
+        if isinstance(s, P.Call):
+            yield s, s.result.var
+        elif isinstance(s, P.Copy):
+            yield s, s.dst.var
+        elif isinstance(s, P.TableRead):
+            yield s, s.dst
+        elif isinstance(s, P.Loop):
+            yield from _writes(s.body)

@@ -1,6 +1,7 @@
 """The generated C ABI from a plain C program, compiled with AddressSanitizer + UBSan: a full
-@fixed table, an unset input, a corrupted or truncated model file and caller-provided memory all
-give status codes (never a crash, leak or out-of-bounds access)."""
+@fixed table, an unset input, a corrupted or truncated model file, caller-provided memory and an
+output bound to caller memory (bind) all give status codes (never a crash, leak or out-of-bounds
+access)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,21 @@ int main(int argc, char **argv) {
     CHECK(oi_kv_set(m, OI_KV_VAR_q, q, 3), OI_ERR_INVALID_ARGUMENT);
     CHECK(oi_kv_get(m, OI_KV_VAR_COUNT, hist, sizeof hist), OI_ERR_INVALID_ARGUMENT);
     CHECK(oi_kv_reset(m), OI_OK);
+    CHECK(oi_kv_set(m, OI_KV_VAR_q, q, sizeof q), OI_OK);
+    CHECK(oi_kv_step(m), OI_OK);
+
+    /* k_hist in caller memory (bind): an exact-size heap block, so ASan sees any access past it */
+    float *bound_hist = malloc(sizeof hist);
+    CHECK(oi_kv_bind(m, OI_KV_VAR_q, q, sizeof q), OI_ERR_INVALID_ARGUMENT);   /* the graph writes q */
+    CHECK(oi_kv_bind(m, OI_KV_VAR_k_hist, bound_hist, sizeof hist - 4), OI_ERR_INVALID_ARGUMENT);
+    CHECK(oi_kv_bind(m, OI_KV_VAR_k_hist, (char *)bound_hist + 2, sizeof hist), OI_ERR_INVALID_ARGUMENT);
+    CHECK(oi_kv_bind(m, OI_KV_VAR_k_hist, bound_hist, sizeof hist), OI_OK);
+    fill_q(q, 9);
+    CHECK(oi_kv_set(m, OI_KV_VAR_q, q, sizeof q), OI_OK);
+    CHECK(oi_kv_step(m), OI_OK);
+    if (bound_hist[16 + 3] != 903.0f) { fprintf(stderr, "bound k_hist\n"); return 1; }   /* row 1: step 9's q */
+    CHECK(oi_kv_bind(m, OI_KV_VAR_k_hist, NULL, 0), OI_OK);
+    free(bound_hist);                        /* a step writing it now would be a use after free */
     CHECK(oi_kv_set(m, OI_KV_VAR_q, q, sizeof q), OI_OK);
     CHECK(oi_kv_step(m), OI_OK);
     oi_kv_destroy(m);

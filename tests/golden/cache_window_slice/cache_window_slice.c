@@ -43,6 +43,7 @@ struct oi_cache_window_slice {
     int32_t *s_write_idx;
     uint64_t shape_window[2];  /* current extent (capacity [3, 8]) */
     uint8_t inputs_set[1];  /* bit per dynamic input, set since the last step */
+    void *bound[5];   /* caller memory of each bindable variable (bind), or NULL */
     int pending;       /* consumers started by a yield and not yet joined */
     oi_trace_hook hook;
     void *hook_user;
@@ -109,6 +110,11 @@ static const oi_var_info var_info[12] = {
     {"end", 3u, 3u, 0u, {0}, 4u, 0u, 1u},
     {"A", 10u, 3u, 2u, {6, 8}, 192u, 0u, 1u},
 };
+
+/* bind(): the variables that may live in caller memory, by slot */
+static const int bindable_var[5] = { OI_CACHE_WINDOW_SLICE_VAR_x, OI_CACHE_WINDOW_SLICE_VAR_start_val, OI_CACHE_WINDOW_SLICE_VAR_end_val, OI_CACHE_WINDOW_SLICE_VAR_start_clamped, OI_CACHE_WINDOW_SLICE_VAR_end_clamped };
+static const size_t bindable_bytes[5] = { 32u, 4u, 4u, 4u, 4u };
+static const size_t bindable_align[5] = { 4u, 4u, 4u, 4u, 4u };
 
 /* Writes the error message, cut to the buffer's size: the names and locations in a message are
  * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
@@ -321,6 +327,7 @@ void oi_cache_window_slice_destroy(oi_cache_window_slice *m) {
 oi_status oi_cache_window_slice_step(oi_cache_window_slice *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
     m->error[0] = '\0';
+    if (m->bound[0]) m->inputs_set[0] |= 1u;
     if (!(m->inputs_set[0] & 1u)) {
         set_error(m, "%s: dynamic variable `x` not set before this step", "cache_window_slice.oig:7:5");
         return OI_ERR_INPUT_NOT_SET;
@@ -337,6 +344,11 @@ oi_status oi_cache_window_slice_step(oi_cache_window_slice *m) {
 
 oi_status oi_cache_window_slice_set(oi_cache_window_slice *m, oi_cache_window_slice_var var, const void *src, size_t bytes) {
     if (!m || !src) return OI_ERR_INVALID_ARGUMENT;
+    for (int s = 0; s < 5; ++s)
+        if (bindable_var[s] == (int)var && m->bound[s]) {
+            set_error(m, "set: `%s` is bound to caller memory (bind): write the value there", var_info[var].name);
+            return OI_ERR_INVALID_ARGUMENT;
+        }
     switch (var) {
     case OI_CACHE_WINDOW_SLICE_VAR_x:
         if (bytes != 32u) break;
@@ -349,6 +361,58 @@ oi_status oi_cache_window_slice_set(oi_cache_window_slice *m, oi_cache_window_sl
     set_error(m, "set: variable %d is not a dynamic input of cache_window_slice, or %zu is not its size",
               (int)var, bytes);
     return OI_ERR_INVALID_ARGUMENT;
+}
+
+oi_status oi_cache_window_slice_bind(oi_cache_window_slice *m, oi_cache_window_slice_var var, void *memory, size_t bytes) {
+    if (!m) return OI_ERR_INVALID_ARGUMENT;
+    int slot = -1;
+    for (int s = 0; s < 5; ++s)
+        if (bindable_var[s] == (int)var) slot = s;
+    if (slot < 0) {
+        set_error(m, "bind: variable %d of cache_window_slice cannot be bound (only dynamic inputs the graph does not "
+                  "write and observable volatile variables, of static shapes)", (int)var);
+        return OI_ERR_INVALID_ARGUMENT;
+    }
+    if (memory) {
+        if (bytes != bindable_bytes[slot] || (uintptr_t)memory % bindable_align[slot]) {
+            set_error(m, "bind: `%s` takes %zu bytes aligned to %zu, not %zu bytes at %p", var_info[var].name,
+                      bindable_bytes[slot], bindable_align[slot], bytes, memory);
+            return OI_ERR_INVALID_ARGUMENT;
+        }
+        /* kernels take their operands as restrict pointers: bound variables never share bytes */
+        const uint8_t *lo = memory, *hi = lo + bytes;
+        for (int s = 0; s < 5; ++s) {
+            const uint8_t *other = m->bound[s];
+            if (s != slot && other && lo < other + bindable_bytes[s] && other < hi) {
+                set_error(m, "bind: the memory for `%s` overlaps that bound to `%s`", var_info[var].name,
+                          var_info[bindable_var[s]].name);
+                return OI_ERR_INVALID_ARGUMENT;
+            }
+        }
+    }
+    m->bound[slot] = memory;
+    /* the variable now lives there: the kernels reach it through its frame pointer */
+    switch (slot) {
+    case 0:
+        m->entry.v_x = memory ? (float *)memory : (float *)(m->arena + 384u);
+        if (!memory) m->inputs_set[0] &= (uint8_t)~1u;  /* its own buffer holds no value */
+        break;
+    case 1:
+        m->entry.v_start_val = memory ? (int32_t *)memory : (int32_t *)(m->arena + 192u);
+        break;
+    case 2:
+        m->entry.v_end_val = memory ? (int32_t *)memory : (int32_t *)(m->arena + 64u);
+        break;
+    case 3:
+        m->entry.v_start_clamped = memory ? (int32_t *)memory : (int32_t *)(m->arena + 128u);
+        break;
+    case 4:
+        m->entry.v_end_clamped = memory ? (int32_t *)memory : (int32_t *)(m->arena + 0u);
+        break;
+    default:
+        break;
+    }
+    return OI_OK;
 }
 
 oi_status oi_cache_window_slice_get(oi_cache_window_slice *m, oi_cache_window_slice_var var, void *dst, size_t bytes) {

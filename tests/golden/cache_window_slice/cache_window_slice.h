@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 /* Changes whenever this header's functions or variable ids change meaning. */
-#define OI_CACHE_WINDOW_SLICE_ABI_VERSION 1
+#define OI_CACHE_WINDOW_SLICE_ABI_VERSION 2
 
 /* Scratch memory: pinned inputs/outputs plus buffers the planner shares between nodes. */
 #define OI_CACHE_WINDOW_SLICE_ARENA_BYTES 448u
@@ -35,7 +35,7 @@ extern "C" {
  * first such instruction; oi_cpu_require(OI_CACHE_WINDOW_SLICE_CPU_FEATURES, buf, n) names what is missing. */
 #define OI_CACHE_WINDOW_SLICE_CPU_FEATURES (0u)
 /* Bytes of the context object for oi_cache_window_slice_create_in (sizeof of the opaque struct, rounded). */
-#define OI_CACHE_WINDOW_SLICE_CONTEXT_BYTES 4864u
+#define OI_CACHE_WINDOW_SLICE_CONTEXT_BYTES 4928u
 
 /* Variables, for set()/get(), named as in the graph. Sizes in bytes: oi_cache_window_slice_var_info(). */
 typedef enum oi_cache_window_slice_var {
@@ -78,6 +78,15 @@ oi_status oi_cache_window_slice_create_in(void *context, void *arena, void *pers
 oi_status oi_cache_window_slice_set(oi_cache_window_slice *model, oi_cache_window_slice_var var, const void *src, size_t bytes);
 oi_status oi_cache_window_slice_step(oi_cache_window_slice *model);
 oi_status oi_cache_window_slice_get(oi_cache_window_slice *model, oi_cache_window_slice_var var, void *dst, size_t bytes);
+/* Puts variable `var` in caller memory for the following steps (NULL: back in the program's own
+ * buffer), so that large inputs and outputs are not copied: a bound input is read there by every
+ * step (it counts as set; set() refuses it: write the memory), a bound output is there after every
+ * step. `bytes` is the variable's size, `memory` aligned to its element and disjoint from the
+ * memory bound to any other variable; it must stay valid while bound. Bindable: dynamic inputs
+ * the graph never writes and observable volatile variables, of static shapes; var_info() gives
+ * sizes. The CPU program reads and writes the memory in place; a GPU program copies bound inputs
+ * at the start of each step and bound outputs at its end. Call between steps. */
+oi_status oi_cache_window_slice_bind(oi_cache_window_slice *model, oi_cache_window_slice_var var, void *memory, size_t bytes);
 oi_status oi_cache_window_slice_reset(oi_cache_window_slice *model);
 /* Sets dynamic size `size` to `value` for the next steps: OI_ERR_SIZE_OUT_OF_RANGE outside
  * OI_CACHE_WINDOW_SLICE_SIZE_<NAME>_MIN..MAX, OI_ERR_INVALID_ARGUMENT for an unknown size. */

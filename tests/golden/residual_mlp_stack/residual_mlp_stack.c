@@ -42,6 +42,7 @@ struct oi_residual_mlp_stack {
     const float *p_W[3];  /* @pattern("res.mlp.w.{layer}") */
     const float *p_b[3];  /* @pattern("res.mlp.b.{layer}") */
     uint8_t inputs_set[1];  /* bit per dynamic input, set since the last step */
+    void *bound[3];   /* caller memory of each bindable variable (bind), or NULL */
     int pending;       /* consumers started by a yield and not yet joined */
     oi_trace_hook hook;
     void *hook_user;
@@ -85,6 +86,11 @@ static const oi_var_info var_info[4] = {
     {"y", 10u, 1u, 2u, {4, 32}, 512u, 0u, 1u},
     {"h", 10u, 1u, 2u, {4, 32}, 512u, 0u, 1u},
 };
+
+/* bind(): the variables that may live in caller memory, by slot */
+static const int bindable_var[3] = { OI_RESIDUAL_MLP_STACK_VAR_x, OI_RESIDUAL_MLP_STACK_VAR_y, OI_RESIDUAL_MLP_STACK_VAR_h };
+static const size_t bindable_bytes[3] = { 512u, 512u, 512u };
+static const size_t bindable_align[3] = { 4u, 4u, 4u };
 
 /* Writes the error message, cut to the buffer's size: the names and locations in a message are
  * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
@@ -320,6 +326,7 @@ void oi_residual_mlp_stack_destroy(oi_residual_mlp_stack *m) {
 oi_status oi_residual_mlp_stack_step(oi_residual_mlp_stack *m) {
     if (!m) return OI_ERR_INVALID_ARGUMENT;
     m->error[0] = '\0';
+    if (m->bound[0]) m->inputs_set[0] |= 1u;
     if (!(m->inputs_set[0] & 1u)) {
         set_error(m, "%s: dynamic variable `x` not set before this step", "residual_mlp_stack.oig:6:5");
         return OI_ERR_INPUT_NOT_SET;
@@ -334,6 +341,11 @@ oi_status oi_residual_mlp_stack_step(oi_residual_mlp_stack *m) {
 
 oi_status oi_residual_mlp_stack_set(oi_residual_mlp_stack *m, oi_residual_mlp_stack_var var, const void *src, size_t bytes) {
     if (!m || !src) return OI_ERR_INVALID_ARGUMENT;
+    for (int s = 0; s < 3; ++s)
+        if (bindable_var[s] == (int)var && m->bound[s]) {
+            set_error(m, "set: `%s` is bound to caller memory (bind): write the value there", var_info[var].name);
+            return OI_ERR_INVALID_ARGUMENT;
+        }
     switch (var) {
     case OI_RESIDUAL_MLP_STACK_VAR_x:
         if (bytes != 512u) break;
@@ -346,6 +358,52 @@ oi_status oi_residual_mlp_stack_set(oi_residual_mlp_stack *m, oi_residual_mlp_st
     set_error(m, "set: variable %d is not a dynamic input of residual_mlp_stack, or %zu is not its size",
               (int)var, bytes);
     return OI_ERR_INVALID_ARGUMENT;
+}
+
+oi_status oi_residual_mlp_stack_bind(oi_residual_mlp_stack *m, oi_residual_mlp_stack_var var, void *memory, size_t bytes) {
+    if (!m) return OI_ERR_INVALID_ARGUMENT;
+    int slot = -1;
+    for (int s = 0; s < 3; ++s)
+        if (bindable_var[s] == (int)var) slot = s;
+    if (slot < 0) {
+        set_error(m, "bind: variable %d of residual_mlp_stack cannot be bound (only dynamic inputs the graph does not "
+                  "write and observable volatile variables, of static shapes)", (int)var);
+        return OI_ERR_INVALID_ARGUMENT;
+    }
+    if (memory) {
+        if (bytes != bindable_bytes[slot] || (uintptr_t)memory % bindable_align[slot]) {
+            set_error(m, "bind: `%s` takes %zu bytes aligned to %zu, not %zu bytes at %p", var_info[var].name,
+                      bindable_bytes[slot], bindable_align[slot], bytes, memory);
+            return OI_ERR_INVALID_ARGUMENT;
+        }
+        /* kernels take their operands as restrict pointers: bound variables never share bytes */
+        const uint8_t *lo = memory, *hi = lo + bytes;
+        for (int s = 0; s < 3; ++s) {
+            const uint8_t *other = m->bound[s];
+            if (s != slot && other && lo < other + bindable_bytes[s] && other < hi) {
+                set_error(m, "bind: the memory for `%s` overlaps that bound to `%s`", var_info[var].name,
+                          var_info[bindable_var[s]].name);
+                return OI_ERR_INVALID_ARGUMENT;
+            }
+        }
+    }
+    m->bound[slot] = memory;
+    /* the variable now lives there: the kernels reach it through its frame pointer */
+    switch (slot) {
+    case 0:
+        m->entry.v_x = memory ? (float *)memory : (float *)(m->arena + 512u);
+        if (!memory) m->inputs_set[0] &= (uint8_t)~1u;  /* its own buffer holds no value */
+        break;
+    case 1:
+        m->entry.v_y = memory ? (float *)memory : (float *)(m->arena + 1024u);
+        break;
+    case 2:
+        m->entry.v_h = memory ? (float *)memory : (float *)(m->arena + 0u);
+        break;
+    default:
+        break;
+    }
+    return OI_OK;
 }
 
 oi_status oi_residual_mlp_stack_get(oi_residual_mlp_stack *m, oi_residual_mlp_stack_var var, void *dst, size_t bytes) {

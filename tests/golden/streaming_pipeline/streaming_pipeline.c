@@ -37,6 +37,7 @@ struct oi_streaming_pipeline {
     const float *w0_bias;  /* "bias" */
     const float *w1_w;  /* "w" */
     uint8_t inputs_set[1];  /* bit per dynamic input, set since the last step */
+    void *bound[2];   /* caller memory of each bindable variable (bind), or NULL */
     int pending;       /* consumers started by a yield and not yet joined */
     oi_trace_hook hook;
     void *hook_user;
@@ -93,6 +94,11 @@ static const oi_var_info var_info[5] = {
     {"h", 10u, 1u, 2u, {4, 16}, 256u, 0u, 1u},
     {"h2", 10u, 1u, 2u, {4, 16}, 256u, 0u, 1u},
 };
+
+/* bind(): the variables that may live in caller memory, by slot */
+static const int bindable_var[2] = { OI_STREAMING_PIPELINE_VAR_h, OI_STREAMING_PIPELINE_VAR_h2 };
+static const size_t bindable_bytes[2] = { 256u, 256u };
+static const size_t bindable_align[2] = { 4u, 4u };
 
 /* Writes the error message, cut to the buffer's size: the names and locations in a message are
  * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
@@ -341,6 +347,11 @@ oi_status oi_streaming_pipeline_step(oi_streaming_pipeline *m) {
 
 oi_status oi_streaming_pipeline_set(oi_streaming_pipeline *m, oi_streaming_pipeline_var var, const void *src, size_t bytes) {
     if (!m || !src) return OI_ERR_INVALID_ARGUMENT;
+    for (int s = 0; s < 2; ++s)
+        if (bindable_var[s] == (int)var && m->bound[s]) {
+            set_error(m, "set: `%s` is bound to caller memory (bind): write the value there", var_info[var].name);
+            return OI_ERR_INVALID_ARGUMENT;
+        }
     switch (var) {
     case OI_STREAMING_PIPELINE_VAR_x:
         if (bytes != 256u) break;
@@ -353,6 +364,48 @@ oi_status oi_streaming_pipeline_set(oi_streaming_pipeline *m, oi_streaming_pipel
     set_error(m, "set: variable %d is not a dynamic input of streaming_pipeline, or %zu is not its size",
               (int)var, bytes);
     return OI_ERR_INVALID_ARGUMENT;
+}
+
+oi_status oi_streaming_pipeline_bind(oi_streaming_pipeline *m, oi_streaming_pipeline_var var, void *memory, size_t bytes) {
+    if (!m) return OI_ERR_INVALID_ARGUMENT;
+    int slot = -1;
+    for (int s = 0; s < 2; ++s)
+        if (bindable_var[s] == (int)var) slot = s;
+    if (slot < 0) {
+        set_error(m, "bind: variable %d of streaming_pipeline cannot be bound (only dynamic inputs the graph does not "
+                  "write and observable volatile variables, of static shapes)", (int)var);
+        return OI_ERR_INVALID_ARGUMENT;
+    }
+    if (memory) {
+        if (bytes != bindable_bytes[slot] || (uintptr_t)memory % bindable_align[slot]) {
+            set_error(m, "bind: `%s` takes %zu bytes aligned to %zu, not %zu bytes at %p", var_info[var].name,
+                      bindable_bytes[slot], bindable_align[slot], bytes, memory);
+            return OI_ERR_INVALID_ARGUMENT;
+        }
+        /* kernels take their operands as restrict pointers: bound variables never share bytes */
+        const uint8_t *lo = memory, *hi = lo + bytes;
+        for (int s = 0; s < 2; ++s) {
+            const uint8_t *other = m->bound[s];
+            if (s != slot && other && lo < other + bindable_bytes[s] && other < hi) {
+                set_error(m, "bind: the memory for `%s` overlaps that bound to `%s`", var_info[var].name,
+                          var_info[bindable_var[s]].name);
+                return OI_ERR_INVALID_ARGUMENT;
+            }
+        }
+    }
+    m->bound[slot] = memory;
+    /* the variable now lives there: the kernels reach it through its frame pointer */
+    switch (slot) {
+    case 0:
+        m->entry.v_h = memory ? (float *)memory : (float *)(m->arena + 0u);
+        break;
+    case 1:
+        m->entry.v_h2 = memory ? (float *)memory : (float *)(m->arena + 256u);
+        break;
+    default:
+        break;
+    }
+    return OI_OK;
 }
 
 oi_status oi_streaming_pipeline_get(oi_streaming_pipeline *m, oi_streaming_pipeline_var var, void *dst, size_t bytes) {
