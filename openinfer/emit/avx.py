@@ -37,7 +37,7 @@ from ..ops.shapes import matmul_operand_shapes
 from ..synth.program import KernelRequest
 from .ckernels import KernelSource, KernelText, prototype
 from .ckernels.common import literal
-from .ckernels.nn import pool_context
+from .ckernels.nn import conv_tiled, emit_conv, pool_context
 from .cstyle import CRenderer, ctype
 from .env import render
 
@@ -142,15 +142,20 @@ class Avx2Renderer(CRenderer):
 
     @classmethod
     def epilogue_for(cls, device) -> Callable[[KernelRequest], bool]:
-        """Which matmuls take an element-wise epilogue (openinfer/synth/fusion.py): the f32 ones
-        and the dequantizing GEMVs, the chain applied to each piece of the result while it is
-        still in L1. The GEMV paths compute a piece in a scratch buffer and store chain(piece) (so
-        the chain may read the output's old value, a residual added in place); the GEMM applies
-        the chain to its finished tiles in place, so it takes chains that read no operand
-        aliasing the output."""
+        """Which matmuls and convolutions take an element-wise epilogue (openinfer/synth/fusion.py):
+        the f32 matmuls and the dequantizing GEMVs, the chain applied to each piece of the result
+        while it is still in L1. The GEMV paths compute a piece in a scratch buffer and store
+        chain(piece) (so the chain may read the output's old value, a residual added in place);
+        the GEMM applies the chain to its finished tiles in place, so it takes chains that read no
+        operand aliasing the output. The f32 tiled convolutions take chains of the sums alone (a
+        ReLU), applied to each tile in registers: in a CNN's step on two threads the ReLU's own
+        pass cost more than on one (1.0-1.6 us each: it read back a conv output the other thread
+        had written)."""
         def ok(req: KernelRequest) -> bool:
             if req.mode != "normal" or _epilogue(req) is None:
                 return False
+            if req.op in ("conv1d", "conv2d"):
+                return len(req.epilogue.inputs) == 1 and conv_tiled(req)
             if req.op == "dequant_matmul":
                 return _dequant_problem(req) is not None
             if req.op != "matmul":
@@ -505,6 +510,17 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
                     row_kernels=rows, full_nv=capacity(n) >= nr, edge=edge, parallel=parallel, packed_b=packed_b,
                     ta=mm.ta, tb=mm.tb, sizes=req.sizes, **mm.offsets)
     return KernelText(text, scratch)
+
+
+@emitter("conv1d", "conv2d")
+def _conv(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
+    """A convolution with an epilogue (`epilogue_for`): the portable tiled kernel applying the
+    chain to its tiles before they are stored. Without one, None: the portable kernel
+    (openinfer/emit/ckernels/nn.py), which takes this target's intrinsics tile itself."""
+    epi = _epilogue(req)
+    if epi is None:
+        return None
+    return emit_conv(req, name, r, {**epi, "sections": _sections(epi, "core")})
 
 
 def _k_slices(k: int, want: int, step: int, sums: int, threads: int) -> tuple[int, int]:

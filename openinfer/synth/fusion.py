@@ -19,7 +19,9 @@ of element-wise calls after a matmul / dequant_matmul P joins P's kernel as its 
 the same conditions (S reads P's result, whose value then dies), and one more: S's output is not
 one of P's own operands (the product reads all of those while results are stored). So a decode
 step's `matmul(attf, wo) >> o; add(x, o) >> x` is one kernel that reads x[i] and writes the
-product plus it, and the device runs one dispatch instead of two.
+product plus it, and the device runs one dispatch instead of two. A convolution hosts an
+epilogue the same way (the AVX targets: a CNN's `conv2d(x, w, b) >> a; relu(a) >> a` applies the
+ReLU to each tile of sums in registers, no second pass over the activations).
 
 Norms folded into matmuls (`fold_norms`, where the target renders them, `prologue_ok`: the
 Vulkan GEMVs and dequantizing GEMVs): `rms_norm(x, gamma) >> h` over the last axis, followed by
@@ -69,8 +71,10 @@ from ..ops import registry
 from ..ops.shapes import transpose_perm
 from . import program as P
 
-#: ops whose kernels may take an epilogue (where the target's predicate agrees)
-_EPILOGUE_HOSTS = ("matmul", "dequant_matmul")
+#: ops whose kernels may take a prologue or a rope epilogue (where the target's predicate agrees)
+_MATMULS = ("matmul", "dequant_matmul")
+#: ops whose kernels may take an element-wise epilogue (where the target's predicate agrees)
+_EPILOGUE_HOSTS = (*_MATMULS, "conv1d", "conv2d")
 
 
 def _reads(s: P.Statement) -> list[str]:
@@ -245,16 +249,19 @@ class _Fuser:
         raise KeyError(o.var)
 
     # ------------------------------------------------------------------ matmul epilogues
-    def matmul_host(self, s) -> bool:
-        """Whether s is a matmul / dequant_matmul call whose result a kernel may post-process as
-        it stores it (no run-time attributes, scratch copy or indexed output; no `dep` names it)."""
+    def host(self, s, ops: tuple[str, ...]) -> bool:
+        """Whether s is a call of one of `ops` whose result a kernel may post-process as it stores
+        it (no run-time attributes, scratch copy or indexed output; no `dep` names it)."""
         if not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None or s.output.indices:
             return False
         req = self.kernels[s.kernel]
-        return req.op in _EPILOGUE_HOSTS and req.op not in self.dep_names and s.output.var not in self.dep_names
+        return req.op in ops and req.op not in self.dep_names and s.output.var not in self.dep_names
+
+    def matmul_host(self, s) -> bool:
+        return self.host(s, _MATMULS)
 
     def epilogue_host(self, s) -> bool:
-        return self.epilogue_ok is not None and self.matmul_host(s)
+        return self.epilogue_ok is not None and self.host(s, _EPILOGUE_HOSTS)
 
     def attach(self, host: P.Call, cur: P.Call, rest, then: Callable[[str], bool]) -> P.Call | None:
         """host with cur appended to its epilogue, or None where that is not allowed."""
@@ -403,7 +410,7 @@ class _PrologueFolder(_Folder):
             reads = [o.var for o in t.inputs] + [v for _, v in t.runtime_attrs]
             if h in reads:
                 mm = self.kernels[t.kernel]
-                if (mm.op not in _EPILOGUE_HOSTS or mm.prologue is not None
+                if (mm.op not in _MATMULS or mm.prologue is not None
                         or t.inputs[0].var != h or reads.count(h) != 1 or t.inputs[0].indices
                         or t.result.var in kept):
                     return None

@@ -7,8 +7,10 @@ unpadded direct path and conv1d; pooling borders and interiors with NaN / signed
 sdpa from 4 query rows (bool masks of every broadcast form, additive masks, causal with fewer or
 more queries than keys, grouped kv heads, rows with no key, NaN and +inf scores, key and value
 tails); softmax / log_softmax / layer_norm / rms_norm rows longer and shorter than a vector, in
-place, with NaN and infinite rows. Each graph runs on every x86-64 target with 1 and 2 pool threads
-(the large cases take the pool), and once more built with AddressSanitizer + UBSan.
+place, with NaN and infinite rows; convolutions with element-wise chains after them, which the
+AVX targets apply in the conv's kernel (each shape of tile, one- and two-step chains, exp-based
+steps). Each graph runs on every x86-64 target with 1 and 2 pool threads (the large cases take the
+pool), and once more built with AddressSanitizer + UBSan.
 """
 
 from __future__ import annotations
@@ -233,6 +235,85 @@ def test_tiled_kernels_selected():
     assert "k_rows" in source("layer_norm", [(3, 9)], (3, 9))
 
 
+# --------------------------------------------------------------------------- conv epilogues
+
+def _epilogue_program(rng) -> tuple[str, dict[str, np.ndarray], dict[str, tuple[str, ...]]]:
+    """Convolutions each followed by element-wise calls on their result, in one program: its
+    text, inputs, and per output the ops the AVX targets fuse into its conv (none where a call
+    reads a second operand)."""
+    def v(*shape):
+        return rng.normal(0, 1, shape).astype(np.float32)
+    x0 = v(1, 5, 20, 37)
+    x0[0, 2, 7, 9] = np.nan
+    cases = [   # (output, conv, inputs, attrs, the calls after it as (op, attrs), the ops that fuse)
+        # vector tiles, an output-channel tail and a column remainder (37 = 2 x 16 + 5, 16 + 5 on AVX-512)
+        ("c0", "conv2d", [x0, v(19, 5, 3, 3), v(19)], {"padding": 1}, [("relu", {})], ("relu",)),
+        # 6 x 7 outputs: no whole vector of columns (the portable tile, a partial vector)
+        ("c1", "conv2d", [v(1, 3, 12, 13), v(8, 3, 5, 5)], {"stride": 2, "padding": 2},
+         [("relu", {"alpha": 0.125, "clamp_max": 0.5})], ("relu",)),
+        # conv1d without bias; two steps, one of them exp-based
+        ("c2", "conv1d", [v(3, 5, 70), v(7, 5, 3)], {"padding": 1},
+         [("silu", {}), ("clamp", {"min": -0.2, "max": 1.5})], ("silu", "clamp")),
+        # large enough for the pool's share
+        ("c3", "conv2d", [v(1, 16, 40, 40), v(32, 16, 3, 3), v(32)], {"padding": 1}, [("gelu", {})], ("gelu",)),
+        # a second operand (a residual): a kernel of its own
+        ("c4", "conv2d", [v(1, 4, 9, 12), v(4, 4, 3, 3), v(4)], {"padding": 1}, [("add", {})], ()),
+    ]
+    dyn, vol, body, inputs, fused = [], [], [], {}, {}
+    for out, op, ins, attrs, after, chain in cases:
+        names = [f"{out}_x{j}" for j in range(len(ins))]
+        inputs.update(zip(names, ins, strict=True))
+        inf = get(op).infer([TensorType(lookup("f32"), x.shape) for x in ins], dict(attrs))
+        vol.append(f"{out}: f32[{', '.join(map(str, inf.out_shape))}];")
+        body.append(f"op {op}({', '.join(names + [f'{a}={_fmt(x)}' for a, x in attrs.items()])}) >> {out};")
+        for step, step_attrs in after:
+            operands = [out] + ([f"{out}_r"] if step == "add" else [])
+            if step == "add":
+                inputs[f"{out}_r"] = v(*inf.out_shape)
+            body.append(f"op {step}({', '.join(operands + [f'{a}={_fmt(x)}' for a, x in step_attrs.items()])})"
+                        f" >> {out};")
+        fused[out] = chain
+    dyn = [f"{n}: f32[{', '.join(map(str, x.shape))}];" for n, x in inputs.items()]
+    text = ("dynamic {\n  " + "\n  ".join(dyn) + "\n}\nvolatile {\n  " + "\n  ".join(vol) + "\n}\n"
+            "block entry {\n  " + "\n  ".join(body) + "\n  return;\n}\n")
+    return text, inputs, fused
+
+
+def check_epilogues(tmp_path: Path, device: str, build_options=None) -> None:
+    """On the AVX targets a conv's element-wise chain runs in its kernel, on each tile before the
+    store (templates/c/ops/conv_tiled.c.j2 `epi`); every target's outputs equal the reference's,
+    at 1 and 2 pool threads."""
+    text, inputs, fused = _epilogue_program(np.random.default_rng(5))
+    model = tmp_path / "epilogues.oinf"
+    oi.write_oinf(model, {"unused": np.zeros(1, np.float32)})
+    m = oi.ModelLoader.open(model)
+    graph = oi.graph(text)
+    ref = Reference(m, graph).make_executor()
+    ref.insert(**inputs)
+    with np.errstate(all="ignore"):
+        ref.run_step()
+    sim = Simulator(m, graph, arch=REPO / "devices" / f"{device}.json", build_options=build_options)
+    chains = sorted(tuple(step.op for step in r.epilogue.chain) for r in sim.program.kernels
+                    if r.op in ("conv1d", "conv2d") and r.epilogue)
+    assert chains == ([] if device == "x86_64-generic" else sorted(c for c in fused.values() if c)), device
+    for n_threads in ("1", "2"):
+        os.environ["OI_NUM_THREADS"] = n_threads      # read when the model is created
+        try:
+            ex = sim.make_executor()
+        finally:
+            os.environ.pop("OI_NUM_THREADS", None)
+        ex.insert(**inputs)
+        ex.run_step()
+        with np.errstate(all="ignore"):
+            rows = [compare(n, sim.vars[n].dtype, ref.fetch(n), ex.fetch(n)) for n in fused]
+        assert all(r.ok for r in rows), f"{device} threads={n_threads}\n" + table([r for r in rows if not r.ok])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv_epilogues_match_reference(tmp_path, device):
+    check_epilogues(tmp_path, device)
+
+
 # --------------------------------------------------------------------------- sanitizers
 
 def _sanitizer_child(tmp: str) -> int:
@@ -240,6 +321,7 @@ def _sanitizer_child(tmp: str) -> int:
     os.environ["OI_CACHE_DIR"] = str(Path(tmp) / "cache")
     for device in dict.fromkeys(("x86_64-generic", best_host_target())):   # the widest this CPU runs
         check(Path(tmp), device, threads=("1", "2"), build_options=SANITIZE)
+        check_epilogues(Path(tmp), device, build_options=SANITIZE)
     print("sanitized nn kernels: ok", flush=True)
     return 0
 

@@ -329,31 +329,41 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
 
 # ------------------------------------------------------------------------------------ conv, pool
 
+def conv_tiled(req: KernelRequest) -> bool:
+    """Whether a conv1d / conv2d request takes the register-tiled kernel (conv_tiled.c.j2). Its
+    register blocking and padded copy are planned for a static plane: a dynamic length or height
+    takes the direct loops (a dynamic batch keeps the tiled kernel)."""
+    g = ConvGeometry.of(req, static_attr(req, "stride"), static_attr(req, "dilation"), static_attr(req, "padding"),
+                        static_attr(req, "groups"))
+    static_plane = not any(isinstance(d, Dim) for d in (g.h, g.w, g.oh, g.ow))
+    return _wide_float(req) and not req.aliased and numel(req.output.shape) > 0 and static_plane
+
+
 @family("conv1d", "conv2d")
-def emit_conv(req: KernelRequest, name: str, renderer) -> str:
-    x, wt = req.inputs[:2]
+def emit_conv(req: KernelRequest, name: str, renderer, epilogue: dict | None = None) -> str:
+    """`epilogue` (the AVX targets, openinfer/emit/avx.py `_conv`): an element-wise chain over the
+    sums alone, applied to each tile in registers before it is stored (tiled kernel only)."""
+    x, wt = req.own_inputs[:2]
     t, out = x.dtype, req.output.dtype
     ct = compute_ctype(t)
     groups = static_attr(req, "groups")
     stride, dil, pad = static_attr(req, "stride"), static_attr(req, "dilation"), static_attr(req, "padding")
     g = ConvGeometry.of(req, stride, dil, pad, groups)
     h, w, o, kh, kw, oh, ow = g.h, g.w, g.o, g.kh, g.kw, g.oh, g.ow
-    doc = (f"{req.op}: {x} * {wt}" + (" + bias" if len(req.inputs) > 2 else "") + f", stride {list(stride)}, "
+    bias = len(req.own_inputs) > 2
+    doc = (f"{req.op}: {x} * {wt}" + (" + bias" if bias else "") + f", stride {list(stride)}, "
            f"padding {list(pad)}, dilation {list(dil)}, groups {groups} -> {req.output}")
-    # the tiled kernel's register blocking and padded copy are planned for a static plane; a
-    # dynamic length or height takes the direct loops (a dynamic batch keeps the tiled kernel)
-    static_plane = not any(isinstance(d, Dim) for d in (h, w, oh, ow))
-    if _wide_float(req) and not req.aliased and numel(req.output.shape) > 0 and static_plane:
-        return _conv_tiled(req, name, renderer, doc, ct, **asdict(g))
+    if conv_tiled(req):
+        return _conv_tiled(req, name, renderer, doc, ct, bias, epilogue, **asdict(g))
     return render("c/ops/conv.c.j2", proto=prototype(req, name), doc=doc, ct=ct, **asdict(g),
                   load_x=load(t, "in0", f"xg + ci * {h * w} + ih * {w} + iw"),
                   load_w=load(t, "in1", f"wo + ci * {kh * kw} + kh * {kw} + kw"),
-                  bias=len(req.inputs) > 2, load_b=load(t, "in2", "oc") if len(req.inputs) > 2 else "",
+                  bias=bias, load_b=load(t, "in2", "oc") if bias else "",
                   store=store(out, "out", f"((nb * {o} + oc) * {oh} + oh) * {ow} + ow", "acc", ct))
 
 
-def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n, c, h, w, o, cg, og, kh, kw, oh,
-                ow, sh, sw, dh, dw, pt, pl) -> str:
+def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias: bool, epilogue: dict | None, *,
+                n, c, h, w, o, cg, og, kh, kw, oh, ow, sh, sw, dh, dw, pt, pl) -> str:
     """conv_tiled.c.j2: register-tiled direct convolution over a zero-padded, phase-split copy of
     the input (f32 / f64)."""
     lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
@@ -394,10 +404,11 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, *, n
     scratch = capacity(n) * c * hp * rs * (8 if ct == "double" else 4) if padded else 0
     text = render("c/ops/conv_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n, c=c, h=h,
                   w=w, o=o, cg=cg, og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
-                  bias=len(req.inputs) > 2, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
+                  bias=bias, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
                   owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain,
                   mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
-                  vector_tile=template, tile_lanes=lanes, tile_vec=template and _tile_vec(renderer))
+                  vector_tile=template, tile_lanes=lanes, tile_vec=template and _tile_vec(renderer),
+                  epi=epilogue, **({"v": renderer.vec, "sections": epilogue["sections"]} if epilogue else {}))
     return KernelText(text, scratch)
 
 

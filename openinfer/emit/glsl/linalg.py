@@ -164,7 +164,9 @@ def _path(req: KernelRequest) -> str:
 def takes_epilogue(req: KernelRequest) -> bool:
     """Whether req's kernel applies `req.epilogue` (openinfer/synth/fusion.py) to an f32 product:
     the GEMVs and the per-element kernels store one element per invocation and do; the GEMMs
-    store tiles (cooperative matrices) and do not."""
+    store tiles (cooperative matrices) and do not; nor do the convolutions."""
+    if req.op not in ("matmul", "dequant_matmul"):
+        return False
     product = req.epilogue.inputs[0]
     if product.dtype.name != "f32" or req.output.dtype.name not in ("f32", "f16", "bf16"):
         return False
