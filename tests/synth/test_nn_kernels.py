@@ -165,8 +165,13 @@ def graph_text(all_cases) -> tuple[str, dict[str, np.ndarray], list[str]]:
 
 
 def check(tmp_path: Path, device: str, threads=("1", "2"), build_options=None) -> Simulator:
-    text, inputs, outs = graph_text(cases())
-    model = tmp_path / "model.oinf"
+    return run_and_compare(tmp_path / "model.oinf", device, *graph_text(cases()), threads, build_options)
+
+
+def run_and_compare(model: Path, device: str, text: str, inputs: dict[str, np.ndarray], outs: list[str],
+                    threads=("1", "2"), build_options=None) -> Simulator:
+    """The program `text` built for `device`, run at each pool thread count: every output in
+    `outs` must equal the reference's."""
     oi.write_oinf(model, {"unused": np.zeros(1, np.float32)})
     m = oi.ModelLoader.open(model)
     graph = oi.graph(text)
@@ -284,29 +289,10 @@ def check_epilogues(tmp_path: Path, device: str, build_options=None) -> None:
     store (templates/c/ops/conv_tiled.c.j2 `epi`); every target's outputs equal the reference's,
     at 1 and 2 pool threads."""
     text, inputs, fused = _epilogue_program(np.random.default_rng(5))
-    model = tmp_path / "epilogues.oinf"
-    oi.write_oinf(model, {"unused": np.zeros(1, np.float32)})
-    m = oi.ModelLoader.open(model)
-    graph = oi.graph(text)
-    ref = Reference(m, graph).make_executor()
-    ref.insert(**inputs)
-    with np.errstate(all="ignore"):
-        ref.run_step()
-    sim = Simulator(m, graph, arch=REPO / "devices" / f"{device}.json", build_options=build_options)
+    sim = run_and_compare(tmp_path / "epilogues.oinf", device, text, inputs, list(fused), build_options=build_options)
     chains = sorted(tuple(step.op for step in r.epilogue.chain) for r in sim.program.kernels
                     if r.op in ("conv1d", "conv2d") and r.epilogue)
     assert chains == ([] if device == "x86_64-generic" else sorted(c for c in fused.values() if c)), device
-    for n_threads in ("1", "2"):
-        os.environ["OI_NUM_THREADS"] = n_threads      # read when the model is created
-        try:
-            ex = sim.make_executor()
-        finally:
-            os.environ.pop("OI_NUM_THREADS", None)
-        ex.insert(**inputs)
-        ex.run_step()
-        with np.errstate(all="ignore"):
-            rows = [compare(n, sim.vars[n].dtype, ref.fetch(n), ex.fetch(n)) for n in fused]
-        assert all(r.ok for r in rows), f"{device} threads={n_threads}\n" + table([r for r in rows if not r.ok])
 
 
 @pytest.mark.parametrize("device", DEVICES)
