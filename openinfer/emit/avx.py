@@ -516,9 +516,10 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
 def _conv(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     """A convolution with an epilogue (`epilogue_for`): the portable tiled kernel applying the
     chain to its tiles before they are stored. Without one, None: the portable kernel
-    (openinfer/emit/ckernels/nn.py), which takes this target's intrinsics tile itself."""
+    (openinfer/emit/ckernels/nn.py), which takes this target's intrinsics tile itself (and a
+    request whose epilogue this cannot render fails in `kernel`, never drops its chain)."""
     epi = _epilogue(req)
-    if epi is None:
+    if epi is None or not conv_tiled(req):
         return None
     return emit_conv(req, name, r, {**epi, "sections": _sections(epi, "core")})
 

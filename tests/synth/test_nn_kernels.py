@@ -159,9 +159,13 @@ def graph_text(all_cases) -> tuple[str, dict[str, np.ndarray], list[str]]:
         if op in ("log_softmax", "layer_norm") and len(ins) == 1 and "axis" not in attrs:   # in place
             body.append(f"op {op}({names[0]}) >> {names[0]};")
             outs.append(names[0])
-    text = ("dynamic {\n  " + "\n  ".join(dyn) + "\n}\nvolatile {\n  " + "\n  ".join(vol) + "\n}\n"
+    return program_text(dyn, vol, body), inputs, outs
+
+
+def program_text(dyn: list[str], vol: list[str], body: list[str]) -> str:
+    """A program of dynamic inputs `dyn`, volatile outputs `vol` and the statements `body`."""
+    return ("dynamic {\n  " + "\n  ".join(dyn) + "\n}\nvolatile {\n  " + "\n  ".join(vol) + "\n}\n"
             "block entry {\n  " + "\n  ".join(body) + "\n  return;\n}\n")
-    return text, inputs, outs
 
 
 def check(tmp_path: Path, device: str, threads=("1", "2"), build_options=None) -> Simulator:
@@ -264,7 +268,7 @@ def _epilogue_program(rng) -> tuple[str, dict[str, np.ndarray], dict[str, tuple[
         # a second operand (a residual): a kernel of its own
         ("c4", "conv2d", [v(1, 4, 9, 12), v(4, 4, 3, 3), v(4)], {"padding": 1}, [("add", {})], ()),
     ]
-    dyn, vol, body, inputs, fused = [], [], [], {}, {}
+    vol, body, inputs, fused = [], [], {}, {}
     for out, op, ins, attrs, after, chain in cases:
         names = [f"{out}_x{j}" for j in range(len(ins))]
         inputs.update(zip(names, ins, strict=True))
@@ -279,9 +283,7 @@ def _epilogue_program(rng) -> tuple[str, dict[str, np.ndarray], dict[str, tuple[
                         f" >> {out};")
         fused[out] = chain
     dyn = [f"{n}: f32[{', '.join(map(str, x.shape))}];" for n, x in inputs.items()]
-    text = ("dynamic {\n  " + "\n  ".join(dyn) + "\n}\nvolatile {\n  " + "\n  ".join(vol) + "\n}\n"
-            "block entry {\n  " + "\n  ".join(body) + "\n  return;\n}\n")
-    return text, inputs, fused
+    return program_text(dyn, vol, body), inputs, fused
 
 
 def check_epilogues(tmp_path: Path, device: str, build_options=None) -> None:
