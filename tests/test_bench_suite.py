@@ -93,6 +93,46 @@ def test_roofline_floor_is_the_larger_term():
     assert fma["floor_seconds"] == pytest.approx(2 * 1024.0 ** 3 / 100e9)
 
 
+def test_stream_fraction_is_the_stream_bytes_at_the_floor_bandwidth():
+    roof = {"copy_gbs": 20.0, "triad_gbs": 25.0, "read_gbs": 30.0, "fma_gflops": 100.0}
+    r = {"seconds": 0.01, "stream_seconds": 0.005}
+    suite.floors(r, {"bytes": 150e6, "flops": 1e8, "stream_bytes": 120e6}, roof)
+    assert r["stream_fraction"] == pytest.approx(120e6 / 30e9 / 0.005)      # 0.8: the read is the best bandwidth
+    out = {"threads": [1], "rows": [{"row": "decoder-i8", "results": [{"impl": "openinfer", "threads": 1, **r}]}]}
+    (target,) = suite.targets(out)
+    assert target["what"].startswith("decoder-i8, 1 thread(s): its GEMVs at >= 80%")
+    assert target["met"] is (r["stream_fraction"] >= 0.8)
+
+
+@pytest.mark.parametrize("weights", ["i8", "i4"])
+def test_quantized_decoder_rows_count_the_stored_bytes_of_their_matrices(weights):
+    wl = workloads.decoder("test", weights=weights)
+    model = _model(wl)
+    dec = workloads.load_example("decoder")
+    mats = [n for n in model.tensor_names if n.rsplit(".", 1)[-1] in dec.MATRICES]
+    stored = {n: model.info(n).data_nbytes + model.info(n + "#scale").data_nbytes for n in mats}
+    assert all(model.info(n).dtype.name == weights for n in mats)
+    assert wl.stream_op == "dequant_matmul" and wl.stream_bytes == sum(stored.values())
+    others = sum(model.info(n).data_nbytes for n in model.tensor_names if n not in stored)
+    emb = model.info("tok_emb")
+    assert wl.bytes == sum(stored.values()) + others - emb.data_nbytes + emb.data_nbytes // emb.shape[0]
+    assert wl.onnx is None and wl.numpy is None
+
+
+def test_stream_profile_charges_each_gemv_to_one_node(tmp_path, monkeypatch):
+    """The test decoder with i8 matrices: seven GEMVs in the layer loop's body and the LM head, some
+    of them fused with the op after them, each charged once; their time is part of the step's."""
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
+    wl = workloads.decoder("test", weights="i8")
+    ex = oi.Simulator(_model(wl), oi.graph(wl.graph), arch=best_host_target(), outputs=set(wl.outputs)).make_executor()
+    got = suite.stream_profile(ex, wl, passes=2)
+    assert got["stream_nodes"] == 8
+    assert got["stream_seconds"] > 0 and 0 < got["stream_share"] < 1
+    ex.reset()                                  # the observer is gone: steps run bare again
+    ex.insert("token", wl.feeds[0]["token"])
+    assert list(ex.iterate()) == []
+
+
 def test_decoder_bytes_per_step_leave_out_the_embedding_table_but_one_row():
     dec = workloads.load_example("decoder")
     cfg = dec.SIZES["test"]

@@ -1,12 +1,15 @@
 """OpenInfer benchmark suite: the generated C library against its peers, side by side in one run.
 
     python tools/bench/suite.py [--out results.json] [--threads 1 2] [--repeat 5]
-        [--rows gemm mlp decoder-test decoder-bench encoder cnn roofline] [--arch DEVICE.json]
+        [--rows gemm mlp decoder-test decoder-bench decoder-i8 decoder-i4 encoder cnn roofline]
+        [--arch DEVICE.json]
 
 Rows (tools/bench/workloads.py defines each once for every implementation and says exactly what
 is compared): gemm (1024^3), mlp (1024->4096->1024), decoder-test and decoder-bench (one decode
-step of examples/decoder.py with its KV cache), encoder (examples/encoder.py at seq 128), cnn
-(examples/cnn.py), and roofline: the machine's STREAM bandwidth and f32 FMA peak in the
+step of examples/decoder.py with its KV cache), decoder-i8 and decoder-i4 (decoder-bench with
+int8 / int4 matrices: OpenInfer against its floor, and its dequant_matmul nodes, timed by a
+per-node profile, against the bytes of their matrices), encoder (examples/encoder.py at seq 128),
+cnn (examples/cnn.py), and roofline: the machine's STREAM bandwidth and f32 FMA peak in the
 descriptor's vector registers (the AVX2 peak for the AVX2 descriptor on an AVX-512 host;
 tools/bench/roofline.py, measured at the start and at the end, the best kept), against which
 every result gets its floor, max(bytes / bandwidth, FLOPs / FMA peak) at the same thread count,
@@ -53,13 +56,17 @@ from pathlib import Path
 import benchlib
 from benchlib import REPO
 
-ROWS = ["gemm", "mlp", "decoder-test", "decoder-bench", "encoder", "cnn", "roofline"]
+ROWS = ["gemm", "mlp", "decoder-test", "decoder-bench", "decoder-i8", "decoder-i4", "encoder", "cnn", "roofline"]
 IMPLS = ["openinfer", "numpy", "onnxruntime", "iree", "torch"]
 OURS = "openinfer"
 # (row, peer, minimum peer-time / our-time) and (row, minimum fraction of the roofline floor)
 TARGETS = [("gemm", "numpy", 1.0), ("mlp", "onnxruntime", 1.2), ("decoder-test", "onnxruntime", 1.2),
            ("decoder-bench", "onnxruntime", 1.2), ("encoder", "onnxruntime", 1.0)]
 FLOOR_TARGETS = [("decoder-bench", 0.9)]
+#: (row, minimum fraction of the bandwidth floor of its streaming nodes alone: workloads' stream_op)
+STREAM_TARGETS = [("decoder-i8", 0.8)]
+#: passes of the per-node profile of a row with a stream_op (the best pass kept)
+PROFILE_PASSES = 5
 #: Ours binds inputs and outputs of this many bytes or more (their copies show beside a 1024^3 GEMM)
 BIND_BYTES = 1 << 16
 _T0 = time.perf_counter()
@@ -229,6 +236,8 @@ def worker(row: str, impl: str, threads: int, work: Path, args) -> dict:
     if impl == OURS:
         result["raw_seconds"] = time_passes(lambda i, f: runner.raw_step(i), runner.reset, wl.feeds, args.repeat,
                                             args.min_time)
+        if wl.stream_op:
+            result.update(stream_profile(runner.ex, wl))
     return result
 
 
@@ -246,8 +255,9 @@ def prepare(row: str, work: Path, args, peers: dict) -> tuple[object, dict]:
 
     work.mkdir(parents=True, exist_ok=True)
     wl = workloads.BUILDERS[row]()
-    log(f"{row}: {wl.title}: writing the model ({sum(v.nbytes for v in wl.tensors.values()) / 1e6:.1f} MB)")
+    log(f"{row}: {wl.title}: writing the model")
     oi.write_oinf(work / "model.oinf", tensors=wl.tensors, sizevars=wl.sizevars)
+    log(f"{row}: model written ({(work / 'model.oinf').stat().st_size / 1e6:.1f} MB)")
     model, graph = oi.ModelLoader.open(work / "model.oinf"), oi.graph(wl.graph)
     log(f"{row}: reference outputs ({len(wl.feeds)} step(s), OpenInfer reference interpreter)")
     ref, expected = Reference(model, graph).make_executor(), {}
@@ -261,8 +271,9 @@ def prepare(row: str, work: Path, args, peers: dict) -> tuple[object, dict]:
     oi.Simulator(model, graph, arch=args.arch)      # cached: the children load it
     log(f"{row}: built in {time.perf_counter() - t:.1f}s")
     avail = {OURS: None, "numpy": None if wl.numpy else "-", "torch": peers["torch"] if wl.torch else "-",
-             "onnxruntime": peers["onnxruntime"], "iree": peers["iree"]}       # "-": no such version of the row
-    if peers["onnxruntime"] is None or peers["iree"] is None:
+             "onnxruntime": peers["onnxruntime"] if wl.onnx else "-",
+             "iree": peers["iree"] if wl.onnx else "-"}       # "-": no such version of the row
+    if avail["onnxruntime"] is None or avail["iree"] is None:
         import onnx
 
         proto = wl.onnx()
@@ -272,7 +283,7 @@ def prepare(row: str, work: Path, args, peers: dict) -> tuple[object, dict]:
                                                        "inputs": [i.name for i in proto.graph.input],
                                                        "outputs": [o.name for o in proto.graph.output]}))
         del proto
-    if peers["iree"] is None:
+    if avail["iree"] is None:
         avail["iree"] = compile_iree(row, work)
     return wl, avail
 
@@ -296,6 +307,39 @@ def compile_iree(row: str, work: Path) -> str | None:
     (work / "model.mlir").unlink(missing_ok=True)
     log(f"{row}: IREE compiled in {time.perf_counter() - t:.1f}s")
     return None
+
+
+def stream_profile(ex, wl, passes: int = PROFILE_PASSES) -> dict:
+    """Per-node profile of OpenInfer's executor `ex` (the library's trace hook) over passes of
+    `wl.feeds`: the mean time per step in the nodes that run `wl.stream_op`, alone or with the
+    element-wise ops fused into them, and its share of the profiled step; the pass with the least
+    such time kept. A fused node reports under its last op's index, so a stream op without events
+    of its own is charged to the next node that has them (these rows run every node each step).
+    The hook calls back into Python between nodes, never inside one."""
+    import bisect
+
+    from openinfer.ir import nodes as ir
+
+    stream = sorted(i for i, n in ex.sim.nodes.items() if isinstance(n, ir.Op) and n.op == wl.stream_op)
+    best = None
+    ex.observe(lambda index: None)        # (with an observer, iterate() yields each node's event)
+    try:
+        for _ in range(passes):
+            ex.reset()
+            events = []
+            for feeds in wl.feeds:
+                for name, value in feeds.items():
+                    ex.insert(name, value)
+                events += ex.iterate()
+            ran = sorted({e.node_index for e in events})
+            owners = {ran[j] for j in (bisect.bisect_left(ran, i) for i in stream) if j < len(ran)}
+            total = sum(e.duration_ns for e in events) * 1e-9 / len(wl.feeds)
+            inside = sum(e.duration_ns for e in events if e.node_index in owners) * 1e-9 / len(wl.feeds)
+            if best is None or inside < best["stream_seconds"]:
+                best = {"stream_seconds": inside, "stream_share": inside / total, "stream_nodes": len(owners)}
+    finally:
+        ex.observe(None)
+    return best
 
 
 def better(old: dict | None, new: dict) -> dict:
@@ -343,6 +387,8 @@ def floors(result: dict, wl_terms: dict, roof: dict | None) -> None:
     mem, fma = wl_terms["bytes"] / bandwidth, wl_terms["flops"] / (roof["fma_gflops"] * 1e9)
     result.update(floor_seconds=max(mem, fma), floor_bound="memory" if mem >= fma else "fma",
                   floor_fraction=max(mem, fma) / result["seconds"])
+    if "stream_seconds" in result:          # the streaming nodes alone: their bytes at the same bandwidth
+        result["stream_fraction"] = wl_terms["stream_bytes"] / bandwidth / result["stream_seconds"]
 
 
 def report(out: dict) -> list[str]:
@@ -371,6 +417,11 @@ def report(out: dict) -> list[str]:
                      if "floor_fraction" in r else " " * 25)
             check = "pass" if r.get("ok") else f"FAIL: {r.get('error') or r.get('detail', '')}"
             lines.append(f"{row['row']:<14} {r['impl']:<12} {r['threads']:>3} {ms} {raw} {ratio} {floor}  {check}")
+            if "stream_fraction" in r:
+                lines.append(f"{'':<14} {row['stream_op']} nodes: {r['stream_seconds'] * 1e3:.3f} ms/step "
+                             f"({r['stream_share']:.0%} of the profiled step), {row['stream_bytes'] / 1e6:.1f} MB at "
+                             f"{row['stream_bytes'] / r['stream_seconds'] / 1e9:.1f} GB/s: "
+                             f"{r['stream_fraction']:.1%} of the bandwidth")
         for impl, why in row["unavailable"].items():
             lines.append(f"{row['row']:<14} {impl:<12}     not available: {why}")
     if llc and any(row["bytes"] <= 2 * llc for row in out["rows"]):
@@ -455,6 +506,7 @@ def main(argv=None) -> int:
         for row in [r for r in args.rows if r != "roofline"]:
             wl, avail = prepare(row, work / row, args, peers)
             entry = {"row": row, "title": wl.title, "notes": wl.notes, "bytes": wl.bytes, "flops": wl.flops,
+                     **({"stream_op": wl.stream_op, "stream_bytes": wl.stream_bytes} if wl.stream_op else {}),
                      "unavailable": {k: v for k, v in avail.items() if k in args.impls and v not in (None, "-")
                                      and v != peers.get(k)}}        # failed for this row (not globally)
             del wl
@@ -510,6 +562,13 @@ def targets(out: dict) -> list[dict]:
             if row in rows:
                 v = r.get("floor_fraction") if r else None
                 found.append({"what": f"{row}, {t} thread(s): openinfer at >= {want:.0%} of its floor",
+                              "kind": "fraction", "value": v, "met": None if v is None else v >= want})
+    for row, want in STREAM_TARGETS:
+        for t in out["threads"]:
+            r = next((r for r in rows.get(row, []) if r["impl"] == OURS and r["threads"] == t), None)
+            if row in rows:
+                v = r.get("stream_fraction") if r else None
+                found.append({"what": f"{row}, {t} thread(s): its GEMVs at >= {want:.0%} of the bandwidth",
                               "kind": "fraction", "value": v, "met": None if v is None else v >= want})
     return found
 

@@ -22,6 +22,10 @@ What is compared, row by row:
   (positions 0 .. max_seq-1, the same token sequence everywhere) and every step's logits are
   checked. Bytes per step: every weight except the token-embedding table, of which one row is read
   (the KV cache, under 1% here, is left out).
+- decoder-i8 / decoder-i4: decoder-bench with the projections and the LM head stored as int8 /
+  int4 with per-channel scales (`examples/decoder.py --weights`), OpenInfer only (no peer reads
+  these bytes: see `decoder`), against its floor; the suite also reports the time in the
+  dequant_matmul nodes (a per-node profile) against the bytes of their matrices.
 - encoder: examples/encoder.py at its bench size (seq 128, 4 layers, D 256), 112 real tokens and
   16 padded; output the pooled [CLS] embedding. GELU is the erf form (ONNX: Div/Erf/Add/Mul/Mul,
   which onnxruntime fuses), LayerNorm is ONNX LayerNormalization.
@@ -49,7 +53,7 @@ class Workload:
     sizevars: dict[str, int]
     feeds: list[dict[str, np.ndarray]]           # the inputs of each step of one pass
     outputs: list[str]                           # checked after each step (same name in every implementation)
-    onnx: Callable                               # () -> onnx.ModelProto: the same computation
+    onnx: Callable | None                        # () -> onnx.ModelProto: the same computation (None: no peer runs it)
     state: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)  # ONNX: input -> (output, initial)
     numpy: Callable | None = None                # () -> runner (reset(), step(feeds) -> {output: array})
     torch: Callable | None = None                # the same, with PyTorch
@@ -59,6 +63,10 @@ class Workload:
     #: (feeds) -> {output: the magnitude of the terms of its sums}, for outputs whose elements
     #: cancel (openinfer.compare's `magnitude`); None: each element against its own value
     terms: Callable | None = None
+    #: an op whose nodes stream most of the bytes (the quantized decoder's dequant_matmul): the suite
+    #: profiles OpenInfer's step and reports the time in these nodes against `stream_bytes` of them
+    stream_op: str | None = None
+    stream_bytes: int = 0
 
 
 class _Stateless:
@@ -161,9 +169,9 @@ def _rope_tables(cfg) -> tuple[np.ndarray, np.ndarray]:
     return np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
 
 
-def decoder(size: str, tensors: dict | None = None) -> Workload:
+def decoder(size: str, tensors: dict | None = None, weights: str = "f32") -> Workload:
     dec = load_example("decoder")
-    cfg = dec.SIZES[size]
+    cfg = dec.with_weights(dec.SIZES[size], weights)
     tensors = tensors if tensors is not None else dec.tensors(cfg)
     L, T, D, KV = cfg.layers, cfg.max_seq, cfg.dim, cfg.kv_dim
     H, KVH, Dh, V = cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.vocab
@@ -220,10 +228,22 @@ def decoder(size: str, tensors: dict | None = None) -> Workload:
 
     per_layer = 2 * D * D + 2 * D * KV + 3 * D * cfg.ffn
     flops = 2.0 * (L * per_layer + D * V) + L * 4.0 * H * T * Dh
+    steps = f"{T} greedy steps from an empty KV cache, logits of each checked"
+    if weights != "f32":
+        # the projections and the LM head as int8 / int4 with per-channel f32 scales (dequant_matmul);
+        # every other tensor f32. OpenInfer against its floor only: an ONNX DequantizeLinear -> MatMul
+        # graph is constant-folded to f32 weights or dequantized on every step by onnxruntime, neither
+        # of which reads these bytes.
+        mats = [(D, D), (D, KV), (D, KV), (D, D), (D, cfg.ffn), (D, cfg.ffn), (cfg.ffn, D)]
+        bits = {"i8": 8, "i4": 4}[weights]
+        stream = L * sum(k * n * bits // 8 + 4 * n for k, n in mats) + D * V * bits // 8 + 4 * V
+        return Workload(f"decoder-{weights}", f"decoder {size} step ({stream / 1e6:.0f} MB of {weights} matrices, "
+                        f"L={L} D={D} T={T})", dec.graph_text(cfg), tensors, dec.sizevars(cfg), feeds, ["logits"],
+                        None, state, bytes=cfg.weight_bytes() - 4 * (V - 1) * D, flops=flops, notes=steps,
+                        stream_op="dequant_matmul", stream_bytes=stream)
     return Workload(f"decoder-{size}", f"decoder {size} step ({cfg.weight_bytes() / 1e6:.0f} MB f32, L={L} D={D} "
                     f"T={T})", dec.graph_text(cfg), tensors, dec.sizevars(cfg), feeds, ["logits"], onnx, state,
-                    numpy=numpy, bytes=_nbytes(tensors, skip=("tok_emb",)) + D * 4, flops=flops,
-                    notes=f"{T} greedy steps from an empty KV cache, logits of each checked")
+                    numpy=numpy, bytes=_nbytes(tensors, skip=("tok_emb",)) + D * 4, flops=flops, notes=steps)
 
 
 class _NumpyDecoder:
@@ -346,4 +366,5 @@ def cnn(tensors: dict | None = None) -> Workload:
 
 
 BUILDERS = {"gemm": gemm, "mlp": mlp, "decoder-test": lambda t=None: decoder("test", t),
-            "decoder-bench": lambda t=None: decoder("bench", t), "encoder": encoder, "cnn": cnn}
+            "decoder-bench": lambda t=None: decoder("bench", t), "decoder-i8": lambda t=None: decoder("bench", t, "i8"),
+            "decoder-i4": lambda t=None: decoder("bench", t, "i4"), "encoder": encoder, "cnn": cnn}
