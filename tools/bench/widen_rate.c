@@ -12,9 +12,12 @@
  *           (exact in f32; the scale would take the 2^-24) + vcvtdq2ps: no lane-crossing widening,
  *           columns permuted;
  *   magic   no convert: (u8 | 0x4B000000) is the float 2^23 + u, minus 2^23 + 128 (u = w ^ 0x80);
- *   f32     the weights already f32 (K / 4 rows, the same bytes): the FMA-and-load rate alone.
+ *   f32     the weights already f32 (K / 4 rows, the same bytes): the FMA-and-load rate alone;
+ *   nocvt   pmovsx without the vcvtdq2ps (the integers' bits taken as floats: wrong sums, a bound,
+ *           not a kernel): what the convert costs.
  * Prints G weights/s, best of 200 runs, five times. Host A of docs/performance.md (Zen 3 VM):
- * pmovsx 8.0, shift 8.0, magic 6.0, f32 12.0.
+ * pmovsx 8.0, shift 8.0, magic 6.0, f32 12.0. Host C (Zen 4 VM, ~3.7 GHz): pmovsx 27-29 (about
+ * one vector of 8 weights a cycle), shift 25, magic 18-23, f32 24-25, nocvt 35-37.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -78,6 +81,20 @@ static __attribute__((noinline)) void magic(const float *x, const int8_t *w, flo
         for (int q = 0; q < 8; ++q) _mm256_storeu_ps(y + j + 8 * q, a[q]);
     }
 }
+/* pmovsx without the convert: the integers' bits as floats (wrong sums; the rate without vcvtdq2ps) */
+static __attribute__((noinline)) void nocvt(const float *x, const int8_t *w, float *y, int K) {
+    for (int j = 0; j < N; j += 64) {
+        __m256 a[8];
+        for (int q = 0; q < 8; ++q) a[q] = _mm256_loadu_ps(y + j + 8 * q);
+        for (int k = 0; k < K; ++k) {
+            const __m256 xb = _mm256_set1_ps(x[k]);
+            const int8_t *p = w + (size_t)k * N + j;
+            for (int q = 0; q < 8; ++q)
+                a[q] = _mm256_fmadd_ps(xb, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * q)))), a[q]);
+        }
+        for (int q = 0; q < 8; ++q) _mm256_storeu_ps(y + j + 8 * q, a[q]);
+    }
+}
 /* f32 weights already converted (in L1/L2): the FMA-and-load rate alone */
 static __attribute__((noinline)) void f32(const float *x, const float *w, float *y, int K) {
     for (int j = 0; j < N; j += 64) {
@@ -99,15 +116,17 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)K * N; ++i) w[i] = (int8_t)(rand() % 255 - 127);
     for (int k = 0; k < K; ++k) x[k] = (float)(rand() % 100) / 50.0f - 1.0f;
     for (int rep = 0; rep < 5; ++rep) {
-        double best[4] = {1e9, 1e9, 1e9, 1e9};
+        double best[5] = {1e9, 1e9, 1e9, 1e9, 1e9};
         for (int it = 0; it < 200; ++it) {
             double t = now(); pmov(x, w, y, K); double d = now() - t; if (d < best[0]) best[0] = d;
             t = now(); shift(x, w, y, K); d = now() - t; if (d < best[1]) best[1] = d;
             t = now(); magic(x, w, y, K); d = now() - t; if (d < best[2]) best[2] = d;
             t = now(); f32(x, wf, y, K / 4); d = now() - t; if (d < best[3]) best[3] = d;
+            t = now(); nocvt(x, w, y, K); d = now() - t; if (d < best[4]) best[4] = d;
         }
-        printf("pmovsx %.2f  shift %.2f  magic %.2f  f32 %.2f G weights/s\n", (double)K * N / best[0] / 1e9, (double)K * N / best[1] / 1e9,
-               (double)K * N / best[2] / 1e9, (double)K / 4 * N / best[3] / 1e9);
+        printf("pmovsx %.2f  shift %.2f  magic %.2f  f32 %.2f  nocvt %.2f G weights/s\n", (double)K * N / best[0] / 1e9,
+               (double)K * N / best[1] / 1e9, (double)K * N / best[2] / 1e9, (double)K / 4 * N / best[3] / 1e9,
+               (double)K * N / best[4] / 1e9);
     }
     int sink = (int)y[3] & 1;
     free(w);
