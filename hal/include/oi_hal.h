@@ -208,6 +208,13 @@ uint32_t oi_cpu_features(void);
 /* OI_OK when every feature of `required` is present; else OI_ERR_UNSUPPORTED_CPU, and when `buf`
  * is not NULL the missing features' names ("avx512f avx512bw"), NUL-terminated, cut to `cap`. */
 oi_status oi_cpu_require(uint32_t required, char *buf, size_t cap);
+/* 1 where a vecmat's software prefetch of its streams' next rows pays on this CPU, else 0: the
+ * generated kernels of a descriptor whose `stream_prefetch` preference is "cpu" (x86_64-avx2, whose
+ * code runs on CPUs that disagree) ask it. Measured: it pays on AMD Zen 4 and costs Zen 3 and an
+ * Intel Xeon, whose hardware prefetchers keep up alone; so 1 on an AMD CPU with AVX-512F (Zen 4
+ * and later; Zen 3 has none), as OI_HOST_ISA caps the features. OI_STREAM_PREFETCH=1 or 0 in the
+ * environment decides instead. Decided once per process. */
+int oi_cpu_stream_prefetch(void);
 
 /* Description of one variable of a generated program (its `*_var_info` table). */
 typedef struct oi_var_info {

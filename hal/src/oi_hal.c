@@ -1138,9 +1138,16 @@ OI_BASELINE static uint32_t oi_cpu_detect(void) {
     if (leaf7_1[0] & (1u << 5)) out |= OI_CPU_AVX512_BF16;
     return out;
 }
+
+OI_BASELINE static int oi_cpu_is_amd(void) {
+    uint32_t r[4];
+    oi_cpuid(0, 0, r);
+    return r[1] == 0x68747541u && r[3] == 0x69746e65u && r[2] == 0x444d4163u;   /* "AuthenticAMD" */
+}
 #else
 #define OI_BASELINE
 static uint32_t oi_cpu_detect(void) { return 0; }
+static int oi_cpu_is_amd(void) { return 0; }
 #endif
 
 #define OI_CPU_AVX512_ALL (OI_CPU_AVX512F | OI_CPU_AVX512BW | OI_CPU_AVX512VL | OI_CPU_AVX512DQ | \
@@ -1152,6 +1159,18 @@ OI_BASELINE uint32_t oi_cpu_features(void) {
     if (!cap || !*cap || strcmp(cap, "avx512") == 0) return features;
     if (strcmp(cap, "avx2") == 0) return features & ~OI_CPU_AVX512_ALL;
     return features & OI_CPU_SSE42;   /* "generic", or a value this HAL does not know */
+}
+
+OI_BASELINE int oi_cpu_stream_prefetch(void) {
+    /* -1 until decided; a race decides twice, the same way (cpuid in a VM may trap: once) */
+    static atomic_int decided = -1;
+    int on = atomic_load_explicit(&decided, memory_order_relaxed);
+    if (on >= 0) return on;
+    const char *env = getenv("OI_STREAM_PREFETCH");
+    if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) on = env[0] == '1';
+    else on = oi_cpu_is_amd() && (oi_cpu_features() & OI_CPU_AVX512F) != 0;
+    atomic_store_explicit(&decided, on, memory_order_relaxed);
+    return on;
 }
 
 OI_BASELINE oi_status oi_cpu_require(uint32_t required, char *buf, size_t cap) {

@@ -90,9 +90,9 @@ def test_renderer_follows_the_device_isa():
     assert renderer_for(devices.load("x86_64-avx2")) is Avx2Renderer
     zen3 = devices.load("x86_64-zen3")      # AVX2 tuned for Zen 2/3: the vecmat leaves prefetching to the core
     assert renderer_for(zen3) is Avx2Renderer and zen3.preferences["stream_prefetch"] is False
-    # (as does the generic AVX2 descriptor: with the vecmat's several streams, the software
-    # prefetch cost Zen 3 and an Intel Xeon alike)
-    assert devices.load("x86_64-avx2").preferences["stream_prefetch"] is False
+    # the generic AVX2 descriptor's code runs on CPUs that disagree (the prefetch costs Zen 3 and
+    # an Intel Xeon, pays on Zen 4): its kernels ask the HAL when they run
+    assert devices.load("x86_64-avx2").preferences["stream_prefetch"] == "cpu"
     assert renderer_for(devices.load("x86_64-avx512")) is Avx512Renderer
     assert renderer_for(devices.load("x86_64-generic")).__name__ == "CRenderer"
     # the AVX-512 class reuses the AVX2 code: only the vector description and the GEMM block differ
@@ -545,7 +545,8 @@ def test_generated_c_is_warning_free(tmp_path, device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_vecmat_stream_prefetch_preference(tmp_path, device):
     """`preferences.stream_prefetch` (devices/schema.json): on by default, the vecmat that streams
-    B prefetches its next rows; off, it leaves that to the hardware prefetchers. Both compute the
+    B prefetches its next rows; off, it leaves that to the hardware prefetchers; "cpu", it asks
+    the HAL at run time (oi_cpu_stream_prefetch, tests/synth/test_host_cpu.py). All compute the
     same product (checked against the reference), the source differs only in the prefetches."""
     import json
 
@@ -556,7 +557,7 @@ def test_vecmat_stream_prefetch_preference(tmp_path, device):
     inputs = {"x": rng.standard_normal((2, 700), dtype=np.float32)}
     doc = dict(devices.load(device).doc)
     sources = {}
-    for on in (True, False):
+    for on in (True, False, "cpu"):
         doc.setdefault("preferences", {})["stream_prefetch"] = on
         arch = tmp_path / f"{device}-{on}.json"
         arch.write_text(json.dumps(doc))
@@ -565,3 +566,8 @@ def test_vecmat_stream_prefetch_preference(tmp_path, device):
         sources[on] = (sim.project / f"{sim.program.name}_kernels.c").read_text()
     assert "_mm_prefetch((const char *)(b0 + ahead + j)" in sources[True]
     assert "_mm_prefetch((const char *)(b0 + ahead" not in sources[False]
+    assert "oi_cpu_stream_prefetch()" not in sources[True] + sources[False]
+    asked = sources["cpu"]
+    assert "const int pf = oi_cpu_stream_prefetch();" in asked and "if (pf) {" in asked
+    assert asked.count("_mm_prefetch((const char *)(b0 + ahead + j)") == sources[True].count(
+        "_mm_prefetch((const char *)(b0 + ahead + j)")

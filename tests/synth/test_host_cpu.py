@@ -156,6 +156,38 @@ def test_hal_cpuid_agrees_with_the_kernel(features_exe, cap, monkeypatch):
     assert int(out[1]) == (12 if missing else 0)          # OI_ERR_UNSUPPORTED_CPU
 
 
+_PREFETCH_C = r"""
+#include <stdio.h>
+#include "oi_hal.h"
+int main(void) {
+    int first = oi_cpu_stream_prefetch();
+    printf("%d %d\n", first, oi_cpu_stream_prefetch());
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("cap", ["", "avx2", "generic"])
+@pytest.mark.parametrize("override", [None, "0", "1", "yes"])
+def test_hal_stream_prefetch_policy(tmp_path, cap, override, monkeypatch):
+    """oi_cpu_stream_prefetch (the `stream_prefetch: "cpu"` kernels ask it): on for an AMD CPU with
+    AVX-512F as OI_HOST_ISA caps it, off for any other; OI_STREAM_PREFETCH=0/1 decides instead
+    (another value is ignored); the same answer on every call. Expected from /proc/cpuinfo."""
+    (tmp_path / "main.c").write_text(_PREFETCH_C)
+    exe = tmp_path / "prefetch"
+    subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(hal_dir() / "include"),
+                    str(tmp_path / "main.c"), str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)],
+                   check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("OI_HOST_ISA", "OI_STREAM_PREFETCH")}
+    env.update({"OI_HOST_ISA": cap} if cap else {})
+    env.update({"OI_STREAM_PREFETCH": override} if override else {})
+    got = subprocess.run([str(exe)], env=env, capture_output=True, text=True, check=True).stdout.split()
+    monkeypatch.setenv("OI_HOST_ISA", cap or "avx512")
+    amd = "AuthenticAMD" in Path("/proc/cpuinfo").read_text()
+    want = int(override) if override in ("0", "1") else int(amd and "avx512f" in devices.host_features())
+    assert got == [str(want)] * 2
+
+
 _CREATE = """
 import cffi, sys
 ffi = cffi.FFI()
