@@ -556,20 +556,17 @@ def targets(out: dict) -> list[dict]:
                 v = r.get("vs_ours") if r else None
                 found.append({"what": f"{row}, {t} thread(s): {peer} time / openinfer >= {want}", "kind": "ratio",
                               "value": v, "met": None if v is None else v >= want})
-    for row, want in FLOOR_TARGETS:
+    fractions = [(row, want, "floor_fraction", f"openinfer at >= {want:.0%} of its floor")
+                 for row, want in FLOOR_TARGETS]
+    fractions += [(row, want, "stream_fraction", f"its GEMVs at >= {want:.0%} of the bandwidth")
+                  for row, want in STREAM_TARGETS]
+    for row, want, key, what in fractions:
         for t in out["threads"]:
             r = next((r for r in rows.get(row, []) if r["impl"] == OURS and r["threads"] == t), None)
             if row in rows:
-                v = r.get("floor_fraction") if r else None
-                found.append({"what": f"{row}, {t} thread(s): openinfer at >= {want:.0%} of its floor",
-                              "kind": "fraction", "value": v, "met": None if v is None else v >= want})
-    for row, want in STREAM_TARGETS:
-        for t in out["threads"]:
-            r = next((r for r in rows.get(row, []) if r["impl"] == OURS and r["threads"] == t), None)
-            if row in rows:
-                v = r.get("stream_fraction") if r else None
-                found.append({"what": f"{row}, {t} thread(s): its GEMVs at >= {want:.0%} of the bandwidth",
-                              "kind": "fraction", "value": v, "met": None if v is None else v >= want})
+                v = r.get(key) if r else None
+                found.append({"what": f"{row}, {t} thread(s): {what}", "kind": "fraction", "value": v,
+                              "met": None if v is None else v >= want})
     return found
 
 

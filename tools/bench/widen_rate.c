@@ -26,19 +26,24 @@
 #include <time.h>
 #define N 256
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
-static __attribute__((noinline)) void pmov(const float *x, const int8_t *w, float *y, int K) {
-    for (int j = 0; j < N; j += 64) {
-        __m256 a[8];
-        for (int q = 0; q < 8; ++q) a[q] = _mm256_loadu_ps(y + j + 8 * q);
-        for (int k = 0; k < K; ++k) {
-            const __m256 xb = _mm256_set1_ps(x[k]);
-            const int8_t *p = w + (size_t)k * N + j;
-            for (int q = 0; q < 8; ++q)
-                a[q] = _mm256_fmadd_ps(xb, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * q)))), a[q]);
-        }
-        for (int q = 0; q < 8; ++q) _mm256_storeu_ps(y + j + 8 * q, a[q]);
+/* y[j:j+64] += sum_k x[k] TO_F32(the sign-extended bytes of w[k, j:j+64]), 8 weights a vector */
+#define WIDEN_KERNEL(NAME, TO_F32)                                                                      \
+    static __attribute__((noinline)) void NAME(const float *x, const int8_t *w, float *y, int K) {     \
+        for (int j = 0; j < N; j += 64) {                                                               \
+            __m256 a[8];                                                                                \
+            for (int q = 0; q < 8; ++q) a[q] = _mm256_loadu_ps(y + j + 8 * q);                          \
+            for (int k = 0; k < K; ++k) {                                                               \
+                const __m256 xb = _mm256_set1_ps(x[k]);                                                 \
+                const int8_t *p = w + (size_t)k * N + j;                                                \
+                for (int q = 0; q < 8; ++q)                                                             \
+                    a[q] = _mm256_fmadd_ps(xb, TO_F32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * q)))), a[q]); \
+            }                                                                                           \
+            for (int q = 0; q < 8; ++q) _mm256_storeu_ps(y + j + 8 * q, a[q]);                          \
+        }                                                                                               \
     }
-}
+WIDEN_KERNEL(pmov, _mm256_cvtepi32_ps)
+/* pmovsx without the convert: the integers' bits as floats (wrong sums; the rate without vcvtdq2ps) */
+WIDEN_KERNEL(nocvt, _mm256_castsi256_ps)
 /* 32 bytes as 8 dwords; byte b of each dword as (b << 24): w * 2^24, exact in f32; columns permuted */
 static __attribute__((noinline)) void shift(const float *x, const int8_t *w, float *y, int K) {
     const __m256i hi = _mm256_set1_epi32((int)0xFF000000u);
@@ -77,20 +82,6 @@ static __attribute__((noinline)) void magic(const float *x, const int8_t *w, flo
                 a[4*h+2] = _mm256_fmadd_ps(xb, _mm256_sub_ps(_mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(v, 16), lo), mg)), off), a[4*h+2]);
                 a[4*h+3] = _mm256_fmadd_ps(xb, _mm256_sub_ps(_mm256_castsi256_ps(_mm256_or_si256(_mm256_srli_epi32(v, 24), mg)), off), a[4*h+3]);
             }
-        }
-        for (int q = 0; q < 8; ++q) _mm256_storeu_ps(y + j + 8 * q, a[q]);
-    }
-}
-/* pmovsx without the convert: the integers' bits as floats (wrong sums; the rate without vcvtdq2ps) */
-static __attribute__((noinline)) void nocvt(const float *x, const int8_t *w, float *y, int K) {
-    for (int j = 0; j < N; j += 64) {
-        __m256 a[8];
-        for (int q = 0; q < 8; ++q) a[q] = _mm256_loadu_ps(y + j + 8 * q);
-        for (int k = 0; k < K; ++k) {
-            const __m256 xb = _mm256_set1_ps(x[k]);
-            const int8_t *p = w + (size_t)k * N + j;
-            for (int q = 0; q < 8; ++q)
-                a[q] = _mm256_fmadd_ps(xb, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * q)))), a[q]);
         }
         for (int q = 0; q < 8; ++q) _mm256_storeu_ps(y + j + 8 * q, a[q]);
     }
