@@ -16,6 +16,7 @@ renderers (openinfer/emit/) turn it into source. Nothing here knows C or GLSL.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
@@ -375,21 +376,23 @@ def _renumber(stmts, new_id: dict[int, int]) -> tuple[Statement, ...]:
     return tuple(out)
 
 
-def _used_kernels(stmts, used: set[int]) -> None:
-    for s in stmts:
-        if isinstance(s, Call):
-            used.add(s.kernel)
-        elif isinstance(s, Loop):
-            _used_kernels(s.body, used)
+def calls(blocks: dict[str, tuple[Statement, ...]]) -> Iterator[Call]:
+    """Every Call of `blocks`, loop bodies included (a branch's arms are blocks of their own)."""
+    def walk(stmts):
+        for s in stmts:
+            if isinstance(s, Call):
+                yield s
+            elif isinstance(s, Loop):
+                yield from walk(s.body)
+    for stmts in blocks.values():
+        yield from walk(stmts)
 
 
 def prune_kernels(blocks: dict[str, tuple[Statement, ...]], kernels) -> tuple[
         dict[str, tuple[Statement, ...]], tuple[KernelRequest, ...], dict[int, int]]:
     """Drops the kernels no call uses any more (after a pass replaced them), keeping the others'
     order (deterministic); returns the renumbered blocks, the kernels and the old -> new ids."""
-    used: set[int] = set()
-    for stmts in blocks.values():
-        _used_kernels(stmts, used)
+    used = {c.kernel for c in calls(blocks)}
     keep = [i for i in range(len(kernels)) if i in used]
     new_id = {old: new for new, old in enumerate(keep)}
     return ({name: _renumber(stmts, new_id) for name, stmts in blocks.items()},

@@ -311,16 +311,14 @@ def compile_iree(row: str, work: Path) -> str | None:
 
 def stream_profile(ex, wl, passes: int = PROFILE_PASSES) -> dict:
     """Per-node profile of OpenInfer's executor `ex` (the library's trace hook) over passes of
-    `wl.feeds`: the mean time per step in the nodes that run `wl.stream_op`, alone or with the
-    element-wise ops fused into them, and its share of the profiled step; the pass with the least
-    such time kept. A fused node reports under its last op's index, so a stream op without events
-    of its own is charged to the next node that has them (these rows run every node each step).
-    The hook calls back into Python between nodes, never inside one."""
-    import bisect
+    `wl.feeds`: the mean time per step in the calls of `wl.stream_op` kernels (with the
+    element-wise ops fused into them: such a call reports under the last fused op's node), and
+    its share of the profiled step; the pass with the least such time kept. The hook calls back
+    into Python between nodes, never inside one."""
+    from openinfer.synth.program import calls
 
-    from openinfer.ir import nodes as ir
-
-    stream = sorted(i for i, n in ex.sim.nodes.items() if isinstance(n, ir.Op) and n.op == wl.stream_op)
+    prog = ex.sim.program
+    owners = {c.node for c in calls(prog.blocks) if prog.kernels[c.kernel].op == wl.stream_op}
     best = None
     ex.observe(lambda index: None)        # (with an observer, iterate() yields each node's event)
     try:
@@ -331,12 +329,11 @@ def stream_profile(ex, wl, passes: int = PROFILE_PASSES) -> dict:
                 for name, value in feeds.items():
                     ex.insert(name, value)
                 events += ex.iterate()
-            ran = sorted({e.node_index for e in events})
-            owners = {ran[j] for j in (bisect.bisect_left(ran, i) for i in stream) if j < len(ran)}
             total = sum(e.duration_ns for e in events) * 1e-9 / len(wl.feeds)
             inside = sum(e.duration_ns for e in events if e.node_index in owners) * 1e-9 / len(wl.feeds)
             if best is None or inside < best["stream_seconds"]:
-                best = {"stream_seconds": inside, "stream_share": inside / total, "stream_nodes": len(owners)}
+                best = {"stream_seconds": inside, "stream_share": inside / total,      # (calls that reported)
+                        "stream_nodes": len(owners & {e.node_index for e in events})}
     finally:
         ex.observe(None)
     return best
