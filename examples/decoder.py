@@ -50,16 +50,20 @@ class DecoderConfig:
     def kv_dim(self) -> int:
         return self.kv_heads * self.head_dim
 
-    def weight_bytes(self) -> int:
-        """Bytes of every tensor a step reads (quantized matrices: packed data plus f32 scales)."""
+    def matrix_bytes(self) -> int:
+        """Bytes of the projections and the LM head (quantized: packed data plus f32 scales)."""
         d, kv, f = self.dim, self.kv_dim, self.ffn
         mats = [(d, d), (d, kv), (d, kv), (d, d), (d, f), (d, f), (f, d)]
         bits = {"f32": 32, "i8": 8, "i4": 4}[self.weights]
 
         def mat(k: int, n: int) -> int:
             return k * n * bits // 8 + (4 * n if bits < 32 else 0)
-        per_layer = 4 * 2 * d + sum(mat(k, n) for k, n in mats)
-        return self.layers * per_layer + 4 * (self.vocab * d + d) + mat(d, self.vocab)
+        return self.layers * sum(mat(k, n) for k, n in mats) + mat(d, self.vocab)
+
+    def weight_bytes(self) -> int:
+        """Bytes of every tensor a step reads: the matrices, the norms and the embedding table."""
+        d = self.dim
+        return self.matrix_bytes() + self.layers * 4 * 2 * d + 4 * (self.vocab * d + d)
 
 
 def with_weights(cfg: DecoderConfig, weights: str) -> DecoderConfig:

@@ -235,9 +235,7 @@ def decoder(size: str, tensors: dict | None = None, weights: str = "f32") -> Wor
         # into MatMulNBits, which by default quantizes the activations to int8 (another computation:
         # the test decoder's logits ~2e-3 off, outside the check) and at f32 accuracy runs a slow
         # path (a 1024 x 4096 int8 product in ~15 ms against ~80 us); see docs/performance.md.
-        mats = [(D, D), (D, KV), (D, KV), (D, D), (D, cfg.ffn), (D, cfg.ffn), (cfg.ffn, D)]
-        bits = {"i8": 8, "i4": 4}[weights]
-        stream = L * sum(k * n * bits // 8 + 4 * n for k, n in mats) + D * V * bits // 8 + 4 * V
+        stream = cfg.matrix_bytes()
         return Workload(f"decoder-{weights}", f"decoder {size} step ({stream / 1e6:.0f} MB of {weights} matrices, "
                         f"L={L} D={D} T={T})", dec.graph_text(cfg), tensors, dec.sizevars(cfg), feeds, ["logits"],
                         None, bytes=cfg.weight_bytes() - 4 * (V - 1) * D, flops=flops, notes=steps,
