@@ -59,6 +59,9 @@ def _conv_cases(t: str, rng) -> list[tuple]:
         ("conv2d", [v(1, 3, 12, 13), v(8, 3, 5, 5)], {"stride": 2, "padding": 2}),         # two phases
         ("conv2d", [v(1, 2, 11, 16), v(3, 2, 3, 3)], {"stride": 3, "padding": [0, 2, 1, 0]}),
         ("conv2d", [v(1, 16, 40, 40), v(32, 16, 3, 3), v(32)], {"padding": 1}),           # the pool's share
+        # in row bands, each claim padding its own rows (one claim spans both images), strided
+        ("conv2d", [v(2, 8, 30, 31), v(12, 4, 3, 3), v(12)],
+         {"groups": 2, "stride": [2, 1], "padding": [1, 1, 2, 0], "dilation": [1, 2]}),
         ("conv2d", [special_x, special_w, v(4)], {"padding": 1}),
         ("conv1d", [v(2, 6, 30), v(8, 3, 4), v(8)], {"groups": 2, "stride": 3, "padding": [2, 1], "dilation": 2}),
         ("conv1d", [v(1, 8, 4), v(16, 8, 4), v(16)], {}),                                 # one output column
@@ -242,6 +245,14 @@ def test_tiled_kernels_selected():
     assert "k_rows" in source("softmax", [(3, 9)], (3, 9))
     assert "k_rows" not in source("softmax", [(3, 9)], (3, 9), "bf16")
     assert "k_rows" in source("layer_norm", [(3, 9)], (3, 9))
+    # a parallel conv with small weights claims row bands, each padding its own rows; one with
+    # large weights (64 KiB) keeps the channel-block order and one padded copy; a small conv is serial
+    band = source("conv2d", [(1, 16, 40, 40), (32, 16, 3, 3)], (1, 32, 40, 40), padding=1)
+    assert "k_pad(xp, g->in, nb" in band and "oi_pool_parallel_for" in band
+    blocks = source("conv2d", [(1, 64, 40, 40), (32, 64, 3, 3)], (1, 32, 40, 40), padding=1)
+    assert "k_pad(xp, g->in" not in blocks and "k_pad(xp, in0, nb, 0, 41)" in blocks
+    assert "oi_pool_parallel_for" in blocks
+    assert "oi_pool_parallel_for" not in source("conv2d", [(1, 3, 8, 8), (4, 3, 3, 3)], (1, 4, 6, 6))
 
 
 # --------------------------------------------------------------------------- conv epilogues

@@ -86,6 +86,10 @@ _PAR_MACS = 1 << 18
 _PAR_ELEMS = 1 << 18
 _PAR_ELEMS_MATH = 1 << 15
 _GRAIN_MACS = 1 << 17
+#: Weights up to which a parallel convolution's units run in row bands (conv_tiled.c.j2 `band`):
+#: every band reads all the weights, so they should stay in the L1 data cache (32 KiB and up);
+#: larger weights keep the channel-block order, which reuses one block's over all rows.
+_BAND_WEIGHT_BYTES = 32 << 10
 
 
 def _par_rows(rows: int, n: int, par_elems: int) -> dict:
@@ -399,13 +403,14 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias
     macs_unit = ocb * ow * cg * kh * kw
     parallel = capacity(units) * macs_unit >= _PAR_MACS and capacity(units) > 1   # (dynamic: at the bound)
     grain = max(1, -(-_GRAIN_MACS // macs_unit))
+    band = parallel and o * cg * kh * kw * (8 if ct == "double" else 4) <= _BAND_WEIGHT_BYTES
     fma = fn("fma", ct)
     # the padded copy lives in the calling thread's workspace (oi_kctx_scratch), for the batch's bound
     scratch = capacity(n) * c * hp * rs * (8 if ct == "double" else 4) if padded else 0
     text = render("c/ops/conv_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n, c=c, h=h,
                   w=w, o=o, cg=cg, og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
                   bias=bias, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
-                  owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain,
+                  owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain, band=band,
                   mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
                   vector_tile=template, tile_lanes=lanes, tile_vec=template and _tile_vec(renderer),
                   epi=epilogue, **({"v": renderer.vec, "sections": epilogue["sections"]} if epilogue else {}))
