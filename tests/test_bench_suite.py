@@ -104,6 +104,16 @@ def test_stream_fraction_is_the_stream_bytes_at_the_floor_bandwidth():
     assert target["met"] is (r["stream_fraction"] >= 0.8)
 
 
+def test_every_row_with_a_peer_target_reports_it():
+    """Issue 19's peer targets, one line per row and thread count (the CNN's was missing)."""
+    rows = [{"row": row, "results": [{"impl": peer, "threads": 2, "vs_ours": want - 0.01}]}
+            for row, peer, want in suite.TARGETS]
+    found = [f for f in suite.targets({"threads": [2], "rows": rows}) if f["kind"] == "ratio"]
+    assert [f["what"].split(",")[0] for f in found] == [row for row, _, _ in suite.TARGETS]
+    assert all(f["met"] is False for f in found)
+    assert {"gemm", "mlp", "decoder-bench", "encoder", "cnn"} <= {row for row, _, _ in suite.TARGETS}
+
+
 @pytest.mark.parametrize("weights", ["i8", "i4"])
 def test_quantized_decoder_rows_count_the_stored_bytes_of_their_matrices(weights):
     wl = workloads.decoder("test", weights=weights)
