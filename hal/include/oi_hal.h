@@ -152,6 +152,14 @@ void oi_pool_wait(oi_pool *pool);
 typedef void (*oi_range_fn)(void *ctx, int64_t begin, int64_t end);
 void oi_pool_parallel_for(oi_pool *pool, int64_t n, int64_t grain, oi_range_fn fn, void *ctx);
 
+/* While held (on != 0), idle workers keep spinning past that budget instead of sleeping (still
+ * never when the pool has more threads than CPUs), and sleeping ones are woken to spin. Why: a
+ * trace hook runs between a step's nodes (a Python callback takes microseconds a node); in those
+ * gaps the workers would fall asleep and the next parallel kernel would pay their wake-up, so a
+ * per-node profile would time kernels slower than the untraced step runs them. Generated
+ * programs hold their pool while a trace hook is installed. NULL: nothing. */
+void oi_pool_hold_awake(oi_pool *pool, int on);
+
 /* Which thread of its pool the calling thread is: k for the pool's k-th worker (1..), 0 for any
  * other thread (the one that calls step()). A pool's work runs on its workers and its caller. */
 int oi_pool_slot(void);

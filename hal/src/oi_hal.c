@@ -623,7 +623,10 @@ uint64_t oi_now_ns(void) {
  *     goes idle then sleeps on the condition variable `work`, so it does not burn cores. A
  *     spinning worker also calls sched_yield() every ~25 us, so on a busy machine a thread
  *     waiting for its CPU gets it, and a pool with more threads than online CPUs does not spin
- *     at all (its workers would only take CPU time from the threads doing the work).
+ *     at all (its workers would only take CPU time from the threads doing the work). While
+ *     oi_pool_hold_awake holds the pool (a trace hook is installed), the budget does not end the
+ *     spin: the hook's callbacks between nodes would otherwise put the workers to sleep and the
+ *     profile would time wake-ups the untraced step never pays.
  *
  * The slot protocol (one job at a time; the job's fields live in the pool):
  *
@@ -720,6 +723,7 @@ struct oi_pool {
     atomic_int queued;        /* tasks in the queue: lets spinning workers see one without mu */
     atomic_int sleepers;      /* workers about to wait or waiting on `work` */
     atomic_int numbered;      /* workers that took their number (oi_pool_slot) */
+    atomic_int held;          /* oi_pool_hold_awake: idle workers spin past the budget */
     /* the parallel_for slot (see the comment above); hot words on lines of their own */
     _Alignas(OI_CACHE_LINE) atomic_uint_fast64_t gen;   /* odd: job open; even: closed */
     _Alignas(OI_CACHE_LINE) atomic_int inside;          /* workers registered in the job */
@@ -804,7 +808,9 @@ static void *worker(void *p) {
                 break;
             if (++spins % OI_SPIN_YIELD_EVERY == 0) sched_yield();   /* let a waiting thread run */
             else cpu_relax();
-            if (spins % 64u == 0 && oi_now_ns() - start >= pool->spin_ns) break;
+            if (spins % 64u == 0 && oi_now_ns() - start >= pool->spin_ns &&
+                (pool->spin_ns == 0 || !atomic_load_explicit(&pool->held, memory_order_relaxed)))
+                break;
         }
         pthread_mutex_lock(&pool->mu);
         if (pool->head) {
@@ -849,6 +855,7 @@ oi_status oi_pool_create(int threads, oi_pool **out) {
     atomic_init(&pool->owner_waiting, 0);
     atomic_init(&pool->busy, 0);
     atomic_init(&pool->numbered, 0);
+    atomic_init(&pool->held, 0);
     atomic_init(&pool->job.next, 0);
     if (pthread_mutex_init(&pool->mu, NULL) != 0) {
         oi_aligned_free(pool);
@@ -1024,6 +1031,17 @@ static void parallel_for_queued(oi_pool *pool, range_job *job, int helpers) {
         job->outstanding -= removed;
         while (job->outstanding > 0) pthread_cond_wait(&job->done, &job->mu);
         pthread_mutex_unlock(&job->mu);
+    }
+}
+
+void oi_pool_hold_awake(oi_pool *pool, int on) {
+    if (!pool) return;
+    atomic_store_explicit(&pool->held, on != 0, memory_order_relaxed);
+    if (on && pool->spin_ns > 0 && atomic_load_explicit(&pool->sleepers, memory_order_seq_cst) > 0) {
+        /* a sleeper wakes, finds no job and spins again (held: until released) */
+        pthread_mutex_lock(&pool->mu);
+        pthread_cond_broadcast(&pool->work);
+        pthread_mutex_unlock(&pool->mu);
     }
 }
 

@@ -484,6 +484,7 @@ void oi_cache_window_slice_set_trace_hook(oi_cache_window_slice *m, oi_trace_hoo
     if (!m) return;
     m->hook = hook;
     m->hook_user = user;
+    oi_pool_hold_awake(m->pool, hook != NULL);   /* kernels timed as in an untraced step */
 }
 
 const oi_var_info *oi_cache_window_slice_var_info(oi_cache_window_slice_var var) {

@@ -376,6 +376,7 @@ void oi_kv_cache_decode_set_trace_hook(oi_kv_cache_decode *m, oi_trace_hook hook
     if (!m) return;
     m->hook = hook;
     m->hook_user = user;
+    oi_pool_hold_awake(m->pool, hook != NULL);   /* kernels timed as in an untraced step */
 }
 
 const oi_var_info *oi_kv_cache_decode_var_info(oi_kv_cache_decode_var var) {

@@ -395,6 +395,7 @@ void oi_mlp_regression_set_trace_hook(oi_mlp_regression *m, oi_trace_hook hook, 
     if (!m) return;
     m->hook = hook;
     m->hook_user = user;
+    oi_pool_hold_awake(m->pool, hook != NULL);   /* kernels timed as in an untraced step */
 }
 
 const oi_var_info *oi_mlp_regression_var_info(oi_mlp_regression_var var) {

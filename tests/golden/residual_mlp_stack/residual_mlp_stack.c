@@ -461,6 +461,7 @@ void oi_residual_mlp_stack_set_trace_hook(oi_residual_mlp_stack *m, oi_trace_hoo
     if (!m) return;
     m->hook = hook;
     m->hook_user = user;
+    oi_pool_hold_awake(m->pool, hook != NULL);   /* kernels timed as in an untraced step */
 }
 
 const oi_var_info *oi_residual_mlp_stack_var_info(oi_residual_mlp_stack_var var) {

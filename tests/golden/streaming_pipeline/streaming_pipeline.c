@@ -464,6 +464,7 @@ void oi_streaming_pipeline_set_trace_hook(oi_streaming_pipeline *m, oi_trace_hoo
     if (!m) return;
     m->hook = hook;
     m->hook_user = user;
+    oi_pool_hold_awake(m->pool, hook != NULL);   /* kernels timed as in an untraced step */
 }
 
 const oi_var_info *oi_streaming_pipeline_var_info(oi_streaming_pipeline_var var) {
