@@ -104,7 +104,9 @@ oi_status oi_cache_window_slice_shape(const oi_cache_window_slice *model, oi_cac
 /* The last error's message, naming the graph node and its source location ("" when none). */
 const char *oi_cache_window_slice_error(const oi_cache_window_slice *model);
 
-/* Per-node trace hook (NULL to remove): called after every executed node. */
+/* Per-node trace hook (NULL to remove): called after every executed node. While one is
+ * installed the pool's idle workers keep spinning instead of sleeping (oi_pool_hold_awake), so a
+ * slow hook does not add their wake-ups to the nodes it times; remove it when done. */
 void oi_cache_window_slice_set_trace_hook(oi_cache_window_slice *model, oi_trace_hook hook, void *user);
 
 /* Static description of variable `var` (NULL for an unknown id). */

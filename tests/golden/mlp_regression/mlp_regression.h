@@ -99,7 +99,9 @@ oi_status oi_mlp_regression_shape(const oi_mlp_regression *model, oi_mlp_regress
 /* The last error's message, naming the graph node and its source location ("" when none). */
 const char *oi_mlp_regression_error(const oi_mlp_regression *model);
 
-/* Per-node trace hook (NULL to remove): called after every executed node. */
+/* Per-node trace hook (NULL to remove): called after every executed node. While one is
+ * installed the pool's idle workers keep spinning instead of sleeping (oi_pool_hold_awake), so a
+ * slow hook does not add their wake-ups to the nodes it times; remove it when done. */
 void oi_mlp_regression_set_trace_hook(oi_mlp_regression *model, oi_trace_hook hook, void *user);
 
 /* Static description of variable `var` (NULL for an unknown id). */

@@ -96,7 +96,9 @@ oi_status oi_residual_mlp_stack_shape(const oi_residual_mlp_stack *model, oi_res
 /* The last error's message, naming the graph node and its source location ("" when none). */
 const char *oi_residual_mlp_stack_error(const oi_residual_mlp_stack *model);
 
-/* Per-node trace hook (NULL to remove): called after every executed node. */
+/* Per-node trace hook (NULL to remove): called after every executed node. While one is
+ * installed the pool's idle workers keep spinning instead of sleeping (oi_pool_hold_awake), so a
+ * slow hook does not add their wake-ups to the nodes it times; remove it when done. */
 void oi_residual_mlp_stack_set_trace_hook(oi_residual_mlp_stack *model, oi_trace_hook hook, void *user);
 
 /* Static description of variable `var` (NULL for an unknown id). */

@@ -97,7 +97,9 @@ oi_status oi_streaming_pipeline_shape(const oi_streaming_pipeline *model, oi_str
 /* The last error's message, naming the graph node and its source location ("" when none). */
 const char *oi_streaming_pipeline_error(const oi_streaming_pipeline *model);
 
-/* Per-node trace hook (NULL to remove): called after every executed node. */
+/* Per-node trace hook (NULL to remove): called after every executed node. While one is
+ * installed the pool's idle workers keep spinning instead of sleeping (oi_pool_hold_awake), so a
+ * slow hook does not add their wake-ups to the nodes it times; remove it when done. */
 void oi_streaming_pipeline_set_trace_hook(oi_streaming_pipeline *model, oi_trace_hook hook, void *user);
 
 /* Static description of variable `var` (NULL for an unknown id). */
