@@ -9,10 +9,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
 
+import openinfer as oi
 from openinfer.resources import hal_dir
+from openinfer.sim import Simulator
 
 HARNESS = r"""
 #define _GNU_SOURCE
@@ -134,13 +138,6 @@ def test_a_generated_program_holds_its_pool_while_traced(tmp_path, monkeypatch):
     leaves it to sleep once idle (S)."""
     if (os.cpu_count() or 1) < 2:
         pytest.skip("one CPU: a pool of two threads is oversubscribed and never spins")
-    import time
-
-    import numpy as np
-
-    import openinfer as oi
-    from openinfer.sim import Simulator
-
     rng = np.random.default_rng(0)
     oi.write_oinf(tmp_path / "m.oinf", tensors={"w": rng.standard_normal((16, 16, 3, 3), dtype=np.float32)})
     graph = ("dynamic { x: f32[1, 16, 40, 40]; }\nconstant { w: f32[16, 16, 3, 3]; }\n"
