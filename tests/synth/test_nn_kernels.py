@@ -62,6 +62,7 @@ def _conv_cases(t: str, rng) -> list[tuple]:
         # in row bands, each claim padding its own rows (one claim spans both images), strided
         ("conv2d", [v(2, 8, 30, 31), v(12, 4, 3, 3), v(12)],
          {"groups": 2, "stride": [2, 1], "padding": [1, 1, 2, 0], "dilation": [1, 2]}),
+        ("conv2d", [v(1, 16, 48, 47), v(24, 16, 1, 1), v(24)], {}),                       # in row bands, unpadded
         ("conv2d", [special_x, special_w, v(4)], {"padding": 1}),
         ("conv1d", [v(2, 6, 30), v(8, 3, 4), v(8)], {"groups": 2, "stride": 3, "padding": [2, 1], "dilation": 2}),
         ("conv1d", [v(1, 8, 4), v(16, 8, 4), v(16)], {}),                                 # one output column
@@ -253,6 +254,8 @@ def test_tiled_kernels_selected():
     assert "k_pad(xp, g->in" not in blocks and "k_pad(xp, in0, nb, 0, 41)" in blocks
     assert "oi_pool_parallel_for" in blocks
     assert "oi_pool_parallel_for" not in source("conv2d", [(1, 3, 8, 8), (4, 3, 3, 3)], (1, 4, 6, 6))
+    direct = source("conv2d", [(1, 16, 48, 47), (24, 16, 1, 1)], (1, 24, 48, 47))
+    assert "output row r, output-channel block ob" in direct and "k_pad" not in direct
 
 
 # --------------------------------------------------------------------------- conv epilogues
