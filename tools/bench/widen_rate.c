@@ -3,7 +3,7 @@
  * the weights in L2 so that memory does not limit it: the bound of the AVX2 i8 dequantizing GEMV
  * (templates/c/avx/dequant.c.j2) on a core, against the f32 FMA-and-load rate of the same loop.
  *
- *     cc -O3 -mavx2 -mfma tools/bench/widen_rate.c -o /tmp/widen_rate && /tmp/widen_rate [K]
+ *     cc -O3 -mavx2 -mfma -mf16c tools/bench/widen_rate.c -o /tmp/widen_rate && /tmp/widen_rate [K]
  *
  * Loop: y[0:256] += sum_k x[k] w[k, 0:256] in chunks of 64 columns (8 accumulators, one broadcast
  * of x[k] per row), K = 1024 rows (256 KiB of int8). Variants, each 8 weights -> one FMA:
@@ -14,10 +14,13 @@
  *   magic   no convert: (u8 | 0x4B000000) is the float 2^23 + u, minus 2^23 + 128 (u = w ^ 0x80);
  *   f32     the weights already f32 (K / 4 rows, the same bytes): the FMA-and-load rate alone;
  *   nocvt   pmovsx without the vcvtdq2ps (the integers' bits taken as floats: wrong sums, a bound,
- *           not a kernel): what the convert costs.
+ *           not a kernel): what the convert costs;
+ *   half    through f16: the bytes u = w ^ 0x80 interleaved with 0x64 are the halves 1024 + u,
+ *           vcvtph2ps, minus 1152 (the F16C convert instead of vcvtdq2ps).
  * Prints G weights/s, best of 200 runs, five times. Host A of docs/performance.md (Zen 3 VM):
- * pmovsx 8.0, shift 8.0, magic 6.0, f32 12.0. Host C (Zen 4 VM, ~3.7 GHz): pmovsx 27-29 (about
- * one vector of 8 weights a cycle), shift 25, magic 18-23, f32 24-25, nocvt 35-37.
+ * pmovsx 8.0, shift 8.0, magic 6.0, f32 12.0. Host C (Zen 4 VM, ~3.7 GHz): pmovsx 27-30 (about
+ * one vector of 8 weights a cycle), shift 25-29, magic 18-23, f32 24-28, nocvt 35-37, half 16.3
+ * (22.2 without its subtraction).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -86,6 +89,25 @@ static __attribute__((noinline)) void magic(const float *x, const int8_t *w, flo
         for (int q = 0; q < 8; ++q) _mm256_storeu_ps(y + j + 8 * q, a[q]);
     }
 }
+/* through f16: byte u = w ^ 0x80 below 0x64 is the half 1024 + u; converted, minus 1152 */
+static __attribute__((noinline)) void half(const float *x, const int8_t *w, float *y, int K) {
+    const __m128i flip = _mm_set1_epi8((char)0x80), e = _mm_set1_epi8(0x64);
+    const __m256 off = _mm256_set1_ps(1152.0f);
+    for (int j = 0; j < N; j += 64) {
+        __m256 a[8];
+        for (int q = 0; q < 8; ++q) a[q] = _mm256_setzero_ps();
+        for (int k = 0; k < K; ++k) {
+            const __m256 xb = _mm256_set1_ps(x[k]);
+            const int8_t *p = w + (size_t)k * N + j;
+            for (int h = 0; h < 4; ++h) {
+                const __m128i v = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(p + 16 * h)), flip);
+                a[2*h+0] = _mm256_fmadd_ps(xb, _mm256_sub_ps(_mm256_cvtph_ps(_mm_unpacklo_epi8(v, e)), off), a[2*h+0]);
+                a[2*h+1] = _mm256_fmadd_ps(xb, _mm256_sub_ps(_mm256_cvtph_ps(_mm_unpackhi_epi8(v, e)), off), a[2*h+1]);
+            }
+        }
+        for (int q = 0; q < 8; ++q) _mm256_storeu_ps(y + j + 8 * q, a[q]);
+    }
+}
 /* f32 weights already converted (in L1/L2): the FMA-and-load rate alone */
 static __attribute__((noinline)) void f32(const float *x, const float *w, float *y, int K) {
     for (int j = 0; j < N; j += 64) {
@@ -107,17 +129,18 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)K * N; ++i) w[i] = (int8_t)(rand() % 255 - 127);
     for (int k = 0; k < K; ++k) x[k] = (float)(rand() % 100) / 50.0f - 1.0f;
     for (int rep = 0; rep < 5; ++rep) {
-        double best[5] = {1e9, 1e9, 1e9, 1e9, 1e9};
+        double best[6] = {1e9, 1e9, 1e9, 1e9, 1e9, 1e9};
         for (int it = 0; it < 200; ++it) {
             double t = now(); pmov(x, w, y, K); double d = now() - t; if (d < best[0]) best[0] = d;
             t = now(); shift(x, w, y, K); d = now() - t; if (d < best[1]) best[1] = d;
             t = now(); magic(x, w, y, K); d = now() - t; if (d < best[2]) best[2] = d;
             t = now(); f32(x, wf, y, K / 4); d = now() - t; if (d < best[3]) best[3] = d;
             t = now(); nocvt(x, w, y, K); d = now() - t; if (d < best[4]) best[4] = d;
+            t = now(); half(x, w, y, K); d = now() - t; if (d < best[5]) best[5] = d;
         }
-        printf("pmovsx %.2f  shift %.2f  magic %.2f  f32 %.2f  nocvt %.2f G weights/s\n", (double)K * N / best[0] / 1e9,
+        printf("pmovsx %.2f  shift %.2f  magic %.2f  f32 %.2f  nocvt %.2f  half %.2f G weights/s\n", (double)K * N / best[0] / 1e9,
                (double)K * N / best[1] / 1e9, (double)K * N / best[2] / 1e9, (double)K / 4 * N / best[3] / 1e9,
-               (double)K * N / best[4] / 1e9);
+               (double)K * N / best[4] / 1e9, (double)K * N / best[5] / 1e9);
     }
     int sink = (int)y[3] & 1;
     free(w);
