@@ -1038,7 +1038,8 @@ void oi_pool_hold_awake(oi_pool *pool, int on) {
     if (!pool) return;
     atomic_store_explicit(&pool->held, on != 0, memory_order_relaxed);
     if (on && pool->spin_ns > 0 && atomic_load_explicit(&pool->sleepers, memory_order_seq_cst) > 0) {
-        /* a sleeper wakes, finds no job and spins again (held: until released) */
+        /* a sleeper wakes, finds no job and spins again (held: until released); one that is
+         * falling asleep just now (not yet counted) wakes at the next job as usual */
         pthread_mutex_lock(&pool->mu);
         pthread_cond_broadcast(&pool->work);
         pthread_mutex_unlock(&pool->mu);
