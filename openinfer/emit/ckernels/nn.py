@@ -404,6 +404,7 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias
     parallel = capacity(units) * macs_unit >= _PAR_MACS and capacity(units) > 1   # (dynamic: at the bound)
     grain = max(1, -(-_GRAIN_MACS // macs_unit))
     band = parallel and o * cg * kh * kw * (8 if ct == "double" else 4) <= _BAND_WEIGHT_BYTES
+    claim_pads = band and padded       # each claim pads the input rows of its band (else one copy)
     fma = fn("fma", ct)
     # the padded copy lives in the calling thread's workspace (oi_kctx_scratch), for the batch's bound
     scratch = capacity(n) * c * hp * rs * (8 if ct == "double" else 4) if padded else 0
@@ -411,6 +412,7 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias
                   w=w, o=o, cg=cg, og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
                   bias=bias, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
                   owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain, band=band,
+                  claim_pads=claim_pads,
                   mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
                   vector_tile=template, tile_lanes=lanes, tile_vec=template and _tile_vec(renderer),
                   epi=epilogue, **({"v": renderer.vec, "sections": epilogue["sections"]} if epilogue else {}))
