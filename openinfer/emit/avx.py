@@ -36,7 +36,7 @@ from ..ir.dims import Dim, DynamicDimError, capacity
 from ..ops.shapes import matmul_operand_shapes
 from ..synth.program import KernelRequest
 from .ckernels import KernelSource, KernelText, prototype
-from .ckernels.common import literal
+from .ckernels.common import literal, static_attr
 from .ckernels.nn import conv_tiled, emit_conv, pool_context
 from .cstyle import CRenderer, ctype
 from .env import render
@@ -133,8 +133,8 @@ class Avx2Renderer(CRenderer):
             # extent (an epilogue or packed input given to such a request fails below)
             body = None
         if body is None:
-            if req.packed or req.epilogue:
-                what = "packed inputs" if req.packed else "an epilogue"
+            if req.packed or req.epilogue or req.pool:
+                what = "packed inputs" if req.packed else "an epilogue" if req.epilogue else "a pool"
                 raise SynthesisError(f"internal: {name} takes {what} but has no {self.isa} kernel")
             return super().kernel(req, name)
         return KernelSource(name, prototype(req, name), body, tuple(pack_prototype(req, name, i) for i in req.packed),
@@ -164,6 +164,22 @@ class Avx2Renderer(CRenderer):
             if mm is None or mm.dtype != "f32":
                 return False
             return mm.gemv or (mm.gemm and not req.epilogue.aliased)
+        return ok
+
+    @classmethod
+    def pooled_conv_for(cls, device) -> Callable[[KernelRequest], bool]:
+        """Which convolutions pool their own result (openinfer/synth/fusion.py `fold_pools`): the
+        tiled 2-D ones (f32 / f64) followed by a max or average pool whose windows tile the
+        output (stride = kernel, no padding), so that a work unit's convolution rows make whole
+        pooled rows. The unit pools them from its workspace with the pool's own kernel
+        (templates/c/ops/conv_tiled.c.j2 `pool`)."""
+        def ok(req: KernelRequest) -> bool:
+            pool = req.pool
+            if req.op != "conv2d" or req.mode != "normal" or pool is None or not conv_tiled(req):
+                return False
+            kernel = tuple(static_attr(pool, "kernel"))
+            return (tuple(static_attr(pool, "stride")) == kernel and not any(static_attr(pool, "padding"))
+                    and pool.inputs[0].dtype == pool.output.dtype == req.own_output.dtype)
         return ok
 
     @classmethod
@@ -514,14 +530,15 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
 
 @emitter("conv1d", "conv2d")
 def _conv(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
-    """A convolution with an epilogue (`epilogue_for`): the portable tiled kernel applying the
-    chain to its tiles before they are stored. Without one, None: the portable kernel
+    """A convolution with an epilogue (`epilogue_for`) or a pool after it (`pooled_conv_for`): the
+    portable tiled kernel applying the chain to its tiles before they are stored, and pooling its
+    rows with this target's pooling kernel. Without either, None: the portable kernel
     (openinfer/emit/ckernels/nn.py), which takes this target's intrinsics tile itself (and a
     request whose epilogue this cannot render fails in `kernel`, never drops its chain)."""
     epi = _epilogue(req)
-    if epi is None or not conv_tiled(req):
+    if (epi is None and (req.epilogue is not None or req.pool is None)) or not conv_tiled(req):
         return None
-    return emit_conv(req, name, r, {**epi, "sections": _sections(epi, "core")})
+    return emit_conv(req, name, r, {**epi, "sections": _sections(epi, "core")} if epi else None)
 
 
 def _k_slices(k: int, want: int, step: int, sums: int, threads: int) -> tuple[int, int]:

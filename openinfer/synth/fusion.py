@@ -58,6 +58,16 @@ matmul and the rope touches x or x3 or writes pos, and x is dead after the resha
 the unrotated value). A decoder layer's q and k projections then store rotated rows, the k row
 straight into the cache table (openinfer/synth/table_views.py).
 
+Pools folded into their convolution (`fold_pools`, where the target renders them,
+`pooled_conv_ok`: the AVX targets' tiled conv2d): `max_pool2d(a) >> p` or `avg_pool2d(a) >> p`
+whose windows tile a (stride = kernel, no padding), where a is the result of the conv2d call
+before it (with its epilogue: a CNN's `conv2d(x, w, b) >> a; relu(a) >> a; max_pool2d(a, kernel=2)
+>> p`), becomes that convolution writing p: each of its work units computes the convolution rows
+of one pooled row into its thread's workspace and pools them there, so a is never stored. It
+folds when a is dead after the pool and planned memory the host cannot observe, and only calls
+lie between the two, none of which touches a or p or writes the convolution's operands (the
+convolution moves down to the pool's place).
+
 The fused call keeps the last node's index (its trace event and error location); the nodes it
 absorbed are listed in `Program.fused_nodes` so per-node comparison skips them.
 """
@@ -75,6 +85,8 @@ from . import program as P
 _MATMULS = ("matmul", "dequant_matmul")
 #: ops whose kernels may take an element-wise epilogue (where the target's predicate agrees)
 _EPILOGUE_HOSTS = (*_MATMULS, "conv1d", "conv2d")
+#: ops a convolution may compute after itself (where the target's predicate agrees)
+_POOLS = ("max_pool2d", "avg_pool2d")
 
 
 def _reads(s: P.Statement) -> list[str]:
@@ -510,6 +522,45 @@ def fold_transposes(prog: P.Program, transposed_ok: Callable[[P.KernelRequest], 
     """The program with transposes read through by the call after them, where `transposed_ok`
     accepts the resulting request (see the module docstring)."""
     return _run(prog, _TransposeFolder(prog, dep_names or set(), transposed_ok))
+
+
+# ---------------------------------------------------------------------------------------- pooled convolutions
+
+class _PoolFolder(_Folder):
+    def folded(self, stmts: tuple, i: int, then: Callable[[str], bool]) -> tuple | None:
+        """stmts with the pool at i computed by the convolution that computed its input, or None
+        where it does not fold (module docstring)."""
+        s = stmts[i]
+        if not isinstance(s, P.Call) or s.runtime_attrs or s.copy_to is not None:
+            return None
+        pool = self.kernels[s.kernel]
+        a, p = s.inputs[0], s.output
+        if (pool.op not in _POOLS or pool.mode != "normal" or a.indices or p.indices or a.var == p.var
+                or pool.op in self.dep_names or p.var in self.dep_names or self.observable(a.var)):
+            return None
+        j = next((j for j in range(i - 1, -1, -1) if _touches(stmts[j], a.var)), None)
+        if j is None or not self.host(stmts[j], ("conv2d",)):
+            return None
+        host, between = stmts[j], stmts[j + 1:i]
+        conv = self.kernels[host.kernel]
+        operands = {o.var for o in host.inputs}
+        if (host.output.var != a.var or conv.pool is not None or a.var in operands or p.var in operands
+                or any(not isinstance(t, P.Call) or _touches(t, p.var) or operands & set(_writes(t)) for t in between)
+                or not self.dead(a.var, stmts[i + 1:], then)):
+            return None
+        new_req = replace(conv, output=pool.output, pool=pool)
+        if not self.ok(new_req):
+            return None
+        call = P.Call(s.node, f"{host.desc}; {s.desc}", self.kernel_id(new_req), host.inputs, p)
+        self.fused_nodes.add(host.node)
+        return stmts[:j] + between + (call,) + stmts[i + 1:]
+
+
+def fold_pools(prog: P.Program, pooled_conv_ok: Callable[[P.KernelRequest], bool], *,
+               dep_names: set[str] | None = None) -> P.Program:
+    """The program with pools computed by the convolutions before them, where `pooled_conv_ok`
+    accepts the resulting request (see the module docstring)."""
+    return _run(prog, _PoolFolder(prog, dep_names or set(), pooled_conv_ok))
 
 
 # ---------------------------------------------------------------------------------------- rope epilogues

@@ -150,6 +150,16 @@ class KernelRequest:
     #: `fold_transposes`): (input index, perm); that input arrives as the transpose's operand, of
     #: the shape in `inputs`' entry permuted back, and the kernel indexes it as `inputs` says
     input_perms: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    #: a pooling request (max_pool2d / avg_pool2d, no padding, stride = kernel) over this
+    #: convolution's result, after its epilogue, for targets that render it
+    #: (openinfer/synth/fusion.py `fold_pools`): the pool's input is the convolution's result
+    #: (`own_output`), and this request's output is the pool's
+    pool: KernelRequest | None = None
+
+    @property
+    def own_output(self) -> TensorType:
+        """The op's own result (a pool's input, where one follows)."""
+        return self.pool.inputs[0] if self.pool else self.output
 
     @property
     def own_inputs(self) -> tuple[TensorType, ...]:
@@ -171,7 +181,7 @@ class KernelRequest:
         names = set(shape_sizevars(*(t.shape for t in (*self.inputs, self.output))))
         for _, v in self.attrs:
             names.update(shape_sizevars(v if isinstance(v, tuple | list) else (v,)))
-        for sub in (*self.chain, *(r for r in (self.epilogue, self.prologue) if r is not None)):
+        for sub in (*self.chain, *(r for r in (self.epilogue, self.prologue, self.pool) if r is not None)):
             names.update(sub.sizes)
         return tuple(sorted(names))
 

@@ -25,7 +25,7 @@ from ..ir.dims import Dim, capacity, shape_sizevars
 from ..outdir import SYMLINK, folder_lock, holds, is_inside, locate, read_entry
 from ..resources import hal_dir, templates_dir
 from . import devices
-from .fusion import fold_elementwise, fold_norms, fold_rope, fold_transposes, fuse
+from .fusion import fold_elementwise, fold_norms, fold_pools, fold_rope, fold_transposes, fuse
 from .lower import lower
 from .memplan import MemoryPlan, plan
 from .prepack import prepack
@@ -132,6 +132,9 @@ class Synthesizer:
             ropes = getattr(renderer_cls, "rope_epilogue_for", None)
             if ropes is not None:
                 prog = fold_rope(prog, ropes(self.device), dep_names=dep_names(g))
+            pooled = getattr(renderer_cls, "pooled_conv_for", None)
+            if pooled is not None:
+                prog = fold_pools(prog, pooled(self.device), dep_names=dep_names(g))
             if prologues is not None:
                 prog = fold_norms(prog, prologues(self.device), dep_names=dep_names(g))
             transposed = getattr(renderer_cls, "transposed_inputs_for", None)

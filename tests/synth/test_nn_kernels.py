@@ -9,7 +9,9 @@ more queries than keys, grouped kv heads, rows with no key, NaN and +inf scores,
 tails); softmax / log_softmax / layer_norm / rms_norm rows longer and shorter than a vector, in
 place, with NaN and infinite rows; convolutions with element-wise chains after them, which the
 AVX targets apply in the conv's kernel (each shape of tile, one- and two-step chains, exp-based
-steps). Each graph runs on every x86-64 target with 1 and 2 pool threads (the large cases take the
+steps); convolutions followed by a pool of their result, which the AVX targets compute in
+the conv's kernel (serial, row bands, the channel-block order, unpadded, f64, and the pools that
+stay kernels of their own). Each graph runs on every x86-64 target with 1 and 2 pool threads (the large cases take the
 pool), and once more built with AddressSanitizer + UBSan.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import dynamic_cases as dc
 import numpy as np
 import pytest
 from sanitized import SANITIZE, run_sanitized
@@ -29,6 +32,7 @@ from openinfer.ops import TensorType, get
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
 from openinfer.synth.devices import best_host_target
+from openinfer.synth.synthesizer import Synthesizer
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -177,9 +181,9 @@ def check(tmp_path: Path, device: str, threads=("1", "2"), build_options=None) -
 
 
 def run_and_compare(model: Path, device: str, text: str, inputs: dict[str, np.ndarray], outs: list[str],
-                    threads=("1", "2"), build_options=None) -> Simulator:
+                    threads=("1", "2"), build_options=None, outputs: set[str] | None = None) -> Simulator:
     """The program `text` built for `device`, run at each pool thread count: every output in
-    `outs` must equal the reference's."""
+    `outs` must equal the reference's. `outputs`: the variables the host reads (default: all)."""
     oi.write_oinf(model, {"unused": np.zeros(1, np.float32)})
     m = oi.ModelLoader.open(model)
     graph = oi.graph(text)
@@ -187,7 +191,7 @@ def run_and_compare(model: Path, device: str, text: str, inputs: dict[str, np.nd
     ref.insert(**inputs)
     with np.errstate(all="ignore"):
         ref.run_step()
-    sim = Simulator(m, graph, arch=REPO / "devices" / f"{device}.json", build_options=build_options)
+    sim = Simulator(m, graph, arch=REPO / "devices" / f"{device}.json", build_options=build_options, outputs=outputs)
     for n_threads in threads:
         saved = os.environ.get("OI_NUM_THREADS")
         os.environ["OI_NUM_THREADS"] = n_threads      # read when the model is created
@@ -256,6 +260,25 @@ def test_tiled_kernels_selected():
     assert "oi_pool_parallel_for" not in source("conv2d", [(1, 3, 8, 8), (4, 3, 3, 3)], (1, 4, 6, 6))
     direct = source("conv2d", [(1, 16, 48, 47), (24, 16, 1, 1)], (1, 24, 48, 47))
     assert "output row r, output-channel block ob" in direct and "k_pad" not in direct
+    # a pool after it (openinfer/synth/fusion.py `fold_pools`): units of pooled rows, in either order
+    from dataclasses import replace
+
+    def pooled(shapes, out, pool_out, **attrs):
+        t = lookup("f32")
+        types = tuple(TensorType(t, s) for s in shapes)
+        conv = KernelRequest("conv2d", "normal", types, TensorType(t, out),
+                             tuple(sorted(get("conv2d").infer(list(types), attrs).attrs.items())), (), None, False)
+        inf = get("max_pool2d").infer([TensorType(t, out)], {"kernel": 2})
+        pool = KernelRequest("max_pool2d", "normal", (TensorType(t, out),), TensorType(t, pool_out),
+                             tuple(sorted(inf.attrs.items())), (), None, False)
+        return emit_kernel(replace(conv, output=pool.output, pool=pool), "k", None).definition
+
+    band = pooled([(1, 16, 40, 40), (32, 16, 3, 3)], (1, 32, 40, 40), (1, 32, 20, 20), padding=1)
+    assert "pooled output row r, output-channel block ob" in band and "k_pad(xp, g->in, nb" in band
+    assert "static oi_status k_pool(" in band and "oi_pool_parallel_for" in band
+    blocks = pooled([(1, 64, 40, 40), (32, 64, 3, 3)], (1, 32, 40, 40), (1, 32, 20, 20), padding=1)
+    assert "output-channel block ob (over all groups), pooled output row r" in blocks
+    assert "k_pad(xp, in0, nb, 0, 41)" in blocks and "k_pool(g->ctx" in blocks
 
 
 # --------------------------------------------------------------------------- conv epilogues
@@ -316,6 +339,94 @@ def test_conv_epilogues_match_reference(tmp_path, device):
     check_epilogues(tmp_path, device)
 
 
+# --------------------------------------------------------------------------- pooled convolutions
+
+def _pooled_program(rng) -> tuple[str, dict[str, np.ndarray], dict[str, str | None]]:
+    """Convolutions each followed by a pool of their result, in one program: its text, inputs,
+    and per pooled output the pool the AVX targets compute in its conv's kernel (None: a kernel
+    of its own)."""
+    def v(*shape, dtype=np.float32):
+        return rng.normal(0, 1, shape).astype(dtype)
+    x0 = v(1, 5, 20, 37)
+    x0[0, 2, 7, 9] = np.nan          # NaN through the ReLU and the maximum
+    x0[0, 1, 3, 4:8] = -np.inf
+    cases = [   # (output, conv inputs, conv attrs, relu after it, pool, pool attrs, fused)
+        # an output-channel tail (19 = 4 x 4 + 3 on AVX2, 16 + 3 on AVX-512), 37 columns: 18 pooled,
+        # the last conv column unused; serial
+        ("p0", [x0, v(19, 5, 3, 3), v(19)], {"padding": 1}, True, "max_pool2d", {"kernel": 2}, "max_pool2d"),
+        # stride 2, a 3 x 3 average of 10 x 10 conv rows (the last row and column unused), no bias
+        ("p1", [v(1, 3, 21, 21), v(8, 3, 3, 3)], {"stride": 2, "padding": 1}, False, "avg_pool2d", {"kernel": 3},
+         "avg_pool2d"),
+        # parallel, small weights (row bands padding their own rows), two images: claims cross
+        # the image boundary
+        ("p2", [v(2, 16, 40, 40), v(32, 16, 3, 3), v(32)], {"padding": 1}, True, "max_pool2d", {"kernel": 2},
+         "max_pool2d"),
+        # parallel, 72 KiB of weights (the channel-block order and one padded copy), grouped
+        ("p3", [v(1, 64, 24, 24), v(64, 32, 3, 3), v(64)], {"padding": 1, "groups": 2}, True, "avg_pool2d",
+         {"kernel": 2}, "avg_pool2d"),
+        # unpadded (the direct path), a 2 x 3 window
+        ("p4", [v(1, 6, 14, 20), v(10, 6, 3, 3), v(10)], {}, True, "max_pool2d", {"kernel": [2, 3]}, "max_pool2d"),
+        # f64, no epilogue
+        ("p5", [v(1, 4, 12, 12, dtype=np.float64), v(6, 4, 3, 3, dtype=np.float64)], {"padding": 1}, False,
+         "max_pool2d", {"kernel": 2}, "max_pool2d"),
+        # overlapping windows, and a padded pool: kernels of their own
+        ("p6", [v(1, 4, 12, 12), v(6, 4, 3, 3)], {"padding": 1}, True, "max_pool2d", {"kernel": 3, "stride": 2},
+         None),
+        ("p7", [v(1, 4, 12, 12), v(6, 4, 3, 3)], {"padding": 1}, True, "avg_pool2d", {"kernel": 2, "padding": 1},
+         None),
+    ]
+    vol, body, inputs, fused = [], [], {}, {}
+    for out, ins, attrs, relu, pool, pool_attrs, how in cases:
+        names = [f"{out}_x{j}" for j in range(len(ins))]
+        inputs.update(zip(names, ins, strict=True))
+        dt = lookup("f64" if ins[0].dtype == np.float64 else "f32")
+        conv = get("conv2d").infer([TensorType(dt, x.shape) for x in ins], dict(attrs))
+        pooled = get(pool).infer([TensorType(dt, conv.out_shape)], dict(pool_attrs))
+        vol.append(f"{out}_c: {dt.name}[{', '.join(map(str, conv.out_shape))}];")
+        vol.append(f"{out}: {dt.name}[{', '.join(map(str, pooled.out_shape))}];")
+        body.append(f"op conv2d({', '.join(names + [f'{a}={_fmt(x)}' for a, x in attrs.items()])}) >> {out}_c;")
+        if relu:
+            body.append(f"op relu({out}_c) >> {out}_c;")
+        body.append(f"op {pool}({out}_c, {', '.join(f'{a}={_fmt(x)}' for a, x in pool_attrs.items())}) >> {out};")
+        fused[out] = how
+    # a conv result the host reads as well: stored, and pooled by a kernel of its own
+    inputs["p8_x0"], inputs["p8_x1"] = v(1, 4, 12, 12), v(6, 4, 3, 3)
+    vol += ["p8_c: f32[1, 6, 12, 12];", "p8: f32[1, 6, 6, 6];"]
+    body += ["op conv2d(p8_x0, p8_x1, padding=1) >> p8_c;", "op max_pool2d(p8_c, kernel=2) >> p8;"]
+    fused["p8"] = None
+    dyn = [f"{n}: {'f64' if x.dtype == np.float64 else 'f32'}[{', '.join(map(str, x.shape))}];"
+           for n, x in inputs.items()]
+    return program_text(dyn, vol, body), inputs, fused
+
+
+def check_pooled(tmp_path: Path, device: str, build_options=None) -> None:
+    """On the AVX targets a conv followed by a pool whose windows tile its result computes the
+    pooled rows itself (templates/c/ops/conv_tiled.c.j2 `pool`); every target's outputs equal the
+    reference's, at 1 and 2 pool threads."""
+    text, inputs, fused = _pooled_program(np.random.default_rng(11))
+    outs = [*fused, "p8_c"]
+    sim = run_and_compare(tmp_path / "pooled.oinf", device, text, inputs, outs, build_options=build_options,
+                          outputs=set(outs))
+    pools = sorted((r.output.shape, r.pool.op) for r in sim.program.kernels if r.op == "conv2d" and r.pool)
+    want = sorted((sim.vars[out].shape, how) for out, how in fused.items() if how)
+    assert pools == ([] if device == "x86_64-generic" else want), device
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pooled_convs_match_reference(tmp_path, device):
+    check_pooled(tmp_path, device)
+
+
+@pytest.mark.parametrize("isa", ("avx2", "avx512"))
+def test_pooled_convs_over_a_dynamic_batch_fold(tmp_path, isa):
+    """The dynamic-batch case that tests/synth/test_dynamic_sizes.py runs against the reference
+    (conv-batch-pooled) has both pools computed by their convolutions (only generated here)."""
+    case = next(c for c in dc.CASES if c.id == "conv-batch-pooled")
+    plan = Synthesizer.from_arch(f"x86_64-{isa}").synthesize(case.write_model(tmp_path / "m.oinf"), case.graph,
+                                                             dynamic={"T": case.bound}, outputs=set(case.outputs))
+    assert sorted(r.pool.op for r in plan.program.kernels if r.pool) == ["avg_pool2d", "max_pool2d"]
+
+
 # --------------------------------------------------------------------------- sanitizers
 
 def _sanitizer_child(tmp: str) -> int:
@@ -324,6 +435,7 @@ def _sanitizer_child(tmp: str) -> int:
     for device in dict.fromkeys(("x86_64-generic", best_host_target())):   # the widest this CPU runs
         check(Path(tmp), device, threads=("1", "2"), build_options=SANITIZE)
         check_epilogues(Path(tmp), device, build_options=SANITIZE)
+        check_pooled(Path(tmp), device, build_options=SANITIZE)
     print("sanitized nn kernels: ok", flush=True)
     return 0
 

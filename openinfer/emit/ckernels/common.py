@@ -272,7 +272,7 @@ class ConvGeometry:
 
     @classmethod
     def of(cls, req: KernelRequest, stride, dil, pad, groups: int) -> ConvGeometry:
-        x, wt, out = req.inputs[0].shape, req.inputs[1].shape, req.output.shape
+        x, wt, out = req.inputs[0].shape, req.inputs[1].shape, req.own_output.shape   # (before a pool)
         if req.op == "conv1d":
             return cls(x[0], x[1], 1, x[2], wt[0], x[1] // groups, wt[0] // groups, 1, wt[2], 1, out[2],
                        1, stride[0], 1, dil[0], 0, pad[0])

@@ -20,11 +20,13 @@ padding."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
+from ...errors import SynthesisError
 from ...ir.dims import Dim, capacity
+from ...ops.types import TensorType
 from ...synth.program import KernelRequest
 from ..env import render
 from . import KernelText, family, prototype
@@ -356,9 +358,13 @@ def emit_conv(req: KernelRequest, name: str, renderer, epilogue: dict | None = N
     h, w, o, kh, kw, oh, ow = g.h, g.w, g.o, g.kh, g.kw, g.oh, g.ow
     bias = len(req.own_inputs) > 2
     doc = (f"{req.op}: {x} * {wt}" + (" + bias" if bias else "") + f", stride {list(stride)}, "
-           f"padding {list(pad)}, dilation {list(dil)}, groups {groups} -> {req.output}")
+           f"padding {list(pad)}, dilation {list(dil)}, groups {groups} -> {req.own_output}")
+    if req.pool is not None:
+        doc += f", then {req.pool.op} kernel {list(static_attr(req.pool, 'kernel'))} -> {req.output}"
     if conv_tiled(req):
         return _conv_tiled(req, name, renderer, doc, ct, bias, epilogue, **asdict(g))
+    if req.pool is not None:
+        raise SynthesisError(f"internal: {name} pools its result but takes the direct loops")
     return render("c/ops/conv.c.j2", proto=prototype(req, name), doc=doc, ct=ct, **asdict(g),
                   load_x=load(t, "in0", f"xg + ci * {h * w} + ih * {w} + iw"),
                   load_w=load(t, "in1", f"wo + ci * {kh * kw} + kh * {kw} + kw"),
@@ -399,24 +405,49 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias
     rs = sw * lp
     nobg = -(-og // ocb)
     nob = nobg * (c // cg)
-    units = n * nob * oh
-    macs_unit = ocb * ow * cg * kh * kw
+    # a unit's rows: one output row, or (a pool after it) the rpu rows of one pooled row
+    pool = req.pool
+    rpu, (ph, pw) = (static_attr(pool, "kernel")[0], pool.output.shape[2:]) if pool else (1, (oh, ow))
+    urows = ph if pool else oh
+    units = n * nob * urows
+    macs_unit = ocb * ow * cg * kh * kw * rpu
     parallel = capacity(units) * macs_unit >= _PAR_MACS and capacity(units) > 1   # (dynamic: at the bound)
     grain = max(1, -(-_GRAIN_MACS // macs_unit))
     band = parallel and o * cg * kh * kw * (8 if ct == "double" else 4) <= _BAND_WEIGHT_BYTES
     claim_pads = band and padded       # each claim pads the input rows of its band (else one copy)
     fma = fn("fma", ct)
-    # the padded copy lives in the calling thread's workspace (oi_kctx_scratch), for the batch's bound
-    scratch = capacity(n) * c * hp * rs * (8 if ct == "double" else 4) if padded else 0
+    size = 8 if ct == "double" else 4
+    # the padded copy lives in the calling thread's workspace (oi_kctx_scratch), for the batch's
+    # bound; a pooled unit's convolution rows after it, in every thread's
+    scratch = capacity(n) * c * hp * rs * size if padded else 0
+    rows_at = -(-scratch // 64) * 64
+    pool_kernel = ""
+    if pool:
+        scratch = rows_at + ocb * rpu * ow * size
+        pool_kernel = _pool_of_rows(pool, f"{name}_pool", rpu, ow, renderer)
     text = render("c/ops/conv_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n, c=c, h=h,
                   w=w, o=o, cg=cg, og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
                   bias=bias, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
                   owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain, band=band,
-                  claim_pads=claim_pads,
+                  claim_pads=claim_pads, ys=rpu * ow if pool else oh * ow, pool=pool is not None,
+                  pool_kernel=pool_kernel, rpu=rpu, urows=urows, ph=ph, pw=pw, rows_at=rows_at,
                   mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
                   vector_tile=template, tile_lanes=lanes, tile_vec=template and _tile_vec(renderer),
                   epi=epilogue, **({"v": renderer.vec, "sections": epilogue["sections"]} if epilogue else {}))
     return KernelText(text, scratch)
+
+
+def _pool_of_rows(pool: KernelRequest, name: str, rows: int, width: int, renderer) -> str:
+    """A static function `name` that pools one channel's `rows` x `width` convolution rows into
+    one pooled row: the target's own pooling kernel (the same values as the separate pool's) for
+    that block, which the convolution calls for each channel of a unit."""
+    from . import emit_kernel
+
+    block = replace(pool, inputs=(TensorType(pool.inputs[0].dtype, (1, 1, rows, width)),),
+                    output=TensorType(pool.output.dtype, (1, 1, 1, pool.output.shape[3])))
+    src = (renderer.kernel(block, name) if renderer is not None else emit_kernel(block, name, None)).definition
+    # called from this file only: static, so the compiler may inline it into the unit loop
+    return src.replace(f"oi_status {name}(", f"static oi_status {name}(", 1)
 
 
 def _inside(n_out: int, stride: int, k: int, pad: int, size: int) -> tuple[int, int]:
