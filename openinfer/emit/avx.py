@@ -177,9 +177,8 @@ class Avx2Renderer(CRenderer):
             pool = req.pool
             if req.op != "conv2d" or req.mode != "normal" or pool is None or not conv_tiled(req):
                 return False
-            kernel = tuple(static_attr(pool, "kernel"))
-            return (tuple(static_attr(pool, "stride")) == kernel and not any(static_attr(pool, "padding"))
-                    and pool.inputs[0].dtype == pool.output.dtype == req.own_output.dtype)
+            return (tuple(static_attr(pool, "stride")) == tuple(static_attr(pool, "kernel"))
+                    and not any(static_attr(pool, "padding")))
         return ok
 
     @classmethod
@@ -536,7 +535,7 @@ def _conv(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     (openinfer/emit/ckernels/nn.py), which takes this target's intrinsics tile itself (and a
     request whose epilogue this cannot render fails in `kernel`, never drops its chain)."""
     epi = _epilogue(req)
-    if (epi is None and (req.epilogue is not None or req.pool is None)) or not conv_tiled(req):
+    if not conv_tiled(req) or (epi is None and req.epilogue is not None) or (epi is None and req.pool is None):
         return None
     return emit_conv(req, name, r, {**epi, "sections": _sections(epi, "core")} if epi else None)
 

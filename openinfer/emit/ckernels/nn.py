@@ -405,10 +405,9 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias
     rs = sw * lp
     nobg = -(-og // ocb)
     nob = nobg * (c // cg)
-    # a unit's rows: one output row, or (a pool after it) the rpu rows of one pooled row
+    # a unit is one output row, or (a pool after it) one pooled row: the pool's `rpu` rows
     pool = req.pool
-    rpu, (ph, pw) = (static_attr(pool, "kernel")[0], pool.output.shape[2:]) if pool else (1, (oh, ow))
-    urows = ph if pool else oh
+    rpu, (urows, pw) = (static_attr(pool, "kernel")[0], pool.output.shape[2:]) if pool else (1, (oh, ow))
     units = n * nob * urows
     macs_unit = ocb * ow * cg * kh * kw * rpu
     parallel = capacity(units) * macs_unit >= _PAR_MACS and capacity(units) > 1   # (dynamic: at the bound)
@@ -429,8 +428,8 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias
                   w=w, o=o, cg=cg, og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
                   bias=bias, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
                   owt=owt, ocb=ocb, nobg=nobg, nob=nob, units=units, parallel=parallel, grain=grain, band=band,
-                  claim_pads=claim_pads, ys=rpu * ow if pool else oh * ow, pool=pool is not None,
-                  pool_kernel=pool_kernel, rpu=rpu, urows=urows, ph=ph, pw=pw, rows_at=rows_at,
+                  claim_pads=claim_pads, ys=(rpu if pool else oh) * ow, pool=pool is not None,
+                  pool_kernel=pool_kernel, rpu=rpu, urows=urows, pw=pw, rows_at=rows_at,
                   mac=f"{name.upper()}_MAC", fma=fma, fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
                   vector_tile=template, tile_lanes=lanes, tile_vec=template and _tile_vec(renderer),
                   epi=epilogue, **({"v": renderer.vec, "sections": epilogue["sections"]} if epilogue else {}))
