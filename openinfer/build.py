@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from .errors import BuildError
@@ -29,6 +32,49 @@ def tool(name: str) -> str:
     if found is None:
         raise BuildError(f"`{name}` not found: install it (pip install {name})")
     return found
+
+
+@dataclass(frozen=True)
+class CCompiler:
+    """The C compiler a build will use, resolved as meson resolves it: the `CC` environment
+    variable (a command line: `ccache gcc`, `clang -m32`), else the first of `cc`, `gcc`, `clang`
+    on PATH. A build directory and a simulator cache entry are keyed on it, so switching `CC`, or
+    upgrading the compiler behind it, rebuilds instead of reusing objects another compiler made."""
+
+    command: str        # as given (CC) or found
+    path: str           # the executable, symbolic links resolved ("" when none was found)
+    version: str        # the first line of `--version`
+
+    def key(self) -> str:
+        return f"{self.command}\0{self.path}\0{self.version}"
+
+
+def c_compiler() -> CCompiler:
+    cc = os.environ.get("CC", "").strip()
+    words = shlex.split(cc) if cc else []
+    if not words:
+        found = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+        if found is None:
+            return CCompiler("", "", "")
+        words = [found]
+    exe = shutil.which(words[0]) or words[0]
+    path = os.path.realpath(exe) if os.path.exists(exe) else ""
+    return CCompiler(" ".join(words), path, _version(tuple(words), path, _mtime(path)))
+
+
+def _mtime(path: str) -> int:
+    return os.stat(path).st_mtime_ns if path else 0
+
+
+@cache
+def _version(words: tuple[str, ...], path: str, mtime: int) -> str:
+    """`CC --version`'s first line (asked once per executable and modification time)."""
+    del path, mtime      # the cache key: a reinstalled compiler is asked again
+    try:
+        out = subprocess.run([*words, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.splitlines()[0].strip() if out.strip() else ""
 
 
 def _run(argv: list[str], cwd: Path, timeout: float, progress: Callable[[str], None] | None) -> str:
@@ -69,21 +115,24 @@ def _summarize(argv: list[str], out: str) -> str:
 
 def build(project: Path, build_dir: Path | None = None, *, options: list[str] | None = None,
           progress: Callable[[str], None] | None = None, timeout: float = 1800.0) -> Path:
-    """`meson setup` (once) then `ninja`; returns the build directory. Raises BuildError."""
+    """`meson setup` (once per compiler and options) then `ninja`; returns the build directory.
+    Raises BuildError. The compiler is `CC`'s, as meson takes it (`c_compiler`)."""
     project = Path(project).resolve()
     if not (project / "meson.build").exists():
         raise BuildError(f"{project} has no meson.build (generate it with `openinfer gen` first)")
     build_dir = Path(build_dir).resolve() if build_dir else project / "build"
-    wanted = list(options or [])
+    # meson keeps the compiler it found at setup: another CC, or other options, configure afresh
+    wanted = "\n".join([c_compiler().key(), *(options or [])])
     stamp = build_dir / ".openinfer-options"
     # one build of a project at a time (meson refuses a second process in its build directory)
     with folder_lock(project):
-        configured = (build_dir / "build.ninja").exists() and stamp.exists() and stamp.read_text() == "\n".join(wanted)
+        configured = (build_dir / "build.ninja").exists() and stamp.exists() and stamp.read_text() == wanted
         if not configured:
             if os.path.lexists(build_dir):
                 _remove_build_dir(build_dir)
-            _run([tool("meson"), "setup", str(build_dir), str(project), *wanted], project, timeout, progress)
-            stamp.write_text("\n".join(wanted))
+            _run([tool("meson"), "setup", str(build_dir), str(project), *(options or [])], project, timeout,
+                 progress)
+            stamp.write_text(wanted)
         _run([tool("ninja"), "-C", str(build_dir)], project, timeout, progress)
     return build_dir
 

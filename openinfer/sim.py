@@ -5,7 +5,8 @@ executor API as the NumPy reference, and the comparison of the two (`openinfer s
     ex = sim.make_executor(); ex.insert(x=...); ex.run_step(); y = ex.fetch("y")
 
 Builds are cached under $OI_CACHE_DIR (default ~/.cache/openinfer/sim), keyed by the generated
-files and build options, so creating the same simulator twice builds once.
+files, the build options and the C compiler (`CC`, resolved, and its version), so creating the same
+simulator twice builds once, and another compiler or option builds anew.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .build import build, library_path
+from .build import build, c_compiler, library_path
 from .errors import ExecutionError, SimulationError
 from .ir import nodes as ir
 from .ir.bind import rebind
@@ -93,7 +94,7 @@ class Simulator:
         digest = hashlib.sha256()
         for k in sorted(self.plan.files):
             digest.update(k.encode() + b"\0" + self.plan.files[k] + b"\0")
-        digest.update("\0".join(opts).encode())
+        digest.update("\0".join([c_compiler().key(), *opts]).encode())
         self.project = cache_root() / f"{self.program.name}-{digest.hexdigest()[:16]}"
         lib = self.project / "build" / f"lib{self.program.name}.so"
         # the entry is locked while it is checked and built: another process (or thread) making the

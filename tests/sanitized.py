@@ -1,6 +1,8 @@
 """Sanitized runs: a test's check runs in a child interpreter with gcc's AddressSanitizer runtime
 preloaded (a library built with -fsanitize=address,undefined cannot be loaded into a Python that
-lacks it), and any ASan or UBSan report fails the test."""
+lacks it), and any ASan or UBSan report fails the test. The child builds with gcc whatever `CC`
+the suite runs under: the preloaded runtime must be the one the library was compiled against
+(the compiler matrix, tests/synth/test_compiler_matrix.py, covers Clang's code unsanitized)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def run_sanitized(test_file: str, function: str, *args: str, timeout: int = 900)
     # the repository first, then whatever path the caller's packages came from (a --target install)
     path = [str(REPO), str(TESTS), str(here.parent)]
     path += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env = dict(os.environ, LD_PRELOAD=lib, PYTHONPATH=os.pathsep.join(path),
+    env = dict(os.environ, CC="gcc", LD_PRELOAD=lib, PYTHONPATH=os.pathsep.join(path),
                ASAN_OPTIONS="detect_leaks=0:abort_on_error=1", UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
     code = f"import sys; from {here.stem} import {function}; sys.exit({function}(*{list(args)!r}))"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout,

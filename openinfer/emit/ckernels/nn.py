@@ -396,10 +396,7 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias
         for ph in range(sw):      # padded column q * sw + ph is input column q * sw + ph - pl
             lo = min(lp, max(0, -(-(pl - ph) // sw)))
             hi = max(lo, min(lp, -(-(w + pl - ph) // sw)))
-            shift = ph - pl
-            src = "q" if sw == 1 else f"q * {sw}"
-            src += f" + {shift}" if shift > 0 else f" - {-shift}" if shift < 0 else ""
-            phases.append({"lo": lo, "hi": hi, "src": src})
+            phases.append({"lo": lo, "hi": hi, "shift": ph - pl})
     else:
         hp, lp, phases = h, w, []
     rs = sw * lp

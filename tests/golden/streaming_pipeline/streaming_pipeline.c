@@ -109,8 +109,9 @@ static void set_error(oi_streaming_pipeline *m, const char *fmt, ...) {
     va_end(args);
 }
 
-/* (inline: a graph with no fallible node does not call it, and an unused static inline is no warning) */
-static inline oi_status oi_fail(oi_streaming_pipeline *m, oi_status st, int node, const char *msg) {
+/* (a graph with no fallible node does not call it: OI_MAYBE_UNUSED, as Clang warns of an unused
+ * static function even when it is inline) */
+OI_MAYBE_UNUSED static oi_status oi_fail(oi_streaming_pipeline *m, oi_status st, int node, const char *msg) {
     set_error(m, "%s: in `%s`: %s", node_loc[node], node_desc[node],
               msg ? msg : oi_status_str(st));
     return st;
@@ -122,8 +123,9 @@ static inline oi_status oi_fail(oi_streaming_pipeline *m, oi_status st, int node
 #define OI_NODE_DONE(m, idx, t) \
     do { if ((m)->hook) (m)->hook((m)->hook_user, (idx), node_block[(idx)], oi_now_ns() - (t)); } while (0)
 
-/* Fills `count` elements of `elem` bytes with one element's bit pattern. */
-static inline void fill(void *dst, size_t count, const void *pattern, size_t elem) {
+/* Fills `count` elements of `elem` bytes with one element's bit pattern (for @init values of more
+ * than one byte that are not all zeros: not every graph has one). */
+OI_MAYBE_UNUSED static void fill(void *dst, size_t count, const void *pattern, size_t elem) {
     uint8_t *p = dst;
     for (size_t i = 0; i < count; ++i) memcpy(p + i * elem, pattern, elem);
 }
