@@ -12,10 +12,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 venv="$root/.venv"
 
-# Packages the whole pipeline needs: a C toolchain for generated code and cffi, pkg-config for
-# meson's dependency lookup, and the Vulkan stack (glslc, SPIR-V tools, loader + headers, Mesa's
-# lavapipe CPU device, the Khronos validation layer) for the GPU target.
-system_packages=(gcc libc6-dev pkg-config python3-venv glslc spirv-tools libvulkan-dev
+# Packages the whole pipeline needs: C toolchains for generated code and cffi (GCC, and Clang:
+# the tests build generated code with both, tests/compilers.py), pkg-config for meson's
+# dependency lookup, and the Vulkan stack (glslc, SPIR-V tools, loader + headers, Mesa's lavapipe
+# CPU device, the Khronos validation layer) for the GPU target.
+system_packages=(gcc clang libc6-dev pkg-config python3-venv glslc spirv-tools libvulkan-dev
                  mesa-vulkan-drivers vulkan-validationlayers)
 
 log() { printf '[openinfer setup] %s\n' "$*" >&2; }

@@ -1,0 +1,73 @@
+"""The compiler matrix: the toolchains generated C is checked under (GCC and Clang, each at -O2
+and -O3), and which of them a test run takes.
+
+Generated C is trusted only under the compilers its users have: GCC 12.2 at -O3 -mavx2
+miscompiled the conv's padding loops while -O2 and Clang did not (docs/synthesis.md, "Compilers
+and optimization levels"). A program is built with a toolchain by setting `CC` (as meson takes
+it) and meson's `-Doptimization`; the simulator's build cache is keyed on both.
+
+    OI_SLOW=1   every toolchain on every case (default: a bounded sample; see `sampled`)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+SLOW = os.environ.get("OI_SLOW") == "1"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cc: str          # the compiler command (CC)
+    opt: str         # meson's optimization level
+
+    @property
+    def name(self) -> str:
+        return f"{self.cc}-O{self.opt}"
+
+    @property
+    def build_options(self) -> list[str]:
+        return [f"-Doptimization={self.opt}"]
+
+    def missing(self) -> str | None:
+        """Why this toolchain cannot run here (None: it can)."""
+        if shutil.which(self.cc) is None:
+            return f"{self.cc} is not installed (bash tools/dev.sh installs it)"
+        return None
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """`CC` set to this compiler for a `with` block (builds started in it use it)."""
+        saved = os.environ.get("CC")
+        os.environ["CC"] = self.cc
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("CC", None)
+            else:
+                os.environ["CC"] = saved
+
+
+TOOLCHAINS = (Toolchain("gcc", "2"), Toolchain("gcc", "3"), Toolchain("clang", "2"), Toolchain("clang", "3"))
+#: the toolchain of the default suite's full runs: GCC at -O3 (meson's release level), the one
+#: that miscompiled
+PRIMARY = Toolchain("gcc", "3")
+
+
+def by_name(name: str) -> Toolchain:
+    for t in TOOLCHAINS:
+        if t.name == name:
+            return t
+    raise KeyError(f"unknown toolchain {name!r}: one of {', '.join(t.name for t in TOOLCHAINS)}")
+
+
+def sampled(key: str, salt: str, every: int = 4) -> bool:
+    """A deterministic 1-in-`every` choice of `key` for the run `salt` (a target and toolchain),
+    so each toolchain of the default suite checks a different share of the cases."""
+    return zlib.crc32(f"{salt}/{key}".encode()) % every == 0

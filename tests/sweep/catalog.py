@@ -1,0 +1,59 @@
+"""Every sweep case, in a fixed order, with ids; and the share of them one run of the default
+suite takes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from functools import cache
+
+from openinfer.ops import all_ops
+
+from .case import SweepCase
+from .fused import all_fused
+from .ops_elementwise import elementwise, layout, reductions, rows
+from .ops_nn import conv, dequant, matmul, pools, rope, sdpa
+
+
+@cache
+def catalogue() -> tuple[SweepCase, ...]:
+    made = [*elementwise(), *reductions(), *rows(), *layout(), *matmul(), *dequant(), *conv(), *pools(), *sdpa(),
+            *rope(), *all_fused()]
+    counts: Counter[str] = Counter()
+    out = []
+    for c in made:
+        key = c.ops[0] if c.path == "kernel" else c.path
+        out.append(replace(c, id=f"{key}-{counts[key]}"))
+        counts[key] += 1
+    ids = [c.id for c in out]
+    assert len(set(ids)) == len(ids)
+    return tuple(out)
+
+
+def by_id(case_id: str) -> SweepCase:
+    for c in catalogue():
+        if c.id == case_id:
+            return c
+    raise KeyError(f"no sweep case {case_id!r} (ids are `<op or fused path>-<n>`, e.g. conv2d-3)")
+
+
+def key_of(case: SweepCase) -> str:
+    """The op, or the fused path, a case is for."""
+    return case.ops[0] if case.path == "kernel" else case.path
+
+
+def registry_ops() -> list[str]:
+    return [op.name for op in all_ops()]
+
+
+def share(cases: tuple[SweepCase, ...], keep) -> list[SweepCase]:
+    """The cases `keep(case)` takes, plus the first case of every op and fused path (so every op
+    and path runs in every share)."""
+    seen: set[str] = set()
+    out = []
+    for c in cases:
+        k = key_of(c)
+        if k not in seen or keep(c):
+            out.append(c)
+        seen.add(k)
+    return out

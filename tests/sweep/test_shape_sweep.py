@@ -1,0 +1,88 @@
+"""The differential shape sweep (tests/sweep/): every op of the registry and every fused path, at
+shapes that straddle every vector and tile width and selection threshold of the kernels
+(tests/sweep/widths.py), built for every CPU target the host runs with every toolchain of the
+compiler matrix (tests/compilers.py: GCC and Clang at -O2 and -O3), run at 1 and 3 pool threads
+and compared with the NumPy reference. A failure names the case and prints the one command that
+reproduces it alone.
+
+What a run takes (counts in docs/synthesis.md, "The shape sweep"):
+- default: every case on the host's widest CPU target built with GCC -O3, and on x86_64-generic
+  with GCC -O3; on each other (target, toolchain) pair a deterministic quarter of the cases plus
+  the first case of every op and fused path;
+- OI_SLOW=1: every case on every pair.
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from compilers import PRIMARY, SLOW, TOOLCHAINS, sampled  # noqa: E402
+
+from openinfer.synth.devices import best_host_target  # noqa: E402
+from sweep.catalog import catalogue, key_of, registry_ops, share  # noqa: E402
+from sweep.fused import PATHS  # noqa: E402
+from sweep.runner import References, run  # noqa: E402
+from sweep.widths import APPLIES, WIDTHS  # noqa: E402
+
+TARGETS = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512")
+#: cases per program (a build); the chunks of one run build two at a time
+CHUNK = 250
+
+
+def cases_for(target: str, toolchain) -> list:
+    """The cases one (target, toolchain) run takes (see the module's docstring)."""
+    every = catalogue()
+    if SLOW or (toolchain == PRIMARY and target in (best_host_target(), "x86_64-generic")):
+        return list(every)
+    return share(every, lambda c: sampled(c.id, f"{target}/{toolchain.name}"))
+
+
+@pytest.fixture(scope="session")
+def references(tmp_path_factory):
+    return References(tmp_path_factory.mktemp("sweep-ref"))
+
+
+@pytest.mark.parametrize("toolchain", TOOLCHAINS, ids=lambda t: t.name)
+@pytest.mark.parametrize("target", TARGETS)
+def test_sweep_matches_the_reference(target, toolchain, references, tmp_path, monkeypatch):
+    if toolchain.missing():
+        pytest.skip(toolchain.missing())
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
+    cases = cases_for(target, toolchain)
+    groups = [cases[i:i + CHUNK] for i in range(0, len(cases), CHUNK)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda g: run(g[1], target, toolchain, references, tmp_path, f"sweep{g[0]}"),
+                                enumerate(groups)))
+    failures = [f for fs, _ in results for f in fs]
+    assert not failures, f"{len(failures)} sweep failure(s):\n" + "\n".join(map(str, failures[:25]))
+    # the fused paths this target renders were taken by some kernel of the programs
+    isa = target.removeprefix("x86_64-")
+    requests = [r for _, sim in results for r in sim.program.kernels]
+    for path, (renders, taken) in PATHS.items():
+        if isa in renders:
+            assert any(taken(r) for r in requests), f"no kernel of {target} took the fused path {path}"
+
+
+def test_every_op_and_path_straddles_its_widths():
+    """Every registry op and fused path has cases, and each has one at every width -1 / +0 / +1
+    that decides its family's kernels."""
+    cases = catalogue()
+    keys = {key_of(c) for c in cases}
+    assert set(registry_ops()) <= keys, sorted(set(registry_ops()) - keys)
+    assert set(PATHS) <= keys, sorted(set(PATHS) - keys)
+    gaps = []
+    for key in sorted(keys):
+        mine = [c for c in cases if key_of(c) == key]
+        covered = {w for c in mine for w in c.covers}
+        family = mine[0].family
+        gaps += [f"{key} ({family}): {w} {o:+d}" for w in APPLIES[family] for o in (-1, 0, 1)
+                 if (w, o) not in covered and WIDTHS[w].value + o >= 1]
+    assert not gaps, "widths no case straddles:\n" + "\n".join(gaps)
