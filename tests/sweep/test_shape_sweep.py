@@ -14,6 +14,7 @@ What a run takes (counts in docs/synthesis.md, "The shape sweep"):
 
 from __future__ import annotations
 
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,7 +34,7 @@ from sweep.runner import References, run  # noqa: E402
 from sweep.widths import APPLIES, WIDTHS  # noqa: E402
 
 TARGETS = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512")
-#: cases per program (a build); the chunks of one run build two at a time
+#: cases per program (a build); the chunks of one run build side by side, one per core
 CHUNK = 250
 
 
@@ -58,7 +59,7 @@ def test_sweep_matches_the_reference(target, toolchain, references, tmp_path, mo
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
     cases = cases_for(target, toolchain)
     groups = [cases[i:i + CHUNK] for i in range(0, len(cases), CHUNK)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
         results = list(pool.map(lambda g: run(g[1], target, toolchain, references, tmp_path, f"sweep{g[0]}"),
                                 enumerate(groups)))
     failures = [f for fs, _ in results for f in fs]

@@ -14,7 +14,10 @@ gather index check, and a build under AddressSanitizer + UBSan (run in a child P
 preloaded: an ASan runtime cannot be loaded into a running interpreter).
 
     OI_SLOW=1             run every case on x86_64-avx2 / x86_64-avx512 too (default: a
-                          deterministic subset there; x86_64-generic always runs everything)
+                          deterministic subset there; x86_64-generic always runs everything),
+                          and every case on every device under every toolchain of the compiler
+                          matrix (tests/compilers.py; default: `matrix_cases` on the host's
+                          widest target)
     OI_C_CONF_CHUNK=N     cases per chunk (default 400)
     OI_C_CONF_CACHE=DIR   keep builds in DIR between sessions (default: a session tmp dir)
 """
@@ -26,6 +29,7 @@ import sys
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -34,12 +38,14 @@ import pytest
 from openinfer import dtypes as dt
 from openinfer.dtypes import DTypeInfo
 from openinfer.ir import nodes as ir
+from openinfer.synth.devices import best_host_target
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+from compilers import TOOLCHAINS, Toolchain  # noqa: E402
 from conformance.cases import ConformanceCase, assert_matches, generate_cases  # noqa: E402
 from conformance.oracle import expected  # noqa: E402
 from sanitized import SANITIZE, run_sanitized  # noqa: E402
@@ -166,6 +172,23 @@ def device_cases(device: str) -> list[ConformanceCase]:
     return CASES if device == "x86_64-generic" or SLOW else subset(CASES)
 
 
+def matrix_cases() -> list[ConformanceCase]:
+    """What each toolchain of the compiler matrix checks in the default suite: every op and mode
+    once per kind of input dtype (float, signed, unsigned, bool, ...) and packing (sub-byte types
+    or not): each kernel family and type path once (OI_SLOW=1: every case)."""
+    if SLOW:
+        return CASES
+    seen: set[tuple] = set()
+    out = []
+    for c in CASES:
+        d = c.input_dtypes[0]
+        key = (c.op, c.mode, d.kind, d.is_packed)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
 # --------------------------------------------------------------------------- session results
 
 class _Results:
@@ -177,18 +200,23 @@ class _Results:
         self.timing: dict[str, float] = {}
         self._expected: dict[str, np.ndarray] = {}
 
-    def results(self, device: str) -> dict[str, np.ndarray | BaseException]:
-        if device not in self.by_device:
+    def results(self, device: str, toolchain: Toolchain | None = None) -> dict[str, np.ndarray | BaseException]:
+        """The cases of `device` (or, with a toolchain of the matrix, `matrix_cases`) built with
+        the project's own options and the environment's CC, or with `toolchain`."""
+        key = device if toolchain is None else f"{device}/{toolchain.name}"
+        if key not in self.by_device:
             start = time.monotonic()
-            groups = chunks(device_cases(device))
+            groups = chunks(device_cases(device) if toolchain is None else matrix_cases())
+            options = None if toolchain is None else toolchain.build_options
             merged: dict[str, np.ndarray | BaseException] = {}
-            with cache_dir(self.cache), ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-                futures = [pool.submit(run_chunk, g, f"conf_{i}", device) for i, g in enumerate(groups)]
+            with cache_dir(self.cache), (toolchain.active() if toolchain else nullcontext()), \
+                    ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+                futures = [pool.submit(run_chunk, g, f"conf_{i}", device, options) for i, g in enumerate(groups)]
                 for f in futures:
                     merged.update(f.result())
-            self.by_device[device] = merged
-            self.timing[device] = time.monotonic() - start
-        return self.by_device[device]
+            self.by_device[key] = merged
+            self.timing[key] = time.monotonic() - start
+        return self.by_device[key]
 
     def expected(self, case: ConformanceCase) -> np.ndarray:
         if case.id not in self._expected:
@@ -208,8 +236,20 @@ def c_results(tmp_path_factory) -> _Results:
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_c_kernels_match_oracle(device: str, op: str, c_results: _Results) -> None:
-    results = c_results.results(device)
-    cases = [c for c in device_cases(device) if c.op == op]
+    _check(c_results, [c for c in device_cases(device) if c.op == op], c_results.results(device),
+           f"{op} cases fail on {device}")
+
+
+@pytest.mark.parametrize("toolchain", TOOLCHAINS, ids=lambda t: t.name)
+@pytest.mark.parametrize("device", DEVICES if SLOW else (best_host_target(),))
+def test_c_kernels_under_the_compiler_matrix(device: str, toolchain: Toolchain, c_results: _Results) -> None:
+    if toolchain.missing():
+        pytest.skip(toolchain.missing())
+    _check(c_results, matrix_cases(), c_results.results(device, toolchain),
+           f"cases fail on {device} [{toolchain.name}]")
+
+
+def _check(c_results: _Results, cases: list[ConformanceCase], results, what: str) -> None:
     failures, errors = [], {}
     for case in cases:
         got = results[case.id]
@@ -223,7 +263,7 @@ def test_c_kernels_match_oracle(device: str, op: str, c_results: _Results) -> No
     for exc, ids in errors.values():
         failures.append(f"{len(ids)} cases ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}) did not run: "
                         f"{type(exc).__name__}: {exc}")
-    assert not failures, f"{len(failures)} of {len(cases)} {op} cases fail on {device}:\n" + "\n".join(failures[:25])
+    assert not failures, f"{len(failures)} of {len(cases)} {what}:\n" + "\n".join(failures[:25])
 
 
 def test_gather_index_out_of_range_is_a_status(tmp_path) -> None:

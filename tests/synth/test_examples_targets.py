@@ -1,10 +1,20 @@
 """Every example on every CPU target: generated, built, loaded and compared with the reference
-for several steps (the CLI's `openinfer sim` loop, in-process)."""
+for several steps (the CLI's `openinfer sim` loop, in-process). Built with the project's own
+options and the environment's CC, and under the compiler matrix (tests/compilers.py): in the
+default suite each (example, target) pair with one toolchain of the matrix, in turn; with
+OI_SLOW=1 with every toolchain."""
 
 from __future__ import annotations
 
+import sys
+import zlib
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from compilers import SLOW, TOOLCHAINS  # noqa: E402
 
 from openinfer.compare import compare, table
 from openinfer.inputs import outputs_of, random_inputs
@@ -30,13 +40,36 @@ def monkeypatch_module():
     mp.undo()
 
 
+def _matrix() -> list[tuple[str, str, object]]:
+    """(example, target, toolchain) runs under the matrix: all, or one toolchain per pair."""
+    runs = []
+    for name in EXAMPLES:
+        for target in TARGETS:
+            turn = zlib.crc32(f"{name}/{target}".encode()) % len(TOOLCHAINS)
+            runs += [(name, target, t) for k, t in enumerate(TOOLCHAINS) if SLOW or k == turn]
+    return runs
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_matches_reference(example, name, target):
+    _check(example, name, target)
+
+
+@pytest.mark.parametrize(("name", "target", "toolchain"), _matrix(),
+                         ids=lambda v: getattr(v, "name", v))
+def test_example_under_the_compiler_matrix(example, name, target, toolchain):
+    if toolchain.missing():
+        pytest.skip(toolchain.missing())
+    with toolchain.active():
+        _check(example, name, target, toolchain.build_options)
+
+
+def _check(example, name, target, build_options=None):
     model, graph = example(name)
     ref = Reference(model, graph)
     ex_ref = ref.make_executor()
-    ex_sim = Simulator(model, graph, arch=target).make_executor()
+    ex_sim = Simulator(model, graph, arch=target, build_options=build_options).make_executor()
     names = outputs_of(ref.bound)
     for step in range(STEPS.get(name, 3)):
         inputs = random_inputs(ref.bound, 11, step)
