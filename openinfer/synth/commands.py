@@ -23,10 +23,14 @@ examples:
 
 BUILD_HELP = """\
 Configure (meson setup, once) and build (ninja) a project written by `openinfer gen`, showing
-progress; compiler errors are listed as file:line:col: message.
+progress; compiler errors are listed as file:line:col: message. The C compiler is the one meson
+takes: the CC environment variable, else cc. The project builds at -O3 (meson's release
+buildtype); -D passes a meson option (-Doptimization=2). Another CC, a new version of the
+compiler behind it, or other options configure the build directory afresh.
 
-example:
-  openinfer build out/mlp                      # -> out/mlp/build/libmlp_regression.so"""
+examples:
+  openinfer build out/mlp                      # -> out/mlp/build/libmlp_regression.so
+  CC=clang openinfer build out/mlp -Doptimization=2"""
 
 SIM_HELP = """\
 Generate, build and load GRAPH for --arch, run --steps steps beside the NumPy reference with the
@@ -64,6 +68,8 @@ def register(sub) -> None:
     b.add_argument("--builddir", metavar="DIR", help="build directory (default DIR/build)")
     b.add_argument("--sanitize", action="store_true", help="build with AddressSanitizer + UBSan")
     b.add_argument("--debug", action="store_true", help="debug build (-O0 -g)")
+    b.add_argument("-D", dest="meson_options", metavar="OPTION=VALUE", action="append", default=[],
+                   help="a meson option for the configuration (repeatable): -Doptimization=2, -Db_lto=true")
     b.set_defaults(handler=build_cmd)
 
     s = sub.add_parser("sim", help="generate, build and compare with the NumPy reference",
@@ -159,13 +165,16 @@ def _make_escape(path: str) -> str:
 
 
 def build_cmd(args) -> int:
-    from ..build import build
+    from ..build import build, c_compiler
 
+    cc = c_compiler()
+    print(f"C compiler: {cc.command or 'none found'}" + (f" ({cc.version})" if cc.version else ""), flush=True)
     opts = []
     if args.sanitize:
         opts += ["-Db_sanitize=address,undefined", "-Db_lundef=false"]
     if args.debug:
         opts += ["--buildtype=debug"]
+    opts += [f"-D{o}" for o in args.meson_options]
     out = build(Path(args.project), Path(args.builddir) if args.builddir else None, options=opts,
                 progress=lambda line: print(line, flush=True))
     print(f"built in {out}")

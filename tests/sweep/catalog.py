@@ -10,7 +10,7 @@ from functools import cache
 from openinfer.ops import all_ops
 
 from .case import SweepCase
-from .fused import all_fused
+from .fused import PATHS, all_fused
 from .ops_elementwise import elementwise, layout, reductions, rows
 from .ops_nn import conv, dequant, matmul, pools, rope, sdpa
 
@@ -46,14 +46,15 @@ def registry_ops() -> list[str]:
     return [op.name for op in all_ops()]
 
 
-def share(cases: tuple[SweepCase, ...], keep) -> list[SweepCase]:
+def share(cases: tuple[SweepCase, ...], keep, renders: str) -> list[SweepCase]:
     """The cases `keep(case)` takes, plus the first case of every op and fused path (so every op
-    and path runs in every share)."""
+    and path runs in every share) and every case of the fused paths the target (`renders`: an ISA
+    or "vulkan") renders, so that some case of each takes its path there."""
     seen: set[str] = set()
     out = []
     for c in cases:
         k = key_of(c)
-        if k not in seen or keep(c):
+        if k not in seen or keep(c) or (c.path in PATHS and renders in PATHS[c.path][0]):
             out.append(c)
         seen.add(k)
     return out

@@ -7,8 +7,8 @@ reproduces it alone.
 
 What a run takes (counts in docs/synthesis.md, "The shape sweep"):
 - default: every case on the host's widest CPU target built with GCC -O3, and on x86_64-generic
-  with GCC -O3; on each other (target, toolchain) pair a deterministic quarter of the cases plus
-  the first case of every op and fused path;
+  with GCC -O3; on each other (target, toolchain) pair a deterministic quarter of the cases, the
+  first case of every op and fused path, and every case of the fused paths the target renders;
 - OI_SLOW=1: every case on every pair.
 """
 
@@ -43,7 +43,7 @@ def cases_for(target: str, toolchain) -> list:
     every = catalogue()
     if SLOW or (toolchain == PRIMARY and target in (best_host_target(), "x86_64-generic")):
         return list(every)
-    return share(every, lambda c: sampled(c.id, f"{target}/{toolchain.name}"))
+    return share(every, lambda c: sampled(c.id, f"{target}/{toolchain.name}"), target.removeprefix("x86_64-"))
 
 
 @pytest.fixture(scope="session")
