@@ -23,22 +23,30 @@ sys.path.insert(0, str(HERE.parent))
 
 from compilers import TOOLCHAINS, Toolchain  # noqa: E402
 
-from sweep.catalog import by_id, catalogue, key_of  # noqa: E402
+from sweep.catalog import CPU_TARGETS, by_id, catalogue, key_of, plan, vulkan_plan  # noqa: E402
 from sweep.runner import References, program, run  # noqa: E402
 
 
 def count() -> str:
     """The sweep's size, as docs/synthesis.md states it."""
+    from compilers import PRIMARY
+
     cases = catalogue()
     keys = Counter(key_of(c) for c in cases)
     paths = {c.path for c in cases if c.path != "kernel"}
     ops = {op for c in cases for op in c.ops}
-    targets = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512")
-    lines = [f"{len(cases)} cases: {len(ops)} ops, {len(paths)} fused paths, {len(keys)} case groups",
-             f"{len(targets)} CPU targets x {len(TOOLCHAINS)} toolchains "
-             f"({', '.join(t.name for t in TOOLCHAINS)}) x 2 thread counts",
-             f"OI_SLOW=1: {len(cases) * len(targets) * len(TOOLCHAINS)} case builds"]
-    return "\n".join(lines)
+    widths = {w for c in cases for w, _ in c.covers}
+    runs = {widest: sum(len(plan(t, tc, widest, False)) for t in CPU_TARGETS[:CPU_TARGETS.index(widest) + 1]
+                        for tc in TOOLCHAINS) for widest in CPU_TARGETS}
+    everything = len(cases) * len(CPU_TARGETS) * len(TOOLCHAINS)
+    return "\n".join([
+        f"{len(cases)} cases: {len(ops)} ops and {len(paths)} fused paths ({len(keys)} groups), "
+        f"straddling {len(widths)} widths",
+        f"{len(CPU_TARGETS)} CPU targets x {len(TOOLCHAINS)} toolchains ({', '.join(t.name for t in TOOLCHAINS)}) "
+        f"x 2 thread counts, and Vulkan (lavapipe, host code built with {PRIMARY.name})",
+        f"default suite: {runs['x86_64-avx512']} case runs on an AVX-512 host, {runs['x86_64-avx2']} on an AVX2 "
+        f"host, {runs['x86_64-generic']} on another; Vulkan {len(vulkan_plan(False))}",
+        f"OI_SLOW=1: {everything} case runs on an AVX-512 host; Vulkan {len(cases)}"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,11 +5,7 @@ compiler matrix (tests/compilers.py: GCC and Clang at -O2 and -O3), run at 1 and
 and compared with the NumPy reference. A failure names the case and prints the one command that
 reproduces it alone.
 
-What a run takes (counts in docs/synthesis.md, "The shape sweep"):
-- default: every case on the host's widest CPU target built with GCC -O3, and on x86_64-generic
-  with GCC -O3; on each other (target, toolchain) pair a deterministic quarter of the cases, the
-  first case of every op and fused path, and every case of the fused paths the target renders;
-- OI_SLOW=1: every case on every pair.
+What a run takes: tests/sweep/catalog.py `plan` (counts in docs/synthesis.md, "The shape sweep").
 """
 
 from __future__ import annotations
@@ -25,25 +21,16 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from compilers import PRIMARY, SLOW, TOOLCHAINS, sampled  # noqa: E402
+from compilers import SLOW, TOOLCHAINS  # noqa: E402
 
 from openinfer.synth.devices import best_host_target  # noqa: E402
-from sweep.catalog import catalogue, key_of, registry_ops, share  # noqa: E402
+from sweep.catalog import CPU_TARGETS, catalogue, key_of, plan, registry_ops  # noqa: E402
 from sweep.fused import PATHS  # noqa: E402
 from sweep.runner import References, run  # noqa: E402
 from sweep.widths import APPLIES, WIDTHS  # noqa: E402
 
-TARGETS = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512")
 #: cases per program (a build); the chunks of one run build side by side, one per core
 CHUNK = 250
-
-
-def cases_for(target: str, toolchain) -> list:
-    """The cases one (target, toolchain) run takes (see the module's docstring)."""
-    every = catalogue()
-    if SLOW or (toolchain == PRIMARY and target in (best_host_target(), "x86_64-generic")):
-        return list(every)
-    return share(every, lambda c: sampled(c.id, f"{target}/{toolchain.name}"), target.removeprefix("x86_64-"))
 
 
 @pytest.fixture(scope="session")
@@ -52,12 +39,12 @@ def references(tmp_path_factory):
 
 
 @pytest.mark.parametrize("toolchain", TOOLCHAINS, ids=lambda t: t.name)
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 def test_sweep_matches_the_reference(target, toolchain, references, tmp_path, monkeypatch):
     if toolchain.missing():
         pytest.skip(toolchain.missing())
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
-    cases = cases_for(target, toolchain)
+    cases = plan(target, toolchain, best_host_target(), SLOW)
     groups = [cases[i:i + CHUNK] for i in range(0, len(cases), CHUNK)]
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
         results = list(pool.map(lambda g: run(g[1], target, toolchain, references, tmp_path, f"sweep{g[0]}"),
@@ -87,3 +74,13 @@ def test_every_op_and_path_straddles_its_widths():
         gaps += [f"{key} ({family}): {w} {o:+d}" for w in APPLIES[family] for o in (-1, 0, 1)
                  if (w, o) not in covered and WIDTHS[w].value + o >= 1]
     assert not gaps, "widths no case straddles:\n" + "\n".join(gaps)
+
+
+def test_the_docs_state_the_sweep_counts():
+    """docs/synthesis.md quotes `repro.py --count` as it is now."""
+    from sweep.repro import count
+
+    docs = (TESTS.parent / "docs" / "synthesis.md").read_text()
+    stated = [line.strip() for line in count().splitlines()]
+    missing = [line for line in stated if line not in docs]
+    assert not missing, "docs/synthesis.md, \"The shape sweep\", should quote:\n" + "\n".join(stated)

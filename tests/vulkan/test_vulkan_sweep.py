@@ -2,8 +2,7 @@
 every output against the NumPy reference, and the fused paths only Vulkan renders (norms and
 element-wise calls folded into GEMVs, RoPE into its GEMV, transposes into sdpa) taken.
 
-    OI_SLOW=1   every case (default: a deterministic twelfth, the first case of every op and fused
-                path, and every case of the fused paths Vulkan renders)
+    OI_SLOW=1   every case (default: tests/sweep/catalog.py `vulkan_plan`)
 """
 
 from __future__ import annotations
@@ -15,8 +14,8 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from compilers import PRIMARY, SLOW, sampled  # noqa: E402
-from sweep.catalog import catalogue, share  # noqa: E402
+from compilers import PRIMARY, SLOW  # noqa: E402
+from sweep.catalog import vulkan_plan  # noqa: E402
 from sweep.fused import PATHS  # noqa: E402
 from sweep.runner import References, run  # noqa: E402
 
@@ -26,7 +25,7 @@ CHUNK = 400
 
 
 def test_sweep_matches_the_reference_on_vulkan(tmp_path):
-    cases = list(catalogue()) if SLOW else share(catalogue(), lambda c: sampled(c.id, "vulkan", every=12), "vulkan")
+    cases = vulkan_plan(SLOW)
     refs, failures, requests = References(tmp_path), [], []
     for i in range(0, len(cases), CHUNK):
         fs, sim = run(cases[i:i + CHUNK], VK_ARCH.stem, PRIMARY, refs, tmp_path, f"vk_sweep{i}")
