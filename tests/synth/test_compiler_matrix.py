@@ -9,6 +9,9 @@ copy is memset / memcpy now (templates/c/ops/conv_tiled.c.j2). Here:
 - the emitted padding is memset / memcpy, not a loop over elements;
 - those convolutions match the reference on every CPU target the host runs, built with every
   toolchain (one program per target and toolchain).
+- the row kernels (softmax, log_softmax, layer / RMS norm over rows of every vector width +-1)
+  build and match under every toolchain: GCC 12 at -O2 refused to build a softmax over rows of
+  16 (-Werror=aggressive-loop-optimizations on the sum's tail loop), found by the shape sweep.
 The shape sweep (tests/sweep/) runs every op under the same matrix; the C conformance cases and
 the examples take a sample of it too (tests/synth/test_c_conformance.py,
 tests/synth/test_examples_targets.py).
@@ -94,4 +97,15 @@ def test_padded_convs_match_the_reference_under_every_toolchain(device, toolchai
         pytest.skip(toolchain.missing())
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
     failures, _ = run(_cases(), device, toolchain, References(tmp_path), tmp_path, "padded")
+    assert not failures, "\n".join(map(str, failures))
+
+
+@pytest.mark.parametrize("toolchain", TOOLCHAINS, ids=lambda t: t.name)
+def test_row_kernels_build_and_match_under_every_toolchain(toolchain, tmp_path, monkeypatch):
+    if toolchain.missing():
+        pytest.skip(toolchain.missing())
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
+    cases = [c for c in catalogue() if c.family == "rows"]
+    assert any(c.desc == "softmax f32[1,16] inplace" for c in cases)     # the one that did not build
+    failures, _ = run(cases, "x86_64-generic", toolchain, References(tmp_path), tmp_path, "rows")
     assert not failures, "\n".join(map(str, failures))
