@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .errors import OpenInferError
+from .files import check_output_path, replace_file
 
 #: How --inputs and --save-outputs work; run, trace and sim print it in their --help.
 INPUTS_HELP = """\
@@ -36,9 +37,21 @@ def add_io_args(p: argparse.ArgumentParser) -> None:
                    help="steps to run (default 1, or as many as --inputs holds)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--inputs", "-i", metavar="FILE.npz", help="read the dynamic inputs from this .npz")
-    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs to this .npz")
+    p.add_argument("--save-outputs", metavar="FILE.npz",
+                   help="write the outputs to this .npz (a new or regular file, not one of the inputs)")
     p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                    help="run with dynamic size variable NAME at VALUE (default: its bound); repeatable")
+
+
+def input_files(args) -> list[str | None]:
+    """The files a graph command reads (None where not given): no output may be one of them."""
+    return [args.graph, getattr(args, "model", None), getattr(args, "inputs", None), getattr(args, "arch", None)]
+
+
+def check_io_args(args) -> None:
+    """run/trace/sim: --save-outputs writable, checked before any work (openinfer/files.py says
+    which output paths are refused)."""
+    check_output_path(args.save_outputs, "--save-outputs", inputs=input_files(args))
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, int]:
@@ -76,22 +89,8 @@ def load(args):
 
 
 def write_text(path: str, text: str) -> None:
+    """Writes `text` to `path` whole or not at all ('-': standard output)."""
     if path == "-":
         print(text, end="" if text.endswith("\n") else "\n")
         return
-    _atomic_write(Path(path), text)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_file(path, lambda fh: fh.write(text.encode()))

@@ -133,6 +133,12 @@ class OutputFolderError(OpenInferError):
     trust: a file it did not write, a symbolic link, a malformed listing or journal."""
 
 
+class OutputFileError(OpenInferError):
+    """An output file cannot be written where the user asked: the path is empty, names something
+    other than a regular file (a device, a FIFO, a symbolic link, a directory), or names one of the
+    command's own inputs (openinfer/files.py)."""
+
+
 class BuildError(OpenInferError):
     """`meson setup` or `ninja` failed on a generated project."""
 

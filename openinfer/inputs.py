@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
 from .errors import ExecutionError, InputFileError
+from .files import replace_file
 from .ir import nodes as ir
 from .ir.bound import BoundGraph, BoundVar
 from .numerics import round_float
-from .oinf.writer import current_umask
 from .reference.executor import coerce
 
 #: `stepN/name` (N without leading zeros): an input for step N only.
@@ -137,21 +135,11 @@ def input_feed(bound: BoundGraph, *, seed: int, steps: int | None,
 def save_outputs(path: str | os.PathLike, steps: Sequence[Mapping[str, np.ndarray]]) -> None:
     """Write each step's outputs to a `.npz`: `y` when there is one step, else `step0/y`, `step1/y`,
     ... (the keys `--inputs` reads). Written to a temporary file beside `path` and renamed over it,
-    so a failure leaves no half-written archive."""
+    so a failure leaves no half-written archive; a `path` that is not a regular file is refused
+    (openinfer/files.py)."""
     arrays = dict(steps[0]) if len(steps) == 1 else \
         {f"step{s}/{name}": value for s, values in enumerate(steps) for name, value in values.items()}
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~current_umask())        # mkstemp's 0600 would make the result private
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
+    replace_file(path, lambda fh: np.savez(fh, **arrays))
 
 
 def outputs_of(bound: BoundGraph) -> list[str]:

@@ -47,6 +47,8 @@ def import_cmd(args) -> int:
         return 0
     if args.model is None or args.out is None:
         raise OpenInferError("import needs MODEL.onnx and --out DIR (or --list-ops)")
+    if not args.out:
+        raise OpenInferError("--out: the folder's path is empty")
     result = import_onnx(args.model, name=args.name, sizevars=sizevars(args))
     graph, model = result.write(args.out)
     print(f"wrote {graph} and {model}")

@@ -114,11 +114,14 @@ class ImportedModel:
     def write(self, out_dir: str | os.PathLike) -> tuple[Path, Path]:
         """Writes OUT_DIR/NAME.oig and OUT_DIR/NAME.oinf; returns their paths."""
         from ..cliutil import write_text
+        from ..files import refuse_non_regular
         from ..oinf import write_oinf
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         graph, model = out / f"{self.name}.oig", out / f"{self.name}.oinf"
+        for path in (graph, model):
+            refuse_non_regular(path)
         if not self._move_checked_model(model):
             write_oinf(model, tensors=self.tensors, sizevars=self.sizevars)
         write_text(str(graph), self.text)

@@ -9,7 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..cliutil import add_graph_args, add_io_args, dynamic, load, sizevars, write_text
+from ..cliutil import add_graph_args, add_io_args, check_io_args, dynamic, input_files, load, sizevars, write_text
+from ..errors import OpenInferError
+from ..files import check_output_path
 
 GEN_HELP = """\
 Synthesize GRAPH on MODEL for the device described by --arch into a complete meson project
@@ -132,10 +134,13 @@ def _synth(args):
 
 def gen(args) -> int:
     t0 = time.perf_counter()
+    if not args.out:
+        raise OpenInferError("--out: the folder's path is empty")
+    check_output_path(args.depfile, "--depfile", inputs=input_files(args))
     plan = _synth(args)
     sources_only = args.emit == "sources"
     changed = plan.emit(args.out, sources_only=sources_only)
-    if args.depfile:
+    if args.depfile is not None:
         outputs = sorted(plan.source_files() if sources_only else plan.files)
         targets = " ".join(_make_escape(str(Path(args.out) / rel)) for rel in outputs)
         deps = " \\\n  ".join(_make_escape(str(p)) for p in plan.inputs)
@@ -186,6 +191,7 @@ def sim(args) -> int:
     from ..reference.executor import ReferenceExecutor
     from ..sim import Simulator
 
+    check_io_args(args)
     model, graph, bound = load(args)
     steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
     outputs = set(args.outputs.split(",")) if args.outputs else None
@@ -213,7 +219,7 @@ def sim(args) -> int:
         if failed_step is None and not all(r.ok for r in rows):
             failed_step = step
         saved.append(generated)
-    if args.save_outputs:
+    if args.save_outputs is not None:
         save_outputs(args.save_outputs, saved)
     if failed_step is not None or args.bisect:
         from ..bisect import bisect
@@ -257,19 +263,22 @@ def devices_cflags(args) -> int:
 def devices_probe(args) -> int:
     from .devices import probe_cpu, probe_vulkan
 
+    check_output_path(args.out, "--out")
+    if args.vulkan_out == "":
+        raise OpenInferError("--vulkan-out: the folder's path is empty")
     text = json.dumps(probe_cpu(), indent=2) + "\n"
-    if args.out:
+    if args.out is not None:
         write_text(args.out, text)
         print(f"wrote {args.out}")
-    elif not getattr(args, "vulkan_out", None):
+    elif args.vulkan_out is None:
         print(text, end="")
     gpus = probe_vulkan()
-    if getattr(args, "vulkan_out", None):
+    if args.vulkan_out is not None:
         for i, doc in enumerate(gpus):
             path = Path(args.vulkan_out) / f"vulkan-{i}.json"
             write_text(path, json.dumps(doc, indent=2) + "\n")
             print(f"wrote {path} ({doc['device']['name']})")
-    elif not args.out:
+    elif args.out is None:
         for i, doc in enumerate(gpus):
             print(f"# Vulkan device {i}: {doc['device']['name']} ({doc['device']['vendor']}); "
                   "write it with --vulkan-out DIR")
