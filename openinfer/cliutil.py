@@ -34,8 +34,8 @@ def add_graph_args(p: argparse.ArgumentParser, *, model_required: bool = True) -
 def add_io_args(p: argparse.ArgumentParser) -> None:
     """--steps, --seed, --inputs and --save-outputs (run, trace and sim)."""
     p.add_argument("--steps", type=int, default=None,
-                   help="steps to run (default 1, or as many as --inputs holds)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+                   help="steps to run, at least 1 (default 1, or as many as --inputs holds)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs, an integer >= 0 (default 0)")
     p.add_argument("--inputs", "-i", metavar="FILE.npz", help="read the dynamic inputs from this .npz")
     p.add_argument("--save-outputs", metavar="FILE.npz",
                    help="write the outputs to this .npz (a new or regular file, not one of the inputs)")
@@ -49,8 +49,12 @@ def input_files(args) -> list[str | None]:
 
 
 def check_io_args(args) -> None:
-    """run/trace/sim: --save-outputs writable, checked before any work (openinfer/files.py says
-    which output paths are refused)."""
+    """run/trace/sim: --steps and --seed in range and --save-outputs writable, checked before any
+    work (openinfer/files.py says which output paths are refused)."""
+    if args.steps is not None and args.steps < 1:      # 0 steps compared nothing and reported a match
+        raise OpenInferError(f"--steps {args.steps}: a run takes at least 1 step")
+    if args.seed < 0:           # numpy's default_rng takes none
+        raise OpenInferError(f"--seed {args.seed}: the seed is an integer >= 0")
     check_output_path(args.save_outputs, "--save-outputs", inputs=input_files(args))
 
 

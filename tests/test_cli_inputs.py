@@ -219,3 +219,19 @@ def test_saved_outputs_read_back_as_inputs(files, capsys):
                  "--save-outputs", str(files / "w.npz")]) == 0
     y = expected(0)["y"]
     assert np.array_equal(np.load(files / "w.npz")["step1/w"], y * y)
+
+
+@pytest.mark.parametrize("command", ["run", "trace", "sim"])
+@pytest.mark.parametrize("extra,phrase", [
+    (("--steps", "0"), "--steps 0: a run takes at least 1 step"),
+    (("--steps", "-1"), "--steps -1: a run takes at least 1 step"),
+    (("--seed", "-1"), "--seed -1: the seed is an integer >= 0"),
+])
+def test_steps_below_one_and_negative_seeds_are_refused(files, capsys, command, extra, phrase):
+    """`sim --steps 0` compared nothing and reported every output matching, `run --steps 0` saved
+    an empty archive, and `--seed -1` ended in numpy's traceback."""
+    arch = ("--arch", "x86_64-generic") if command == "sim" else ()
+    assert main(_argv(files, command, *arch, *extra, "--save-outputs", files / "o.npz")) == 1
+    captured = capsys.readouterr()
+    assert captured.err == f"openinfer: error: {phrase}\n" and captured.out == ""
+    assert not (files / "o.npz").exists()
