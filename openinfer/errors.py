@@ -75,7 +75,10 @@ class LocatedError(OpenInferError):
         super().__init__(self._format())
 
     def _format(self) -> str:
-        head = f"{self.loc}: {self.kind}: {self.message}" if self.loc else f"{self.kind}: {self.message}"
+        if self.loc:
+            head = f"{self.loc}: {self.kind}: {self.message}"
+        else:   # a bare "error: " would repeat the front end's prefix (`openinfer: error: error: ...`)
+            head = self.message if self.kind == "error" else f"{self.kind}: {self.message}"
         parts = [head]
         if self.loc is not None and self.source_line is not None:
             line = self.source_line.rstrip("\n").expandtabs(1)

@@ -86,6 +86,8 @@ def files(tmp_path):
     (tmp_path / "file").write_text("not a folder\n")
     (tmp_path / "digits.oig").write_text("dynamic {\n    x: f32[" + "7" * 5000 + "];\n}\nblock entry { return; }\n")
     (tmp_path / "huge.oig").write_text("volatile {\n    v: f32[1000000000000];\n}\nblock entry {\n    return;\n}\n")
+    (tmp_path / "sized.oig").write_text("dynamic {\n    x: f32[N, 64];\n}\nvolatile {\n    y: f32[N, 64];\n}\n"
+                                        "block entry {\n    op add(x, x) >> y;\n    return;\n}\n")
     oi.write_oinf(tmp_path / "empty.oinf", tensors={})
     return tmp_path
 
@@ -113,6 +115,9 @@ def _one_error_line(capsys, argv, phrase):
     (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "x86_64-generic", "-o", "{d}/file"], "{d}/file"),
     (["run", "{d}/huge.oig", "-m", "{d}/empty.oinf"], "huge.oig:2:5: runtime error: `v` (f32[1000000000000]) does not "
                                                        "fit in memory"),
+    # a message without a place is printed once prefixed (was `openinfer: error: error: sizevar ...`)
+    (["check", "{d}/sized.oig", "--sizevar", "N=3", "--dynamic", "N=3"],
+     "openinfer: error: sizevar `N` is given both a fixed value (3) and a dynamic bound (3)"),
 ])
 def test_bad_files_and_sizes_are_one_error_line(files, capsys, argv, phrase):
     """Every way a command's input or output can be wrong ends in `openinfer: error: ...` and
