@@ -115,6 +115,11 @@ def _one_error_line(capsys, argv, phrase):
     (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "x86_64-generic", "-o", "{d}/file"], "{d}/file"),
     (["run", "{d}/huge.oig", "-m", "{d}/empty.oinf"], "huge.oig:2:5: runtime error: `v` (f32[1000000000000]) does not "
                                                        "fit in memory"),
+    # a dynamic bound whose buffers pass 2^63 bytes (a traceback: whether the size fits was asked of the
+    # run-time size, not of the bound the memory is planned for)
+    (["check", "{d}/sized.oig", "--dynamic", "N=4611686018427387904"],
+     "sized.oig:2:5: error: f32[N, 64] (at most [4611686018427387904, 64]) is 1180591620717411303424 bytes, more "
+     "than the generated code can address"),
     # a message without a place is printed once prefixed (was `openinfer: error: error: sizevar ...`)
     (["check", "{d}/sized.oig", "--sizevar", "N=3", "--dynamic", "N=3"],
      "openinfer: error: sizevar `N` is given both a fixed value (3) and a dynamic bound (3)"),

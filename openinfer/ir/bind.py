@@ -157,10 +157,11 @@ class _Binder:
             out.append(value)
         numel = count
         for value in out:
-            numel *= value
+            numel *= capacity(value)        # a dynamic dim's bound: the memory is planned for it
         nbytes = dtype.storage_nbytes(numel)
         if nbytes > MAX_SIZE:
-            shape = "[" + ", ".join(map(str, out)) + "]"
+            shape = pretty_shape(out) + (f" (at most {list(capacity(tuple(out)))})" if any(
+                isinstance(d, Dim) for d in out) else "")
             raise self.error(f"{dtype.name}{shape}{f' x {count}' if count != 1 else ''} is {nbytes} bytes, more than "
                              "the generated code can address (2^63 - 1)", loc)
         self._total_bytes += nbytes
@@ -847,7 +848,7 @@ def dynamic_bounds(model, sizevars: Mapping[str, int] | None, dynamic: Mapping[s
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
             raise BindError(f"dynamic sizevar name {k!r} is not an identifier")
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SIZE:
-            raise BindError(f"dynamic sizevar {k}={v!r}: the bound must be an integer of at least 1")
+            raise BindError(f"dynamic sizevar {k}={v!r}: the bound must be an integer from 1 to 2^63 - 1")
     return dict(sorted(bounds.items()))
 
 
