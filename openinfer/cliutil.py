@@ -24,7 +24,7 @@ def add_graph_args(p: argparse.ArgumentParser, *, model_required: bool = True) -
     p.add_argument("--model", "-m", metavar="MODEL.oinf", required=model_required,
                    help="the model package holding sizevars and weights")
     p.add_argument("--sizevar", "-s", action="append", default=[], metavar="NAME=VALUE",
-                   help="override (or supply) a size variable; repeatable")
+                   help="override (or supply) one of the graph's size variables; repeatable")
     p.add_argument("--dynamic", "-d", action="append", default=[], metavar="NAME=BOUND",
                    help="make a size variable dynamic: generated code takes its value at run time "
                         "(NAME_set_size), from 1 up to BOUND, which the memory is planned for; repeatable "
@@ -87,6 +87,12 @@ def load(args):
     from .ir.bind import rebind
 
     model, graph, bound = bind_inputs(args.model, Path(args.graph), sizevars(args), dynamic(args))
+    given = {**{k: "--sizevar" for k in sizevars(args)}, **{k: "--dynamic" for k in dynamic(args)}}
+    unknown = sorted(set(given) - bound.used_sizevars)
+    if unknown:     # a typo would otherwise leave the size it meant at the model's value, silently
+        raise OpenInferError(f"{given[unknown[0]]} {unknown[0]}: the graph has no size variable `{unknown[0]}`"
+                             + (f" (nor {', '.join(unknown[1:])})" if unknown[1:] else "")
+                             + f"; its size variables: {', '.join(sorted(bound.used_sizevars)) or 'none'}")
     if hasattr(args, "size") and (bound.dynamic or args.size):
         bound = rebind(bound, run_sizes(args))
     return model, graph, bound

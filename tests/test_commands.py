@@ -120,6 +120,13 @@ def _one_error_line(capsys, argv, phrase):
     (["check", "{d}/sized.oig", "--dynamic", "N=4611686018427387904"],
      "sized.oig:2:5: error: f32[N, 64] (at most [4611686018427387904, 64]) is 1180591620717411303424 bytes, more "
      "than the generated code can address"),
+    # sizes the graph does not have: a typo left the size it meant at the model's value, silently
+    (["check", "{d}/sized.oig", "--sizevar", "N=2", "--sizevar", "M=3"],
+     "--sizevar M: the graph has no size variable `M`; its size variables: N"),
+    (["run", "{d}/sized.oig", "-m", "{d}/empty.oinf", "--sizevar", "N=2", "--dynamic", "K=3", "--dynamic", "L=3"],
+     "--dynamic K: the graph has no size variable `K` (nor L); its size variables: N"),
+    (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "x86_64-generic", "-o", "{d}/out", "--sizevar", "N=2"],
+     "--sizevar N: the graph has no size variable `N`; its size variables: none"),
     # a message without a place is printed once prefixed (was `openinfer: error: error: sizevar ...`)
     (["check", "{d}/sized.oig", "--sizevar", "N=3", "--dynamic", "N=3"],
      "openinfer: error: sizevar `N` is given both a fixed value (3) and a dynamic bound (3)"),

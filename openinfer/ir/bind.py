@@ -102,6 +102,7 @@ class _Binder:
         self._inferred: dict[tuple, object] = {}
         self._keys: dict[str, None] | None = None
         self._total_bytes = 0
+        self.used_sizevars: set[str] = set()
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str, loc: SourceLoc | None, hint: str | None = None, length: int = 1) -> BindError:
@@ -132,6 +133,7 @@ class _Binder:
 
     # ------------------------------------------------------------------ dims
     def sizevar(self, name: str, loc: SourceLoc | None) -> int:
+        self.used_sizevars.add(name)
         value = self.sizevars[name]
         if value > MAX_SIZE:
             raise self.error(f"sizevar `{name}` = {value} is too large: sizes are at most 2^63 - 1", loc)
@@ -819,7 +821,8 @@ class _Binder:
         self.check_async(entry, async_blocks)
         self.check_deps()
         return BoundGraph(self.g, self.model, dict(self.sizevars), self.vars, self.ops, entry, async_blocks,
-                          self.loop_bounds, dict(self.dynamic), self.fixed, self.read_sizes)
+                          self.loop_bounds, dict(self.dynamic), self.fixed, self.read_sizes,
+                          frozenset(self.used_sizevars))
 
 
 def _fixed_count(d: ir.VarDecl) -> int:
