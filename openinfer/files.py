@@ -1,4 +1,8 @@
-"""Files OpenInfer writes for its user: which paths it may write, and with which mode.
+"""The user's files: text OpenInfer reads, and which paths it may write, with which mode.
+
+A text file read (a graph, a device descriptor) must be a regular file, checked before it is
+opened (a FIFO would block, /dev/zero never end), and UTF-8; either failure is one error naming
+the file.
 
 Every output file is written to a temporary beside it and renamed over it, so a failure never
 leaves a half-written file. A rename replaces whatever the path names: a device such as
@@ -19,7 +23,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import OutputFileError
+from .errors import OpenInferError, OutputFileError
 
 #: why an output path must be new or a regular file, for the messages
 REPLACED_WHOLE = "an output replaces its path whole (a temporary file renamed over it), so it must be a new path " \
@@ -40,6 +44,23 @@ def current_umask() -> int:
     except (OSError, ValueError):
         pass
     return 0o022
+
+
+def read_text(path: str | os.PathLike, error: type[OpenInferError]) -> str:
+    """The UTF-8 text of the regular file `path` (a BOM is dropped). A missing, unreadable or
+    non-regular file, or bytes that are not UTF-8, raise `error` with a message naming the file."""
+    name = os.fspath(path)
+    try:
+        if not stat.S_ISREG(os.stat(name).st_mode):
+            raise error(f"{name}: not a regular file")
+        with open(name, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise error(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"{name}: not UTF-8 text (byte offset {exc.start})") from None
 
 
 def non_regular(path: str | os.PathLike) -> str | None:

@@ -88,6 +88,7 @@ def files(tmp_path):
     (tmp_path / "huge.oig").write_text("volatile {\n    v: f32[1000000000000];\n}\nblock entry {\n    return;\n}\n")
     (tmp_path / "sized.oig").write_text("dynamic {\n    x: f32[N, 64];\n}\nvolatile {\n    y: f32[N, 64];\n}\n"
                                         "block entry {\n    op add(x, x) >> y;\n    return;\n}\n")
+    (tmp_path / "latin1.json").write_bytes('{"name": "CPU à 3 GHz"}'.encode("latin-1"))
     oi.write_oinf(tmp_path / "empty.oinf", tensors={})
     return tmp_path
 
@@ -127,6 +128,10 @@ def _one_error_line(capsys, argv, phrase):
      "--dynamic K: the graph has no size variable `K` (nor L); its size variables: N"),
     (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "x86_64-generic", "-o", "{d}/out", "--sizevar", "N=2"],
      "--sizevar N: the graph has no size variable `N`; its size variables: none"),
+    # a descriptor that is not UTF-8 (a traceback: UnicodeDecodeError)
+    (["devices", "show", "{d}/latin1.json"], "latin1.json: not UTF-8 text (byte offset 14)"),
+    (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "{d}/latin1.json", "-o", "{d}/out"],
+     "latin1.json: not UTF-8 text (byte offset 14)"),
     # a message without a place is printed once prefixed (was `openinfer: error: error: sizevar ...`)
     (["check", "{d}/sized.oig", "--sizevar", "N=3", "--dynamic", "N=3"],
      "openinfer: error: sizevar `N` is given both a fixed value (3) and a dynamic bound (3)"),
