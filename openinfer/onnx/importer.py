@@ -162,7 +162,7 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
         raise OnnxImportError("the `onnx` package is needed to import ONNX models: pip install 'openinfer[onnx]'") \
             from None
     if isinstance(source, onnx.ModelProto):
-        model, source_name = source, "<ModelProto>"
+        model, source_name, where = source, "<ModelProto>", "<ModelProto>"
         default_name = source.graph.name or "model"
     else:
         path = Path(source)
@@ -172,11 +172,19 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
             raise OnnxImportError(f"{path}: cannot read: {exc.strerror or exc}") from None
         except Exception as exc:        # protobuf's DecodeError and onnx's own errors
             raise OnnxImportError(f"{path}: not a readable ONNX model: {exc}") from None
-        source_name, default_name = path.name, path.stem
+        source_name, default_name, where = path.name, path.stem, str(path)
+    if not model.HasField("graph"):     # protobuf reads an empty file as an empty message: no graph
+        raise OnnxImportError(f"{where}: not an ONNX model: it holds no graph"
+                              + (" (the file is empty)" if where != "<ModelProto>" and not os.path.getsize(where)
+                                 else ""))
     graph_name = sanitize(name if name is not None else default_name)
     result = _Importer(model, graph_name, dict(sizevars or {}), source_name).run()
     _validate(result)
     return result
+
+
+def _data_mismatch(tensor, exc: ValueError) -> str:
+    return f"its data does not fill its dims {list(tensor.dims)} ({exc})"
 
 
 def _read_only(value) -> None:
@@ -439,14 +447,16 @@ class _Importer:
                 self.used.add(o)
         initializers = {}
         for t in self.g.initializer:
-            packed = packed_initializer(t)
-            if packed is not None:
-                initializers[t.name], self.packed[t.name] = self.const_value(packed[0]), packed[1]
-                continue
             try:
+                packed = packed_initializer(t)
+                if packed is not None:
+                    initializers[t.name], self.packed[t.name] = self.const_value(packed[0]), packed[1]
+                    continue
                 initializers[t.name] = self.const_value(nh.to_array(t))
             except OnnxImportError as exc:
                 raise OnnxImportError(f"initializer `{t.name}`: {exc}") from None
+            except ValueError as exc:               # numpy's reshape of the data to the dims
+                raise OnnxImportError(f"initializer `{t.name}`: {_data_mismatch(t, exc)}") from None
         for inp in self.g.input:
             if inp.name in initializers:             # IR < 4: initializers are listed as inputs too
                 continue
@@ -474,6 +484,9 @@ class _Importer:
         if not inp.type.HasField("tensor_type") or t.elem_type not in _ONNX_DTYPES:
             raise OnnxImportError(f"graph input `{inp.name}`: only tensors of "
                                   f"{', '.join(sorted(set(_ONNX_DTYPES.values())))} are supported")
+        if not t.HasField("shape"):     # no dims would read as a scalar
+            raise OnnxImportError(f"graph input `{inp.name}` has no shape (not even a rank): give it one in the "
+                                  "model, with a dim_param for each size --sizevar NAME=VALUE sets")
         dims = []
         for k, d in enumerate(t.shape.dim):
             if d.HasField("dim_value"):
@@ -899,9 +912,12 @@ def _constant(c: _NodeContext) -> None:
     if len(c.attrs) != 1:
         c.fail("expected exactly one value attribute")
     key, v = next(iter(c.attrs.items()))
-    array = {"value": lambda: nh.to_array(v), "value_float": lambda: np.float32(v),
-             "value_floats": lambda: np.asarray(v, np.float32), "value_int": lambda: np.int64(v),
-             "value_ints": lambda: np.asarray(v, np.int64)}[key]()
+    try:
+        array = {"value": lambda: nh.to_array(v), "value_float": lambda: np.float32(v),
+                 "value_floats": lambda: np.asarray(v, np.float32), "value_int": lambda: np.int64(v),
+                 "value_ints": lambda: np.asarray(v, np.int64)}[key]()
+    except ValueError as exc:
+        c.fail(f"value: {_data_mismatch(v, exc)}")
     try:
         c.result(out, c.imp.const_value(np.asarray(array)))
     except OnnxImportError as exc:
@@ -1857,7 +1873,10 @@ def _constant_of_shape(c: _NodeContext) -> None:
     shape = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
     if any(s < 0 for s in shape):
         c.fail(f"shape {shape} has a negative size")
-    value = nh.to_array(c.attrs["value"]).reshape(-1) if "value" in c.attrs else np.zeros(1, np.float32)
+    try:
+        value = nh.to_array(c.attrs["value"]).reshape(-1) if "value" in c.attrs else np.zeros(1, np.float32)
+    except ValueError as exc:
+        c.fail(f"value: {_data_mismatch(c.attrs['value'], exc)}")
     if value.size != 1:
         c.fail("value must hold one element")
     try:

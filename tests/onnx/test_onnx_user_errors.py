@@ -1,0 +1,76 @@
+"""`openinfer import` and the mistakes a user's model or command line can hold: each is one error
+line naming the file, node, initializer or flag (never a traceback, never an "internal error",
+never a silently wrong graph), nothing is written, and every unsupported node is listed in one run.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from openinfer.cli import main  # noqa: E402
+
+
+def _model(nodes, inputs, outputs, initializers=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _info(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _import_fails(capsys, tmp_path, model, *extra, phrase: str) -> str:
+    """Imports `model` (a ModelProto, saved first, or a path) from the CLI: exit 1, one line
+    starting `openinfer: error: ` and holding `phrase`, nothing written."""
+    path = model if isinstance(model, (str, os.PathLike)) else tmp_path / "m.onnx"
+    if not isinstance(model, (str, os.PathLike)):
+        onnx.save(model, path)
+    out = tmp_path / "out"
+    before = sorted(out.iterdir()) if out.exists() else []
+    assert main(["import", str(path), "-o", str(out), *extra]) == 1
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.startswith("openinfer: error: ") and len(err.splitlines()) == 1, err
+    assert phrase in err, err
+    assert "Traceback" not in err and "internal error" not in err and captured.out == ""
+    assert (sorted(out.iterdir()) if out.exists() else []) == before       # nothing written
+    return err
+
+
+def test_an_empty_file_is_not_an_empty_graph(tmp_path, capsys):
+    """protobuf reads 0 bytes as an empty ModelProto: it was imported as a graph of nothing."""
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    _import_fails(capsys, tmp_path, empty, phrase=f"{empty}: not an ONNX model: it holds no graph (the file is empty)")
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_an_initializer_whose_dims_its_data_does_not_fill_is_named(tmp_path, capsys, raw):
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w") if raw else \
+        helper.make_tensor("w", TensorProto.FLOAT, [2, 3], [1.0] * 6)
+    w.dims[:] = [5, 7]
+    model = _model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [_info("x", [2, 3])],
+                   [_info("y", [2, 3])], [w])
+    _import_fails(capsys, tmp_path, model, phrase="initializer `w`: its data does not fill its dims [5, 7] "
+                                                  "(cannot reshape array of size 6 into shape (5,7))")
+
+
+def test_a_constant_node_whose_dims_its_data_does_not_fill_is_named(tmp_path, capsys):
+    value = helper.make_tensor("v", TensorProto.FLOAT, [2, 3], [1.0] * 6)
+    value.dims[:] = [4]
+    nodes = [helper.make_node("Constant", [], ["c"], name="const", value=value),
+             helper.make_node("Add", ["x", "c"], ["y"], name="add")]
+    _import_fails(capsys, tmp_path, _model(nodes, [_info("x", [2, 3])], [_info("y", [2, 3])]),
+                  phrase='node "const" (Constant): value: its data does not fill its dims [4]')
+
+
+def test_an_input_without_a_shape_is_not_taken_for_a_scalar(tmp_path, capsys):
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_info("x", None)], [_info("y", None)])
+    _import_fails(capsys, tmp_path, model, phrase="graph input `x` has no shape (not even a rank): give it one in "
+                                                  "the model, with a dim_param for each size --sizevar NAME=VALUE sets")
