@@ -29,6 +29,7 @@ import numpy as np
 from ..dsl.lexer import KEYWORDS
 from ..errors import OnnxImportError, OpenInferError
 from ..oinf.values import TensorSpec
+from .problems import LIST_OPS_HINT, NodeProblems, given_sizevars, shape_problem
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -107,6 +108,7 @@ class ImportedModel:
     tensors: dict[str, np.ndarray | TensorSpec]      # TensorSpec: a quantised weight with its scales
     sizevars: dict[str, int]
     renamed: dict[str, str] = field(default_factory=dict)     # ONNX name -> DSL name, where they differ
+    source_name: str = "<ModelProto>"        # the ONNX file's name, for messages
     #: the bind check's .oinf (in its own temporary directory) and what it was written from
     _checked: tuple[tempfile.TemporaryDirectory, Path, dict, dict] | None = \
         field(default=None, repr=False, compare=False)
@@ -215,8 +217,9 @@ def _validate(result: ImportedModel) -> None:
 
             bind_inputs(model, graph(result.text, f"{result.name}.oig"))
         except OpenInferError as exc:
-            raise OnnxImportError(f"internal error: the imported graph does not load in openinfer "
-                                  f"(please report it with the model):\n{exc}") from None
+            raise OnnxImportError(f"internal error: the graph imported from {_quoted(result.source_name)} does not "
+                                  "load in openinfer (please report it with the model; the place below is in the "
+                                  f"imported text, which was not written):\n{exc}") from None
         finally:
             model.close()
     except BaseException:
@@ -470,14 +473,29 @@ class _Importer:
         self.fusions = find_fusions(self)
         for fusion in self.fusions.values():
             self.skip.update(fusion.inner)
+        problems = NodeProblems()
         for i, node in enumerate(self.g.node):
             if i in self.skip:
                 continue
-            self.node(i, node)
+            fused = [self.g.node[j] for j in self.fusions[i].inner] if i in self.fusions else []
+            outputs = [o for n in [node, *fused] for o in n.output]
+            if problems.blocked(x for n in [node, *fused] for x in n.input):
+                unsupported = _unsupported(node)    # known without its inputs
+                if unsupported:
+                    label = _quoted(node.name) if node.name else f"#{i}"
+                    problems.add(f"node {label} ({node.op_type}): {unsupported}", outputs)
+                else:
+                    problems.add_downstream(outputs)
+                continue
+            try:
+                self.node(i, node)
+            except OnnxImportError as exc:          # the others are tried too: one run lists them all
+                problems.add(str(exc), outputs)
+        problems.raise_any()
         for o in self.outputs:
             self.graph_output(o)
         return ImportedModel(self.name, self.render(), self.tensors, dict(sorted(self.sizevars.items())),
-                             {k: v for k, v in self.onnx_to_dsl.items() if k != v})
+                             {k: v for k, v in self.onnx_to_dsl.items() if k != v}, self.source_name)
 
     def graph_input(self, inp) -> None:
         t = inp.type.tensor_type
@@ -499,6 +517,9 @@ class _Importer:
         if inp.name not in self.onnx_to_dsl and is_identifier(inp.name):
             self.onnx_to_dsl[inp.name] = inp.name
             self.used.add(inp.name)
+        problem = shape_problem([d.size for d in dims], _ONNX_DTYPES[t.elem_type], self.sizevars)
+        if problem:
+            raise OnnxImportError(f"graph input `{inp.name}`: {problem}")
         var = self.dsl_name(inp.name)
         v = Value(_ONNX_DTYPES[t.elem_type], tuple(dims), var=var)
         self.declare("dynamic", var, v.dtype, v.dims, inp.name)
@@ -547,16 +568,14 @@ class _Importer:
             self._claim(_module_path(node))
             return
         label = _quoted(node.name) if node.name else f"#{index}"
-        where = f"node {label} ({node.op_type})"
 
         def fail(message: str):
-            raise OnnxImportError(f"{where}: {message}")
+            raise OnnxImportError(f"node {label} ({node.op_type}): {message}")
 
-        if node.domain not in ("", "ai.onnx"):
-            fail(f"ops of domain `{node.domain}` are not supported")
-        support = SUPPORTED_OPS.get(node.op_type)
-        if support is None:
-            fail(f"op type {node.op_type} is not supported (`openinfer import --list-ops` lists those that are)")
+        unsupported = _unsupported(node)
+        if unsupported:
+            fail(unsupported)
+        support = SUPPORTED_OPS[node.op_type]
         import onnx.helper as oh
 
         attrs = {a.name: oh.get_attribute_value(a) for a in node.attribute}
@@ -603,6 +622,15 @@ class _Importer:
         out.append("    return;")
         out.append("}")
         return "\n".join(out) + "\n"
+
+
+def _unsupported(node) -> str | None:
+    """Why the importer has no handler for `node` (its domain or op type), None when it has one."""
+    if node.domain not in ("", "ai.onnx"):
+        return f"ops of domain `{node.domain}` are not supported"
+    if node.op_type not in SUPPORTED_OPS:
+        return f"op type {node.op_type} is not supported{LIST_OPS_HINT}"
+    return None
 
 
 def _line(code: str, note: str) -> str:
@@ -783,6 +811,9 @@ class _NodeContext:
         """Emits `op op(args, settings) >> var` into a new volatile variable: the ONNX value `out`'s
         (registered as it), or a temporary named after `temp`."""
         imp = self.imp
+        problem = shape_problem([d.size for d in dims], dtype, imp.sizevars)
+        if problem:
+            self.fail(problem)
         var = imp.dsl_name(out) if out is not None else imp._fresh(sanitize(temp))
         imp.declare("volatile", var, dtype, dims, out)
         written = ", ".join(args + [f"{k}={_setting(v)}" for k, v in settings.items() if v is not None])
@@ -1134,6 +1165,11 @@ def _spatial_attrs(c: _NodeContext, x: Value, kernel: list[int], *, dilated: boo
     if not dilated and any(d != 1 for d in dilations):
         c.fail(f"dilations {dilations} are not supported (1 only)")
     pads = _pool_pads(c.fail, c.attrs, spatial, kernel, strides, dilations)
+    for i, n in enumerate(spatial):     # (the sizevars may make an input this small)
+        window, padded = dilations[i] * (kernel[i] - 1) + 1, n + pads[i] + pads[i + len(spatial)]
+        if window > padded:
+            c.fail(f"the window ({window}) is larger than the padded input ({padded}) in spatial dim {i}"
+                   f"{given_sizevars(c.imp.sizevars)}")
     return spatial, strides, dilations, pads
 
 

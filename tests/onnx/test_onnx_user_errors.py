@@ -13,6 +13,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+import openinfer as oi  # noqa: E402
 from openinfer.cli import main  # noqa: E402
 
 
@@ -74,3 +75,42 @@ def test_an_input_without_a_shape_is_not_taken_for_a_scalar(tmp_path, capsys):
     model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_info("x", None)], [_info("y", None)])
     _import_fails(capsys, tmp_path, model, phrase="graph input `x` has no shape (not even a rank): give it one in "
                                                   "the model, with a dim_param for each size --sizevar NAME=VALUE sets")
+
+
+def test_every_unsupported_node_is_listed_in_one_run(tmp_path, capsys):
+    """Nodes after one that fails are still tried where they do not read its outputs; one reading
+    them is listed when its op type alone is unsupported (nothing else can be known of it)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Einsum", ["a"], ["b"], name="/first/Einsum", equation="ij->ij"),
+             helper.make_node("Tanh", ["b"], ["c"], name="after_einsum"),           # downstream: not tried
+             helper.make_node("Relu", ["x"], ["d"], name="relu_alpha", alpha=0.5),  # independent
+             helper.make_node("Sum", ["c", "d"], ["e"], name="sum"),
+             helper.make_node("Foo", ["e"], ["y"], name="foo", domain="com.example")]
+    model = _model(nodes, [_info("x", [2, 3])], [_info("y", [2, 3])])
+    with pytest.raises(oi.OnnxImportError) as info:
+        oi.import_onnx(model)
+    assert str(info.value) == (
+        '3 nodes cannot be imported: node "/first/Einsum" (Einsum): op type Einsum is not supported; '
+        'node "relu_alpha" (Relu): attribute `alpha` is not supported (it takes none); '
+        'node "foo" (Foo): ops of domain `com.example` are not supported '
+        "(`openinfer import --list-ops` lists those that are)")
+    _import_fails(capsys, tmp_path, model, phrase="3 nodes cannot be imported")
+
+
+def test_sizevars_that_make_a_node_impossible_are_the_users_error(tmp_path, capsys):
+    """A Conv's input smaller than its window at the given sizes, and sizes whose input passes 2^63
+    bytes, were reported as an internal error pointing into the graph text, never written."""
+    x = _info("x", [1, 3, "H", "W"])
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    conv = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], [x], [_info("y", None)], [w])
+    for h in (1, 2):
+        _import_fails(capsys, tmp_path, conv, "-s", f"H={h}", "-s", "W=8",
+                      phrase=f'node "conv" (Conv): the window (3) is larger than the padded input ({h}) in '
+                             f"spatial dim 0 with H={h}, W=8")
+    _import_fails(capsys, tmp_path, conv, "-s", f"H={2 ** 62}", "-s", "W=8",
+                  phrase=f"graph input `x`: f32[1, 3, {2 ** 62}, 8] would be {2 ** 62 * 96} bytes with H={2 ** 62}, "
+                         "W=8, more than the generated code can address (2^63 - 1)")
+    reshape = _model([helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2])],
+                     [x], [_info("y", None)])
+    _import_fails(capsys, tmp_path, reshape, "-s", "H=1", "-s", "W=8",
+                  phrase='node "pool" (MaxPool): the window (2) is larger than the padded input (1) in spatial dim 0')
