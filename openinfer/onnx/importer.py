@@ -29,7 +29,7 @@ import numpy as np
 from ..dsl.lexer import KEYWORDS
 from ..errors import OnnxImportError, OpenInferError
 from ..oinf.values import TensorSpec
-from .problems import LIST_OPS_HINT, NodeProblems, given_sizevars, shape_problem
+from .problems import LIST_OPS_HINT, NodeProblems, given_sizevars, graph_name, shape_problem
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -113,9 +113,12 @@ class ImportedModel:
     _checked: tuple[tempfile.TemporaryDirectory, Path, dict, dict] | None = \
         field(default=None, repr=False, compare=False)
 
-    def write(self, out_dir: str | os.PathLike) -> tuple[Path, Path]:
-        """Writes OUT_DIR/NAME.oig and OUT_DIR/NAME.oinf; returns their paths."""
+    def write(self, out_dir: str | os.PathLike, *, force: bool = False) -> tuple[Path, Path]:
+        """Writes OUT_DIR/NAME.oig and OUT_DIR/NAME.oinf; returns their paths. A NAME.oig there
+        that differs from this graph may hold the user's edits: it is replaced only with `force`
+        (the same graph, from importing the same model again, is simply kept)."""
         from ..cliutil import write_text
+        from ..errors import OutputFileError
         from ..files import refuse_non_regular
         from ..oinf import write_oinf
 
@@ -124,6 +127,9 @@ class ImportedModel:
         graph, model = out / f"{self.name}.oig", out / f"{self.name}.oinf"
         for path in (graph, model):
             refuse_non_regular(path)
+        if not force and graph.exists() and graph.read_bytes() != self.text.encode():
+            raise OutputFileError(f"{graph} exists and is not the graph imported now: it may hold your edits; "
+                                  "--force replaces it (or choose another -o DIR or --name)")
         if not self._move_checked_model(model):
             write_oinf(model, tensors=self.tensors, sizevars=self.sizevars)
         write_text(str(graph), self.text)
@@ -179,8 +185,7 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
         raise OnnxImportError(f"{where}: not an ONNX model: it holds no graph"
                               + (" (the file is empty)" if where != "<ModelProto>" and not os.path.getsize(where)
                                  else ""))
-    graph_name = sanitize(name if name is not None else default_name)
-    result = _Importer(model, graph_name, dict(sizevars or {}), source_name).run()
+    result = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name).run()
     _validate(result)
     return result
 

@@ -1,12 +1,14 @@
 """What the importer checks of the user's model and options before the graph is bound, so that a
 mistake is reported against the user's own file, node or flag: shapes that sizevar values make
-impossible, and every node that cannot be imported, listed in one run rather than one per run.
+impossible, a graph name with nothing to keep, and every node that cannot be imported, listed in
+one run rather than one per run.
 
 Used by openinfer/onnx/importer.py.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from ..dtypes import lookup
@@ -15,6 +17,18 @@ from ..ir.bind import MAX_SIZE
 
 #: ends the message of a node whose op type is not supported; said once for all of them
 LIST_OPS_HINT = " (`openinfer import --list-ops` lists those that are)"
+
+
+def graph_name(name: str | None, default: str, sanitize) -> str:
+    """The graph's name: `name`, else `default` (the file's stem), made an identifier. One with no
+    ASCII letter or digit would become the placeholder `v` (so `-`, `???` and `é` all named the
+    files v.oig and v.oinf): refused instead."""
+    chosen = name if name is not None else default
+    if not re.search(r"[A-Za-z0-9]", chosen):
+        given = f"--name {chosen!r}" if name is not None else f"the model's name {chosen!r}"
+        raise OnnxImportError(f"{given} has no ASCII letter or digit to make the graph's name of: give one "
+                              "with --name (the files are NAME.oig and NAME.oinf)")
+    return sanitize(chosen)
 
 
 def given_sizevars(sizevars: Mapping[str, int]) -> str:

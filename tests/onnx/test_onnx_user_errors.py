@@ -114,3 +114,54 @@ def test_sizevars_that_make_a_node_impossible_are_the_users_error(tmp_path, caps
                      [x], [_info("y", None)])
     _import_fails(capsys, tmp_path, reshape, "-s", "H=1", "-s", "W=8",
                   phrase='node "pool" (MaxPool): the window (2) is larger than the padded input (1) in spatial dim 0')
+
+
+@pytest.mark.parametrize("name", ["???", "-", "é", "_"])
+def test_a_name_with_nothing_to_keep_is_refused(tmp_path, capsys, name):
+    """Each of these became `v`: every such import wrote v.oig and v.oinf."""
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_info("x", [2])], [_info("y", [2])])
+    _import_fails(capsys, tmp_path, model, "--name", name,
+                  phrase=f"--name {name!r} has no ASCII letter or digit to make the graph's name of")
+    onnx.save(model, tmp_path / f"{name}.onnx")
+    _import_fails(capsys, tmp_path, tmp_path / f"{name}.onnx",
+                  phrase=f"the model's name {name!r} has no ASCII letter or digit")
+
+
+def test_a_hand_edited_graph_is_replaced_only_with_force(tmp_path, capsys):
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_info("x", [2])], [_info("y", [2])])
+    path, out = tmp_path / "net.onnx", tmp_path / "out"
+    onnx.save(model, path)
+    argv = ["import", str(path), "-o", str(out)]
+    assert main(argv) == 0 and main(argv) == 0          # the same graph again: kept, no --force needed
+    graph, weights = out / "net.oig", out / "net.oinf"
+    edited = graph.read_text() + "// my notes\n"
+    graph.write_text(edited)
+    weights_before = weights.read_bytes()
+    capsys.readouterr()
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == (f"openinfer: error: {graph} exists and is not the graph imported now: it may hold your edits; "
+                   "--force replaces it (or choose another -o DIR or --name)\n")
+    assert graph.read_text() == edited and weights.read_bytes() == weights_before
+    assert main([*argv, "--force"]) == 0
+    assert "my notes" not in graph.read_text()
+
+
+def test_outputs_that_are_not_regular_files_are_refused(tmp_path, capsys):
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_info("x", [2])], [_info("y", [2])])
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "m.oig")
+    os.symlink("/dev/null", out / "n.oinf")
+    _import_fails(capsys, tmp_path, model, phrase=f"{out / 'm.oig'}: is a FIFO, not a regular file")
+    _import_fails(capsys, tmp_path, model, "--name", "n", phrase=f"{out / 'n.oinf'}: is a symbolic link")
+    assert os.readlink(out / "n.oinf") == "/dev/null" and not (out / "n.oig").exists()
+
+
+def test_an_empty_output_folder_is_refused(tmp_path, capsys, monkeypatch):
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_info("x", [2])], [_info("y", [2])])
+    onnx.save(model, tmp_path / "m.onnx")
+    monkeypatch.chdir(tmp_path)
+    assert main(["import", str(tmp_path / "m.onnx"), "-o", ""]) == 1
+    assert capsys.readouterr().err == "openinfer: error: --out: the folder's path is empty\n"
+    assert not (tmp_path / "m.oig").exists()
