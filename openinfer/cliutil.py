@@ -86,6 +86,11 @@ def load(args):
     from .api import bind_inputs
     from .ir.bind import rebind
 
+    for path in (args.graph, args.model):
+        if path is not None and Path(path).suffix.lower() == ".onnx":
+            stem = Path(path).stem
+            raise OpenInferError(f"{path} is an ONNX model: import it first, `openinfer import {path} -o DIR` writes "
+                                 f"DIR/{stem}.oig (the graph) and DIR/{stem}.oinf (the model) to give this command")
     model, graph, bound = bind_inputs(args.model, Path(args.graph), sizevars(args), dynamic(args))
     given = {**{k: "--sizevar" for k in sizevars(args)}, **{k: "--dynamic" for k in dynamic(args)}}
     unknown = sorted(set(given) - bound.used_sizevars)

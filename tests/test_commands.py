@@ -88,6 +88,7 @@ def files(tmp_path):
     (tmp_path / "huge.oig").write_text("volatile {\n    v: f32[1000000000000];\n}\nblock entry {\n    return;\n}\n")
     (tmp_path / "sized.oig").write_text("dynamic {\n    x: f32[N, 64];\n}\nvolatile {\n    y: f32[N, 64];\n}\n"
                                         "block entry {\n    op add(x, x) >> y;\n    return;\n}\n")
+    (tmp_path / "net.onnx").write_bytes(b"\x08\x08\x12\x07pytorch")     # (the start of an exported model)
     (tmp_path / "latin1.json").write_bytes('{"name": "CPU à 3 GHz"}'.encode("latin-1"))
     oi.write_oinf(tmp_path / "empty.oinf", tensors={})
     return tmp_path
@@ -132,6 +133,11 @@ def _one_error_line(capsys, argv, phrase):
     (["devices", "show", "{d}/latin1.json"], "latin1.json: not UTF-8 text (byte offset 14)"),
     (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "{d}/latin1.json", "-o", "{d}/out"],
      "latin1.json: not UTF-8 text (byte offset 14)"),
+    # an ONNX model where the graph or the model goes: say how to import it (it was `bad magic`)
+    (["run", "{d}/g.oig", "-m", "{d}/net.onnx"],
+     "{d}/net.onnx is an ONNX model: import it first, `openinfer import {d}/net.onnx -o DIR` writes DIR/net.oig "
+     "(the graph) and DIR/net.oinf"),
+    (["check", "{d}/net.onnx"], "{d}/net.onnx is an ONNX model: import it first"),
     # a message without a place is printed once prefixed (was `openinfer: error: error: sizevar ...`)
     (["check", "{d}/sized.oig", "--sizevar", "N=3", "--dynamic", "N=3"],
      "openinfer: error: sizevar `N` is given both a fixed value (3) and a dynamic bound (3)"),
