@@ -25,7 +25,8 @@ COMMANDS = [p for p, _ in _leaves(build_parser())]
 def test_expected_commands_exist():
     names = {" ".join(p) for p in COMMANDS}
     for cmd in ("oinf verify", "oinf inspect", "oinf pack", "oinf convert", "graph json", "graph dot", "check",
-                "run", "trace", "gen", "build", "sim", "plan", "devices list", "devices show", "devices probe"):
+                "run", "trace", "gen", "build", "sim", "plan", "devices list", "devices show", "devices probe",
+                "cache info", "cache clean"):
         assert cmd in names, cmd
 
 
