@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .errors import OpenInferError
+from .files import check_output_path, replace_file
 
 #: How --inputs and --save-outputs work; run, trace and sim print it in their --help.
 INPUTS_HELP = """\
@@ -23,7 +24,7 @@ def add_graph_args(p: argparse.ArgumentParser, *, model_required: bool = True) -
     p.add_argument("--model", "-m", metavar="MODEL.oinf", required=model_required,
                    help="the model package holding sizevars and weights")
     p.add_argument("--sizevar", "-s", action="append", default=[], metavar="NAME=VALUE",
-                   help="override (or supply) a size variable; repeatable")
+                   help="override (or supply) one of the graph's size variables; repeatable")
     p.add_argument("--dynamic", "-d", action="append", default=[], metavar="NAME=BOUND",
                    help="make a size variable dynamic: generated code takes its value at run time "
                         "(NAME_set_size), from 1 up to BOUND, which the memory is planned for; repeatable "
@@ -33,12 +34,28 @@ def add_graph_args(p: argparse.ArgumentParser, *, model_required: bool = True) -
 def add_io_args(p: argparse.ArgumentParser) -> None:
     """--steps, --seed, --inputs and --save-outputs (run, trace and sim)."""
     p.add_argument("--steps", type=int, default=None,
-                   help="steps to run (default 1, or as many as --inputs holds)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+                   help="steps to run, at least 1 (default 1, or as many as --inputs holds)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs, an integer >= 0 (default 0)")
     p.add_argument("--inputs", "-i", metavar="FILE.npz", help="read the dynamic inputs from this .npz")
-    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs to this .npz")
+    p.add_argument("--save-outputs", metavar="FILE.npz",
+                   help="write the outputs to this .npz (a new or regular file, not one of the inputs)")
     p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                    help="run with dynamic size variable NAME at VALUE (default: its bound); repeatable")
+
+
+def input_files(args) -> list[str | None]:
+    """The files a graph command reads (None where not given): no output may be one of them."""
+    return [args.graph, getattr(args, "model", None), getattr(args, "inputs", None), getattr(args, "arch", None)]
+
+
+def check_io_args(args) -> None:
+    """run/trace/sim: --steps and --seed in range and --save-outputs writable, checked before any
+    work (openinfer/files.py says which output paths are refused)."""
+    if args.steps is not None and args.steps < 1:      # 0 steps compared nothing and reported a match
+        raise OpenInferError(f"--steps {args.steps}: a run takes at least 1 step")
+    if args.seed < 0:           # numpy's default_rng takes none
+        raise OpenInferError(f"--seed {args.seed}: the seed is an integer >= 0")
+    check_output_path(args.save_outputs, "--save-outputs", inputs=input_files(args))
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, int]:
@@ -69,29 +86,26 @@ def load(args):
     from .api import bind_inputs
     from .ir.bind import rebind
 
+    for path in (args.graph, args.model):
+        if path is not None and Path(path).suffix.lower() == ".onnx":
+            stem = Path(path).stem
+            raise OpenInferError(f"{path} is an ONNX model: import it first, `openinfer import {path} -o DIR` writes "
+                                 f"DIR/{stem}.oig (the graph) and DIR/{stem}.oinf (the model) to give this command")
     model, graph, bound = bind_inputs(args.model, Path(args.graph), sizevars(args), dynamic(args))
+    given = {**{k: "--sizevar" for k in sizevars(args)}, **{k: "--dynamic" for k in dynamic(args)}}
+    unknown = sorted(set(given) - bound.used_sizevars)
+    if unknown:     # a typo would otherwise leave the size it meant at the model's value, silently
+        raise OpenInferError(f"{given[unknown[0]]} {unknown[0]}: the graph has no size variable `{unknown[0]}`"
+                             + (f" (nor {', '.join(unknown[1:])})" if unknown[1:] else "")
+                             + f"; its size variables: {', '.join(sorted(bound.used_sizevars)) or 'none'}")
     if hasattr(args, "size") and (bound.dynamic or args.size):
         bound = rebind(bound, run_sizes(args))
     return model, graph, bound
 
 
 def write_text(path: str, text: str) -> None:
+    """Writes `text` to `path` whole or not at all ('-': standard output)."""
     if path == "-":
         print(text, end="" if text.endswith("\n") else "\n")
         return
-    _atomic_write(Path(path), text)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_file(path, lambda fh: fh.write(text.encode()))

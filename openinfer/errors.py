@@ -75,7 +75,10 @@ class LocatedError(OpenInferError):
         super().__init__(self._format())
 
     def _format(self) -> str:
-        head = f"{self.loc}: {self.kind}: {self.message}" if self.loc else f"{self.kind}: {self.message}"
+        if self.loc:
+            head = f"{self.loc}: {self.kind}: {self.message}"
+        else:   # a bare "error: " would repeat the front end's prefix (`openinfer: error: error: ...`)
+            head = self.message if self.kind == "error" else f"{self.kind}: {self.message}"
         parts = [head]
         if self.loc is not None and self.source_line is not None:
             line = self.source_line.rstrip("\n").expandtabs(1)
@@ -131,6 +134,12 @@ class DeviceError(OpenInferError):
 class OutputFolderError(OpenInferError):
     """An output folder (or a cache entry) holds something OpenInfer must not overwrite, follow or
     trust: a file it did not write, a symbolic link, a malformed listing or journal."""
+
+
+class OutputFileError(OpenInferError):
+    """An output file cannot be written where the user asked: the path is empty, names something
+    other than a regular file (a device, a FIFO, a symbolic link, a directory), or names one of the
+    command's own inputs (openinfer/files.py)."""
 
 
 class BuildError(OpenInferError):

@@ -10,26 +10,28 @@ With `--inputs in.npz`, the user's arrays by variable name (`InputFile`): `stepN
 `x` for every step that has no `stepN/x`. Each value goes through the executors' `coerce` (shape,
 range, floats rounded to the variable's dtype) and one more rule a file makes possible: a float
 array is never taken for an integer or bool variable, integral or not. Integers of a wider type
-are taken only when every value fits. Every entry of every step is checked before anything runs.
+are taken only when every value fits. Every entry of every step is checked before anything runs,
+its shape and dtype from its .npy header before its data is read: a small deflated archive may
+declare a huge array.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import tempfile
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from .errors import ExecutionError, InputFileError
+from .files import replace_file
 from .ir import nodes as ir
 from .ir.bound import BoundGraph, BoundVar
 from .numerics import round_float
-from .oinf.writer import current_umask
-from .reference.executor import coerce
+from .reference.executor import check_form, coerce
 
 #: `stepN/name` (N without leading zeros): an input for step N only.
 _STEP_KEY = re.compile(r"step(0|[1-9][0-9]*)/(.+)")
@@ -60,24 +62,31 @@ class InputFile:
 
     def __init__(self, path: str | os.PathLike, bound: BoundGraph):
         self.path = str(path)
+        self._bound = bound
         self._dynamic = [v.name for v in bound.vars.values() if v.kind is ir.MemoryKind.DYNAMIC]
         self._shared: dict[str, np.ndarray] = {}
         self._per_step: dict[int, dict[str, np.ndarray]] = {}
-        for key, array in _read_npz(self.path).items():
-            match = _STEP_KEY.fullmatch(key)
-            step, name = (int(match[1]), match[2]) if match else (None, key)
-            var = bound.vars.get(name)
-            if var is None or var.kind is not ir.MemoryKind.DYNAMIC:
-                what = "is not a variable of the graph" if var is None else \
-                    f"is {var.kind.section if var.kind else 'a temporary'}, not an input"
-                raise InputFileError(f"{self.path}: `{key}`: `{name}` {what}; the graph's inputs (dynamic) are: "
-                                     f"{', '.join(self._dynamic) or 'none'}")
-            value = _coerce_entry(self.path, key, var, array)
+        for key, shape, dtype, read in _npz_members(self.path):
+            step, var = self._entry(key)
+            _check_header(self.path, key, var, shape, dtype)    # before read(): the data may be huge
+            value = _coerce_entry(self.path, key, var, read())
             if step is None:
-                self._shared[name] = value
+                self._shared[var.name] = value
             else:
-                self._per_step.setdefault(step, {})[name] = value
+                self._per_step.setdefault(step, {})[var.name] = value
         self.steps = max(self._per_step) + 1 if self._per_step else None
+
+    def _entry(self, key: str) -> tuple[int | None, BoundVar]:
+        """The step (None: every step) and the input variable an entry `x` or `stepN/x` is for."""
+        match = _STEP_KEY.fullmatch(key)
+        step, name = (int(match[1]), match[2]) if match else (None, key)
+        var = self._bound.vars.get(name)
+        if var is None or var.kind is not ir.MemoryKind.DYNAMIC:
+            what = "is not a variable of the graph" if var is None else \
+                f"is {var.kind.section if var.kind else 'a temporary'}, not an input"
+            raise InputFileError(f"{self.path}: `{key}`: `{name}` {what}; the graph's inputs (dynamic) are: "
+                                 f"{', '.join(self._dynamic) or 'none'}")
+        return step, var
 
     def check(self, steps: int) -> None:
         """Every step in range(steps) has a value for every input, and no entry is for a later step."""
@@ -95,7 +104,16 @@ class InputFile:
         return {**self._shared, **self._per_step.get(step, {})}
 
 
-def _read_npz(path: str) -> dict[str, np.ndarray]:
+#: what reading a member of a damaged archive raises (zlib.error for a corrupt deflate stream)
+_READ_ERRORS = (zipfile.BadZipFile, ValueError, EOFError, OSError, zlib.error, NotImplementedError)
+
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _npz_members(path: str) -> Iterator[tuple[str, tuple[int, ...], np.dtype, Callable[[], np.ndarray]]]:
+    """Each array of a `.npz` (numpy.savez writes one `KEY.npy` member per array) as (key, shape,
+    dtype, read): the member's .npy header is parsed first, so an array can be refused before
+    `read()` loads it. A member that is not a .npy array, or holds Python objects, is an error."""
     with open(path, "rb") as fh:                # OSError (missing, a directory): the CLI reports it
         magic = fh.read(6)
         if magic == b"\x93NUMPY":
@@ -105,16 +123,47 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
             raise InputFileError(f"{path}: not a .npz archive (write one with numpy.savez(path, x=..., ...))")
         fh.seek(0)
         try:
-            with np.load(fh, allow_pickle=False) as archive:
-                return {key: archive[key] for key in archive.files}
-        except (zipfile.BadZipFile, ValueError, EOFError, OSError) as exc:   # truncated, pickled objects
+            archive = zipfile.ZipFile(fh)
+        except _READ_ERRORS as exc:             # truncated
             raise InputFileError(f"{path}: not a readable .npz archive ({exc})") from None
+        with archive:
+            for info in archive.infolist():
+                try:
+                    with archive.open(info) as member:
+                        version = np.lib.format.read_magic(member)
+                        if version not in _NPY_HEADERS:
+                            raise ValueError(f".npy format version {version[0]}.{version[1]} is not read here")
+                        shape, _, dtype = _NPY_HEADERS[version](member)
+                except _READ_ERRORS as exc:
+                    raise InputFileError(f"{path}: `{info.filename}` is not a .npy array ({exc}); numpy.savez "
+                                         "writes each array as one") from None
+                key = info.filename.removesuffix(".npy")
+                if dtype.hasobject:
+                    raise InputFileError(f"{path}: not a readable .npz archive (Object arrays cannot be loaded "
+                                         f"when allow_pickle=False: `{key}` holds Python objects)")
+                yield key, shape, dtype, functools.partial(_read_member, path, archive, info)
+
+
+def _read_member(path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    try:
+        with archive.open(info) as member:
+            return np.lib.format.read_array(member, allow_pickle=False)
+    except _READ_ERRORS as exc:                 # a body shorter than its header says, a corrupt stream
+        raise InputFileError(f"{path}: `{info.filename}`: not a readable array ({exc})") from None
+
+
+def _check_header(path: str, key: str, var: BoundVar, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """An entry's shape and dtype, from its header, before its data is read."""
+    if dtype.kind == "f" and not var.dtype.is_float:
+        raise InputFileError(f"{path}: `{key}`: `{var.name}` is {var.dtype.name}; the file holds {dtype} "
+                             "values (store integers or bools: floats are never converted to them)")
+    try:
+        check_form(var, shape, dtype)
+    except ExecutionError as exc:
+        raise InputFileError(f"{path}: `{key}`: {exc.message}") from None
 
 
 def _coerce_entry(path: str, key: str, var: BoundVar, array: np.ndarray) -> np.ndarray:
-    if array.dtype.kind == "f" and not var.dtype.is_float:
-        raise InputFileError(f"{path}: `{key}`: `{var.name}` is {var.dtype.name}; the file holds {array.dtype} "
-                             "values (store integers or bools: floats are never converted to them)")
     try:
         return coerce(var, array)
     except ExecutionError as exc:
@@ -137,21 +186,11 @@ def input_feed(bound: BoundGraph, *, seed: int, steps: int | None,
 def save_outputs(path: str | os.PathLike, steps: Sequence[Mapping[str, np.ndarray]]) -> None:
     """Write each step's outputs to a `.npz`: `y` when there is one step, else `step0/y`, `step1/y`,
     ... (the keys `--inputs` reads). Written to a temporary file beside `path` and renamed over it,
-    so a failure leaves no half-written archive."""
+    so a failure leaves no half-written archive; a `path` that is not a regular file is refused
+    (openinfer/files.py)."""
     arrays = dict(steps[0]) if len(steps) == 1 else \
         {f"step{s}/{name}": value for s, values in enumerate(steps) for name, value in values.items()}
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~current_umask())        # mkstemp's 0600 would make the result private
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
+    replace_file(path, lambda fh: np.savez(fh, **arrays))
 
 
 def outputs_of(bound: BoundGraph) -> list[str]:

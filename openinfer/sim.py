@@ -103,6 +103,7 @@ class Simulator:
             if not lib.exists():
                 write_tree(self.project, self.plan.files)
                 build(self.project, options=opts, progress=progress)
+            os.utime(self.project)      # its last use, which `openinfer cache clean --older-than` reads
         self.library = library_path(self.project / "build", self.program.name)
         self._trace = trace
         import cffi

@@ -183,6 +183,61 @@ def test_object_arrays_are_refused_without_unpickling(files, capsys):
     assert "not a readable .npz archive (Object arrays cannot be loaded" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("member,phrase", [
+    (b"not an array", "`x.npy` is not a .npy array (the magic string is not correct"),
+    (b"\x93NUMPY\x01\x00\x10\x00{'descr': <f4'}    \n", "`x.npy` is not a .npy array (Cannot parse header"),
+    (b"\x93NUMPY\x09\x09", "`x.npy` is not a .npy array (.npy format version 9.9 is not read here)"),
+])
+def test_a_member_that_is_not_an_npy_array_is_one_error_line(files, capsys, member, phrase):
+    """numpy.load hands such a member over as bytes (or its header parser's exception): a traceback before."""
+    import zipfile
+
+    path = files / "odd.npz"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("x.npy", member)
+    assert main(_argv(files, "run", "--inputs", path)) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"openinfer: error: {path}: {phrase}"), captured.err
+    assert len(captured.err.splitlines()) == 1 and captured.out == ""
+
+
+def _deflated_array(path: Path, name: str, descr: str, shape: tuple[int, ...], body_bytes: int) -> None:
+    """A .npz member whose .npy header declares `shape` and whose body is `body_bytes` zeros,
+    deflated (256 MiB of them take about 1 MB): a small file that unpacks to a large array."""
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": descr, "fortran_order": False, "shape": shape})
+    zeros = bytes(1 << 20)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        with zf.open(f"{name}.npy", "w", force_zip64=True) as member:
+            member.write(header.getvalue())
+            for _ in range(body_bytes >> 20):
+                member.write(zeros)
+
+
+def test_an_array_is_refused_by_its_header_before_its_data_is_read(files):
+    """A 1 MB .npz declaring a 4 GiB array: refused from the member's .npy header (its shape is
+    not the variable's), before its data is read; reading it first took the process past 300 MB."""
+    import subprocess
+    import sys
+
+    path = files / "bomb.npz"
+    _deflated_array(path, "x", "<f4", (1 << 30,), 256 << 20)
+    assert path.stat().st_size < 2 << 20
+    # The peak is the process's VmHWM: getrusage's ru_maxrss keeps, across fork and exec, the peak
+    # of the process that forked it (this test's, hundreds of MB late in a full run).
+    probe = ("import sys\nfrom openinfer.cli import main\nrc = main(sys.argv[1:])\n"
+             "print(rc, next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')))")
+    proc = subprocess.run([sys.executable, "-c", probe, *_argv(files, "run", "--inputs", path)],
+                          capture_output=True, text=True, timeout=300)
+    rc, peak_kib = map(int, proc.stdout.split())
+    assert peak_kib < 160 * 1024, f"peak RSS {peak_kib} KiB: the array's data was read"
+    assert rc == 1
+    assert proc.stderr == f"openinfer: error: {path}: `x`: `x` expects shape [2, 3], got [1073741824]\n"
+
+
 def test_a_failed_save_leaves_the_previous_file_and_no_temporary(files, capsys, monkeypatch):
     target = files / "out.npz"
     target.write_bytes(b"previous")
@@ -219,3 +274,19 @@ def test_saved_outputs_read_back_as_inputs(files, capsys):
                  "--save-outputs", str(files / "w.npz")]) == 0
     y = expected(0)["y"]
     assert np.array_equal(np.load(files / "w.npz")["step1/w"], y * y)
+
+
+@pytest.mark.parametrize("command", ["run", "trace", "sim"])
+@pytest.mark.parametrize("extra,phrase", [
+    (("--steps", "0"), "--steps 0: a run takes at least 1 step"),
+    (("--steps", "-1"), "--steps -1: a run takes at least 1 step"),
+    (("--seed", "-1"), "--seed -1: the seed is an integer >= 0"),
+])
+def test_steps_below_one_and_negative_seeds_are_refused(files, capsys, command, extra, phrase):
+    """`sim --steps 0` compared nothing and reported every output matching, `run --steps 0` saved
+    an empty archive, and `--seed -1` ended in numpy's traceback."""
+    arch = ("--arch", "x86_64-generic") if command == "sim" else ()
+    assert main(_argv(files, command, *arch, *extra, "--save-outputs", files / "o.npz")) == 1
+    captured = capsys.readouterr()
+    assert captured.err == f"openinfer: error: {phrase}\n" and captured.out == ""
+    assert not (files / "o.npz").exists()

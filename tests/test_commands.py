@@ -25,7 +25,8 @@ COMMANDS = [p for p, _ in _leaves(build_parser())]
 def test_expected_commands_exist():
     names = {" ".join(p) for p in COMMANDS}
     for cmd in ("oinf verify", "oinf inspect", "oinf pack", "oinf convert", "graph json", "graph dot", "check",
-                "run", "trace", "gen", "build", "sim", "plan", "devices list", "devices show", "devices probe"):
+                "run", "trace", "gen", "build", "sim", "plan", "devices list", "devices show", "devices probe",
+                "cache info", "cache clean"):
         assert cmd in names, cmd
 
 
@@ -86,6 +87,10 @@ def files(tmp_path):
     (tmp_path / "file").write_text("not a folder\n")
     (tmp_path / "digits.oig").write_text("dynamic {\n    x: f32[" + "7" * 5000 + "];\n}\nblock entry { return; }\n")
     (tmp_path / "huge.oig").write_text("volatile {\n    v: f32[1000000000000];\n}\nblock entry {\n    return;\n}\n")
+    (tmp_path / "sized.oig").write_text("dynamic {\n    x: f32[N, 64];\n}\nvolatile {\n    y: f32[N, 64];\n}\n"
+                                        "block entry {\n    op add(x, x) >> y;\n    return;\n}\n")
+    (tmp_path / "net.onnx").write_bytes(b"\x08\x08\x12\x07pytorch")     # (the start of an exported model)
+    (tmp_path / "latin1.json").write_bytes('{"name": "CPU à 3 GHz"}'.encode("latin-1"))
     oi.write_oinf(tmp_path / "empty.oinf", tensors={})
     return tmp_path
 
@@ -113,6 +118,30 @@ def _one_error_line(capsys, argv, phrase):
     (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "x86_64-generic", "-o", "{d}/file"], "{d}/file"),
     (["run", "{d}/huge.oig", "-m", "{d}/empty.oinf"], "huge.oig:2:5: runtime error: `v` (f32[1000000000000]) does not "
                                                        "fit in memory"),
+    # a dynamic bound whose buffers pass 2^63 bytes (a traceback: whether the size fits was asked of the
+    # run-time size, not of the bound the memory is planned for)
+    (["check", "{d}/sized.oig", "--dynamic", "N=4611686018427387904"],
+     "sized.oig:2:5: error: f32[N, 64] (at most [4611686018427387904, 64]) is 1180591620717411303424 bytes, more "
+     "than the generated code can address"),
+    # sizes the graph does not have: a typo left the size it meant at the model's value, silently
+    (["check", "{d}/sized.oig", "--sizevar", "N=2", "--sizevar", "M=3"],
+     "--sizevar M: the graph has no size variable `M`; its size variables: N"),
+    (["run", "{d}/sized.oig", "-m", "{d}/empty.oinf", "--sizevar", "N=2", "--dynamic", "K=3", "--dynamic", "L=3"],
+     "--dynamic K: the graph has no size variable `K` (nor L); its size variables: N"),
+    (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "x86_64-generic", "-o", "{d}/out", "--sizevar", "N=2"],
+     "--sizevar N: the graph has no size variable `N`; its size variables: none"),
+    # a descriptor that is not UTF-8 (a traceback: UnicodeDecodeError)
+    (["devices", "show", "{d}/latin1.json"], "latin1.json: not UTF-8 text (byte offset 14)"),
+    (["gen", "{d}/g.oig", "-m", "{d}/empty.oinf", "--arch", "{d}/latin1.json", "-o", "{d}/out"],
+     "latin1.json: not UTF-8 text (byte offset 14)"),
+    # an ONNX model where the graph or the model goes: say how to import it (it was `bad magic`)
+    (["run", "{d}/g.oig", "-m", "{d}/net.onnx"],
+     "{d}/net.onnx is an ONNX model: import it first, `openinfer import {d}/net.onnx -o DIR` writes DIR/net.oig "
+     "(the graph) and DIR/net.oinf"),
+    (["check", "{d}/net.onnx"], "{d}/net.onnx is an ONNX model: import it first"),
+    # a message without a place is printed once prefixed (was `openinfer: error: error: sizevar ...`)
+    (["check", "{d}/sized.oig", "--sizevar", "N=3", "--dynamic", "N=3"],
+     "openinfer: error: sizevar `N` is given both a fixed value (3) and a dynamic bound (3)"),
 ])
 def test_bad_files_and_sizes_are_one_error_line(files, capsys, argv, phrase):
     """Every way a command's input or output can be wrong ends in `openinfer: error: ...` and

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import stat
 
 from ..errors import DslError, GraphFileError
+from ..files import read_text
 from ..ir.json import graph_from_json
 from ..ir.nodes import Graph
 from .lexer import Source
@@ -30,17 +30,7 @@ def load_graph(path: str | os.PathLike, *, index: int = 0) -> Graph:
     cannot be read.
     """
     name = os.fspath(path)
-    try:
-        if not stat.S_ISREG(os.stat(name).st_mode):    # a FIFO would block, a device such as /dev/zero never end
-            raise GraphFileError(f"{name}: not a regular file")
-        with open(name, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise GraphFileError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise GraphFileError(f"{name}: not UTF-8 text (byte offset {exc.start})") from None
+    text = read_text(name, GraphFileError)
     ext = os.path.splitext(name)[1].lower()
     if ext == ".json":
         return graph_from_json(text, name)

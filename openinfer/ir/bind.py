@@ -102,6 +102,7 @@ class _Binder:
         self._inferred: dict[tuple, object] = {}
         self._keys: dict[str, None] | None = None
         self._total_bytes = 0
+        self.used_sizevars: set[str] = set()
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str, loc: SourceLoc | None, hint: str | None = None, length: int = 1) -> BindError:
@@ -132,6 +133,7 @@ class _Binder:
 
     # ------------------------------------------------------------------ dims
     def sizevar(self, name: str, loc: SourceLoc | None) -> int:
+        self.used_sizevars.add(name)
         value = self.sizevars[name]
         if value > MAX_SIZE:
             raise self.error(f"sizevar `{name}` = {value} is too large: sizes are at most 2^63 - 1", loc)
@@ -157,10 +159,11 @@ class _Binder:
             out.append(value)
         numel = count
         for value in out:
-            numel *= value
+            numel *= capacity(value)        # a dynamic dim's bound: the memory is planned for it
         nbytes = dtype.storage_nbytes(numel)
         if nbytes > MAX_SIZE:
-            shape = "[" + ", ".join(map(str, out)) + "]"
+            shape = pretty_shape(out) + (f" (at most {list(capacity(tuple(out)))})" if any(
+                isinstance(d, Dim) for d in out) else "")
             raise self.error(f"{dtype.name}{shape}{f' x {count}' if count != 1 else ''} is {nbytes} bytes, more than "
                              "the generated code can address (2^63 - 1)", loc)
         self._total_bytes += nbytes
@@ -818,7 +821,8 @@ class _Binder:
         self.check_async(entry, async_blocks)
         self.check_deps()
         return BoundGraph(self.g, self.model, dict(self.sizevars), self.vars, self.ops, entry, async_blocks,
-                          self.loop_bounds, dict(self.dynamic), self.fixed, self.read_sizes)
+                          self.loop_bounds, dict(self.dynamic), self.fixed, self.read_sizes,
+                          frozenset(self.used_sizevars))
 
 
 def _fixed_count(d: ir.VarDecl) -> int:
@@ -847,7 +851,7 @@ def dynamic_bounds(model, sizevars: Mapping[str, int] | None, dynamic: Mapping[s
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
             raise BindError(f"dynamic sizevar name {k!r} is not an identifier")
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SIZE:
-            raise BindError(f"dynamic sizevar {k}={v!r}: the bound must be an integer of at least 1")
+            raise BindError(f"dynamic sizevar {k}={v!r}: the bound must be an integer from 1 to 2^63 - 1")
     return dict(sorted(bounds.items()))
 
 

@@ -102,6 +102,8 @@ class BoundGraph:
     #: cache reads whose row count, known only at run time (`K[0..pos]`), sets a dynamic sizevar:
     #: node index -> ((dim of the destination, sizevar), ...)
     read_sizes: dict[int, tuple[tuple[int, str], ...]] = field(default_factory=dict)
+    #: the sizevars the graph refers to (in dims, loop bounds, indices, attributes)
+    used_sizevars: frozenset[str] = frozenset()
 
     def var(self, name: str) -> BoundVar:
         return self.vars[name]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..dsl import load_graph
+from ..files import check_output_path
 from .dot import graph_to_dot
 from .json import graph_to_json
 
@@ -60,8 +61,9 @@ def _dot(args: argparse.Namespace) -> int:
 
 
 def _emit(args: argparse.Namespace, render) -> int:
+    check_output_path(args.output, "--output", inputs=[args.file])
     text = render(load_graph(args.file, index=args.index))
-    if args.output:      # (openinfer.cli.main reports a file that cannot be written)
+    if args.output is not None:      # (openinfer.cli.main reports a file that cannot be written)
         Path(args.output).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)

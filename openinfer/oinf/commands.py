@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..files import check_output_path
 from .format import DEFAULT_VERSION
 from .reader import ModelLoader
 from .sources import pack_oinf
@@ -94,6 +95,7 @@ def _inspect(args) -> int:
 
 
 def _pack(args) -> int:
+    check_output_path(args.out, "OUT.oinf", inputs=[args.source])
     pack_oinf(args.out, args.source, sizevars=dict(args.sizevar), metadata=dict(args.meta),
               dtypes=dict(args.dtype), version=args.format_version, source_metadata=not args.no_source_metadata)
     with ModelLoader.open(args.out) as model:
@@ -103,6 +105,7 @@ def _pack(args) -> int:
 
 
 def _convert(args) -> int:
+    check_output_path(args.output, "OUT")      # (OUT may be IN: the file is replaced whole)
     convert_oinf(args.input, args.output, version=args.to_version)
     print(f"wrote {args.output}: OINF v{args.to_version}")
     return 0

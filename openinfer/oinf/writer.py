@@ -20,7 +20,6 @@ import io
 import os
 import stat
 import struct
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 from .. import numerics
 from ..dtypes import BY_NAME, DTypeInfo, Kind
 from ..errors import OinfError
+from ..files import REPLACED_WHOLE, mkstemp, non_regular
 from .format import (
     DEFAULT_VERSION,
     FLAG_HAS_DATA,
@@ -115,9 +115,12 @@ def write_plan(path: str | os.PathLike, plan: _Plan) -> None:
     a writer that was killed is removed by the next write of the same path."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
+    kind = non_regular(path)
+    if kind is not None:
+        raise OinfError(f"cannot write: it is {kind}, not a regular file; {REPLACED_WHOLE}", path=str(path))
     _remove_stale_temporaries(directory, path.name)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=directory)
+        fd, tmp = mkstemp(prefix=f".{path.name}.{os.getpid()}.", dir=directory)
     except OSError as exc:
         raise OinfError(f"cannot create a file in {str(directory)!r}: {exc.strerror or exc}", path=str(path)) from None
     try:
@@ -126,7 +129,6 @@ def write_plan(path: str | os.PathLike, plan: _Plan) -> None:
             _emit(f, plan)
             f.flush()
             os.fsync(f.fileno())
-            os.fchmod(f.fileno(), 0o666 & ~current_umask())   # mkstemp's 0600 would surprise users
         os.replace(tmp, path)
     except BaseException as exc:
         try:
@@ -510,18 +512,6 @@ def _write_all(f: BinaryIO, chunk: Any) -> int:
     view = memoryview(chunk).cast("B")
     f.write(view)
     return view.nbytes
-
-
-def current_umask() -> int:
-    """The process umask, read without changing it (os.umask would race with other threads)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -18,8 +18,9 @@ by openinfer before anything is written.
 
 Symbolic input dims (ONNX dim_param) become sizevars; give each a value with --sizevar NAME=VALUE
 (by its ONNX name or the sizevar's). An op or attribute the importer does not support is an
-error naming the node; --list-ops prints what is supported. Needs `onnx` (pip install
-'openinfer[onnx]').
+error naming the node (every such node, in one run); --list-ops prints what is supported. An
+OUT/NAME.oig that differs from the imported graph (your edits?) is replaced only with --force.
+Needs `onnx` (pip install 'openinfer[onnx]').
 
 examples:
   openinfer import mlp.onnx -o out/                         # -> out/mlp.oig, out/mlp.oinf
@@ -32,9 +33,13 @@ def register(sub) -> None:
                        description=IMPORT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL.onnx", nargs="?", help="the ONNX model")
     p.add_argument("--out", "-o", metavar="DIR", help="output directory (created if missing)")
-    p.add_argument("--name", metavar="NAME", help="graph and file name (default: the model file's stem)")
+    p.add_argument("--name", metavar="NAME", help="graph and file name, made an identifier (default: the model "
+                                                  "file's stem); it needs an ASCII letter or digit")
     p.add_argument("--sizevar", "-s", action="append", default=[], metavar="NAME=VALUE",
                    help="the value of a symbolic input dim; repeatable")
+    p.add_argument("--force", action="store_true",
+                   help="replace an OUT/NAME.oig that differs from the imported graph (it may hold your edits; "
+                        "without --force that is an error and nothing is written)")
     p.add_argument("--list-ops", action="store_true", help="print the supported ONNX ops and exit")
     p.set_defaults(handler=import_cmd, help_parser=p)
 
@@ -47,7 +52,9 @@ def import_cmd(args) -> int:
         return 0
     if args.model is None or args.out is None:
         raise OpenInferError("import needs MODEL.onnx and --out DIR (or --list-ops)")
+    if not args.out:
+        raise OpenInferError("--out: the folder's path is empty")
     result = import_onnx(args.model, name=args.name, sizevars=sizevars(args))
-    graph, model = result.write(args.out)
+    graph, model = result.write(args.out, force=args.force)
     print(f"wrote {graph} and {model}")
     return 0

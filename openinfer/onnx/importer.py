@@ -29,6 +29,7 @@ import numpy as np
 from ..dsl.lexer import KEYWORDS
 from ..errors import OnnxImportError, OpenInferError
 from ..oinf.values import TensorSpec
+from .problems import LIST_OPS_HINT, NodeProblems, given_sizevars, graph_name, shape_problem
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -107,18 +108,28 @@ class ImportedModel:
     tensors: dict[str, np.ndarray | TensorSpec]      # TensorSpec: a quantised weight with its scales
     sizevars: dict[str, int]
     renamed: dict[str, str] = field(default_factory=dict)     # ONNX name -> DSL name, where they differ
+    source_name: str = "<ModelProto>"        # the ONNX file's name, for messages
     #: the bind check's .oinf (in its own temporary directory) and what it was written from
     _checked: tuple[tempfile.TemporaryDirectory, Path, dict, dict] | None = \
         field(default=None, repr=False, compare=False)
 
-    def write(self, out_dir: str | os.PathLike) -> tuple[Path, Path]:
-        """Writes OUT_DIR/NAME.oig and OUT_DIR/NAME.oinf; returns their paths."""
+    def write(self, out_dir: str | os.PathLike, *, force: bool = False) -> tuple[Path, Path]:
+        """Writes OUT_DIR/NAME.oig and OUT_DIR/NAME.oinf; returns their paths. A NAME.oig there
+        that differs from this graph may hold the user's edits: it is replaced only with `force`
+        (the same graph, from importing the same model again, is simply kept)."""
         from ..cliutil import write_text
+        from ..errors import OutputFileError
+        from ..files import refuse_non_regular
         from ..oinf import write_oinf
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         graph, model = out / f"{self.name}.oig", out / f"{self.name}.oinf"
+        for path in (graph, model):
+            refuse_non_regular(path)
+        if not force and graph.exists() and graph.read_bytes() != self.text.encode():
+            raise OutputFileError(f"{graph} exists and is not the graph imported now: it may hold your edits; "
+                                  "--force replaces it (or choose another -o DIR or --name)")
         if not self._move_checked_model(model):
             write_oinf(model, tensors=self.tensors, sizevars=self.sizevars)
         write_text(str(graph), self.text)
@@ -159,7 +170,7 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
         raise OnnxImportError("the `onnx` package is needed to import ONNX models: pip install 'openinfer[onnx]'") \
             from None
     if isinstance(source, onnx.ModelProto):
-        model, source_name = source, "<ModelProto>"
+        model, source_name, where = source, "<ModelProto>", "<ModelProto>"
         default_name = source.graph.name or "model"
     else:
         path = Path(source)
@@ -169,11 +180,18 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
             raise OnnxImportError(f"{path}: cannot read: {exc.strerror or exc}") from None
         except Exception as exc:        # protobuf's DecodeError and onnx's own errors
             raise OnnxImportError(f"{path}: not a readable ONNX model: {exc}") from None
-        source_name, default_name = path.name, path.stem
-    graph_name = sanitize(name if name is not None else default_name)
-    result = _Importer(model, graph_name, dict(sizevars or {}), source_name).run()
+        source_name, default_name, where = path.name, path.stem, str(path)
+    if not model.HasField("graph"):     # protobuf reads an empty file as an empty message: no graph
+        raise OnnxImportError(f"{where}: not an ONNX model: it holds no graph"
+                              + (" (the file is empty)" if where != "<ModelProto>" and not os.path.getsize(where)
+                                 else ""))
+    result = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name).run()
     _validate(result)
     return result
+
+
+def _data_mismatch(tensor, exc: ValueError) -> str:
+    return f"its data does not fill its dims {list(tensor.dims)} ({exc})"
 
 
 def _read_only(value) -> None:
@@ -204,8 +222,9 @@ def _validate(result: ImportedModel) -> None:
 
             bind_inputs(model, graph(result.text, f"{result.name}.oig"))
         except OpenInferError as exc:
-            raise OnnxImportError(f"internal error: the imported graph does not load in openinfer "
-                                  f"(please report it with the model):\n{exc}") from None
+            raise OnnxImportError(f"internal error: the graph imported from {_quoted(result.source_name)} does not "
+                                  "load in openinfer (please report it with the model; the place below is in the "
+                                  f"imported text, which was not written):\n{exc}") from None
         finally:
             model.close()
     except BaseException:
@@ -436,14 +455,16 @@ class _Importer:
                 self.used.add(o)
         initializers = {}
         for t in self.g.initializer:
-            packed = packed_initializer(t)
-            if packed is not None:
-                initializers[t.name], self.packed[t.name] = self.const_value(packed[0]), packed[1]
-                continue
             try:
+                packed = packed_initializer(t)
+                if packed is not None:
+                    initializers[t.name], self.packed[t.name] = self.const_value(packed[0]), packed[1]
+                    continue
                 initializers[t.name] = self.const_value(nh.to_array(t))
             except OnnxImportError as exc:
                 raise OnnxImportError(f"initializer `{t.name}`: {exc}") from None
+            except ValueError as exc:               # numpy's reshape of the data to the dims
+                raise OnnxImportError(f"initializer `{t.name}`: {_data_mismatch(t, exc)}") from None
         for inp in self.g.input:
             if inp.name in initializers:             # IR < 4: initializers are listed as inputs too
                 continue
@@ -457,20 +478,38 @@ class _Importer:
         self.fusions = find_fusions(self)
         for fusion in self.fusions.values():
             self.skip.update(fusion.inner)
+        problems = NodeProblems()
         for i, node in enumerate(self.g.node):
             if i in self.skip:
                 continue
-            self.node(i, node)
+            fused = [self.g.node[j] for j in self.fusions[i].inner] if i in self.fusions else []
+            outputs = [o for n in [node, *fused] for o in n.output]
+            if problems.blocked(x for n in [node, *fused] for x in n.input):
+                unsupported = _unsupported(node)    # known without its inputs
+                if unsupported:
+                    label = _quoted(node.name) if node.name else f"#{i}"
+                    problems.add(f"node {label} ({node.op_type}): {unsupported}", outputs)
+                else:
+                    problems.add_downstream(outputs)
+                continue
+            try:
+                self.node(i, node)
+            except OnnxImportError as exc:          # the others are tried too: one run lists them all
+                problems.add(str(exc), outputs)
+        problems.raise_any()
         for o in self.outputs:
             self.graph_output(o)
         return ImportedModel(self.name, self.render(), self.tensors, dict(sorted(self.sizevars.items())),
-                             {k: v for k, v in self.onnx_to_dsl.items() if k != v})
+                             {k: v for k, v in self.onnx_to_dsl.items() if k != v}, self.source_name)
 
     def graph_input(self, inp) -> None:
         t = inp.type.tensor_type
         if not inp.type.HasField("tensor_type") or t.elem_type not in _ONNX_DTYPES:
             raise OnnxImportError(f"graph input `{inp.name}`: only tensors of "
                                   f"{', '.join(sorted(set(_ONNX_DTYPES.values())))} are supported")
+        if not t.HasField("shape"):     # no dims would read as a scalar
+            raise OnnxImportError(f"graph input `{inp.name}` has no shape (not even a rank): give it one in the "
+                                  "model, with a dim_param for each size --sizevar NAME=VALUE sets")
         dims = []
         for k, d in enumerate(t.shape.dim):
             if d.HasField("dim_value"):
@@ -483,6 +522,9 @@ class _Importer:
         if inp.name not in self.onnx_to_dsl and is_identifier(inp.name):
             self.onnx_to_dsl[inp.name] = inp.name
             self.used.add(inp.name)
+        problem = shape_problem([d.size for d in dims], _ONNX_DTYPES[t.elem_type], self.sizevars)
+        if problem:
+            raise OnnxImportError(f"graph input `{inp.name}`: {problem}")
         var = self.dsl_name(inp.name)
         v = Value(_ONNX_DTYPES[t.elem_type], tuple(dims), var=var)
         self.declare("dynamic", var, v.dtype, v.dims, inp.name)
@@ -531,16 +573,14 @@ class _Importer:
             self._claim(_module_path(node))
             return
         label = _quoted(node.name) if node.name else f"#{index}"
-        where = f"node {label} ({node.op_type})"
 
         def fail(message: str):
-            raise OnnxImportError(f"{where}: {message}")
+            raise OnnxImportError(f"node {label} ({node.op_type}): {message}")
 
-        if node.domain not in ("", "ai.onnx"):
-            fail(f"ops of domain `{node.domain}` are not supported")
-        support = SUPPORTED_OPS.get(node.op_type)
-        if support is None:
-            fail(f"op type {node.op_type} is not supported (`openinfer import --list-ops` lists those that are)")
+        unsupported = _unsupported(node)
+        if unsupported:
+            fail(unsupported)
+        support = SUPPORTED_OPS[node.op_type]
         import onnx.helper as oh
 
         attrs = {a.name: oh.get_attribute_value(a) for a in node.attribute}
@@ -587,6 +627,15 @@ class _Importer:
         out.append("    return;")
         out.append("}")
         return "\n".join(out) + "\n"
+
+
+def _unsupported(node) -> str | None:
+    """Why the importer has no handler for `node` (its domain or op type), None when it has one."""
+    if node.domain not in ("", "ai.onnx"):
+        return f"ops of domain `{node.domain}` are not supported"
+    if node.op_type not in SUPPORTED_OPS:
+        return f"op type {node.op_type} is not supported{LIST_OPS_HINT}"
+    return None
 
 
 def _line(code: str, note: str) -> str:
@@ -767,6 +816,9 @@ class _NodeContext:
         """Emits `op op(args, settings) >> var` into a new volatile variable: the ONNX value `out`'s
         (registered as it), or a temporary named after `temp`."""
         imp = self.imp
+        problem = shape_problem([d.size for d in dims], dtype, imp.sizevars)
+        if problem:
+            self.fail(problem)
         var = imp.dsl_name(out) if out is not None else imp._fresh(sanitize(temp))
         imp.declare("volatile", var, dtype, dims, out)
         written = ", ".join(args + [f"{k}={_setting(v)}" for k, v in settings.items() if v is not None])
@@ -896,9 +948,12 @@ def _constant(c: _NodeContext) -> None:
     if len(c.attrs) != 1:
         c.fail("expected exactly one value attribute")
     key, v = next(iter(c.attrs.items()))
-    array = {"value": lambda: nh.to_array(v), "value_float": lambda: np.float32(v),
-             "value_floats": lambda: np.asarray(v, np.float32), "value_int": lambda: np.int64(v),
-             "value_ints": lambda: np.asarray(v, np.int64)}[key]()
+    try:
+        array = {"value": lambda: nh.to_array(v), "value_float": lambda: np.float32(v),
+                 "value_floats": lambda: np.asarray(v, np.float32), "value_int": lambda: np.int64(v),
+                 "value_ints": lambda: np.asarray(v, np.int64)}[key]()
+    except ValueError as exc:
+        c.fail(f"value: {_data_mismatch(v, exc)}")
     try:
         c.result(out, c.imp.const_value(np.asarray(array)))
     except OnnxImportError as exc:
@@ -1115,6 +1170,11 @@ def _spatial_attrs(c: _NodeContext, x: Value, kernel: list[int], *, dilated: boo
     if not dilated and any(d != 1 for d in dilations):
         c.fail(f"dilations {dilations} are not supported (1 only)")
     pads = _pool_pads(c.fail, c.attrs, spatial, kernel, strides, dilations)
+    for i, n in enumerate(spatial):     # (the sizevars may make an input this small)
+        window, padded = dilations[i] * (kernel[i] - 1) + 1, n + pads[i] + pads[i + len(spatial)]
+        if window > padded:
+            c.fail(f"the window ({window}) is larger than the padded input ({padded}) in spatial dim {i}"
+                   f"{given_sizevars(c.imp.sizevars)}")
     return spatial, strides, dilations, pads
 
 
@@ -1714,7 +1774,7 @@ def _reduce(c: _NodeContext) -> None:
         c.fail(f"reducing an empty dim of {list(x.shape)} (the registry's {_DSL_OPS[op_type]} has no empty result)")
     axes = sorted(axes)
     if any(x.shape[k] == 0 for k in range(rank) if k not in axes) and x.const is None:
-        c.fail(f"a kept dim of size 0 in {list(x.shape)} (the reference's reductions do not take one)")
+        c.fail(f"a kept dim of size 0 in {list(x.shape)} is not imported")
     if x.const is not None:
         folded = _REDUCE_FOLDS[op_type](x.const, axis=tuple(axes), keepdims=keepdims)
         c.result(out, c.imp.const_value(np.asarray(folded).astype(x.const.dtype)))
@@ -1854,7 +1914,10 @@ def _constant_of_shape(c: _NodeContext) -> None:
     shape = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
     if any(s < 0 for s in shape):
         c.fail(f"shape {shape} has a negative size")
-    value = nh.to_array(c.attrs["value"]).reshape(-1) if "value" in c.attrs else np.zeros(1, np.float32)
+    try:
+        value = nh.to_array(c.attrs["value"]).reshape(-1) if "value" in c.attrs else np.zeros(1, np.float32)
+    except ValueError as exc:
+        c.fail(f"value: {_data_mismatch(c.attrs['value'], exc)}")
     if value.size != 1:
         c.fail("value must hold one element")
     try:

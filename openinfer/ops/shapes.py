@@ -123,6 +123,10 @@ def _reduce(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     axes = _axes(op.name, attrs["axes"], len(shape))
     attrs["axes"] = axes
+    if op.name == "mean_axis" and not ins[0].dtype.is_float and any(shape[a] == 0 for a in axes):
+        # the count is 0: floats give NaN (0 / 0), an integer has no such value
+        raise OpTypeError(f"mean_axis: the {ins[0].dtype.name} mean of no elements (axes {list(axes)} of "
+                          f"{_fmt(shape)} are empty) has no value; floats give NaN")
     keep = attrs["keepdims"]
     return tuple(1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes), False
 

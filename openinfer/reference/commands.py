@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cliutil import INPUTS_HELP, add_graph_args, add_io_args, load, write_text
+from ..cliutil import INPUTS_HELP, add_graph_args, add_io_args, check_io_args, input_files, load, write_text
+from ..files import check_output_path
 from ..inputs import input_feed, outputs_of, preview, save_outputs
 from ..trace import to_chrome, to_json
 
@@ -54,6 +55,7 @@ def run(args) -> int:
 
     from .executor import ReferenceExecutor
 
+    check_io_args(args)
     _, _, bound = load(args)
     steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
     ex = ReferenceExecutor(bound)
@@ -68,7 +70,7 @@ def run(args) -> int:
                 text = np.array2string(value, separator=", ") if args.all else preview(value)
                 print(f"step {step} {name}: {value.dtype}{list(value.shape)} = {text}")
             saved.append(values)
-    if args.save_outputs:
+    if args.save_outputs is not None:
         save_outputs(args.save_outputs, saved)
     return 0
 
@@ -76,6 +78,10 @@ def run(args) -> int:
 def trace(args) -> int:
     from .executor import ReferenceExecutor
 
+    check_io_args(args)
+    for flag, path in (("--json", args.json), ("--chrome", args.chrome)):
+        if path != "-":
+            check_output_path(path, flag, inputs=input_files(args))
     _, _, bound = load(args)
     steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
     ex = ReferenceExecutor(bound, trace="full" if args.full else True)
@@ -84,15 +90,15 @@ def trace(args) -> int:
         ex.insert(**inputs(step))
         ex.run_step()
         saved.append({name: ex.fetch(name) for name in outputs_of(bound)})
-    if args.save_outputs:
+    if args.save_outputs is not None:
         save_outputs(args.save_outputs, saved)
     events = ex.trace()
-    if args.json:
+    if args.json is not None:
         write_text(args.json, to_json(events) + "\n")
-    if args.chrome:
+    if args.chrome is not None:
         write_text(args.chrome, json.dumps(to_chrome(events, process_name=bound.graph.source_name or "graph"),
                                            indent=1) + "\n")
-    if not args.json and not args.chrome:
+    if args.json is None and args.chrome is None:
         for e in events:
             print(e.line())
     return 0

@@ -22,6 +22,7 @@ the executor remains usable.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -526,6 +527,16 @@ def _check_capacity(shape: tuple[int, ...], dst: BoundVar) -> None:
                          f"(declared {list(dst.shape)})")
 
 
+def check_form(var: BoundVar, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """What `coerce` checks before it looks at any value: the shape (one element for a scalar
+    variable) and a dtype of numbers or bools. An inputs file checks each array's header with it
+    before reading the array."""
+    if shape != var.shape and not (not var.shape and math.prod(shape) == 1):
+        raise ExecutionError(f"`{var.name}` expects shape {list(var.shape)}, got {list(shape)}")
+    if dtype.kind not in "biuf":
+        raise ExecutionError(f"`{var.name}` is {var.dtype.name}; cannot take values of dtype {dtype}")
+
+
 def coerce(var: BoundVar, value) -> np.ndarray:
     """A user-supplied value as `var`'s unpacked representation, checked for shape and range.
 
@@ -538,13 +549,9 @@ def coerce(var: BoundVar, value) -> np.ndarray:
         arr = np.asarray(value)
     except (ValueError, TypeError) as exc:          # a ragged list, an object NumPy cannot hold
         raise ExecutionError(f"`{var.name}` is {dt.name}{list(var.shape)}; the value is not an array ({exc})") from None
-    if arr.shape != var.shape:
-        if arr.size == 1 and not var.shape:
-            arr = arr.reshape(())
-        else:
-            raise ExecutionError(f"`{var.name}` expects shape {list(var.shape)}, got {list(arr.shape)}")
-    if arr.dtype.kind not in "biuf":
-        raise ExecutionError(f"`{var.name}` is {dt.name}; cannot take values of dtype {arr.dtype}")
+    check_form(var, arr.shape, arr.dtype)
+    if arr.shape != var.shape:      # one element for a scalar
+        arr = arr.reshape(())
     if dt.is_float:
         with np.errstate(over="ignore", invalid="ignore"):
             out = np.array(round_float(arr.astype(np.float64 if dt.name == "f64" else np.float32), dt), copy=True)

@@ -9,7 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..cliutil import add_graph_args, add_io_args, dynamic, load, sizevars, write_text
+from ..cliutil import add_graph_args, add_io_args, check_io_args, dynamic, input_files, load, sizevars, write_text
+from ..errors import OpenInferError
+from ..files import check_output_path
 
 GEN_HELP = """\
 Synthesize GRAPH on MODEL for the device described by --arch into a complete meson project
@@ -116,6 +118,40 @@ def register(sub) -> None:
                        help="write one descriptor per Vulkan device into DIR (vulkan-<index>.json)")
     probe.set_defaults(handler=devices_probe)
 
+    _register_cache(sub)
+
+
+CACHE_HELP = """\
+The simulator (`openinfer sim`, openinfer.Simulator) builds each program in an entry of its cache:
+$OI_CACHE_DIR, else $XDG_CACHE_HOME/openinfer/sim, else ~/.cache/openinfer/sim. An entry,
+NAME-KEY, holds the generated project and its build; KEY is a hash of the generated files and the
+build options, so the same graph, model, sizes and target reuse it. Nothing removes entries by
+itself: `openinfer cache clean` does (only entries; anything else in the folder is left alone).
+
+examples:
+  openinfer cache info                      # where it is, its entries, their sizes and last use
+  openinfer cache clean --older-than 30     # remove the entries not used for 30 days
+  openinfer cache clean                     # remove every entry"""
+
+
+def _register_cache(sub) -> None:
+    c = sub.add_parser("cache", help="show or prune the simulator's build cache",
+                       description=CACHE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.set_defaults(help_parser=c)
+    csub = c.add_subparsers(dest="cache_command", metavar="COMMAND")
+    info = csub.add_parser("info", help="where the cache is, its entries, sizes and last use",
+                           description="Print the cache folder, then each entry (oldest use first) with its size "
+                                       "and when a simulator last used it, and the total.")
+    info.set_defaults(handler=cache_info)
+    clean = csub.add_parser("clean", help="remove cache entries (all, or those unused for DAYS days)",
+                            description="Remove the cache's entries: all of them, or with --older-than those no "
+                                        "simulator used for DAYS days. Each is removed under its lock, so a "
+                                        "build in progress finishes first; the next simulator needing it builds "
+                                        "it again.")
+    clean.add_argument("--older-than", type=float, metavar="DAYS",
+                       help="remove only entries last used more than DAYS days ago (e.g. 30, or 0.5)")
+    clean.set_defaults(handler=cache_clean)
+
 
 def _target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", "-a", required=True, metavar="DEVICE.json",
@@ -138,10 +174,13 @@ def _synth(args):
 
 def gen(args) -> int:
     t0 = time.perf_counter()
+    if not args.out:
+        raise OpenInferError("--out: the folder's path is empty")
+    check_output_path(args.depfile, "--depfile", inputs=input_files(args))
     plan = _synth(args)
     sources_only = args.emit == "sources"
     changed = plan.emit(args.out, sources_only=sources_only)
-    if args.depfile:
+    if args.depfile is not None:
         outputs = sorted(plan.source_files() if sources_only else plan.files)
         targets = " ".join(_make_escape(str(Path(args.out) / rel)) for rel in outputs)
         deps = " \\\n  ".join(_make_escape(str(p)) for p in plan.inputs)
@@ -195,6 +234,7 @@ def sim(args) -> int:
     from ..reference.executor import ReferenceExecutor
     from ..sim import Simulator
 
+    check_io_args(args)
     model, graph, bound = load(args)
     steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
     outputs = set(args.outputs.split(",")) if args.outputs else None
@@ -222,7 +262,7 @@ def sim(args) -> int:
         if failed_step is None and not all(r.ok for r in rows):
             failed_step = step
         saved.append(generated)
-    if args.save_outputs:
+    if args.save_outputs is not None:
         save_outputs(args.save_outputs, saved)
     if failed_step is not None or args.bisect:
         from ..bisect import bisect
@@ -266,19 +306,22 @@ def devices_cflags(args) -> int:
 def devices_probe(args) -> int:
     from .devices import probe_cpu, probe_vulkan
 
+    check_output_path(args.out, "--out")
+    if args.vulkan_out == "":
+        raise OpenInferError("--vulkan-out: the folder's path is empty")
     text = json.dumps(probe_cpu(), indent=2) + "\n"
-    if args.out:
+    if args.out is not None:
         write_text(args.out, text)
         print(f"wrote {args.out}")
-    elif not getattr(args, "vulkan_out", None):
+    elif args.vulkan_out is None:
         print(text, end="")
     gpus = probe_vulkan()
-    if getattr(args, "vulkan_out", None):
+    if args.vulkan_out is not None:
         for i, doc in enumerate(gpus):
             path = Path(args.vulkan_out) / f"vulkan-{i}.json"
             write_text(path, json.dumps(doc, indent=2) + "\n")
             print(f"wrote {path} ({doc['device']['name']})")
-    elif not args.out:
+    elif args.out is None:
         for i, doc in enumerate(gpus):
             print(f"# Vulkan device {i}: {doc['device']['name']} ({doc['device']['vendor']}); "
                   "write it with --vulkan-out DIR")
@@ -286,4 +329,32 @@ def devices_probe(args) -> int:
     elif gpus:
         print(f"{len(gpus)} Vulkan device(s): " + ", ".join(d["device"]["name"] for d in gpus)
               + " (--vulkan-out DIR writes their descriptors)")
+    return 0
+
+
+def cache_info(args) -> int:
+    from ..sim import cache_root
+    from ..simcache import entries, megabytes
+
+    root = cache_root()
+    found, other = entries(root)
+    source = " (OI_CACHE_DIR)" if os.environ.get("OI_CACHE_DIR") else ""
+    print(f"cache: {root}{source}{'' if root.is_dir() else ' (not created yet)'}")
+    for e in found:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used))
+        print(f"  {e.path.name:<40} {megabytes(e.nbytes):>10}  last used {used}")
+    print(f"{len(found)} entries, {megabytes(sum(e.nbytes for e in found))}"
+          + (f"; {len(other)} other item(s) there, not entries (never removed)" if other else ""))
+    return 0
+
+
+def cache_clean(args) -> int:
+    from ..sim import cache_root
+    from ..simcache import clean, megabytes
+
+    if args.older_than is not None and not args.older_than >= 0:
+        raise OpenInferError(f"--older-than {args.older_than}: a number of days >= 0")
+    root = cache_root()
+    removed = clean(root, args.older_than)
+    print(f"removed {len(removed)} entries ({megabytes(sum(e.nbytes for e in removed))}) from {root}")
     return 0

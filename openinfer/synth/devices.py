@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from ..errors import DeviceError
+from ..files import read_text
 from ..resources import devices_dir, hal_dir
 
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
@@ -178,7 +179,7 @@ def load(path_or_name) -> Device:
                               + ", ".join(sorted(q.stem for q in devices_dir().glob("*.json") if q.stem != "schema")))
         p = bundled
     try:
-        doc = json.loads(p.read_text())
+        doc = json.loads(read_text(p, DeviceError))
     except json.JSONDecodeError as exc:
         raise DeviceError(f"{p}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     try:

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from .. import __version__
 from ..errors import OutputFolderError, SynthesisError
+from ..files import mkstemp
 from ..ir.dims import Dim, capacity, shape_sizevars
 from ..outdir import SYMLINK, folder_lock, holds, is_inside, locate, read_entry
 from ..resources import hal_dir, templates_dir
@@ -337,7 +338,7 @@ def finish_pending_renames(out_dir: Path, owned: set[str]) -> None:
 
 def _replace_file(out_dir: Path, name: str, data: bytes) -> None:
     """Write `out_dir/name` atomically and durably (temporary, fsync, rename)."""
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f"{name}.", suffix=".tmp")
+    fd, tmp = mkstemp(dir=out_dir, prefix=f"{name}.")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -397,7 +398,7 @@ def write_tree(out_dir: Path, files: Mapping[str, bytes], *, owner: str | None =
                 if same[rel]:
                     continue
                 path = locate(out_dir, rel, create=True)
-                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                fd, tmp = mkstemp(dir=path.parent, prefix=f".{path.name}.")
                 staged.append((Path(tmp), path))
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(files[rel])

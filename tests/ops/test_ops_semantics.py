@@ -246,6 +246,27 @@ def test_accumulation_wraps_to_the_accumulator() -> None:
     assert run("matmul", a, b, acc=[dt.I8, dt.I32]).tolist() == [[16 + 100]]    # 10000 wraps in the i8 product
 
 
+def test_reductions_of_an_empty_batch_and_the_mean_of_no_elements() -> None:
+    """A batch of 0 (an empty kept axis) gives an empty result: the reference's reshape of it
+    failed. The mean of no elements (an empty reduced axis) is NaN for floats, 0 / 0 as numpy.mean
+    gives it, and an integer one, which has no value, is refused when the graph is bound."""
+    from openinfer.ops.registry import OpTypeError
+
+    batch = np.zeros((0, 8))
+    for op in ("sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis"):
+        assert run(op, ("f32", batch), axes=[1]).shape == (0,), op
+    assert run("mean_axis", ("f32", batch), axes=[1], keepdims=True).shape == (0, 1)
+    assert run("mean_axis", ("f32", np.zeros((2, 0, 3))), axes=[2]).shape == (2, 0)
+    for dtype in ("f16", "f32", "f64"):
+        assert same(run("mean_axis", (dtype, batch), axes=[0]), [NAN] * 8), dtype
+    assert same(run("mean_axis", ("f16", batch), axes=[0], acc=dt.F32), [NAN] * 8)
+    assert run("sum_axis", ("f32", batch), axes=[0]).tolist() == [0.0] * 8
+    for dtype in ("i8", "u32", "i64"):
+        with pytest.raises(OpTypeError, match=f"mean_axis: the {dtype} mean of no elements \\(axes \\[0\\] of "
+                                              "\\[0, 8\\] are empty\\) has no value"):
+            get("mean_axis").infer([tt(dtype, (0, 8))], {"axes": [0]})
+
+
 # --------------------------------------------------------------------------- real-model ops
 
 def _softmax(x: np.ndarray) -> np.ndarray:

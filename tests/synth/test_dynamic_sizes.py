@@ -79,7 +79,7 @@ def test_model_metadata_gives_the_bound_and_flags_override_it(mlp_model):
 
 
 @pytest.mark.parametrize("text, dynamic, message", [
-    (MLP, {"B": 0}, "the bound must be an integer of at least 1"),
+    (MLP, {"B": 0}, "the bound must be an integer from 1 to 2\\^63 - 1"),
     (MLP, {"B x": 4}, "is not an identifier"),
     ("dynamic { x: f32[B]; }\npersistent { p: f32[B]; }\nblock entry { return; }", {"B": 4},
      "persistent state outlives a step"),

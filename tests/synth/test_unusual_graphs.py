@@ -103,3 +103,16 @@ def test_c_comment_cannot_end_the_comment_or_hold_control_bytes():
     text = c_comment("a*/b\x00c\x01d\ud83d*/")
     assert "*/" not in text and "\x00" not in text and "\x01" not in text
     text.encode("utf-8")            # valid UTF-8 (no lone surrogate)
+
+
+def test_an_empty_batch_and_the_mean_of_no_elements_compute_what_the_reference_does():
+    """B = 0: reductions over the kept batch are empty, and the float mean over it is NaN in the C
+    (its 0 / 0) as in the reference (numpy.mean's)."""
+    graph = ("dynamic { x: f32[B, 8]; }\nvolatile { m: f32[B]; m0: f32[8]; s: f32[B]; }\n"
+             "block entry {\n    op mean_axis(x, axes=[1]) >> m;\n    op mean_axis(x, axes=[0]) >> m0;\n"
+             "    op sum_axis(x, axes=[1]) >> s;\n    return;\n}\n")
+    sim = assert_matches_reference(None, graph, arch=ARCH, sizevars={"B": 0})
+    ex = sim.make_executor()
+    ex.insert(x=np.zeros((0, 8), np.float32))
+    ex.run_step()
+    assert ex.fetch("m").shape == (0,) and np.isnan(ex.fetch("m0")).all()

@@ -8,6 +8,8 @@ within tolerance); integers are exact modulo 2^64 and wrap to the output width.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...dtypes import DTypeInfo, Kind
@@ -27,7 +29,8 @@ def _moved(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """x with the reduced axes flattened into one last axis, in row-major order."""
     kept = [i for i in range(x.ndim) if i not in axes]
     y = np.transpose(x, kept + list(axes))
-    return y.reshape(y.shape[:len(kept)] + (-1,))
+    # the count spelled out: -1 cannot be inferred beside a kept dim of size 0 (an empty batch)
+    return y.reshape(y.shape[:len(kept)] + (math.prod(y.shape[len(kept):]),))
 
 
 def _sequential(v: np.ndarray, w: DTypeInfo, start: float, step) -> np.ndarray:
@@ -64,7 +67,8 @@ def _sum_like(kind: str):
             else:
                 r = np.prod(v, axis=-1) if kind == "prod" else np.sum(v, axis=-1)
             if kind == "mean":
-                r = r / r.dtype.type(n)
+                with np.errstate(invalid="ignore"):     # no elements: 0 / 0 is NaN, as numpy.mean's
+                    r = r / r.dtype.type(n)
         return finish(np.asarray(r).reshape(inf.out_shape), w, inf)
     return kernel
 
