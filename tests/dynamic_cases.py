@@ -359,6 +359,19 @@ block entry {
     return;
 }
 """, ("m1", "a1", "a2", "mh", "ah", "ab", "mb"), bound=40, lengths=(1, 2, 3, 40, 33, 17, 6)),
+    # lrn over a run-time batch, channel count (windows clipped at a run-time C) and plane (its
+    # last partial vector's count at run time), with windows of 3, 4 and 5; f16 (the portable kernel)
+    DynamicCase("lrn", """
+dynamic { x: f32[T, 5, 3, 7]; c: f32[1, T, 9]; p: f32[2, 4, T]; h: f16[1, 3, T]; }
+volatile { yx: f32[T, 5, 3, 7]; yc: f32[1, T, 9]; yp: f32[2, 4, T]; yh: f16[1, 3, T]; }
+block entry {
+    op lrn(x, size=5, alpha=1.0) >> yx;
+    op lrn(c, size=3, alpha=1.0, bias=2.0) >> yc;
+    op lrn(p, size=4, alpha=2.0, beta=0.5) >> yp;
+    op lrn(h, size=3, alpha=1.0) >> yh;
+    return;
+}
+""", ("yx", "yc", "yp", "yh"), bound=40, lengths=(1, 2, 7, 8, 9, 40, 16, 17, 33)),
     # element-wise rows of a run-time length: a row of T broadcast over static rows, [T, T] (one run
     # of T * T), a column over rows of T, a run longer than a chunk at its bound (over the pool)
     DynamicCase("elementwise-rows", """

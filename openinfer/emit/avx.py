@@ -10,9 +10,9 @@ Covered (f32): matmul (packed GEMM with a register-blocked microkernel, GEMV and
 paths, batch dims and 1-D operands as NumPy, transposed operands read as stored; the GEMV paths
 also take f16 / bf16 operands with an f32 accumulator), element-wise arithmetic and activations,
 alone or as a fused chain (same shape, bias and per-row broadcasts, in place), sum/mean/max/min
-over contiguous axes, softmax over the last axis, layer_norm and rms_norm, and dequant_matmul of
-f32 x with i8 / u8 / i4 / u4 weights (few rows of x: the weight-only quantized GEMV). Large
-kernels split their work over the kernel context's pool.
+over contiguous axes, softmax over the last axis, layer_norm and rms_norm, lrn, and
+dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights (few rows of x: the weight-only quantized
+GEMV). Large kernels split their work over the kernel context's pool.
 
 Dynamic sizes (openinfer/ir/dims.py): a request's extents may be run-time ones (`int64_t sz_<NAME>`
 parameters, carried to the pool's workers). The emitters decide paths, tiling and the pool's split
@@ -20,8 +20,8 @@ at the bounds (`capacity`), and every loop bound, stride and offset the template
 is its run-time C expression; a decision that cannot be taken that way raises DynamicDimError and
 the request takes the portable kernel. Every emitter here takes run-time extents: the GEMM and the
 GEMV paths run-time M, N and K, the dequantizing GEMVs run-time rows of x, the element-wise, row
-and reduction kernels any run-time extents, pooling a run-time batch and plane. The one dynamic
-request refused for being dynamic is a run-time count of products that share no B
+and reduction kernels and lrn any run-time extents, pooling a run-time batch and plane. The one
+dynamic request refused for being dynamic is a run-time count of products that share no B
 (`_matmul_problem`); the others a static build would refuse too.
 """
 
@@ -37,7 +37,7 @@ from ..ops.shapes import matmul_operand_shapes
 from ..synth.program import KernelRequest
 from .ckernels import KernelSource, KernelText, prototype
 from .ckernels.common import literal, static_attr
-from .ckernels.nn import conv_tiled, emit_conv, pool_context
+from .ckernels.nn import conv_tiled, emit_conv, lrn_context, pool_context
 from .cstyle import CRenderer, ctype
 from .env import render
 
@@ -705,6 +705,19 @@ def _pool(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if _dtype(req) != "f32" or ctx["sw"] not in (1, 2) or ctx["inside_cols"] < r.vec.lanes:
         return None
     return render("c/avx/pool.c.j2", v=r.vec, sections=("core",), interior_from="ov", **ctx)
+
+
+@emitter("lrn")
+def _lrn(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
+    """f32 with its attributes constants and beta not 0 (the power is exp(beta * log(d)): 0 * log(0)
+    would be NaN); the others are the portable kernel's. Any extent may be a run-time one: a
+    run-time plane ends in a partial vector of a run-time count."""
+    ctx = lrn_context(req, name)
+    if _dtype(req) != "f32" or req.runtime_attrs or req.attr("beta") == 0:
+        return None
+    hw = ctx["hw"]
+    return render("c/avx/lrn.c.j2", v=r.vec, sections=("core", "math", "log"),
+                  tail=None if isinstance(hw, Dim) else hw % r.vec.lanes, **ctx)
 
 
 @emitter("dequant_matmul")

@@ -2399,8 +2399,8 @@ def _gather_nd(c: _NodeContext) -> None:
     c.emit("gather", [flat.var, rows_name], {}, data.dtype, dims, out=out)
 
 
-# ops registered in modules of their own (by importing them): Mod; the quantised ops, and the
+# ops registered in modules of their own (by importing them): Mod, LRN; the quantised ops, and the
 # MatMul lowering onto dequant_matmul; the fused patterns of exported models
-from . import arithmetic  # noqa: E402,F401
+from . import arithmetic, lrn  # noqa: E402,F401
 from .fusions import Fusion, apply_fusion, bool_mask_where, find_fusions  # noqa: E402
 from .quant import packed_initializer, quantized_matmul  # noqa: E402

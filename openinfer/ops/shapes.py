@@ -389,11 +389,21 @@ def _pool(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return (x[0], x[1], *spatial), False
 
 
+def _lrn(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+    x = ins[0].shape
+    if len(x) < 2:
+        raise OpTypeError(f"lrn: x must be [N, C, ...] (at least 2 dims), got {_fmt(x)}")
+    if attrs["size"] < 1:
+        raise OpTypeError(f"lrn: size must be >= 1, got {attrs['size']}")
+    return x, False
+
+
 SHAPE_RULES: dict[str, Rule] = {
     "same": _same, "broadcast": _broadcast, "matmul": _matmul, "reduce": _reduce, "arg_reduce": _arg_reduce,
     "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
     "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
+    "lrn": _lrn,
 }
 
 #: One line per rule, for docs/ops.md.
@@ -418,4 +428,5 @@ SHAPE_RULE_DOCS = {
     "sdpa": "q's batch dims (broadcast with k/v's, GQA) + [Sq, Dv]",
     "conv": "[N, O, *spatial], spatial = (size + pads - dilation*(K-1) - 1) // stride + 1",
     "pool": "[N, C, *spatial], spatial = (size + pads - kernel) // stride + 1",
+    "lrn": "x's shape, [N, C, ...]",
 }

@@ -148,7 +148,8 @@ _BASE = {"f64": (1e-12, 1e-300), "f32": (1e-5, 1e-37), "f16": (1e-3, 2.0 ** -24)
 _LOOSE = {"f64": (1e-9, 1e-9), "f32": (1e-4, 1e-5), "f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2), "f8": (0.5, 0.25)}
 #: ops whose result is a sum of many terms or a chain of transcendental steps
 _LOOSE_OPS = {"matmul", "dequant_matmul", "sum_axis", "mean_axis", "prod_axis", "softmax", "log_softmax",
-              "layer_norm", "rms_norm", "rope", "sdpa", "conv1d", "conv2d", "avg_pool2d", "gelu", "silu", "sigmoid"}
+              "layer_norm", "rms_norm", "rope", "sdpa", "conv1d", "conv2d", "avg_pool2d", "gelu", "silu", "sigmoid",
+              "lrn"}
 #: ops whose zero results may differ in sign between exact and f32 evaluation
 _NO_ZERO_SIGN = _LOOSE_OPS | {"max_pool2d", "exp", "log", "tanh", "erf", "relu", "fma"}
 
@@ -640,6 +641,26 @@ def _pool(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     return out
 
 
+def _lrn(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Windows of odd and even size, wider than the channels, of one channel; 2-, 3- and 4-d x; a
+    large alpha (the window's sum decides the result); specials, which spread to the channels whose
+    window holds them; squares near the top of the compute type."""
+    def v(*shape, scale=1.0):
+        return (t, values(t, shape, rng, edges=False, scale=scale))
+    e = np.asarray(values(t, (1, 5, 2, 3), rng, edges=False), np.float64).copy()
+    e[0, 0, 0, :3] = [np.nan, np.inf, -0.0]
+    e[0, 3, 1, :3] = [-np.inf, 0.0, 1.0]
+    big = {"f64": 1e150, "f32": 1e18, "f16": 3e4, "bf16": 1e18, "f8": 2e4}[t.name]
+    return [Variant("default", [v(2, 7, 3, 5)], {"size": 5}, inplace=True),
+            Variant("attrs", [v(1, 4, 9)], {"size": 3, "alpha": 0.5, "beta": 0.6, "bias": 2.0}),
+            Variant("even", [v(1, 6, 2, 2, scale=2.0)], {"size": 4, "alpha": 1.0}),
+            Variant("wider_than_c", [v(2, 3, 1, 5)], {"size": 7, "alpha": 2.0, "beta": 1.0}),
+            Variant("one_channel", [v(1, 5, 2, 3)], {"size": 1, "alpha": 0.9, "bias": 0.5}),
+            Variant("nc", [v(3, 4)], {"size": 2, "alpha": 1.5, "beta": 0.25}),
+            Variant("specials", [(t, as_type(e, t))], {"size": 3, "alpha": 1.0}),
+            Variant("large", [(t, as_type(rng.normal(0.0, 1.0, (1, 4, 2, 3)) * big, t))], {"size": 3})]
+
+
 BUILDERS: dict[str, Builder] = {
     **{n: _binary(broadcast=True) for n in ("add", "mul", "sub")},
     "div": _binary(broadcast=True, pairs=_div_pairs, attr_sets=_mask_attrs),
@@ -665,6 +686,7 @@ BUILDERS: dict[str, Builder] = {
     "gather": _gather, "transpose": _transpose, "reshape": _reshape, "concat": _concat, "slice": _slice,
     "dynamic_slice": _dynamic_slice,
     "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool, "avg_pool2d": _pool,
+    "lrn": _lrn,
 }
 
 

@@ -952,6 +952,19 @@ def _pool(is_max: bool):
     return oracle
 
 
+def _lrn(xs: list[Arr], c: Ctx) -> Arr:
+    """ONNX's definition as written: channels c - floor((size-1)/2) .. c + ceil((size-1)/2), clipped."""
+    x, size = xs[0], c.attrs["size"]
+    alpha, beta, bias = (float(c.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+
+    def at(idx):
+        first, last = idx[1] - math.floor((size - 1) / 2), idx[1] + math.ceil((size - 1) / 2)
+        window = [x[(idx[0], k, *idx[2:])] for k in range(max(first, 0), min(last, x.shape[1] - 1) + 1)]
+        squares = [v * v for v in window]
+        return store(sdiv(x[idx], fpow(bias + alpha / size * fsum(squares), beta)), c.t)
+    return build(x.shape, at)
+
+
 def _dynamic_slice(xs: list[Arr], c: Ctx) -> Arr:
     x = xs[0]
     first = [0] * len(x.shape)
@@ -971,8 +984,7 @@ WHOLE: dict[str, Callable] = {
     "softmax": _softmax(False), "log_softmax": _softmax(True), "layer_norm": _norm(False),
     "rms_norm": _norm(True), "gather": _gather, "transpose": _transpose, "reshape": _reshape, "concat": _concat,
     "slice": _slice, "dynamic_slice": _dynamic_slice, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv,
-    "max_pool2d": _pool(True),
-    "avg_pool2d": _pool(False),
+    "max_pool2d": _pool(True), "avg_pool2d": _pool(False), "lrn": _lrn,
 }
 
 

@@ -17,7 +17,7 @@ ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
 BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather transpose "
           "reshape concat slice rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange "
-          "dynamic_slice").split()
+          "dynamic_slice lrn").split()
 
 
 def test_catalogue_is_the_47_plus_the_real_model_ops() -> None:
@@ -214,6 +214,10 @@ ERRORS = [
     ("max_pool2d", [F32_23], {"kernel": 2}, None, False, "x must be [N, C, H, W]"),
     ("max_pool2d", [tt("f32", (1, 1, 4, 4))], {"kernel": 2, "padding": 2}, None, False, "at most half the kernel"),
     ("avg_pool2d", [tt("f32", (1, 1, 4, 4))], {"kernel": 2, "stride": -1}, None, False, "must be >= 1"),
+    ("lrn", [tt("f32", (5,))], {"size": 3}, None, False, "x must be [N, C, ...] (at least 2 dims), got [5]"),
+    ("lrn", [F32_23], {"size": 0}, None, False, "size must be >= 1, got 0"),
+    ("lrn", [F32_23], {}, None, False, "missing required attribute `size`"),
+    ("lrn", [tt("i32", (2, 3))], {"size": 3}, None, False, "lrn does not support dtype i32"),
 ]
 
 

@@ -37,6 +37,7 @@ PATHS = {
     "rows": ("{name}_rows(",),          # softmax, the norms, the reductions
     "elementwise": ("{name}_units(",),
     "pool": ("ov + OIV_LANES <=",),
+    "lrn": ("oiv_log(d)",),
 }
 
 #: case -> {output: the path of the kernel that writes it (of each, in order, where several do)}
@@ -52,6 +53,7 @@ VECTOR = {
     "attention-products": {"s": "gemm", "p": "rows", "o": "gemm", "s3": "gemm", "o2": "gemm"},
     "products-nk": {"s": ("gemm", "elementwise"), "o": "gemm", "s3": "gemm", "o2": "gemm", "ya": "gemm", "y2": "vecmat",
                     "s1": "matvec", "o1": "vecmat", "av": "matvec", "at": "vecmat"},
+    "lrn": {"yx": "lrn", "yc": "lrn", "yp": "lrn"},
     "pool-plane": {"m1": "pool", "a1": "pool", "a2": "pool", "mh": "pool", "ah": "pool", "ab": "pool", "mb": "pool"},
     "elementwise-rows": {"y": "elementwise", "z": "elementwise", "s": "elementwise", "e": "elementwise"},
 }

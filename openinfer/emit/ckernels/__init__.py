@@ -18,7 +18,7 @@ in the modules of this package and register with `@family("op", ...)`:
     reduce       sum/mean/prod/max/min_axis, argmax/argmin_axis, is_finite's 0-d form
     linalg       matmul, dequant_matmul
     layout       gather, transpose, reshape, concat, slice
-    nn           softmax, log_softmax, layer_norm, rms_norm, rope, sdpa, conv1d/2d, max/avg_pool2d
+    nn           softmax, log_softmax, layer_norm, rms_norm, rope, sdpa, conv1d/2d, max/avg_pool2d, lrn
 
 The C lives in templates/c/ops/*.c.j2; oi_numeric.h has the scalar helpers (rounding, IEEE
 minimum/maximum, wrapping division, float -> integer conversion, 128-bit sums).

@@ -1,5 +1,5 @@
 """Composite real-model ops in portable C: softmax, log_softmax, layer_norm, rms_norm, rope, sdpa,
-conv1d/conv2d, max_pool2d/avg_pool2d (openinfer/ops/kernels/nn.py). Each computes in `float`
+conv1d/conv2d, max_pool2d/avg_pool2d, lrn (openinfer/ops/kernels/nn.py). Each computes in `float`
 (`double` for f64) from start to end and rounds once on store.
 
 When every float operand is f32 (or every one f64) the heavy ones take kernels written for the
@@ -16,7 +16,7 @@ NumPy sums are pairwise anyway) and large ones split over the context's pool:
 f16 / bf16 / f8 keep the sequential kernels (conv.c.j2, sdpa.c.j2, softmax.c.j2, norm.c.j2) and
 their summation order, as do decoding sdpa (fewer query rows) and softmax over an inner axis.
 Pooling (pool.c.j2) keeps every type's order and vectorises the outputs whose window has no
-padding."""
+padding. lrn (lrn.c.j2) sums each window in channel order for every type."""
 
 from __future__ import annotations
 
@@ -508,3 +508,32 @@ def pool_context(req: KernelRequest, name: str) -> dict:
                 load_x=load(t, "in0", f"p * {h * w} + ih * {w} + iw"),
                 load_inner=load(t, "in0", f"row + kh * {w} + ow * {sw} + kw"),
                 store=store(out, "out", f"(p * {oh} + oh) * {ow} + ow", final, ct))
+
+
+# ------------------------------------------------------------------------------------ lrn
+
+@family("lrn")
+def emit_lrn(req: KernelRequest, name: str, renderer) -> str:
+    return render("c/ops/lrn.c.j2", **lrn_context(req, name))
+
+
+def lrn_context(req: KernelRequest, name: str) -> dict:
+    """What lrn.c.j2 renders from (and the vector variant that extends it, templates/c/avx/lrn.c.j2)."""
+    from ..cstyle import ctype
+
+    x = req.inputs[0]
+    t, out = x.dtype, req.output.dtype
+    ct = compute_ctype(t)
+    size = static_attr(req, "size")
+    n, c, hw = x.shape[0], x.shape[1], numel(x.shape[2:])
+    # alpha / size: computed in f64 and rounded to the compute type once (a run-time alpha too)
+    scale = (f"({ct})(rt_alpha / {float(size)!r})" if any(a == "alpha" for a, _ in req.runtime_attrs)
+             else literal_ct(ct, req.attr("alpha") / size))
+    doc = f"lrn of {x} over windows of {size} channels -> {req.output}"
+    return dict(proto=prototype(req, name), doc=doc, name=name, ct=ct, st=ctype(t), c=c, hw=hw, planes=n * c,
+                lo=(size - 1) // 2, hi=size // 2, scale=scale, bias=scalar_attr(req, "bias", ct),
+                beta=scalar_attr(req, "beta", ct), sizes=req.sizes,
+                load_window=load(t, "g->x", f"entry + k * {hw} + j"),
+                store=store(out, "g->y", "plane + j",
+                            f"{load(t, 'g->x', 'plane + j')} / {fn('pow', ct)}(g->bias + g->scale * s, g->beta)", ct),
+                **_par_rows(n * c, hw, _PAR_ELEMS_MATH))

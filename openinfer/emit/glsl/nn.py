@@ -1,9 +1,9 @@
 """Composite real-model ops in GLSL: softmax, log_softmax, layer_norm, rms_norm, rope, sdpa,
-conv1d/conv2d, max_pool2d/avg_pool2d (openinfer/ops/kernels/nn.py). Each computes in f32 (f64
+conv1d/conv2d, max_pool2d/avg_pool2d, lrn (openinfer/ops/kernels/nn.py). Each computes in f32 (f64
 for f64) from start to end and rounds once on store; exp/log/cos/sin are oi_common.glsl's
 fdlibm ports. f32 softmax (last axis), norms and sdpa give a workgroup each row (rows.py); other
-dtypes give one invocation a whole row (rope: a pair of elements), and sdpa, conv and pooling
-one output element per invocation.
+dtypes give one invocation a whole row (rope: a pair of elements), and sdpa, conv, pooling and
+lrn one output element per invocation.
 """
 
 from __future__ import annotations
@@ -511,3 +511,31 @@ def emit_pool(req: KernelRequest, k: KernelCtx) -> Body:
              f"return {final};"]
     doc = f"{req.op}: {x}, kernel [{kh}, {kw}], stride [{sh}, {sw}], padding {list(pad)} -> {req.output}"
     return Body(value="\n".join(lines), vct=ct, doc=doc)
+
+
+# ------------------------------------------------------------------------------------ lrn
+
+@family("lrn")
+def emit_lrn(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i sums the squares at its position over its window's channels, in channel
+    order, and divides x by oi_powf / oi_pow_d of the denominator (as the C kernels)."""
+    x = req.inputs[0]
+    t = x.dtype
+    ct = k.ct(t)
+    size = k.static("size")
+    c, hw = x.shape[1], numel(x.shape[2:])
+    if k.runtime_dtype("alpha") is None:
+        scale = k.lit(ct, req.attr("alpha") / size)
+    else:   # alpha / size computed by the host in f64, rounded once, as a static alpha is
+        scale = k.push("alpha_per_size", ct, f"({ct})(rt_alpha / {float(size)!r})")
+    lines = [f"uint j = i % {hw}u, p = i / {hw}u, c = p % {c}u;",
+             f"uint entry = (p - c) * {hw}u;",
+             f"int first = max(int(c) - {(size - 1) // 2}, 0), last = min(int(c) + {size // 2}, {c} - 1);",
+             f"{ct} s = {lit(ct, 0)};",
+             "for (int k = first; k <= last; ++k) {",
+             f"    {ct} v = {k.load(t, 'in0', f'entry + uint(k) * {hw}u + j')};",
+             "    s = s + v * v;",
+             "}",
+             f"return {k.load(t, 'in0', 'i')} / {'oi_pow_d' if ct == 'double' else 'oi_powf'}"
+             f"({k.attr('bias', ct)} + {scale} * s, {k.attr('beta', ct)});"]
+    return Body(value="\n".join(lines), vct=ct, doc=f"lrn of {x} over windows of {size} channels -> {req.output}")

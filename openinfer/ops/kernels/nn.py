@@ -1,4 +1,4 @@
-"""Composite real-model ops: softmax, norms, rope, attention, convolution, pooling.
+"""Composite real-model ops: softmax, norms, rope, attention, convolution, pooling, LRN.
 
 Each computes in f32 (f64 for f64) from start to end and rounds once on store.
 """
@@ -147,7 +147,22 @@ def _pool(is_max: bool):
     return kernel
 
 
+def lrn(xs: Arrays, inf: Inference) -> np.ndarray:
+    t, a = t_in(inf), inf.attrs
+    x = as_float(xs[0], t)
+    ct = x.dtype.type
+    size, channels = a["size"], x.shape[1]
+    # channel c sums channels c - lo .. c + hi: the squares padded by zero channels, one slice a tap
+    lo, hi = (size - 1) // 2, size // 2
+    sq = np.pad(x * x, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
+    total = np.zeros_like(x)
+    for k in range(size):
+        total += sq[:, k:k + channels]
+    return store(x / (ct(a["bias"]) + ct(a["alpha"] / size) * total) ** ct(a["beta"]), t)
+
+
 KERNELS = {
     "softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm, "rms_norm": rms_norm, "rope": rope,
     "sdpa": sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool(True), "avg_pool2d": _pool(False),
+    "lrn": lrn,
 }
