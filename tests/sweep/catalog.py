@@ -12,13 +12,13 @@ from openinfer.ops import all_ops
 from .case import SweepCase
 from .fused import PATHS, all_fused
 from .ops_elementwise import elementwise, layout, reductions, rows
-from .ops_nn import conv, dequant, matmul, pools, rope, sdpa
+from .ops_nn import conv, dequant, lrn, matmul, pools, rope, sdpa
 
 
 @cache
 def catalogue() -> tuple[SweepCase, ...]:
     made = [*elementwise(), *reductions(), *rows(), *layout(), *matmul(), *dequant(), *conv(), *pools(), *sdpa(),
-            *rope(), *all_fused()]
+            *rope(), *lrn(), *all_fused()]
     counts: Counter[str] = Counter()
     out = []
     for c in made:

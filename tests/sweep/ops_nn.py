@@ -237,3 +237,18 @@ def rope() -> list[SweepCase]:
             ins, values = [(t, (s, h, d)), ("i32", (s,))], {1: np.arange(s, dtype=np.int32) * 3 + 1}
         out.append(single("rope", "rope", ins, attrs, extents={"d": half}, values=values, inplace=j % 2 == 0))
     return out
+
+
+def lrn() -> list[SweepCase]:
+    """LRN over planes of every vector width +-1 (the AVX kernel's lanes run over a channel's
+    positions), windows wider and narrower than the channels, f32 and f64."""
+    pick, out = Picker("lrn"), []
+    for j, plane in enumerate([1, *around("lanes4", "lanes8", "lanes16"), 97]):
+        h = next((d for d in (3, 2) if plane % d == 0 and plane > d), 1)
+        size = (1, 3, 5, 7)[j % 4]
+        c = pick.one_of([1, 2, 3, 5, 8, 13])
+        t = "f32" if j % 5 else "f64"
+        attrs = {"size": size, **({"alpha": 0.02, "beta": 0.5, "bias": 2.0} if j % 3 == 1 else {})}
+        out.append(single("pool", "lrn", [(t, (pick.one_of([1, 2]), c, h, plane // h))], attrs,
+                          extents={"plane": plane}))
+    return out
