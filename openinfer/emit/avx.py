@@ -278,14 +278,18 @@ def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tupl
     return None
 
 
+#: Elements of a row an element-wise work unit takes at most (longer rows are cut into chunks)
+ROW_CHUNK = 16384
+
+
 def _units(rows: int, inner: int, lanes: int, par_elems: int) -> dict:
-    """Work units of a [rows, inner] kernel: row chunks of at most 16K elements; how many units
-    one pool claim takes so each is worth waking a thread for; whether to use the pool. (Dynamic
-    sizes: the chunks and the pool decided at their bounds, the counts of rows and chunks at run
-    time.)"""
+    """Work units of a [rows, inner] kernel: row chunks of at most ROW_CHUNK elements; how many
+    units one pool claim takes so each is worth waking a thread for; whether to use the pool.
+    (Dynamic sizes: the chunks and the pool decided at their bounds, the counts of rows and chunks
+    at run time.)"""
     cap = capacity(inner)
-    chunk = cap if cap <= 16384 else 16384 // lanes * lanes
-    nchunk = 1 if cap <= 16384 else -(-inner // chunk)
+    chunk = cap if cap <= ROW_CHUNK else ROW_CHUNK // lanes * lanes
+    nchunk = 1 if cap <= ROW_CHUNK else -(-inner // chunk)
     units = rows * nchunk
     grain = max(1, -(-par_elems // (8 * chunk)))
     return {"chunk": chunk, "nchunk": nchunk, "units": units, "grain": grain,

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from openinfer.dtypes import DTypeInfo, Kind, lookup
+from openinfer.numerics import round_float
 from openinfer.ops import TensorType, get
 
-from .widths import offsets
+from .widths import APPLIES, offsets
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,7 +61,6 @@ def draw(t: DTypeInfo, shape: tuple[int, ...], rng: np.random.Generator, *, scal
         x = rng.normal(0.0, scale, shape)
         if positive:
             x = np.abs(x) + 0.1
-        from openinfer.numerics import round_float
         return round_float(x, t)
     lo, hi = (max(t.lo, -7), min(t.hi, 7)) if small_ints else (t.lo, t.hi)
     if positive:
@@ -127,7 +127,6 @@ def single(family: str, op: str, inputs: list[tuple[str, tuple[int, ...]]], attr
 
 
 def widths_of(family: str, extents: dict[str, int]) -> tuple[tuple[str, int], ...]:
-    from .widths import APPLIES
-
+    """The (width, offset) pairs of `family` that the extents straddle."""
     names = APPLIES[family]
     return tuple(sorted({c for e in extents.values() for c in offsets(e, names)}))

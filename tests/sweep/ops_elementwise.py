@@ -5,8 +5,10 @@ packed types whose odd lengths end inside a byte)."""
 
 from __future__ import annotations
 
-from openinfer.dtypes import lookup
+from openinfer.dtypes import TENSOR_DTYPES, lookup
+from openinfer.emit import avx
 from openinfer.ops import get
+from openinfer.ops.registry import cast_allowed
 
 from .case import SweepCase, single
 from .pick import Picker
@@ -50,11 +52,9 @@ def elementwise() -> list[SweepCase]:
             for j, n in enumerate(lengths):
                 r = pick.small()
                 out.append(_elementwise_case(op, t, r, n, j, pick))
-    # the AVX element-wise kernels' chunk of 16384 elements and their parallel thresholds
-    # (openinfer/emit/avx.py _units, _PAR_ELEMS, _PAR_ELEMS_MATH), crossed in a row or in rows
-    from openinfer.emit import avx
-
-    for n in (16383, 16385):
+    # the AVX element-wise kernels' row chunk and their parallel thresholds (openinfer/emit/avx.py
+    # ROW_CHUNK, _PAR_ELEMS, _PAR_ELEMS_MATH), crossed in a row or in rows
+    for n in (avx.ROW_CHUNK - 1, avx.ROW_CHUNK + 1):
         out.append(single("elementwise", "add", [("f32", (2, n)), ("f32", (n,))], extents={"n": n}))
     for op, limit in (("mul", avx._PAR_ELEMS), ("exp", avx._PAR_ELEMS_MATH)):
         for total in (limit - 1, limit + 7):
@@ -96,9 +96,6 @@ def _typed(v, t: str):
 
 
 def _cast_targets(t: str):
-    from openinfer.dtypes import TENSOR_DTYPES
-    from openinfer.ops.registry import cast_allowed
-
     src = lookup(t)
     return [d for d in TENSOR_DTYPES if d.name != t and cast_allowed(src, d)]
 
