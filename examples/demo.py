@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from openinfer.synth.devices import best_host_target
+from openinfer.targets.devices import best_host_target
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "demo"

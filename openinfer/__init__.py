@@ -35,7 +35,7 @@ from .oinf import (  # noqa: E402
 from .onnx import import_onnx  # noqa: E402
 from .reference.executor import Reference  # noqa: E402
 from .sim import Simulator  # noqa: E402
-from .synth.synthesizer import Synthesizer  # noqa: E402
+from .synthesizer import Synthesizer  # noqa: E402
 
 __all__ = [
     "__version__",

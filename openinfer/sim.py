@@ -30,7 +30,7 @@ from .outdir import folder_lock
 from .reference.executor import check_sizes, coerce
 from .synth import program as P
 from .synth.program import dynamic_ranges
-from .synth.synthesizer import Synthesizer, write_tree
+from .synthesizer import Synthesizer, write_tree
 from .trace import TraceEvent, emit_line, trace_mode
 
 _KIND = {ir.Assign: "Assign", ir.Op: "OpExecute", ir.CacheRead: "CacheRead", ir.CacheWrite: "CacheWrite",

@@ -120,7 +120,7 @@ def assert_matches_reference(model, graph, *, arch, steps: int = 1, seed: int = 
 def missing_here(arch) -> str | None:
     """Why this machine may not run code for `arch` (a descriptor path or bundled name), or None.
     OI_HOST_ISA=avx2 / generic makes it answer as a smaller CPU would."""
-    from .synth import devices
+    from .targets import devices
 
     missing = devices.load(arch).missing_on_host()
     if not missing:

@@ -16,7 +16,7 @@ import openinfer as oi
 from openinfer.compare import compare
 from openinfer.dtypes import lookup
 from openinfer.reference.executor import Reference
-from openinfer.synth.devices import best_host_target
+from openinfer.targets.devices import best_host_target
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools" / "bench"))

@@ -208,7 +208,7 @@ def check_full() -> int:
     import onnxruntime as ort
 
     import openinfer as oi
-    from openinfer.synth.devices import best_host_target
+    from openinfer.targets.devices import best_host_target
 
     ((name, module, inputs, output, dynamic),) = specs(full=True)
     with tempfile.TemporaryDirectory(prefix="oi-full-") as tmp:

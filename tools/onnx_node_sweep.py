@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "bench"))
 from benchlib import cpu_model  # noqa: E402
 
 from openinfer.onnx import node_tests as nt  # noqa: E402
-from openinfer.synth.devices import load as load_device  # noqa: E402
+from openinfer.targets.devices import load as load_device  # noqa: E402
 
 _CASES: dict = {}
 

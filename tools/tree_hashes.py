@@ -8,8 +8,9 @@ and compare:
     .venv/bin/python tools/tree_hashes.py > after.json
     .venv/bin/python tools/tree_hashes.py --diff before.json after.json
 
-Prints JSON: {"<example>@<target>": {"<file>": sha256}}. `--diff` lists every tree and file that
-differs. Nothing is built or written outside a temporary folder (the example models are written
+Prints JSON: {"<example>@<target>": {"<file>": sha256}}, and for each manifest NAME.json also the
+hash of its content without the fields that name the ABI version and the target. `--diff` lists
+every tree and file that differs. Nothing is built or written outside a temporary folder (the example models are written
 there).
 """
 
@@ -24,7 +25,10 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))       # the checkout this script is in, not an installed openinfer
 TARGETS = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512", "lavapipe")
+MANIFEST_LABELS = ("abi_version", "target")
+MANIFEST_REST = " without " + ", ".join(MANIFEST_LABELS)
 
 
 def _example(name: str):
@@ -65,15 +69,21 @@ def cases(tmp: Path) -> list[tuple[str, Path, Path, dict]]:
 
 
 def hashes() -> dict[str, dict[str, str]]:
-    from openinfer.synth.synthesizer import Synthesizer
+    from openinfer.synthesizer import Synthesizer
 
     result: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for label, graph, model, kw in cases(Path(tmp)):
             for target in TARGETS:
                 plan = Synthesizer.from_arch(target).synthesize(model, graph, **kw)
-                result[f"{label}@{target}"] = {rel: hashlib.sha256(data).hexdigest()
-                                               for rel, data in sorted(plan.files.items())}
+                tree = {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(plan.files.items())}
+                # the manifest apart from the fields that name the ABI version and the target,
+                # so that a change of those alone shows as such
+                doc = json.loads(plan.files[f"{plan.name}.json"])
+                rest = {k: v for k, v in doc.items() if k not in MANIFEST_LABELS}
+                tree[f"{plan.name}.json{MANIFEST_REST}"] = hashlib.sha256(
+                    json.dumps(rest, sort_keys=True).encode()).hexdigest()
+                result[f"{label}@{target}"] = tree
                 print(f"{label}@{target}: {len(plan.files)} files", file=sys.stderr)
     return result
 

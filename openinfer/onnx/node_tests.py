@@ -293,7 +293,7 @@ def run_all(every_c: bool = False) -> Run:
     """Every supported node case on the reference, the C subset (every passing case with
     `every_c`) through the generated C for x86_64-generic and the host's best CPU target, and every
     supported model of the pytorch data folders on the reference."""
-    from ..synth.devices import best_host_target
+    from ..targets.devices import best_host_target
 
     cases = collect_cases()
     supported = supported_cases(cases)

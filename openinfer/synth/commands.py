@@ -162,7 +162,7 @@ def _target_args(p: argparse.ArgumentParser) -> None:
 
 
 def _synth(args):
-    from .synthesizer import Synthesizer
+    from ..synthesizer import Synthesizer
 
     model, graph, _ = load(args)
     outputs = set(args.outputs.split(",")) if args.outputs else None
@@ -278,8 +278,8 @@ def sim(args) -> int:
 
 
 def devices_list(args) -> int:
-    from .devices import bundled
-    from .devices import load as load_device
+    from ..targets.devices import bundled
+    from ..targets.devices import load as load_device
 
     for path in bundled():
         dev = load_device(path)
@@ -289,7 +289,7 @@ def devices_list(args) -> int:
 
 
 def devices_show(args) -> int:
-    from .devices import load as load_device
+    from ..targets.devices import load as load_device
 
     dev = load_device(args.arch)
     print(json.dumps(dev.doc, indent=2))
@@ -297,14 +297,14 @@ def devices_show(args) -> int:
 
 
 def devices_cflags(args) -> int:
-    from .devices import load as load_device
+    from ..targets.devices import load as load_device
 
     print(" ".join(load_device(args.arch).cflags))
     return 0
 
 
 def devices_probe(args) -> int:
-    from .devices import probe_cpu, probe_vulkan
+    from ..targets.devices import probe_cpu, probe_vulkan
 
     check_output_path(args.out, "--out")
     if args.vulkan_out == "":

@@ -17,12 +17,20 @@ Placement (the greedy-by-size heuristic of TFLite Micro's planner): buffers sort
 largest first; each goes at the lowest aligned offset where it overlaps no already placed buffer
 whose lifetime intersects its own. Simple, deterministic, and within a few percent of optimal on
 inference graphs, whose lifetimes are mostly short chains.
+
+Self-check (TFLite Micro's `DoAnyBuffersOverlap`, ExecuTorch's memory-plan verifier): every plan
+`plan()` returns has passed `verify()`, which re-derives what must hold from the program alone:
+every buffer that needs memory has a placement in its region, aligned and inside the region's
+size; every access of the schedule falls inside its buffer's lifetime; and no two buffers that
+are live at the same time share a byte. A bug in the lifetimes or the placement would otherwise
+be two tensors silently overwriting each other in generated code.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import SynthesisError
 from . import program as P
 
 ALIGN = 64
@@ -229,4 +237,51 @@ def plan(prog: P.Program) -> MemoryPlan:
         placements[b.name] = p
         peak = max(peak, offset + align(b.nbytes))
     unshared = sum(align(b.nbytes) for b in planned)
-    return MemoryPlan(placements, pinned_off + peak, pinned_off, persist_off, tl.pos, unshared)
+    result = MemoryPlan(placements, pinned_off + peak, pinned_off, persist_off, tl.pos, unshared)
+    verify(result, prog, tl)
+    return result
+
+
+#: the region each storage class lives in (weights are read in place from the model image)
+_REGIONS = {"pinned": "arena", "const": "arena", "planned": "arena", "persistent": "persistent", "packed": "persistent"}
+
+
+def verify(mp: MemoryPlan, prog: P.Program, tl: _Timeline | None = None) -> None:
+    """Raise SynthesisError (an internal error: a bug in this module) where `mp` could make two
+    buffers of `prog` overwrite each other; see the module docstring."""
+    def fail(what: str) -> None:
+        raise SynthesisError(f"internal: memory plan of {prog.name!r} fails its self-check: {what}")
+
+    sizes = {"arena": mp.arena_bytes, "persistent": mp.persistent_bytes}
+    for b in prog.buffers.values():
+        region = _REGIONS.get(b.storage)
+        if region is None:
+            continue
+        p = mp.placements.get(b.name)
+        if p is None:
+            fail(f"buffer {b.name} ({b.storage}) has no placement")
+        if p.region != region or p.offset % ALIGN or p.nbytes != b.nbytes or p.offset + p.nbytes > sizes[region]:
+            fail(f"buffer {b.name} is placed at {p.region}+{p.offset} ({p.nbytes} bytes), outside its "
+                 f"{region} region of {sizes[region]} bytes, unaligned or of the wrong size ({b.nbytes})")
+    tl = tl or timeline(prog)
+    for name, accesses in tl.accesses.items():
+        p = mp.placements[name]
+        for pos, _, _ in accesses:
+            if not p.start <= pos <= p.end:
+                fail(f"buffer {name} is accessed at position {pos}, outside its lifetime {p.start}..{p.end}")
+
+    def always(p: Placement) -> bool:
+        return p.start == -1                    # pinned / persistent: live for the whole program
+
+    for region in sizes:
+        # by offset: a buffer can only overlap those that start before it ends
+        live = sorted((p for p in mp.placements.values() if p.region == region and p.start != -2 and p.nbytes),
+                      key=lambda p: (p.offset, p.buffer))
+        for i, a in enumerate(live):
+            for b in live[i + 1:]:
+                if b.offset >= a.offset + a.nbytes:
+                    break
+                if always(a) or always(b) or (a.start <= b.end and b.start <= a.end):
+                    fail(f"buffers {a.buffer} ({region}+{a.offset}, {a.nbytes} bytes, {a.start}..{a.end}) and "
+                         f"{b.buffer} ({region}+{b.offset}, {b.nbytes} bytes, {b.start}..{b.end}) overlap while "
+                         "both are live")

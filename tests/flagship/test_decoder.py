@@ -154,7 +154,7 @@ def test_quantized_decoder_on_every_cpu_target(quant_files, target, tmp_path_fac
 
 def test_quantized_weights_are_never_dequantized_into_memory(quant_files):
     """The program reads the stored i8/i4 bytes and f32 scales; no buffer holds a dequantized matrix."""
-    from openinfer.synth.synthesizer import Synthesizer
+    from openinfer.synthesizer import Synthesizer
 
     cfg, (graph, model_path) = quant_files
     model = oi.ModelLoader.open(model_path)

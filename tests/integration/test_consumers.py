@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from openinfer.reference.executor import Reference
-from openinfer.synth.devices import best_host_target
+from openinfer.targets.devices import best_host_target
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")

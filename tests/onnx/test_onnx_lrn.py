@@ -15,7 +15,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import openinfer as oi  # noqa: E402
 from openinfer.sim import Simulator  # noqa: E402
-from openinfer.synth.devices import best_host_target  # noqa: E402
+from openinfer.targets.devices import best_host_target  # noqa: E402
 
 TARGETS = sorted({"x86_64-generic", best_host_target()})
 

@@ -15,7 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import openinfer as oi  # noqa: E402
-from openinfer.synth.devices import best_host_target  # noqa: E402
+from openinfer.targets.devices import best_host_target  # noqa: E402
 
 TARGETS = sorted({"x86_64-generic", best_host_target()})
 

@@ -14,7 +14,7 @@ pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import openinfer as oi  # noqa: E402
-from openinfer.synth.devices import best_host_target  # noqa: E402
+from openinfer.targets.devices import best_host_target  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "onnx"
 #: model -> (output, the fused ops its imported graph must use, absolute and relative tolerance)

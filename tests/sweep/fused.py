@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from openinfer.dtypes import lookup
-from openinfer.emit.ckernels import nn as cnn
+from openinfer.targets.c.kernels import nn as cnn
 
 from .case import SweepCase, Var, call, draw, rng_for, widths_of
 from .pick import Picker

@@ -6,9 +6,9 @@ packed types whose odd lengths end inside a byte)."""
 from __future__ import annotations
 
 from openinfer.dtypes import TENSOR_DTYPES, lookup
-from openinfer.emit import avx
 from openinfer.ops import get
 from openinfer.ops.registry import cast_allowed
+from openinfer.targets import avx
 
 from .case import SweepCase, single
 from .pick import Picker

@@ -23,7 +23,7 @@ if str(TESTS) not in sys.path:
 
 from compilers import SLOW, TOOLCHAINS  # noqa: E402
 
-from openinfer.synth.devices import best_host_target  # noqa: E402
+from openinfer.targets.devices import best_host_target  # noqa: E402
 from sweep.catalog import CPU_TARGETS, catalogue, key_of, plan, registry_ops  # noqa: E402
 from sweep.fused import PATHS  # noqa: E402
 from sweep.runner import References, run  # noqa: E402

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openinfer.emit import avx
-from openinfer.emit.ckernels import nn as cnn
-from openinfer.emit.glsl import linalg as glinalg
-from openinfer.emit.glsl import nn as gnn
-from openinfer.emit.glsl import rows as grows
+from openinfer.targets import avx
+from openinfer.targets.c.kernels import nn as cnn
+from openinfer.targets.vulkan.glsl import linalg as glinalg
+from openinfer.targets.vulkan.glsl import nn as gnn
+from openinfer.targets.vulkan.glsl import rows as grows
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import openinfer as oi
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synthesizer import Synthesizer
 
 HARNESS = r"""
 #include <stdio.h>

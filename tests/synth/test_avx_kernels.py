@@ -1,4 +1,4 @@
-"""The AVX2 / AVX-512 kernels (openinfer/emit/avx.py, templates/c/avx/) against the NumPy reference.
+"""The AVX2 / AVX-512 kernels (openinfer/emit/avx.py, templates/x86/) against the NumPy reference.
 
 Each graph groups many cases of one kernel family so a device needs few builds: odd sizes (1, 3,
 17, 63, 65, 127, 257, ...) that exercise partial vectors and microkernel edges, broadcasting,
@@ -25,14 +25,15 @@ from sanitized import SANITIZE, run_sanitized
 import openinfer as oi
 from openinfer.compare import compare, table
 from openinfer.dtypes import lookup
-from openinfer.emit.avx import Avx2Renderer, Avx512Renderer, gemm_blocking
 from openinfer.ops.types import TensorType
 from openinfer.reference.executor import Reference
 from openinfer.resources import hal_dir
 from openinfer.sim import Simulator
-from openinfer.synth import devices
 from openinfer.synth.program import Call, KernelRequest
-from openinfer.synth.synthesizer import Synthesizer, renderer_for
+from openinfer.synthesizer import Synthesizer
+from openinfer.targets import devices
+from openinfer.targets.base import target_for
+from openinfer.targets.x86.renderer import Avx2Renderer, Avx512Renderer, gemm_blocking
 
 DEVICES = ("x86_64-avx2", "x86_64-avx512")
 
@@ -87,16 +88,18 @@ def decls(kind: str, shapes: dict[str, tuple[int, ...]]) -> str:
 # ---------------------------------------------------------------------------------------- renderer choice
 
 def test_renderer_follows_the_device_isa():
-    assert renderer_for(devices.load("x86_64-avx2")) is Avx2Renderer
+    assert target_for(devices.load("x86_64-avx2")).renderer_class is Avx2Renderer
     zen3 = devices.load("x86_64-zen3")      # AVX2 tuned for Zen 2/3: the vecmat leaves prefetching to the core
-    assert renderer_for(zen3) is Avx2Renderer and zen3.preferences["stream_prefetch"] is False
+    assert target_for(zen3).renderer_class is Avx2Renderer and zen3.preferences["stream_prefetch"] is False
     # the generic AVX2 descriptor's code runs on CPUs that disagree (the prefetch costs Zen 3 and
     # an Intel Xeon, pays on Zen 4): its kernels ask the HAL when they run
     assert devices.load("x86_64-avx2").preferences["stream_prefetch"] == "cpu"
-    assert renderer_for(devices.load("x86_64-avx512")) is Avx512Renderer
-    assert renderer_for(devices.load("x86_64-generic")).__name__ == "CRenderer"
-    # the AVX-512 class reuses the AVX2 code: only the vector description and the GEMM block differ
-    assert {k for k in vars(Avx512Renderer) if not k.startswith("__")} == {"isa", "vec", "gemm_mr", "gemm_nv"}
+    assert target_for(devices.load("x86_64-avx512")).renderer_class is Avx512Renderer
+    assert target_for(devices.load("x86_64-generic")).renderer_class.__name__ == "CRenderer"
+    # the AVX-512 class reuses the AVX2 code: only the vector description, the GEMM block and
+    # the intrinsics tiles of the portable conv / sdpa differ
+    assert {k for k in vars(Avx512Renderer) if not k.startswith("__")} == {"vec", "gemm_mr", "gemm_nv", "conv_tile",
+                                                                           "sdpa_tile"}
 
 
 def test_gemm_blocking_from_caches():
@@ -161,8 +164,9 @@ def _compile(tmp_path: Path, device: str, req: KernelRequest, nargs: int):
     import cffi
 
     dev = devices.load(device)
-    renderer = renderer_for(dev).__new__(renderer_for(dev))   # the kernel emitters use the device only
-    renderer.device = dev
+    cls = target_for(dev).renderer_class
+    renderer = cls.__new__(cls)     # the kernel emitters use the device and its kernel family only
+    renderer.device, renderer.family = dev, dev.family
     src = renderer.kernel(req, "k")
     assert "oiv" in src.definition, "not the vector kernel"
     c_file = tmp_path / "k.c"

@@ -97,7 +97,7 @@ def test_a_new_compiler_version_rebuilds(model, tmp_path, monkeypatch):
 
 @needs_clang
 def test_openinfer_build_configures_afresh_for_another_cc(model, tmp_path, monkeypatch):
-    from openinfer.synth.synthesizer import Synthesizer
+    from openinfer.synthesizer import Synthesizer
 
     Synthesizer.from_arch("x86_64-generic").synthesize(model, oi.graph(GRAPH)).emit(tmp_path / "out")
     monkeypatch.setenv("CC", "gcc")

@@ -38,7 +38,7 @@ import pytest
 from openinfer import dtypes as dt
 from openinfer.dtypes import DTypeInfo
 from openinfer.ir import nodes as ir
-from openinfer.synth.devices import best_host_target
+from openinfer.targets.devices import best_host_target
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
@@ -333,7 +333,7 @@ def test_extra_paths_match_oracle(tmp_path) -> None:
 
 def test_sdpa_online_softmax_path(tmp_path, monkeypatch) -> None:
     """Rows longer than SDPA_STACK_KEYS use the online softmax: run every sdpa case through it."""
-    from openinfer.emit.ckernels import nn
+    from openinfer.targets.c.kernels import nn
 
     monkeypatch.setattr(nn, "SDPA_STACK_KEYS", 0)
     cases = [c for c in CASES if c.op == "sdpa"]

@@ -34,7 +34,7 @@ from compilers import TOOLCHAINS  # noqa: E402
 from sweep.catalog import catalogue  # noqa: E402
 from sweep.runner import References, run  # noqa: E402
 
-from openinfer.synth.devices import host_features  # noqa: E402
+from openinfer.targets.devices import host_features  # noqa: E402
 
 REDUCTION = TESTS / "data" / "c" / "pad_rows_o3_reduction.c"
 DEVICES = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512")
@@ -74,9 +74,9 @@ def test_the_emitted_padding_is_memset_and_memcpy():
     """The padded copy of a stride-1 convolution has no per-element loop for the vectorizer to
     rewrite: every run of zeros is a memset, every copied run a memcpy."""
     from openinfer.dtypes import lookup
-    from openinfer.emit.ckernels import emit_kernel
     from openinfer.ops import TensorType, get
     from openinfer.synth.program import KernelRequest
+    from openinfer.targets.c.kernels import emit_kernel
 
     t = lookup("f32")
     for shapes, attrs in (([(1, 8, 14, 14), (8, 8, 3, 3)], {"padding": 1}), ([(1, 4, 11, 9), (5, 4, 3, 1)],

@@ -1,4 +1,4 @@
-"""dequant_matmul's AVX2 / AVX-512 kernels (templates/c/avx/dequant.c.j2) against NumPy.
+"""dequant_matmul's AVX2 / AVX-512 kernels (templates/x86/dequant.c.j2) against NumPy.
 
 One graph per device holds every case: i8 / u8 / i4 / u4 weights, per-channel and per-tensor
 scales, with and without zero points, x of 1 and 2 dims, row counts that fill a row group of the

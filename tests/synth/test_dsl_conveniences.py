@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import openinfer as oi
-from openinfer.synth.devices import best_host_target
+from openinfer.targets.devices import best_host_target
 
 TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:

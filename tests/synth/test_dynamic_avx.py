@@ -18,9 +18,9 @@ import dynamic_cases as dc
 import pytest
 from sanitized import SANITIZE, run_sanitized
 
-from openinfer.synth.devices import best_host_target
 from openinfer.synth.program import Call
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synthesizer import Synthesizer
+from openinfer.targets.devices import best_host_target
 from openinfer.testing import skip_unless_runs_here
 
 #: (by ISA, not descriptor name: tests parametrised on a descriptor the host cannot run are skipped,

@@ -20,8 +20,8 @@ from openinfer.errors import BindError, ExecutionError
 from openinfer.ir.bind import bind
 from openinfer.ir.dims import Dim, DynamicDimError, evaluate, host_expr, smallest_sizes
 from openinfer.reference.executor import Reference
-from openinfer.synth.devices import best_host_target
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synthesizer import Synthesizer
+from openinfer.targets.devices import best_host_target
 from openinfer.testing import skip_unless_runs_here
 
 ENC = dc.ENC

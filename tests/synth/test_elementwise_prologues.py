@@ -12,7 +12,7 @@ from quantized import quantized_weight
 
 import openinfer as oi
 from openinfer.synth import program as P
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synthesizer import Synthesizer
 
 REPO = Path(__file__).resolve().parents[2]
 VULKAN = REPO / "devices" / "nvidia-h200.json"

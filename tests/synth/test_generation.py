@@ -12,7 +12,7 @@ import pytest
 
 import openinfer as oi
 from openinfer.synth.memplan import plan
-from openinfer.synth.synthesizer import PENDING_RENAMES, Synthesizer
+from openinfer.synthesizer import PENDING_RENAMES, Synthesizer
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"
@@ -47,7 +47,7 @@ def test_golden_sources(example, name):
 def test_generation_is_deterministic_across_processes_and_directories(tmp_path, example_models):
     script = (
         "import sys, openinfer as oi\n"
-        "from openinfer.synth.synthesizer import Synthesizer\n"
+        "from openinfer.synthesizer import Synthesizer\n"
         "m = oi.ModelLoader.open(sys.argv[1]); g = oi.load_graph(sys.argv[2])\n"
         "Synthesizer.from_arch('x86_64-avx2').synthesize(m, g).emit(sys.argv[3])\n"
     )
@@ -116,7 +116,7 @@ def test_outputs_option_lets_unobservable_volatiles_share(example):
 def test_a_failing_write_leaves_the_previous_output(tmp_path, example, monkeypatch):
     """Inject a failure while the new files are being written: nothing of the old output changes
     and no temporary file stays behind."""
-    from openinfer.synth import synthesizer
+    from openinfer import synthesizer
 
     model, graph = example("mlp_regression")
     out = tmp_path / "out"
@@ -183,7 +183,7 @@ def test_killing_gen_midway_leaves_the_previous_output(tmp_path, example_models)
 def test_a_write_stopped_among_its_renames_is_finished_by_the_next(tmp_path, monkeypatch):
     """Deterministic version of the kill above: the process dies after the first of three renames.
     The journal is left; the next write_tree (of anything) first completes the old generation."""
-    from openinfer.synth import synthesizer
+    from openinfer import synthesizer
 
     old = {"a.c": b"old a", "b.c": b"old b", "c.h": b"old c"}
     new = {"a.c": b"new a", "b.c": b"new b", "c.h": b"new c"}

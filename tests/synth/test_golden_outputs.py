@@ -10,7 +10,7 @@ import pytest
 
 from openinfer.inputs import outputs_of, random_inputs
 from openinfer.sim import Simulator
-from openinfer.synth.devices import best_host_target
+from openinfer.targets.devices import best_host_target
 from openinfer.testing import assert_golden, assert_matches_reference
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "outputs"

@@ -17,8 +17,8 @@ import pytest
 import openinfer as oi
 from openinfer.errors import DeviceError, SimulationError
 from openinfer.resources import hal_dir
-from openinfer.synth import devices
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synthesizer import Synthesizer
+from openinfer.targets import devices, isa
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 ISA checks")
@@ -55,7 +55,7 @@ def model(tmp_path):
 def test_host_isa_caps_what_the_host_has(monkeypatch):
     monkeypatch.delenv("OI_HOST_ISA", raising=False)
     native = devices.host_features()
-    assert native == frozenset(devices.CPU_FEATURE_MACROS) & _cpuinfo_features()
+    assert native == frozenset(isa.FEATURE) & _cpuinfo_features()
     monkeypatch.setenv("OI_HOST_ISA", "avx2")
     assert devices.host_features() == native - {f for f in native if f.startswith("avx512")}
     assert devices.best_host_target() == ("x86_64-avx2" if {"avx2", "fma", "f16c", "avx"} <= native
@@ -76,18 +76,6 @@ def test_another_architecture_is_missing_whatever_its_features(monkeypatch):
     doc = json.loads((REPO / "devices" / "x86_64-generic.json").read_text())
     doc["device"]["architecture"] = "aarch64"
     assert devices.Device(doc).missing_on_host() == ["architecture aarch64 (this machine is x86_64)"]
-
-
-def test_python_feature_bits_are_the_headers():
-    """The descriptor's feature names map onto OI_CPU_* bits the HAL defines (one source: oi_hal.h)."""
-    bits = devices.hal_cpu_bits()
-    assert set(devices.CPU_FEATURE_MACROS.values()) == set(bits)
-    assert len(set(bits.values())) == len(bits)
-    schema = json.loads((REPO / "devices" / "schema.json").read_text())
-    names = schema["properties"]["isa"]["properties"]["features"]["items"]["enum"]
-    assert set(names) == set(devices.CPU_FEATURE_MACROS) | {"scalar"}
-    assert devices.load("x86_64-avx2").cpu_feature_mask == (bits["OI_CPU_AVX"] | bits["OI_CPU_AVX2"]
-                                                            | bits["OI_CPU_FMA"] | bits["OI_CPU_F16C"])
 
 
 def test_simulator_refuses_before_building(model, tmp_path, monkeypatch):
@@ -148,11 +136,11 @@ def test_hal_cpuid_agrees_with_the_kernel(features_exe, cap, monkeypatch):
     every = sum(bits.values())
     out = subprocess.run([str(features_exe), str(every)], env=env, capture_output=True, text=True,
                          check=True).stdout.split(" ", 2)
-    have = {f for f, macro in devices.CPU_FEATURE_MACROS.items() if int(out[0]) & bits[macro]}
+    have = {f.name for f in isa.FEATURES if int(out[0]) & bits[f.hal_bit]}
     monkeypatch.setenv("OI_HOST_ISA", cap if cap != "bogus" else "generic")
     assert have == set(devices.host_features())
     missing = out[2].split()
-    assert set(missing) == set(devices.CPU_FEATURE_MACROS) - have
+    assert set(missing) == set(isa.FEATURE) - have
     assert int(out[1]) == (12 if missing else 0)          # OI_ERR_UNSUPPORTED_CPU
 
 

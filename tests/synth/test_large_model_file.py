@@ -16,7 +16,7 @@ import openinfer as oi
 from openinfer.compare import compare, table
 from openinfer.dtypes import lookup
 from openinfer.sim import Simulator
-from openinfer.synth.devices import best_host_target
+from openinfer.targets.devices import best_host_target
 
 TARGETS = sorted({"x86_64-generic", best_host_target()})
 

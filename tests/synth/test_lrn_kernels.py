@@ -1,6 +1,6 @@
 """lrn's generated kernels against the NumPy reference (itself checked against the conformance
 oracle): the portable one (templates/c/ops/lrn.c.j2) for every float type, and the AVX2 / AVX-512
-one for f32 (templates/c/avx/lrn.c.j2: a vector of positions at a time, the last partial vector
+one for f32 (templates/x86/lrn.c.j2: a vector of positions at a time, the last partial vector
 under a mask, the power as exp(beta log d)).
 
 The conformance cases' planes are small; these have planes of every size around the vector
@@ -24,7 +24,7 @@ from sanitized import SANITIZE, run_sanitized
 from synth.test_nn_kernels import program_text, run_and_compare
 
 from openinfer.ops import TensorType, get
-from openinfer.synth.devices import best_host_target
+from openinfer.targets.devices import best_host_target
 
 DEVICES = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512")
 
@@ -125,7 +125,7 @@ def test_the_cases_reach_what_they_are_for():
     """The shapes and values do what the docstring says: plane sizes around both vector widths,
     windows wider than the channels, specials that reach the output, AlexNet's layers large
     enough for the pool (openinfer/emit/ckernels/nn.py `_par_rows` at _PAR_ELEMS_MATH)."""
-    from openinfer.emit.ckernels.nn import _PAR_ELEMS_MATH
+    from openinfer.targets.c.kernels.nn import _PAR_ELEMS_MATH
 
     cases = {name: (x, attrs) for name, x, attrs in _cases(np.random.default_rng(3))}
     planes = {int(np.prod(x.shape[2:])) for x, _ in cases.values() if x.dtype == np.float32}

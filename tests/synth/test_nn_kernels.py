@@ -31,8 +31,8 @@ from openinfer.dtypes import lookup
 from openinfer.ops import TensorType, get
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
-from openinfer.synth.devices import best_host_target
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synthesizer import Synthesizer
+from openinfer.targets.devices import best_host_target
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -221,9 +221,9 @@ def test_tiled_nn_kernels_match_reference(tmp_path, device):
     if device != "x86_64-generic":      # f32 pools with a vector of inside windows per row: vector loops
         kernels = next(sim.project.glob("*_kernels.c")).read_text()
         assert kernels.count("ov + OIV_LANES <=") == (12 if device == "x86_64-avx2" else 8), device
-        # f32 convs with a vector of output columns: the intrinsics tile (templates/c/avx/conv_tile.j2)
+        # f32 convs with a vector of output columns: the intrinsics tile (templates/x86/conv_tile.j2)
         assert ("_mm256_set1_ps(wr[" if device == "x86_64-avx2" else "_mm512_set1_ps(wr[") in kernels, device
-        # f32 sdpa on AVX2: the intrinsics scores and output tiles (templates/c/avx/sdpa_tile.j2),
+        # f32 sdpa on AVX2: the intrinsics scores and output tiles (templates/x86/sdpa_tile.j2),
         # whose sums must equal the portable tile's
         tiles = kernels.count("_mm256_set1_ps(qr[") + kernels.count("_mm256_set1_ps(sc[")
         assert (tiles > 0) == (device == "x86_64-avx2"), device
@@ -232,8 +232,8 @@ def test_tiled_nn_kernels_match_reference(tmp_path, device):
 def test_tiled_kernels_selected():
     """f32 / f64 requests take the tiled kernels; narrow floats and decoding sdpa keep the
     sequential ones (their sums round in the reference's order)."""
-    from openinfer.emit.ckernels import emit_kernel
     from openinfer.synth.program import KernelRequest
+    from openinfer.targets.c.kernels import emit_kernel
 
     def source(op, shapes, out, dtype="f32", **attrs):
         t = lookup(dtype)

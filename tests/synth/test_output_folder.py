@@ -17,7 +17,7 @@ import pytest
 
 from openinfer.cli import main
 from openinfer.errors import OutputFolderError
-from openinfer.synth.synthesizer import FILE_LIST, PENDING_RENAMES, write_tree
+from openinfer.synthesizer import FILE_LIST, PENDING_RENAMES, write_tree
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -225,7 +225,7 @@ def test_concurrent_write_trees_into_one_folder_leave_one_whole_tree(tmp_path, m
     """Two threads write different trees into one folder at once, their renames forced to
     interleave (TakeTurns) where they can: unlocked, the tree ends as a mix of the two; locked,
     the second writer waits for the first and its tree is what remains."""
-    from openinfer.synth import synthesizer
+    from openinfer import synthesizer
 
     trees = {"a": _tree("a", 60), "b": _tree("b", 60)}
     real_replace = os.replace

@@ -13,8 +13,8 @@ import pytest
 from sanitized import SANITIZE, run_sanitized
 
 import openinfer as oi
-from openinfer.synth import devices
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synthesizer import Synthesizer
+from openinfer.targets import devices
 
 #: a loop over a prefix table of weights (K = 300 > one K slice of 128, N = 1100 > the 1024-column
 #: N block, so the packed layout has a partial slice and a partial, padded block), a plain weight

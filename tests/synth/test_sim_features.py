@@ -11,9 +11,9 @@ import pytest
 import openinfer as oi
 from openinfer.bisect import bisect
 from openinfer.cli import main
-from openinfer.emit.cstyle import CRenderer
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
+from openinfer.targets.c.renderer import CRenderer
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +85,7 @@ int main(void) {
 
 
 def test_devices_probe_writes_a_valid_descriptor(tmp_path, capsys):
-    from openinfer.synth.devices import load
+    from openinfer.targets.devices import load
 
     out = tmp_path / "me.json"
     assert main(["devices", "probe", "--out", str(out)]) == 0
@@ -97,7 +97,7 @@ def test_devices_probe_writes_a_valid_descriptor(tmp_path, capsys):
 
 def test_device_errors_name_the_field(tmp_path):
     from openinfer.errors import DeviceError
-    from openinfer.synth.devices import load
+    from openinfer.targets.devices import load
 
     bad: dict = {}
     path = tmp_path / "bad.json"

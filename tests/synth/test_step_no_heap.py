@@ -233,7 +233,7 @@ def _fill(n: int, seed: int) -> np.ndarray:
 def workspace_driver(tmp_path_factory):
     if shutil.which("cc") is None:
         pytest.skip("needs a C compiler")
-    from openinfer.synth.devices import best_host_target
+    from openinfer.targets.devices import best_host_target
 
     out = tmp_path_factory.mktemp("workspace")
     path = out / "ws.oinf"

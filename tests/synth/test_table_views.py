@@ -14,8 +14,8 @@ from test_c_conformance import empty_model
 
 import openinfer as oi
 from openinfer.synth import program as P
-from openinfer.synth.synthesizer import Synthesizer
 from openinfer.synth.table_views import table_reads_in_place
+from openinfer.synthesizer import Synthesizer
 
 REPO = Path(__file__).resolve().parents[2]
 ADA_MOCK = REPO / "devices" / "ada_mock.json"

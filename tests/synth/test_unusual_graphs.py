@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import openinfer as oi
-from openinfer.emit.env import c_comment, c_string
 from openinfer.sim import Simulator
+from openinfer.targets.env import c_comment, c_string
 from openinfer.testing import assert_matches_reference
 
 ARCH = "x86_64-generic"      # portable C: runs on any host

@@ -12,8 +12,8 @@ from test_c_conformance import empty_model
 
 import openinfer as oi
 from openinfer.synth import program as P
-from openinfer.synth.synthesizer import Synthesizer
 from openinfer.synth.views import views
+from openinfer.synthesizer import Synthesizer
 
 #: r1: a view (t dead after it); r2: not (t is read again after u, its view, was changed);
 #: r3: not (inside the loop, w's previous value is read before the reshape writes it);

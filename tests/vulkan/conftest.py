@@ -32,7 +32,7 @@ def unavailable() -> str | None:
     """Why the Vulkan tests cannot run here (None: they can)."""
     if shutil.which("glslc") is None:
         return "glslc (shaderc) is not installed"
-    from openinfer.synth.devices import probe_vulkan
+    from openinfer.targets.devices import probe_vulkan
 
     gpus = probe_vulkan()
     if ON_LAVAPIPE and not any("llvmpipe" in g["device"]["name"] for g in gpus):

@@ -14,7 +14,7 @@ import pytest
 import openinfer as oi
 from openinfer.ir import nodes
 from openinfer.ir.nodes import MemoryKind
-from openinfer.synth import devices
+from openinfer.targets import devices
 
 from .conftest import LAVAPIPE, REPO
 

@@ -12,7 +12,7 @@ from openinfer.compare import compare, table
 from openinfer.inputs import outputs_of, random_inputs
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synthesizer import Synthesizer
 from openinfer.testing import assert_matches_reference
 
 from .conftest import ADA_MOCK, VK_ARCH

@@ -181,7 +181,7 @@ def test_transposed_operands_match_numpy():
 
 
 def test_generated_matmul_kernels_are_deterministic():
-    from openinfer.synth.synthesizer import Synthesizer
+    from openinfer.synthesizer import Synthesizer
 
     g1, _ = _graph_and_data(CASES)
     g2, _ = _graph_and_data(CASES, seed=1)

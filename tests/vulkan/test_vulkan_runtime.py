@@ -16,7 +16,7 @@ import openinfer as oi
 from openinfer import dtypes as dt
 from openinfer.errors import BuildError, ExecutionError, SimulationError, SynthesisError
 from openinfer.sim import Simulator
-from openinfer.synth.synthesizer import Synthesizer
+from openinfer.synthesizer import Synthesizer
 
 from .conftest import ADA_MOCK, LAVAPIPE, REPO
 
@@ -140,7 +140,7 @@ def test_bisect_names_the_first_diverging_node_on_vulkan(example, monkeypatch):
     """A wrong relu kernel (x + 1 instead of relu) is injected into the GLSL emitter: the step
     mismatches and bisection through the trace hook names the relu node."""
     from openinfer.bisect import bisect
-    from openinfer.emit.glsl import elementwise
+    from openinfer.targets.vulkan.glsl import elementwise
 
     def wrong_relu(c):
         return [], f"({c.xs[0]} + {c.lit(1)})", c.ct
@@ -294,7 +294,7 @@ block entry {
 
 def test_devices_probe_describes_vulkan_devices(tmp_path):
     from openinfer.cli import main
-    from openinfer.synth.devices import load, probe_vulkan
+    from openinfer.targets.devices import load, probe_vulkan
 
     gpus = probe_vulkan()
     lava = [g for g in gpus if "llvmpipe" in g["device"]["name"]]
@@ -431,8 +431,9 @@ def test_installed_package_generates_vulkan_projects(tmp_path, example_models):
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
                     str(REPO)], check=True, cwd=tmp_path, timeout=600)
     pkg = target / "openinfer"
-    for rel in ("emit/glsl/elementwise.py", "emit/vulkan.py", "templates/glsl/oi_common.glsl",
-                "templates/glsl/kernel.comp.j2", "templates/vulkan/model.c.j2", "templates/vulkan/meson.build.j2",
+    for rel in ("targets/vulkan/glsl/elementwise.py", "targets/vulkan/renderer.py",
+                "templates/vulkan/glsl/oi_common.glsl", "templates/vulkan/glsl/kernel.comp.j2",
+                "templates/vulkan/model.c.j2", "templates/vulkan/meson.build.j2",
                 "hal/src/oi_hal_vulkan.c", "hal/include/oi_hal_vulkan.h", "devices/lavapipe.json"):
         assert (pkg / rel).is_file(), f"{rel} missing from the installed package"
     env = dict(os.environ, PYTHONPATH=str(target))

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import interleaved_best, load_example, machine  # noqa: E402
 
-from openinfer.synth.devices import best_host_target  # noqa: E402
+from openinfer.targets.devices import best_host_target  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

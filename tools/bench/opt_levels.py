@@ -31,7 +31,7 @@ from benchlib import machine  # noqa: E402
 from compilers import TOOLCHAINS  # noqa: E402
 
 import openinfer as oi  # noqa: E402
-from openinfer.synth.devices import load  # noqa: E402
+from openinfer.targets.devices import load  # noqa: E402
 
 ROWS = workloads.BUILDERS
 

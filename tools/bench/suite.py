@@ -461,7 +461,7 @@ def main(argv=None) -> int:
         log(f"--repeat {args.repeat} raised to 5")
         args.repeat = 5
     if args.arch is None:
-        from openinfer.synth.devices import best_host_target
+        from openinfer.targets.devices import best_host_target
 
         args.arch = f"devices/{best_host_target()}.json"
     if not Path(args.arch).is_absolute() and not Path(args.arch).exists() and (REPO / args.arch).exists():

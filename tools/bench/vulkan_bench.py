@@ -56,8 +56,8 @@ sys.path.insert(0, str(REPO))
 from benchlib import load_example  # noqa: E402
 
 import openinfer as oi  # noqa: E402
-from openinfer.emit.glsl import linalg  # noqa: E402
-from openinfer.synth import devices  # noqa: E402
+from openinfer.targets import devices  # noqa: E402
+from openinfer.targets.vulkan.glsl import linalg  # noqa: E402
 
 ROWS = ("check", "gemv", "gemv-f16", "gemm", "gemm-f16", "decoder", "decoder-torch", "decoder-profile",
         "decoder-stages", "chain", "peers")

@@ -1,7 +1,7 @@
 /*
  * widen_rate.c: how fast one core turns int8 weights into f32 FMAs for a GEMV (one row of x), with
  * the weights in L2 so that memory does not limit it: the bound of the AVX2 i8 dequantizing GEMV
- * (templates/c/avx/dequant.c.j2) on a core, against the f32 FMA-and-load rate of the same loop.
+ * (templates/x86/dequant.c.j2) on a core, against the f32 FMA-and-load rate of the same loop.
  *
  *     cc -O3 -mavx2 -mfma -mf16c tools/bench/widen_rate.c -o /tmp/widen_rate && /tmp/widen_rate [K]
  *

@@ -1,0 +1,391 @@
+"""The synthesizer front door: device descriptor + model + graph -> a complete meson project.
+
+    plan = Synthesizer.from_arch("devices/x86_64-avx2.json").synthesize(model, graph)
+    plan.emit("build/out")          # writes only files whose content changed
+
+Everything is rendered in memory first; only then are files written (each atomically, by
+rename), so a failure while generating leaves the previous output untouched, and a re-run that
+changes nothing rewrites nothing (mtimes stay, ninja has no work).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from . import __version__
+from .errors import OutputFolderError, SynthesisError
+from .files import mkstemp
+from .ir.dims import Dim, capacity, shape_sizevars
+from .outdir import SYMLINK, folder_lock, holds, is_inside, locate, read_entry
+from .resources import hal_dir, templates_dir
+from .synth.fusion import fold_elementwise, fold_norms, fold_pools, fold_rope, fold_transposes, fuse
+from .synth.lower import lower
+from .synth.memplan import MemoryPlan, plan
+from .synth.prepack import prepack
+from .synth.program import Program, dynamic_ranges
+from .synth.table_views import table_reads_in_place, table_writes_in_place
+from .synth.views import views
+from .targets import devices
+from .targets.base import PROGRAM_ABI_VERSION, Target, target_for
+
+#: Written into the output directory: the files the last generation produced (so the next one
+#: can remove files it no longer produces). A generation of one program's sources only (`gen
+#: --emit sources`: several programs may share a build's folder) keeps its own list,
+#: FILE_LIST-NAME, and so removes only its own stale files.
+FILE_LIST = ".openinfer-files"
+
+
+def default_name(graph) -> str:
+    stem = Path(graph.source_name).stem if getattr(graph, "source_name", None) else "model"
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    return name if name and not name[0].isdigit() else f"m_{name}"
+
+
+@dataclass
+class SynthesisPlan:
+    """A synthesized program ready to be written: `files` maps relative paths to contents."""
+
+    program: Program
+    memory: MemoryPlan
+    device: devices.Device
+    target: Target
+    files: dict[str, bytes]
+    inputs: list[Path] = field(default_factory=list)   # everything the output depends on (depfiles)
+
+    @property
+    def name(self) -> str:
+        return self.program.name
+
+    def source_files(self) -> dict[str, bytes]:
+        """Just the program's C sources, with fixed names, for embedding into another build (the
+        HAL comes from the build's own copy, e.g. OpenInfer's root meson.build):
+
+        - C targets: NAME.h, NAME.c, NAME_kernels.h, NAME_kernels.c;
+        - Vulkan targets: NAME.h, NAME.c, NAME_shaders.c — the shaders are compiled here with
+          glslc and their SPIR-V written into NAME_shaders.c, so the build needs no shader step.
+        """
+        n = self.name
+        out = {k: v for k, v in self.files.items() if k in self.target.source_names(n)}
+        if f"{n}_shaders.c" in self.target.source_names(n):
+            out[f"{n}_shaders.c"] = _inline_spirv(self.files, n)
+        return out
+    def emit(self, out_dir, *, sources_only: bool = False) -> list[Path]:
+        """Write the project (or only its sources) into `out_dir`; returns the paths that changed."""
+        if sources_only:
+            return write_tree(Path(out_dir), self.source_files(), owner=self.name)
+        return write_tree(Path(out_dir), self.files)
+
+
+class Synthesizer:
+    def __init__(self, device: devices.Device):
+        self.device = device
+
+    @classmethod
+    def from_arch(cls, arch) -> Synthesizer:
+        """`arch`: a descriptor path, a bundled descriptor's name, or an already loaded Device."""
+        return cls(arch if isinstance(arch, devices.Device) else devices.load(arch))
+
+    def synthesize(self, model, graph, *, name: str | None = None, sizevars: Mapping[str, int] | None = None,
+                   dynamic: Mapping[str, int] | None = None, outputs: set[str] | None = None,
+                   embed_weights: bool = False) -> SynthesisPlan:
+        """`dynamic` ({"S": 512}): sizevars set at run time (`NAME_set_size`), at most their bound."""
+        from .api import bind_inputs
+
+        m, g, bound = bind_inputs(model, graph, sizevars, dynamic)
+        name = name or default_name(g)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SynthesisError(f"program name {name!r} must be a C identifier")
+        if outputs is not None:
+            unknown = sorted(set(outputs) - set(bound.vars))
+            if unknown:
+                raise SynthesisError(f"--outputs names unknown variables: {', '.join(unknown)}")
+        if embed_weights and m is None:
+            raise SynthesisError("--embed-weights needs a model")
+        prog = lower(bound, name=name, outputs=outputs)
+        target = target_for(self.device)
+        prefs = self.device.preferences
+        if prefs.get("prefer_fusion", True) and target.fuses_elementwise():
+            deps = dep_names(g)
+            prog = fold_elementwise(prog, target.takes_prologue, dep_names=deps)
+            prog = fuse(prog, max_ops=int(prefs.get("max_kernel_ops", 8)), dep_names=deps,
+                        epilogue_ok=target.takes_epilogue)
+            prog = fold_rope(prog, target.takes_rope_epilogue, dep_names=deps)
+            prog = fold_pools(prog, target.pools_own_result, dep_names=deps)
+            prog = fold_norms(prog, target.takes_prologue, dep_names=deps)
+            prog = fold_transposes(prog, target.reads_transposed, dep_names=deps)
+        prog = views(prog)
+        if target.reads_tables_in_place():
+            prog = table_reads_in_place(table_writes_in_place(prog))
+        if prefs.get("prepack_weights", True):
+            prog = prepack(prog, target.packed_inputs)
+        mem = plan(prog)
+        files = {k: v.encode() for k, v in target.render(prog, mem, embed_weights=embed_weights).items()}
+        files[f"{name}.json"] = manifest(prog, mem, target).encode()
+        files["memory-plan.txt"] = (mem.table() + "\n\n" + mem.diagram() + "\n").encode()
+        for path in target.hal_sources():
+            files[f"hal/{path.relative_to(hal_dir()).as_posix()}"] = path.read_bytes()
+        inputs = []
+        if embed_weights:
+            files[f"{name}.oinf"] = Path(m.path).read_bytes()
+        if m is not None:
+            inputs.append(Path(m.path))
+        if g.source_name and Path(g.source_name).exists():
+            inputs.append(Path(g.source_name))
+        if self.device.source and Path(self.device.source).exists():
+            inputs.append(Path(self.device.source))
+        inputs += sorted(p for p in templates_dir().rglob("*") if p.is_file())
+        inputs += target.hal_sources()
+        # the generator itself: a different OpenInfer may generate different code
+        package = Path(__file__).resolve().parent.parent
+        inputs += sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts)
+        return SynthesisPlan(prog, mem, self.device, target, files, inputs)
+
+
+def _inline_spirv(files: Mapping[str, bytes], name: str) -> bytes:
+    """NAME_shaders.c with every `#include "X.spv.h"` replaced by the SPIR-V glslc makes of
+    shaders/X.comp (the same command line as the emitted meson.build)."""
+    import shutil
+    import subprocess
+
+    glslc = shutil.which("glslc")
+    if glslc is None:
+        raise SynthesisError("glslc (shaderc) is required to compile Vulkan shaders for --emit sources: "
+                             "apt install glslc")
+    text = files[f"{name}_shaders.c"].decode()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for rel, data in files.items():
+            if rel.startswith("shaders/"):
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(data)
+        for match in sorted(set(re.findall(r'#include "([A-Za-z0-9_]+)\.spv\.h"', text))):
+            source = root / "shaders" / f"{match}.comp"
+            target = root / f"{match}.spv.h"
+            run = subprocess.run([glslc, "--target-env=vulkan1.2", "-mfmt=c", "-o", str(target), str(source)],
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                raise SynthesisError(f"glslc failed on {match}.comp:\n{run.stderr.strip()}")
+            text = text.replace(f'#include "{match}.spv.h"', target.read_text().strip())
+    return text.encode()
+
+
+def dep_names(graph) -> set[str]:
+    """Every name a `dep` node mentions: nodes it names are kept apart by fusion."""
+    from .ir import nodes as ir
+
+    names: set[str] = set()
+    for block in graph.blocks.values():
+        for n in ir.walk(block.nodes):
+            if isinstance(n, ir.Dep):
+                names.update((n.after, n.before))
+    return names
+
+
+def manifest(prog: Program, mem: MemoryPlan, target: Target) -> str:
+    """`<name>.json`: what a loader (the simulator, a user's tool) needs to know about the ABI."""
+    device = target.device
+    doc = {
+        "openinfer": __version__,
+        "name": prog.name,
+        "prefix": f"oi_{prog.name}",
+        "abi_version": PROGRAM_ABI_VERSION,
+        "device": device.name,
+        "target": target.label,
+        "arena_bytes": mem.arena_bytes,
+        "persistent_bytes": mem.persistent_bytes,
+        "weight_bytes": prog.weight_bytes,
+        # shapes and byte counts are capacities; `dims` names the dynamic ones (`S`, `64*S`)
+        "vars": [{"id": v.id, "name": v.name, "kind": v.kind, "dtype": v.dtype.name, "shape": list(capacity(v.shape)),
+                  "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable,
+                  "dynamic_shape": v.dynamic_shape,
+                  **({"dims": [d.pretty() if isinstance(d, Dim) else d for d in v.shape]}
+                     if shape_sizevars(v.shape) else {})} for v in prog.vars],
+        # the dynamic sizes (NAME_set_size), in their enum's order
+        "sizes": [{"name": k, "min": lo, "max": hi} for k, (lo, hi, _) in dynamic_ranges(prog).items()],
+        "nodes": {str(i): loc for i, loc in sorted(prog.node_locations.items())},
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+#: the journal of renames a write_tree is doing (see write_tree)
+PENDING_RENAMES = ".openinfer-pending-renames.json"
+
+
+def _listing_text(rels) -> bytes:
+    return ("\n".join(sorted(rels)) + "\n").encode()
+
+
+def listing_name(owner: str | None) -> str:
+    """The list of the files a generation wrote: FILE_LIST, or FILE_LIST-NAME for `owner` NAME."""
+    if owner is None:
+        return FILE_LIST
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", owner):
+        raise OutputFolderError(f"owner {owner!r} must be a C identifier")
+    return f"{FILE_LIST}-{owner}"
+
+
+def listings(out_dir: Path) -> list[str]:
+    """The names of the file lists in `out_dir` (not their temporaries, which contain a dot)."""
+    names = os.listdir(out_dir)
+    prefix = f"{FILE_LIST}-"
+    return sorted(n for n in names if n == FILE_LIST or (n.startswith(prefix) and "." not in n[len(prefix):]))
+
+
+def read_listing(path: Path) -> set[str]:
+    """The files a list of OpenInfer's names; every entry must name a path inside the folder (a
+    planted `../x` is refused, never deleted)."""
+    data = read_entry(path)
+    if data is None:
+        return set()
+    bad = "it is a symbolic link" if data is SYMLINK else None
+    listed: set[str] = set()
+    if bad is None:
+        try:
+            listed = {line for line in data.decode().split("\n") if line}
+        except UnicodeDecodeError:
+            bad = "it is not UTF-8 text"
+    outside = sorted(rel for rel in listed if not is_inside(rel))
+    if outside:
+        bad = f"it names {outside[0]!r}, which is not a path inside the folder"
+    if bad:
+        raise OutputFolderError(f"{path} is not a list of files OpenInfer wrote ({bad}): remove it, and "
+                                "the files it should list, then generate again")
+    return listed
+
+
+def _read_journal(journal: Path, data, owned: set[str]) -> list[tuple[str, str]]:
+    """The [temporary, destination] pairs of a journal, each checked to be one write_tree makes:
+    both inside the folder, the temporary beside its destination and named as mkstemp names it,
+    the destination one of OpenInfer's files (or absent)."""
+    try:
+        if data is SYMLINK:
+            raise ValueError("it is a symbolic link")
+        pairs = json.loads(data)
+        if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            raise ValueError("not a list of [temporary, destination] pairs")
+        for tmp, dest in pairs:
+            if not (is_inside(tmp) and is_inside(dest)):
+                raise ValueError(f"{tmp!r} -> {dest!r} is not a rename inside the folder")
+            t, d = PurePosixPath(tmp), PurePosixPath(dest)
+            if t.parent != d.parent or not (t.name.startswith(f".{d.name}.") and t.name.endswith(".tmp")):
+                raise ValueError(f"{tmp!r} is not a temporary of {dest!r}")
+            if dest not in owned and os.path.lexists(journal.parent / dest):
+                raise ValueError(f"{dest!r} is not a file OpenInfer wrote")
+    except (ValueError, RecursionError) as exc:     # json's errors and UnicodeDecodeError are ValueErrors
+        raise OutputFolderError(f"{journal} is not a rename journal OpenInfer wrote ({exc}): remove it, "
+                                "then generate again") from None
+    return [(tmp, dest) for tmp, dest in pairs]
+
+
+def finish_pending_renames(out_dir: Path, owned: set[str]) -> None:
+    """Complete the renames of a write_tree that was killed among them (its journal is left)."""
+    journal = out_dir / PENDING_RENAMES
+    data = read_entry(journal)
+    if data is None:
+        return
+    for tmp, dest in _read_journal(journal, data, owned):
+        src = locate(out_dir, tmp)
+        if src is None or not os.path.lexists(src):
+            continue
+        if not stat.S_ISREG(os.lstat(src).st_mode):
+            raise OutputFolderError(f"{src} is not a regular file: not a temporary OpenInfer wrote")
+        if os.path.isdir(out_dir / dest) and not os.path.islink(out_dir / dest):
+            raise OutputFolderError(f"{out_dir / dest} is a directory")
+        os.replace(src, out_dir / dest)
+    journal.unlink()
+
+
+def _replace_file(out_dir: Path, name: str, data: bytes) -> None:
+    """Write `out_dir/name` atomically and durably (temporary, fsync, rename)."""
+    fd, tmp = mkstemp(dir=out_dir, prefix=f"{name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out_dir / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_tree(out_dir: Path, files: Mapping[str, bytes], *, owner: str | None = None) -> list[Path]:
+    """Write `files` under `out_dir`: only changed ones; drop stale generated files.
+
+    The folder is locked for the call (concurrent writers take turns; the last one's tree is what
+    remains) and its content is not trusted (see openinfer.outdir): nothing outside it is
+    created, renamed or deleted, and a file OpenInfer did not write there (no FILE_LIST* names it)
+    is never overwritten: that is an OutputFolderError naming it. Stale files (listed by the
+    previous write of the same `owner`, no longer in `files`, and listed by no other owner) are
+    removed.
+
+    Two phases keep a failure from leaving a mix of old and new files: every changed file is
+    first written completely to a temporary name beside its destination (any error there removes
+    the temporaries and leaves the output as it was); only then are they renamed into place. The
+    renames are listed first in a journal (PENDING_RENAMES, written atomically): a process killed
+    among them leaves the journal behind, and the next write_tree into the directory finishes
+    those renames before anything else, so the tree only ever moves from one whole generation to
+    the next. The owner's list names the new files before they appear, so a killed write leaves
+    none of them looking foreign.
+    """
+    out_dir = Path(out_dir)
+    listing = listing_name(owner)
+    for rel in files:
+        if not is_inside(rel):
+            raise OutputFolderError(f"refusing to write {rel!r}: not a path inside {out_dir}")
+    with folder_lock(out_dir):
+        listed = {name: read_listing(out_dir / name) for name in listings(out_dir)}
+        mine = listed.get(listing, set())
+        others = set().union(*(v for k, v in listed.items() if k != listing))
+        owned = mine | others
+        finish_pending_renames(out_dir, owned)
+        same: dict[str, bool | None] = {}           # None: nothing there yet
+        for rel in sorted(files):
+            path = locate(out_dir, rel)
+            same[rel] = holds(path, files[rel]) if path is not None else None
+        foreign = [rel for rel in sorted(files) if same[rel] is False and rel not in owned]
+        if foreign:
+            more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+            raise OutputFolderError(f"{out_dir / foreign[0]}{more} would be overwritten, but OpenInfer did not "
+                                    f"write it (no {FILE_LIST}* list there names it): move it away or choose "
+                                    "another output folder")
+        stale = [p for p in (locate(out_dir, rel) for rel in sorted(mine - set(files) - others))
+                 if p is not None and os.path.lexists(p) and not stat.S_ISDIR(os.lstat(p).st_mode)]
+        staged: list[tuple[Path, Path]] = []
+        try:
+            for rel in sorted(files):
+                if same[rel]:
+                    continue
+                path = locate(out_dir, rel, create=True)
+                fd, tmp = mkstemp(dir=path.parent, prefix=f".{path.name}.")
+                staged.append((Path(tmp), path))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(files[rel])
+            if not set(files) <= mine:
+                _replace_file(out_dir, listing, _listing_text(mine | set(files)))
+            if staged:
+                _replace_file(out_dir, PENDING_RENAMES, json.dumps(
+                    [[os.path.relpath(t, out_dir), os.path.relpath(d, out_dir)] for t, d in staged]).encode())
+        except BaseException:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
+            raise
+        changed: list[Path] = []
+        for tmp, path in staged:
+            os.replace(tmp, path)
+            changed.append(path)
+        if staged:
+            (out_dir / PENDING_RENAMES).unlink()
+        for path in stale:
+            path.unlink()
+            changed.append(path)
+        if read_entry(out_dir / listing) != _listing_text(files):
+            _replace_file(out_dir, listing, _listing_text(files))
+        return changed

@@ -1,0 +1,135 @@
+"""Layout ops in portable C: gather, transpose, reshape, concat, slice, dynamic_slice. They move stored values
+without computing (every dtype; packed types element by element through oi_numeric.h), as
+openinfer/ops/kernels/layout.py. Output elements are written in row-major order."""
+
+from __future__ import annotations
+
+from ....dtypes import DTypeInfo
+from ....ops.shapes import slice_extent, transpose_perm
+from ....synth.program import KernelRequest
+from ...env import render
+from . import family, prototype
+from .common import collapse, compute_ctype, contiguous_strides, copy_elem, load, offset, static_attr
+
+
+def _move(t: DTypeInfo, src: str, sizes, sstr, dstr, sbase: int = 0, dbase: int = 0, comment: str = "") -> dict:
+    """A strided copy of the box `sizes` from `src` into `out`."""
+    sizes, sstr, dstr = collapse(sizes, sstr, dstr)
+    vars_ = [f"i{k}" for k in range(len(sizes))]
+    if sizes and sstr[-1] == 1 and dstr[-1] == 1:
+        run = sizes[-1]
+        s, d = offset(vars_[:-1], sstr[:-1], sbase), offset(vars_[:-1], dstr[:-1], dbase)
+        if t.is_packed:
+            body = f"oi_packed_copy(out, {d}, {src}, {s}, {run}, {t.bits});"
+        else:
+            body = f"memcpy(out + {d}, {src} + {s}, {run} * sizeof *out);" if (s, d) != ("0", "0") \
+                else f"memcpy(out, {src}, {run} * sizeof *out);"
+        loops = [[v, n] for v, n in zip(vars_[:-1], sizes[:-1], strict=True)]
+    else:
+        body = copy_elem(t, "out", offset(vars_, dstr, dbase), src, offset(vars_, sstr, sbase))
+        loops = [[v, n] for v, n in zip(vars_, sizes, strict=True)]
+    return {"loops": loops, "body": body, "comment": comment}
+
+
+def _render(req: KernelRequest, name: str, doc: str, moves: list[dict]) -> str:
+    return render("c/ops/copy.c.j2", proto=prototype(req, name), doc=doc, moves=moves)
+
+
+@family("reshape")
+def emit_reshape(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    nbytes = x.dtype.storage_nbytes(x.numel)
+    mv = {"loops": [], "body": f"memcpy(out, in0, {nbytes});", "comment": ""}
+    return _render(req, name, f"reshape: {x} -> {list(req.output.shape)} (same bytes)", [mv])
+
+
+@family("transpose")
+def emit_transpose(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    nd = len(x.shape)
+    perm = transpose_perm(static_attr(req, "perm"), nd)
+    istr = contiguous_strides(x.shape)
+    out_shape = [x.shape[p] for p in perm]
+    mv = _move(x.dtype, "in0", out_shape, [istr[p] for p in perm], list(contiguous_strides(tuple(out_shape))))
+    return _render(req, name, f"transpose: {x} with perm {perm}", [mv])
+
+
+@family("slice")
+def emit_slice(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    nd = len(x.shape)
+    starts, ends = static_attr(req, "starts"), static_attr(req, "ends")
+    axes = static_attr(req, "axes") or tuple(range(len(starts)))
+    steps = static_attr(req, "steps") or (1,) * len(starts)
+    istr = contiguous_strides(x.shape)
+    first, step = [0] * nd, [1] * nd
+    for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
+        a %= nd
+        first[a], _, step[a] = slice_extent(s, e, st, x.shape[a])
+    sbase = sum(f * s for f, s in zip(first, istr, strict=True))
+    out_shape = req.output.shape
+    mv = _move(x.dtype, "in0", list(out_shape), [st * s for st, s in zip(step, istr, strict=True)],
+               list(contiguous_strides(out_shape)), sbase)
+    return _render(req, name, f"slice: {x} from {first} by steps {step} -> {list(out_shape)}", [mv])
+
+
+@family("dynamic_slice")
+def emit_dynamic_slice(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    istr = contiguous_strides(x.shape)
+    pre, terms = [], []
+    for k, (a, size) in enumerate(zip(static_attr(req, "axes"), static_attr(req, "sizes"), strict=True)):
+        s = req.inputs[1 + k]
+        last = x.shape[a] - size            # the largest start that keeps the window inside x
+        pre.append(f"const {compute_ctype(s.dtype)} v{k} = {load(s.dtype, f'in{k + 1}', '0')};")
+        low = f"v{k} < 0 ? 0 : " if s.dtype.is_signed else ""
+        pre.append(f"const int64_t first{k} = {low}v{k} > {last} ? {last} : (int64_t)v{k};")
+        terms.append(f"first{k} * {istr[a]}")
+    out_shape = req.output.shape
+    mv = _move(x.dtype, "in0", list(out_shape), list(istr), list(contiguous_strides(out_shape)), "base")
+    pre.append(f"const int64_t base = {' + '.join(terms)};")
+    return render("c/ops/copy.c.j2", proto=prototype(req, name), pre=pre, moves=[mv],
+                  doc=f"dynamic_slice: {x} -> {list(out_shape)} at run-time starts along "
+                      f"{list(static_attr(req, 'axes'))}, clamped so the window stays inside")
+
+
+@family("concat")
+def emit_concat(req: KernelRequest, name: str, renderer) -> str:
+    out_shape = req.output.shape
+    nd = len(out_shape)
+    axis = static_attr(req, "axis") % nd
+    ostr = contiguous_strides(out_shape)
+    moves, at = [], 0
+    for i, x in enumerate(req.inputs):
+        moves.append(_move(x.dtype, f"in{i}", list(x.shape), list(contiguous_strides(x.shape)), list(ostr),
+                           0, at * ostr[axis], f"input {i}: {x} at {at} along axis {axis}"))
+        at += x.shape[axis]
+    return _render(req, name, f"concat: {len(req.inputs)} inputs along axis {axis} -> {list(out_shape)}", moves)
+
+
+@family("gather")
+def emit_gather(req: KernelRequest, name: str, renderer) -> str:
+    table, idx = req.inputs
+    t = table.dtype
+    axis = static_attr(req, "axis") % len(table.shape)
+    n = table.shape[axis]
+    outer = 1
+    for d in table.shape[:axis]:
+        outer *= d
+    inner = 1
+    for d in table.shape[axis + 1:]:
+        inner *= d
+    ict = compute_ctype(idx.dtype)
+    if ict == "int64_t":
+        bad, row = f"v < -{n} || v >= {n}", f"v < 0 ? v + {n} : v"
+    else:
+        bad, row = f"v >= {n}u", "(int64_t)v"
+    if t.is_packed:
+        copy = f"oi_packed_copy(out, dst, in0, src, {inner}, {t.bits});"
+    elif inner == 1:
+        copy = "out[dst] = in0[src];"
+    else:
+        copy = f"memcpy(out + dst, in0 + src, {inner} * sizeof *out);"
+    doc = f"gather: {table} rows along axis {axis} picked by {idx} (indices in [-{n}, {n}))"
+    return render("c/ops/gather.c.j2", proto=prototype(req, name), doc=doc, nidx=idx.numel, ict=ict,
+                  load_idx=load(idx.dtype, "in1", "p"), bad=bad, row=row, outer=outer, n=n, inner=inner, copy=copy)

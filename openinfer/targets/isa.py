@@ -1,0 +1,107 @@
+"""The ISA table: every fact about CPU instruction sets, stated once.
+
+Two tables. `FEATURES` has a row per ISA extension a descriptor may list (`isa.features`): the
+HAL's bit for it (hal/include/oi_hal.h OI_CPU_*, which generated code checks at create()), the
+flag the kernel reports in /proc/cpuinfo, the compiler flag that enables it, and the kernel
+family that introduces it (what OI_HOST_ISA takes away). `FAMILIES` has a row per CPU kernel
+family, narrowest first: its architecture, the features its kernels need, the vector width they
+are written for, the headers they include, the target wing that renders them
+(openinfer/targets/<wing>/) and the bundled descriptor that selects it.
+
+Everything else reads these rows: descriptor validation and `Device.isa`
+(openinfer/targets/devices.py), host probing and OI_HOST_ISA, the generated header's feature
+mask, the kernels' includes and the choice of target. tests/synth/test_isa_table.py checks the
+schema's feature enum, the HAL header's bits and the HAL's feature names against them.
+
+Adding an ISA: a row (or rows) here, the schema's enum, the HAL's bit, and a wing of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One ISA extension a CPU descriptor may list."""
+
+    name: str             # as descriptors spell it ("avx2")
+    hal_bit: str          # OI_CPU_* in hal/include/oi_hal.h: what create() checks the CPU for
+    cpuinfo: str          # the /proc/cpuinfo flag (Linux lists it only when the OS saves its registers)
+    cflag: str | None     # the compiler flag that lets generated code use it (probed descriptors)
+    family: str           # the kernel family that brings it: OI_HOST_ISA=<narrower family> hides it
+
+
+@dataclass(frozen=True)
+class Family:
+    """One CPU kernel family: a set of kernels and what they need."""
+
+    name: str                     # "avx2": the descriptor's `Device.isa`, an OI_HOST_ISA value
+    architecture: str             # `device.architecture` of its descriptors, or ANY (portable code)
+    requires: frozenset[str]      # features a descriptor must list to get these kernels
+    vector_bits: int              # register width the kernels are written for
+    includes: tuple[str, ...]     # system headers the kernels use (their intrinsics)
+    wing: str                     # the target package that renders it: openinfer/targets/<wing>/
+    descriptor: str               # the bundled descriptor of this family (best_host_target)
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("sse4.2", "OI_CPU_SSE42", "sse4_2", None, "generic"),
+    Feature("avx", "OI_CPU_AVX", "avx", None, "avx2"),
+    Feature("avx2", "OI_CPU_AVX2", "avx2", "-mavx2", "avx2"),
+    Feature("fma", "OI_CPU_FMA", "fma", "-mfma", "avx2"),
+    Feature("f16c", "OI_CPU_F16C", "f16c", "-mf16c", "avx2"),
+    Feature("avx512f", "OI_CPU_AVX512F", "avx512f", "-mavx512f", "avx512"),
+    Feature("avx512bw", "OI_CPU_AVX512BW", "avx512bw", "-mavx512bw", "avx512"),
+    Feature("avx512vl", "OI_CPU_AVX512VL", "avx512vl", "-mavx512vl", "avx512"),
+    Feature("avx512dq", "OI_CPU_AVX512DQ", "avx512dq", "-mavx512dq", "avx512"),
+    Feature("avx512_bf16", "OI_CPU_AVX512_BF16", "avx512_bf16", None, "avx512"),
+    Feature("avx512_fp16", "OI_CPU_AVX512_FP16", "avx512_fp16", None, "avx512"),
+)
+
+#: The feature a descriptor lists when it wants portable C only (it needs nothing of the CPU).
+SCALAR = "scalar"
+
+#: The architecture of a family whose code compiles for any CPU (portable C).
+ANY = "*"
+
+FAMILIES: tuple[Family, ...] = (
+    Family("generic", ANY, frozenset(), 128, (), "c", "x86_64-generic"),
+    Family("avx2", "x86_64", frozenset({"avx2", "fma"}), 256, ("immintrin.h",), "x86", "x86_64-avx2"),
+    Family("avx512", "x86_64", frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"}), 512,
+           ("immintrin.h",), "x86", "x86_64-avx512"),
+)
+
+#: platform.machine() spellings of each architecture
+MACHINES = {"x86_64": ("x86_64", "AMD64")}
+
+FEATURE = {f.name: f for f in FEATURES}
+FAMILY = {f.name: f for f in FAMILIES}
+
+
+def feature_names() -> list[str]:
+    """Every feature a descriptor may list, in the table's order (`scalar` first)."""
+    return [SCALAR, *FEATURE]
+
+
+def family_of(features: frozenset[str], architecture: str, vector_bits: int | None = None) -> Family:
+    """The widest kernel family of `architecture` whose needs `features` meet, no wider than
+    `vector_bits` when the descriptor caps it (512-bit code is slower on some AVX-512 CPUs)."""
+    best = None
+    for fam in FAMILIES:
+        if fam.architecture not in (architecture, ANY) or not fam.requires <= features:
+            continue
+        if vector_bits is not None and fam.vector_bits > vector_bits and best is not None:
+            continue
+        best = fam
+    return best
+
+
+def hidden_by_cap(cap: str) -> frozenset[str]:
+    """The features OI_HOST_ISA=`cap` hides: those the families after `cap` in the table bring
+    (of its architecture; every other family's when `cap` is portable). The HAL's
+    oi_cpu_features applies the same cap."""
+    arch = FAMILY[cap].architecture
+    after = [f for f in FAMILIES[[f.name for f in FAMILIES].index(cap) + 1:] if arch in (ANY, f.architecture)]
+    wider = {f.name for f in after}
+    return frozenset(f.name for f in FEATURES if f.family in wider)

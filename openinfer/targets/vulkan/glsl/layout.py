@@ -1,0 +1,134 @@
+"""Layout ops in GLSL: gather, transpose, reshape, concat, slice, dynamic_slice. They move stored values without
+computing (every dtype, bit for bit): `oi_elem(i)` returns the storage value (packed types: the
+raw bits) of output element i and main() writes it, assembling whole bytes for packed types."""
+
+from __future__ import annotations
+
+from ....ops.shapes import slice_extent, transpose_perm
+from ....synth.program import KernelRequest
+from ...c.kernels.common import contiguous_strides, numel
+from . import Body, family
+from .elementwise import index_expr
+from .types import KernelCtx, compute_type, lit, storage_type
+
+
+def _fetch(t, buf: str, idx: str) -> str:
+    if t.is_packed:
+        per = 8 // t.bits
+        return f"oi_raw(uint({buf}[({idx}) / {per}u]), ({idx}) % {per}u, {t.bits}u)"
+    return f"{buf}[{idx}]"
+
+
+def _body(req: KernelRequest, fn_lines: list[str], doc: str) -> Body:
+    """Wrap an `oi_elem(uint i)` body into the main() that stores (and packs) its values."""
+    t = req.output.dtype
+    n = req.output.numel
+    rt = "uint" if t.is_packed else storage_type(t)
+    functions = f"{rt} oi_elem(uint i) {{\n" + "\n".join("    " + s for s in fn_lines) + "\n}"
+    if t.is_packed:
+        per = 8 // t.bits
+        main = (f"uint byte_ = 0u;\nfor (uint e = 0u; e < {per}u; ++e) {{\n    uint i = u * {per}u + e;\n"
+                f"    if (i >= {n}u) break;\n    byte_ |= oi_elem(i) << (e * {t.bits}u);\n}}\n"
+                "out_[u] = uint8_t(byte_);")
+        units = t.storage_nbytes(n)
+    else:
+        main, units = "out_[u] = oi_elem(u);", n
+    return Body(functions=functions, main=main, units=units, doc=doc)
+
+
+@family("reshape")
+def emit_reshape(req: KernelRequest, k: KernelCtx) -> Body:
+    x = req.inputs[0]
+    return _body(req, [f"return {_fetch(x.dtype, 'in0', 'i')};"], f"reshape: {x} -> {list(req.output.shape)}")
+
+
+@family("transpose")
+def emit_transpose(req: KernelRequest, k: KernelCtx) -> Body:
+    x = req.inputs[0]
+    nd = len(x.shape)
+    perm = transpose_perm(k.static("perm"), nd)
+    istr = contiguous_strides(x.shape)
+    out_shape = [x.shape[p] for p in perm]
+    idx = index_expr("i", out_shape, [istr[p] for p in perm])
+    return _body(req, [f"return {_fetch(x.dtype, 'in0', idx)};"], f"transpose: {x} with perm {perm}")
+
+
+@family("slice")
+def emit_slice(req: KernelRequest, k: KernelCtx) -> Body:
+    x = req.inputs[0]
+    nd = len(x.shape)
+    starts, ends = k.static("starts"), k.static("ends")
+    axes = k.static("axes") or tuple(range(len(starts)))
+    steps = k.static("steps") or (1,) * len(starts)
+    istr = contiguous_strides(x.shape)
+    first, step = [0] * nd, [1] * nd
+    for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
+        a %= nd
+        first[a], _, step[a] = slice_extent(s, e, st, x.shape[a])
+    sbase = sum(f * s for f, s in zip(first, istr, strict=True))
+    idx = index_expr("i", req.output.shape, [st * s for st, s in zip(step, istr, strict=True)], sbase)
+    return _body(req, [f"return {_fetch(x.dtype, 'in0', idx)};"],
+                 f"slice: {x} from {first} by steps {step} -> {list(req.output.shape)}")
+
+
+@family("dynamic_slice")
+def emit_dynamic_slice(req: KernelRequest, k: KernelCtx) -> Body:
+    x = req.inputs[0]
+    istr = contiguous_strides(x.shape)
+    lines, terms = [], []
+    for j, (a, size) in enumerate(zip(k.static("axes"), k.static("sizes"), strict=True)):
+        s = req.inputs[1 + j]
+        ct = k.ct(s.dtype)
+        last = x.shape[a] - size            # the largest start that keeps the window inside x
+        lines.append(f"{ct} v{j} = {k.load(s.dtype, f'in{j + 1}', '0u')};")
+        low = f"v{j} < {lit(ct, 0)} ? 0u : " if s.dtype.is_signed else ""
+        lines.append(f"uint first{j} = {low}v{j} > {lit(ct, last)} ? {last}u : uint(v{j});")
+        terms.append(f"first{j} * {istr[a]}u")
+    src = " + ".join([*terms, index_expr("i", req.output.shape, istr)])
+    lines.append(f"return {_fetch(x.dtype, 'in0', src)};")
+    return _body(req, lines, f"dynamic_slice: {x} -> {list(req.output.shape)} at run-time starts along "
+                             f"{list(k.static('axes'))}, clamped so the window stays inside")
+
+
+@family("concat")
+def emit_concat(req: KernelRequest, k: KernelCtx) -> Body:
+    out_shape = req.output.shape
+    nd = len(out_shape)
+    axis = k.static("axis") % nd
+    inner = numel(out_shape[axis + 1:])
+    dim = out_shape[axis]
+    lines = [f"uint c = (i / {inner}u) % {dim}u, outer = i / {dim * inner}u, q = i % {inner}u;"]
+    at = 0
+    for j, x in enumerate(req.inputs):
+        s = x.shape[axis]
+        idx = f"outer * {s * inner}u + (c - {at}u) * {inner}u + q"
+        cond = f"c < {at + s}u" if j < len(req.inputs) - 1 else "true"
+        lines.append(f"if ({cond}) return {_fetch(x.dtype, f'in{j}', idx)};")
+        at += s
+    return _body(req, lines, f"concat: {len(req.inputs)} inputs along axis {axis} -> {list(out_shape)}")
+
+
+@family("gather")
+def emit_gather(req: KernelRequest, k: KernelCtx) -> Body:
+    table, idx = req.inputs
+    t = table.dtype
+    axis = k.static("axis") % len(table.shape)
+    n = table.shape[axis]
+    inner = numel(table.shape[axis + 1:])
+    nidx = idx.numel
+    ict = k.ct(idx.dtype)
+    k.fallible = True
+    v = k.load(idx.dtype, "in1", "p")
+    if ict in ("int", "int64_t"):
+        bad = f"v < {lit(ict, -n)} || v >= {lit(ict, n)}"
+        row = f"uint(v < {lit(ict, 0)} ? v + {lit(ict, n)} : v)"
+    else:
+        bad = f"v >= {lit(ict, n)}"
+        row = "uint(v)"
+    zero = "0u" if t.is_packed else f"{storage_type(t)}(0)"
+    lines = [f"uint o = i / {nidx * inner}u, p = (i / {inner}u) % {nidx}u, q = i % {inner}u;",
+             f"{compute_type(idx.dtype)} v = {v};",
+             f"if ({bad}) {{ oi_fail(); return {zero}; }}",
+             f"uint src = (o * {n}u + {row}) * {inner}u + q;",
+             f"return {_fetch(t, 'in0', 'src')};"]
+    return _body(req, lines, f"gather: {table} rows along axis {axis} picked by {idx} (indices in [-{n}, {n}))")
