@@ -183,7 +183,7 @@ void oi_vk_pipeline_destroy(oi_vk_context *ctx, oi_vk_pipeline *pipeline);
 oi_status oi_vk_descriptor_set(oi_vk_context *ctx, const oi_vk_pipeline *pipeline, const VkBuffer *buffers,
                                const VkDeviceSize *offsets, const VkDeviceSize *ranges, VkDescriptorSet *out);
 
-/* Gives the context a copy kernel: `spirv` is templates/glsl/oi_copy.comp compiled (generated
+/* Gives the context a copy kernel: `spirv` is templates/vulkan/glsl/oi_copy.comp compiled (generated
  * programs build it with their shaders). From then on oi_vk_copy runs a copy between device-local
  * buffers whose offsets are multiples of minStorageBufferOffsetAlignment and whose size is a
  * multiple of 4 as a dispatch of this kernel instead of vkCmdCopyBuffer: on an H200 (driver

@@ -122,7 +122,7 @@ static inline void oi_t2_set(uint8_t *p, int64_t k, int64_t v) {
 static inline int64_t oi_packed_bytes(int64_t n, unsigned bits) { return (n * (int64_t)bits + 7) / 8; }
 
 /* ==========================================================================================
- * Helpers of the portable C kernels (openinfer/emit/ckernels). Same rules as above: static
+ * Helpers of the portable C kernels (openinfer/targets/c/kernels). Same rules as above: static
  * inline, no libm, bit-exact with the NumPy reference kernels (openinfer/ops/kernels).
  * ======================================================================================== */
 

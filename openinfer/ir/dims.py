@@ -43,7 +43,7 @@ def rendering(text: Callable[[Dim], str]) -> Iterator[None]:
     """Within the block, `str(dim)` (and so every f-string an emitter writes) is `text(dim)`.
 
     The GLSL emitters use it to name each run-time extent with a macro whose definition reads the
-    push constants (openinfer/emit/glsl/__init__.py): the C text over `sz_S` means nothing there."""
+    push constants (openinfer/targets/vulkan/glsl/__init__.py): the C text over `sz_S` means nothing there."""
     token = _TEXT.set(text)
     try:
         yield

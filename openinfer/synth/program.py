@@ -1,7 +1,7 @@
 """The Program: a target-neutral description of what the generated code does.
 
 `lower()` (openinfer/synth/lower.py) builds it from a BoundGraph; passes rewrite it; the target
-renderers (openinfer/emit/) turn it into source. Nothing here knows C or GLSL.
+renderers (openinfer/targets/) turn it into source. Nothing here knows C or GLSL.
 
 - Buffers: one per variable per frame. The entry block and each yield/await consumer run in
   their own frame (consumers work on snapshots); constants, prefix tables and persistent state

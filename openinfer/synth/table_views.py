@@ -5,7 +5,7 @@ copies nothing when the kernel that computes src can store it in the row instead
 A decode step reads a layer's whole key and value cache (`cache.read Kc[l, ..] >> kc`) only to
 hand it to attention; the copy is a dependent stage of its own on a GPU (~4 us on an H100 or
 H200, one per table and layer). Where the target can bind part of a persistent table as a kernel operand
-(`Renderer.table_operands`), this pass rewrites the kernels' inputs that name dst's buffer
+(`Target.reads_tables_in_place`), this pass rewrites the kernels' inputs that name dst's buffer
 (directly or through views: openinfer/synth/views.py runs first) to the table operand `T[i..]`
 (leading indices only: the block of every row under them, which is what dst holds) and turns the
 read into a marker (the node keeps its trace event). It takes a read `R` of the entry block's own

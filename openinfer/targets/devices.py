@@ -414,7 +414,7 @@ def _describe_vulkan(lib, phys, index: int, inst=None) -> dict:
             "storage_8bit": storage8, "storage_16bit": storage16,
             "subgroup_ops": bool(sg_stages & 0x20) and bool(sg_ops & 0x4),   # compute stage, arithmetic
             "subgroup_size": max(1, sg_size),
-            # what the f16 GEMM kernels use (openinfer/emit/glsl/linalg.py): VK_NV_cooperative_matrix
+            # what the f16 GEMM kernels use (openinfer/targets/vulkan/glsl/linalg.py): VK_NV_cooperative_matrix
             # with 16x16x16 f16 x f16 -> f32 subgroup matrices, and the Vulkan memory model
             "cooperative_matrix": (coop_ext and bool(u32(fcm.raw, 16)) and bool(u32(f12.raw, 180))   # memory model
                                    and bool(u32(f12.raw, 184)) and fp16                             # device scope

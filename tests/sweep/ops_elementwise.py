@@ -52,7 +52,7 @@ def elementwise() -> list[SweepCase]:
             for j, n in enumerate(lengths):
                 r = pick.small()
                 out.append(_elementwise_case(op, t, r, n, j, pick))
-    # the AVX element-wise kernels' row chunk and their parallel thresholds (openinfer/emit/avx.py
+    # the AVX element-wise kernels' row chunk and their parallel thresholds (openinfer/targets/x86/renderer.py
     # ROW_CHUNK, _PAR_ELEMS, _PAR_ELEMS_MATH), crossed in a row or in rows
     for n in (avx.ROW_CHUNK - 1, avx.ROW_CHUNK + 1):
         out.append(single("elementwise", "add", [("f32", (2, n)), ("f32", (n,))], extents={"n": n}))

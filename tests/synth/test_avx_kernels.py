@@ -1,4 +1,4 @@
-"""The AVX2 / AVX-512 kernels (openinfer/emit/avx.py, templates/x86/) against the NumPy reference.
+"""The AVX2 / AVX-512 kernels (openinfer/targets/x86/renderer.py, templates/x86/) against the NumPy reference.
 
 Each graph groups many cases of one kernel family so a device needs few builds: odd sizes (1, 3,
 17, 63, 65, 127, 257, ...) that exercise partial vectors and microkernel edges, broadcasting,
@@ -233,7 +233,7 @@ MATMULS = {
     "v_wide": ((2, 1024), (1024, 4097), True),
     "v_stream": ((1, 384), (384, 200), True),     # few multiply-adds, 300 KB of B: split over the pool (along K)
     "v_ksplit": ((3, 701), (701, 100), True),     # K slices of odd length, 3 rows of A
-    # narrow C held in registers over all of K (avx.py _resident_chains): a classifier head, several
+    # narrow C held in registers over all of K (x86/renderer.py _resident_chains): a classifier head, several
     # rows with a K remainder, K slices over the pool (7001 x 12: 336 KB streamed), K below a pass
     "v_narrow": ((1, 2048), (2048, 10), True),
     "v_narrow_rows": ((4, 203), (203, 16), True),
@@ -317,7 +317,7 @@ def test_matmul(tmp_path, device):
     check_matmuls(tmp_path, device)
 
 
-#: matmul epilogues (avx.py `epilogue_for`): every chain after a matmul below joins its kernel
+#: matmul epilogues (x86/renderer.py `takes_epilogue`): every chain after a matmul below joins its kernel
 #: except ar @ w's (a GEMM whose chain reads the output's old value). Paths: vecmat (1 and 3 rows
 #: of A), the vecmat split along K at 2 threads (x3 @ w3), matvec (wv @ v), the GEMM with 3 K
 #: slices (a @ wa), a batch of A rows sharing B, the parallel GEMM over a pre-packed B (ap @ wp),

@@ -121,7 +121,7 @@ def _cases(rng):
     return text, weights, inputs, want, terms
 
 
-#: epilogues (avx.py `epilogue_for`): name -> (x operand, weights, epilogue statements after
+#: epilogues (x86/renderer.py `takes_epilogue`): name -> (x operand, weights, epilogue statements after
 #: `>> p_<name>`, extra inputs). Paths: one row group over column chunks (e_res: a residual in place),
 #: three rows with per-channel zero points (bias, GELU), the K slices (a residual in place, SiLU),
 #: the exact loop of a non-finite row of x (times a per-row column), two row-group kernels over the

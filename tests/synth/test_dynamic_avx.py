@@ -1,5 +1,5 @@
 """Dynamic sizes on the AVX targets: the requests whose extents depend on a dynamic size take the
-vector kernels of openinfer/emit/avx.py, not the portable fallback (a regression there is only
+vector kernels of openinfer/targets/x86/renderer.py, not the portable fallback (a regression there is only
 slower, so the numbers alone would not show it).
 
 The cases of tests/dynamic_cases.py are generated for AVX2 and AVX-512 and each output below is

@@ -124,7 +124,7 @@ def test_lrn_kernels_match_reference(tmp_path, device):
 def test_the_cases_reach_what_they_are_for():
     """The shapes and values do what the docstring says: plane sizes around both vector widths,
     windows wider than the channels, specials that reach the output, AlexNet's layers large
-    enough for the pool (openinfer/emit/ckernels/nn.py `_par_rows` at _PAR_ELEMS_MATH)."""
+    enough for the pool (openinfer/targets/c/kernels/nn.py `_par_rows` at _PAR_ELEMS_MATH)."""
     from openinfer.targets.c.kernels.nn import _PAR_ELEMS_MATH
 
     cases = {name: (x, attrs) for name, x, attrs in _cases(np.random.default_rng(3))}

@@ -1,4 +1,4 @@
-"""The register-tiled f32 / f64 kernels of the nn family (openinfer/emit/ckernels/nn.py:
+"""The register-tiled f32 / f64 kernels of the nn family (openinfer/targets/c/kernels/nn.py:
 templates/c/ops/conv_tiled, sdpa_tiled, softmax_rows, norm_rows, pool) against the NumPy reference.
 
 The conformance cases' shapes are small; these reach what they miss: conv tiles with output-channel

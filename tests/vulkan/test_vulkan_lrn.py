@@ -1,4 +1,4 @@
-"""lrn's GLSL kernel (openinfer/emit/glsl/nn.py `emit_lrn`) on the program tests/synth/test_lrn_kernels.py
+"""lrn's GLSL kernel (openinfer/targets/vulkan/glsl/nn.py `emit_lrn`) on the program tests/synth/test_lrn_kernels.py
 runs on the C targets: planes around the vector widths, windows wider than the channels, specials,
 a zero and a negative denominator, a subnormal bias, AlexNet's two layers, f64 and f16, in place,
 and alpha and beta read at run time (push constants; alpha / size computed by the host), against

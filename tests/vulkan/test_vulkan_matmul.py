@@ -1,4 +1,4 @@
-"""The fast matmul kernels (openinfer/emit/glsl/linalg.py) at shapes that select them: GEMV
+"""The fast matmul kernels (openinfer/targets/vulkan/glsl/linalg.py) at shapes that select them: GEMV
 (few rows of A; vector and scalar weight loads, f32 / f16 / bf16 weights, batches), the
 register-blocked GEMM (each tile configuration, edge tiles, f16 / bf16 operands with acc=f32,
 narrow outputs) on the test device and on descriptors with small limits, and the

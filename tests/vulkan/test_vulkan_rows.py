@@ -1,4 +1,4 @@
-"""The workgroup-per-row kernels (openinfer/emit/glsl/rows.py) at shapes the conformance cases do
+"""The workgroup-per-row kernels (openinfer/targets/vulkan/glsl/rows.py) at shapes the conformance cases do
 not reach: rows longer than a workgroup (several elements per invocation, idle invocations in
 the last stride), many rows, NaN and -inf rows, ties and NaNs in different invocations' shares
 of an argmax, rows whose length the argmax's batches of loads (rows.strided) divide and do not,

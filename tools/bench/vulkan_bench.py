@@ -35,7 +35,7 @@ GEMMs), and so do the PyTorch peers: matmuls sharing one W found part of it in t
 `--reps` whose weights per step are under L2_MARGIN times the descriptor's L2.
 Every row checks its result against NumPy (rows of it for the GEMMs) and reports the largest
 error relative to the largest magnitude. `--tune` (repeatable) runs the matmul rows once per
-JSON dict of overrides of openinfer/emit/glsl/linalg.py's TUNE (a sweep; labels `@i`).
+JSON dict of overrides of openinfer/targets/vulkan/glsl/linalg.py's TUNE (a sweep; labels `@i`).
 """
 
 from __future__ import annotations

@@ -382,7 +382,7 @@ def _elementwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
 
 def _epilogue(req: KernelRequest) -> dict | None:
     """The template description of a matmul's epilogue (templates/x86/epilogue.c.j2), None if
-    the request has none; the `epilogue_for` predicate only accepts chains that have one."""
+    the request has none; the `takes_epilogue` predicate only accepts chains that have one."""
     epi = req.epilogue
     if epi is None or _dtype(epi) != "f32" or epi.runtime_attrs:
         return None
@@ -558,10 +558,10 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
 
 @emitter("conv1d", "conv2d")
 def _conv(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
-    """A convolution with an epilogue (`epilogue_for`) or a pool after it (`pooled_conv_for`): the
+    """A convolution with an epilogue (`takes_epilogue`) or a pool after it (`pools_own_result`): the
     portable tiled kernel applying the chain to its tiles before they are stored, and pooling its
     rows with this target's pooling kernel. Without either, None: the portable kernel
-    (openinfer/emit/ckernels/nn.py), which takes this target's intrinsics tile itself (and a
+    (openinfer/targets/c/kernels/nn.py), which takes this target's intrinsics tile itself (and a
     request whose epilogue this cannot render fails in `kernel`, never drops its chain)."""
     epi = _epilogue(req)
     if not conv_tiled(req) or (epi is None and req.epilogue is not None) or (epi is None and req.pool is None):

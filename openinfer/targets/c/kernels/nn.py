@@ -326,7 +326,7 @@ def conv_tiled(req: KernelRequest) -> bool:
 
 @family("conv1d", "conv2d")
 def emit_conv(req: KernelRequest, name: str, renderer, epilogue: dict | None = None) -> str:
-    """`epilogue` (the AVX targets, openinfer/emit/avx.py `_conv`): an element-wise chain over the
+    """`epilogue` (the AVX targets, openinfer/targets/x86/renderer.py `_conv`): an element-wise chain over the
     sums alone, applied to each tile in registers before it is stored (tiled kernel only)."""
     x, wt = req.own_inputs[:2]
     t, out = x.dtype, req.output.dtype

@@ -29,7 +29,7 @@ transposed operand (the plain GEMM does).
 
 The fast kernels decode f16 with unpackHalf2x16 (exact: every f16 is an f32) and bf16 by a shift.
 Operands are read through extra declarations of their bindings as vec4 / uvec2 / uvec4 arrays
-(every binding offset is a multiple of 64 bytes, see openinfer/emit/vulkan.py). Tile sizes and
+(every binding offset is a multiple of 64 bytes, see openinfer/targets/vulkan/renderer.py). Tile sizes and
 the other knobs are in TUNE (tools/bench/vulkan_bench.py --tune sweeps them on a device).
 
 f64 products (and f32 ones on a device too small for the GEMM tiles) keep the tiled kernel
