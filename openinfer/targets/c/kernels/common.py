@@ -11,7 +11,6 @@ Values carry their C compute type ("vct"): a `double` stored into f16/bf16/f8 ro
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -105,48 +104,6 @@ def copy_elem(t: DTypeInfo, dst: str, d: str, src: str, s: str) -> str:
     if t.is_packed:
         return f"oi_packed_store_raw({dst}, {d}, {t.bits}, oi_packed_raw({src}, {s}, {t.bits}));"
     return f"{dst}[{d}] = {src}[{s}];"
-
-
-# ---------------------------------------------------------------------------------- shapes
-
-def numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides = []
-    acc = 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return tuple(reversed(strides))
-
-
-def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of an input of `shape` iterated over `out_shape` (0 on broadcast dims)."""
-    pad = len(out_shape) - len(shape)
-    full = (1,) * pad + tuple(shape)
-    base = contiguous_strides(full)
-    return tuple(0 if full[i] == 1 and out_shape[i] != 1 else base[i] for i in range(len(out_shape)))
-
-
-def collapse(sizes, *strides_lists):
-    """Merge adjacent loop dims that are contiguous in every stride list (and drop size-1 dims):
-    fewer, longer loops over the same elements in the same order. Returns (sizes, strides...)."""
-    dims = [(n, tuple(s[i] for s in strides_lists)) for i, n in enumerate(sizes) if n != 1]
-    out: list[tuple[int, tuple[int, ...]]] = []
-    for n, st in dims:
-        if out:
-            pn, pst = out[-1]
-            if all(p == s * n for p, s in zip(pst, st, strict=True)):
-                out[-1] = (pn * n, st)
-                continue
-        out.append((n, st))
-    sizes_out = [n for n, _ in out]
-    return (sizes_out, *([st[k] for _, st in out] for k in range(len(strides_lists))))
 
 
 def offset(vars_, strides, base: int | str = 0) -> str:
@@ -244,36 +201,3 @@ def scalar_attr(req: KernelRequest, name: str, ct: str, bound: DTypeInfo | None 
         return (f"(({ct})oi_f64_to_sint_sat(trunc({p}), 64))" if ct == "int64_t"
                 else f"oi_f64_to_uint_sat(trunc({p}), 64)")
     return f"(({ct}){p})"
-
-
-@dataclass(frozen=True)
-class ConvGeometry:
-    """conv1d / conv2d sizes as one 2-D problem (conv1d is H = KH = 1): batch n, channels c,
-    input h x w, outputs o, per-group channels cg / og, kernel kh x kw, output oh x ow, strides,
-    dilations and the top / left padding. Shared by the C and GLSL conv emitters."""
-
-    n: int
-    c: int
-    h: int
-    w: int
-    o: int
-    cg: int
-    og: int
-    kh: int
-    kw: int
-    oh: int
-    ow: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
-    pt: int
-    pl: int
-
-    @classmethod
-    def of(cls, req: KernelRequest, stride, dil, pad, groups: int) -> ConvGeometry:
-        x, wt, out = req.inputs[0].shape, req.inputs[1].shape, req.own_output.shape   # (before a pool)
-        if req.op == "conv1d":
-            return cls(x[0], x[1], 1, x[2], wt[0], x[1] // groups, wt[0] // groups, 1, wt[2], 1, out[2],
-                       1, stride[0], 1, dil[0], 0, pad[0])
-        return cls(*x, wt[0], x[1] // groups, wt[0] // groups, *wt[2:], *out[2:], *stride, *dil, *pad[:2])

@@ -18,21 +18,9 @@ import numpy as np
 from ....dtypes import DTypeInfo, Kind
 from ....synth.program import KernelRequest
 from ...env import render
+from ...geometry import arange_index, broadcast_strides, contiguous_strides
 from . import family, prototype
-from .common import (
-    broadcast_strides,
-    compute_ctype,
-    contiguous_strides,
-    fn,
-    literal_ct,
-    load,
-    numel,
-    offset,
-    round_to,
-    scalar_attr,
-    static_attr,
-    store,
-)
+from .common import compute_ctype, fn, literal_ct, load, offset, round_to, scalar_attr, static_attr, store
 
 
 @dataclass(frozen=True)
@@ -392,15 +380,6 @@ def _fill(c: Ctx) -> Result:
     if t.is_float:
         return [], literal_ct(c.ct, float(v)), c.ct
     return [], literal_ct(c.ct, int(v)), c.ct
-
-
-def arange_index(req: KernelRequest, flat: str, suffix: str = "") -> str:
-    """The index along arange's axis of output element `flat` (x and the output share one shape);
-    `suffix` follows the integer literals (GLSL's `u`)."""
-    shape, axis = req.output.shape, req.attr("axis")
-    inner = numel(shape[axis + 1:])          # (a Dim where a dynamic size is among them)
-    idx = flat if inner == 1 else f"({flat} / {inner}{suffix})"
-    return idx if axis == 0 else f"({idx} % {shape[axis]}{suffix})"
 
 
 @expr("arange", doc="start + i * step along `axis`: integers wrap to T; floats in double (the product "

@@ -29,20 +29,9 @@ from ....ir.dims import Dim, capacity
 from ....ops.types import TensorType
 from ....synth.program import KernelRequest
 from ...env import render
+from ...geometry import ConvGeometry, contiguous_strides, numel
 from . import KernelText, family, prototype
-from .common import (
-    ConvGeometry,
-    compute_ctype,
-    contiguous_strides,
-    fn,
-    literal_ct,
-    load,
-    numel,
-    offset,
-    scalar_attr,
-    static_attr,
-    store,
-)
+from .common import compute_ctype, fn, literal_ct, load, offset, scalar_attr, static_attr, store
 
 #: sdpa keeps a query row's scores on the stack up to this many keys, then switches to an
 #: online softmax (running max, rescaled sums) that needs no per-row buffer.

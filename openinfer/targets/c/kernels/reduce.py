@@ -14,20 +14,9 @@ from __future__ import annotations
 from ....dtypes import DTypeInfo
 from ....synth.program import KernelRequest
 from ...env import render
+from ...geometry import collapse, contiguous_strides, numel
 from . import family, prototype
-from .common import (
-    NARROW,
-    collapse,
-    compute_ctype,
-    contiguous_strides,
-    literal_ct,
-    load,
-    numel,
-    offset,
-    round_to,
-    static_attr,
-    store,
-)
+from .common import NARROW, compute_ctype, literal_ct, load, offset, round_to, static_attr, store
 
 
 def _loops(prefix: str, sizes: list[int]) -> list[list]:

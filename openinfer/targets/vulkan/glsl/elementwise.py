@@ -20,7 +20,7 @@ import numpy as np
 
 from ....dtypes import DTypeInfo, Kind
 from ....synth.program import KernelRequest
-from ...c.kernels.common import broadcast_strides, collapse, contiguous_strides
+from ...geometry import arange_index, broadcast_strides, collapse, contiguous_strides
 from . import Body, family
 from .types import FLOAT_CT, KernelCtx, conv, lit, signed
 
@@ -450,7 +450,6 @@ def _fill(c: Ew) -> Result:
 @expr("arange", doc="start + i * step along `axis`: integers wrap to T; floats in double (the product "
                     "rounded, then the sum), rounded once to T")
 def _arange(c: Ew) -> Result:
-    from ...c.kernels.elementwise import arange_index
 
     idx = arange_index(c.req, "i", suffix="u")
     if c.is_float or c.t.is_float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ....ops.shapes import slice_extent, transpose_perm
 from ....synth.program import KernelRequest
-from ...c.kernels.common import contiguous_strides, numel
+from ...geometry import contiguous_strides, numel
 from . import Body, family
 from .elementwise import index_expr
 from .types import KernelCtx, compute_type, lit, storage_type

@@ -47,7 +47,7 @@ from ....errors import SynthesisError
 from ....ir.dims import Dim, capacity
 from ....ops.shapes import matmul_operand_shapes
 from ....synth.program import KernelRequest
-from ...c.kernels.common import contiguous_strides
+from ...geometry import contiguous_strides
 from . import Body, dispatch, family
 from .reduce import NARROW, round_to
 from .rows import pow2ceil, tree

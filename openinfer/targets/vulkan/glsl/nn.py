@@ -14,7 +14,7 @@ import numpy as np
 
 from ....ir.dims import Dim, capacity
 from ....synth.program import KernelRequest
-from ...c.kernels.common import ConvGeometry, contiguous_strides, numel
+from ...geometry import ConvGeometry, contiguous_strides, numel
 from . import Body, family
 from . import rows as rows_
 from .linalg import buffer_view, rope_frequencies

@@ -19,7 +19,7 @@ from __future__ import annotations
 from ....dtypes import DTypeInfo
 from ....ir.dims import capacity
 from ....synth.program import KernelRequest
-from ...c.kernels.common import collapse, contiguous_strides, numel
+from ...geometry import collapse, contiguous_strides, numel
 from . import Body, family
 from . import rows as rows_
 from .elementwise import index_expr
