@@ -26,11 +26,8 @@ from ...synth.program import dynamic_ranges
 from ..base import PROGRAM_ABI_VERSION, Target
 from ..env import c_string, render
 from .kernels import KernelSource, emit_kernel
+from .kernels.common import ctype
 
-_CTYPES = {"f32": "float", "f64": "double", "f16": "uint16_t", "bf16": "uint16_t", "f8": "uint8_t",
-           "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
-           "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
-           "bool": "uint8_t", "bitset": "uint8_t"}
 _KIND_CODES = {"dynamic": 0, "volatile": 1, "constant": 2, "persistent": 3}
 
 
@@ -39,11 +36,6 @@ def hal_abi_version() -> int:
     """OI_HAL_ABI_VERSION of the HAL shipped beside the templates (generated code checks it)."""
     m = re.search(r"^#define OI_HAL_ABI_VERSION (\d+)$", (hal_dir() / "include" / "oi_hal.h").read_text(), re.M)
     return int(m.group(1))
-
-
-def ctype(dtype: DTypeInfo) -> str:
-    """The C element type of `dtype`'s storage (packed types: their bytes)."""
-    return "uint8_t" if dtype.is_packed else _CTYPES[dtype.name]
 
 
 def scalar_to(dtype: DTypeInfo, ptr: str, target: str) -> str:

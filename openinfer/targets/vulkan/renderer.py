@@ -36,11 +36,11 @@ from ...synth import program as P
 from ...synth.lower import c_name
 from ...synth.memplan import MemoryPlan
 from ..base import Target, register
-from ..c.renderer import Check, HostRenderer, StatementView, ctype, fill_pattern, scalar_step_line, size_expr
-from ..env import render
+from ..c.kernels.common import ctype
+from ..c.renderer import Check, HostRenderer, StatementView, fill_pattern, scalar_step_line, scalar_to, size_expr
+from ..env import c_string, render
 from .glsl import Caps, Shader, emit_shader
-from .glsl.linalg import takes_epilogue, takes_prologue, takes_rope
-from .glsl.nn import takes_transposed
+from .glsl.fusions import takes_epilogue, takes_prologue, takes_rope, takes_transposed
 
 #: offsets of model tensors in the weights buffer (a multiple of every device's
 #: minStorageBufferOffsetAlignment, which is at most 256)
@@ -390,12 +390,12 @@ class VulkanRenderer(HostRenderer):
             ix = self.int_expr(frame, e)
             flat = f"({ix})" if flat == "0" else f"({flat}) * {size} + ({ix})"
         rt = dict(s.runtime_attrs)
-        lines = [f"if ({c.cond}) return oi_fail(m, {c.status}, {s.store_node}, {_c_str(c.message)});"
+        lines = [f"if ({c.cond}) return oi_fail(m, {c.status}, {s.store_node}, {c_string(c.message)});"
                  for c in row_checks.checks] + ["{"]
         for attr, dtype in req.runtime_attrs:
             target = "double" if dtype.is_float else "int64_t"
             lines.append(f"    const {target} rt_{attr} = "
-                         f"{_scalar_to(dtype, self.ptr(frame, P.Operand(rt[attr])), target)};")
+                         f"{scalar_to(dtype, self.ptr(frame, P.Operand(rt[attr])), target)};")
         push = "NULL"
         if sh.push:
             values = ", ".join(f".{f.name} = {f.expr.replace('NODE', str(s.node))}" for f in sh.push)
@@ -459,7 +459,8 @@ class VulkanRenderer(HostRenderer):
         entry = self._entry_bytes(s.var)
         decl, bounds, lead_dims, dynamic, assign = self.table_read_bounds(frame, s, v)
         lines = ["{"] + [f"    {d}" for d in decl]
-        lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {_c_str(c.message)});" for c in v.checks]
+        lines += [f"    if ({c.cond}) return oi_fail(m, {c.status}, {s.node}, {c_string(c.message)});"
+                  for c in v.checks]
         lines += [f"    {a}" for a in assign]      # (before the dispatches after it are recorded)
         v.checks = []
         if dynamic:
@@ -739,16 +740,6 @@ def _walk(stmts):
             yield from _walk(s.body)
 
 
-def _c_str(text: str) -> str:
-    from ..env import c_string
-
-    return c_string(text)
-
-
-def _scalar_to(dtype, ptr: str, target: str) -> str:
-    from ..c.renderer import scalar_to
-
-    return scalar_to(dtype, ptr, target)
 
 
 def _init_lines(item: dict, node: int | None) -> list[str]:

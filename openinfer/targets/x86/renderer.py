@@ -39,9 +39,9 @@ from ...ir.dims import Dim, DynamicDimError, capacity
 from ...ops.shapes import matmul_operand_shapes
 from ...synth.program import KernelRequest
 from ..c.kernels import KernelSource, KernelText, prototype
-from ..c.kernels.common import literal, static_attr
+from ..c.kernels.common import ctype, literal, static_attr
 from ..c.kernels.nn import conv_tiled, emit_conv, lrn_context, pool_context
-from ..c.renderer import CRenderer, CTarget, ctype
+from ..c.renderer import CRenderer, CTarget
 from ..env import render
 
 

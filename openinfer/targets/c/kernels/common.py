@@ -19,7 +19,18 @@ from ....errors import SynthesisError
 from ....ir.dims import Dim
 from ....synth.program import KernelRequest
 
+#: the C element type of each dtype's storage
+_CTYPES = {"f32": "float", "f64": "double", "f16": "uint16_t", "bf16": "uint16_t", "f8": "uint8_t",
+           "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
+           "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
+           "bool": "uint8_t", "bitset": "uint8_t"}
+
 NARROW = ("f16", "bf16", "f8")
+
+
+def ctype(dtype: DTypeInfo) -> str:
+    """The C element type of `dtype`'s storage (packed types: their bytes)."""
+    return "uint8_t" if dtype.is_packed else _CTYPES[dtype.name]
 
 
 def compute_ctype(t: DTypeInfo) -> str:

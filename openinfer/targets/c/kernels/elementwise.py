@@ -19,8 +19,9 @@ from ....dtypes import DTypeInfo, Kind
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import arange_index, broadcast_strides, contiguous_strides
-from . import family, prototype
 from .common import compute_ctype, fn, literal_ct, load, offset, round_to, scalar_attr, static_attr, store
+from .reduce import emit_all_finite
+from .registry import family, prototype
 
 
 @dataclass(frozen=True)
@@ -407,7 +408,6 @@ def _used(name: str, texts: list[str]) -> bool:
 def emit(req: KernelRequest, name: str, renderer) -> str:
     out = req.output
     if req.op == "is_finite" and out.shape != req.inputs[0].shape:
-        from .reduce import emit_all_finite
         return emit_all_finite(req, name, renderer)
     w = work(req)
     ct = compute_ctype(w)

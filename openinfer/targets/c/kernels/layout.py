@@ -9,8 +9,8 @@ from ....ops.shapes import slice_extent, transpose_perm
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import collapse, contiguous_strides
-from . import family, prototype
 from .common import compute_ctype, copy_elem, load, offset, static_attr
+from .registry import family, prototype
 
 
 def _move(t: DTypeInfo, src: str, sizes, sstr, dstr, sbase: int = 0, dbase: int = 0, comment: str = "") -> dict:

@@ -11,8 +11,8 @@ from ....ops.shapes import matmul_operand_shapes
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import contiguous_strides
-from . import family, prototype
 from .common import NARROW, compute_ctype, literal_ct, load, round_to, store
+from .registry import family, prototype
 
 
 @family("matmul")

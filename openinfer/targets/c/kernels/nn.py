@@ -30,8 +30,8 @@ from ....ops.types import TensorType
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import ConvGeometry, contiguous_strides, numel
-from . import KernelText, family, prototype
-from .common import compute_ctype, fn, literal_ct, load, offset, scalar_attr, static_attr, store
+from .common import compute_ctype, ctype, fn, literal_ct, load, offset, scalar_attr, static_attr, store
+from .registry import KernelText, emit_kernel, family, prototype
 
 #: sdpa keeps a query row's scores on the stack up to this many keys, then switches to an
 #: online softmax (running max, rescaled sums) that needs no per-row buffer.
@@ -246,7 +246,6 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
     dynamic_dims = any(isinstance(d, Dim) for d in (dk, dv, *batch))
     if mode == "scores" and not dynamic_dims and capacity(sq) >= _SDPA_TILED_ROWS and _wide_float(req) \
             and not req.aliased and dk and dv:
-        from ..renderer import ctype
 
         lanes = _vector_bits(renderer) // (64 if ct == "double" else 32)
         # rows x vectors of the register tiles (16 accumulators): 8 x 2 with 32 vector registers,
@@ -405,7 +404,6 @@ def _pool_of_rows(pool: KernelRequest, name: str, rows: int, width: int, rendere
     """A static function `name` that pools one channel's `rows` x `width` convolution rows into
     one pooled row: the target's own pooling kernel (the same values as the separate pool's) for
     that block, which the convolution calls for each channel of a unit."""
-    from . import emit_kernel
 
     block = replace(pool, inputs=(TensorType(pool.inputs[0].dtype, (1, 1, rows, width)),),
                     output=TensorType(pool.output.dtype, (1, 1, 1, pool.output.shape[3])))
@@ -487,7 +485,6 @@ def emit_lrn(req: KernelRequest, name: str, renderer) -> str:
 
 def lrn_context(req: KernelRequest, name: str) -> dict:
     """What lrn.c.j2 renders from (and the vector variant that extends it, templates/x86/lrn.c.j2)."""
-    from ..renderer import ctype
 
     x = req.inputs[0]
     t, out = x.dtype, req.output.dtype

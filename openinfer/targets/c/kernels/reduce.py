@@ -15,8 +15,8 @@ from ....dtypes import DTypeInfo
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import collapse, contiguous_strides, numel
-from . import family, prototype
 from .common import NARROW, compute_ctype, literal_ct, load, offset, round_to, static_attr, store
+from .registry import family, prototype
 
 
 def _loops(prefix: str, sizes: list[int]) -> list[list]:

@@ -30,123 +30,23 @@ An emitter is `fn(req, ctx) -> Body` registered with `@family("op", ...)`.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
 from ....errors import SynthesisError
-from ....ir.dims import Dim, rendering
+from ....ir.dims import rendering
 from ....synth.program import KernelRequest
 from ...env import render
+from . import layout, linalg, nn, quant, reduce  # noqa: F401  (each registers its emitters)
+from .elementwise import epilogue_function, prologue_function
+from .registry import Body, Emitter, Extents, Shader, dispatch, emitter, family
 from .types import Caps, KernelCtx, PushField, storage_type
 
-__all__ = ["Body", "Caps", "KernelCtx", "PushField", "Shader", "emit_shader", "family", "storage_type"]
-
-
-@dataclass
-class Body:
-    """What an emitter produces.
-
-    value mode (`value` set): `functions` defines helpers and `VCT oi_value(uint i)` is built from
-    `value` (statements ending in `return ...;`) for output element i; the skeleton stores it,
-    packing sub-byte outputs. custom mode (`main` set): the emitter writes main()'s body itself
-    for `units` invocations (`u` is the invocation index, already bounds-checked)."""
-
-    functions: str = ""
-    value: str | None = None
-    vct: str = "float"
-    main: str | None = None
-    units: int | None = None
-    doc: str = ""
-    shared: str = ""                      # shared-memory declarations (workgroup kernels)
-    local_size: int | None = None         # a workgroup size the kernel needs (default: ctx.caps.wg)
-    groups: Grid | None = None            # explicit dispatch (workgroup kernels): see `dispatch`
-
-
-#: workgroups of a dispatch: (x, y, z), or a count that depends on a dynamic size (a Dim), which
-#: the host computes at run time and splits into x <= 65535 and y as `dispatch` does
-Grid = tuple[int, int, int] | Dim
-
-
-@dataclass(frozen=True)
-class Shader:
-    name: str
-    source: str
-    bindings: int
-    push: tuple[PushField, ...]
-    groups: Grid
-    fallible: bool
-    features: frozenset[str] = field(default_factory=frozenset)
-    doc: str = ""
-    local_size: int = 1
-
-    @property
-    def push_bytes(self) -> int:
-        return sum(f.size for f in self.push)
-
-
-Emitter = Callable[[KernelRequest, KernelCtx], Body]
-_EMITTERS: dict[str, Emitter] = {}
-
-
-def family(*ops: str):
-    def deco(fn: Emitter) -> Emitter:
-        for op in ops:
-            _EMITTERS[op] = fn
-        return fn
-    return deco
-
-
-_LOCK = threading.Lock()
-_loaded = False
-
-
-def _load() -> None:
-    global _loaded
-    with _LOCK:
-        if not _loaded:
-            from . import elementwise, layout, linalg, nn, quant, reduce  # noqa: F401  (registration)
-            _loaded = True
-
-
-def dispatch(units: int, wg: int) -> Grid:
-    """Workgroups for `units` invocations: x up to 65535 (the guaranteed minimum), then y. A
-    dynamic count stays a Dim (the host splits it the same way when the step runs)."""
-    if isinstance(units, Dim):
-        return (units + (wg - 1)) // wg
-    groups = max(1, -(-units // wg))
-    gx = min(groups, 65535)
-    return gx, -(-groups // gx), 1
-
-
-class Extents:
-    """The run-time extents of one shader: `str(dim)` inside `rendering(extents)` names each
-    distinct dim `OI_DIM<k>`; `defines()` gives their definitions over the push constants."""
-
-    def __init__(self) -> None:
-        self.names: dict[object, tuple[str, Dim]] = {}
-
-    def __call__(self, d: Dim) -> str:
-        if d.poly not in self.names:
-            self.names[d.poly] = (f"OI_DIM{len(self.names)}", d)
-        return self.names[d.poly][0]
-
-    def defines(self, sizes: tuple[str, ...]) -> str:
-        if not sizes:
-            return ""
-        lines = ["// run-time extents: the dynamic sizes arrive as push constants (the host's NAME_set_size)"]
-        lines += [f"#define sz_{n} pc.oi_sz_{n}" for n in sizes]
-        for name, d in self.names.values():
-            lines += [f"#define {name} {d.c()}  // {d.pretty()} (at most {int(d)})", f"#define {name}u uint({name})"]
-        return "\n".join(lines)
+__all__ = ["Body", "Caps", "KernelCtx", "PushField", "Shader", "dispatch", "emit_shader", "family", "storage_type"]
 
 
 def emit_shader(req: KernelRequest, name: str, caps: Caps, where: str = "",
                 names: tuple[str, ...] = ()) -> Shader:
     """The compute shader of one kernel. Raises SynthesisError naming what the device lacks;
     `where` locates the first call site and `names` are its operands (inputs, then output)."""
-    _load()
-    fn = _EMITTERS.get(req.op)
+    fn = emitter(req.op)
     if fn is None:
         raise SynthesisError(f"op `{req.op}` has no GLSL kernel")
     ctx = KernelCtx(req, caps, where)
@@ -168,13 +68,9 @@ def _emit(fn: Emitter, req: KernelRequest, name: str, caps: Caps, ctx: KernelCtx
     functions, vct = body.functions, body.vct
     if req.epilogue is not None and req.epilogue.op != "rope":   # (a rope: the GEMV mains rotate pairs)
         # value mode stores oi_epilogue(v, u); GEMV mains call it themselves
-        from .elementwise import epilogue_function
-
         text, vct = epilogue_function(req, ctx)
         functions = f"{functions}\n{text}" if functions else text
     if req.prologue is not None and req.prologue.op == "fused":   # the GEMVs call it as they read x
-        from .elementwise import prologue_function
-
         text = prologue_function(req, ctx)
         functions = f"{functions}\n{text}" if functions else text
     wg = body.local_size or caps.wg

@@ -20,9 +20,10 @@ import numpy as np
 
 from ....dtypes import DTypeInfo, Kind
 from ....synth.program import KernelRequest
-from ...geometry import arange_index, broadcast_strides, collapse, contiguous_strides
-from . import Body, family
-from .types import FLOAT_CT, KernelCtx, conv, lit, signed
+from ...geometry import arange_index, broadcast_strides
+from .reduce import emit_all_finite
+from .registry import Body, family
+from .types import FLOAT_CT, KernelCtx, conv, index_expr, lit, round_to, signed
 
 
 @dataclass(frozen=True)
@@ -469,31 +470,10 @@ def _used(name: str, texts: list[str]) -> bool:
     return any(pat.search(s) for s in texts)
 
 
-def index_expr(i: str, out_shape, strides, base: int = 0) -> str:
-    """Element index (uint) into an operand with element `strides` (0: broadcast; negative:
-    walking backwards) of output element `i`, plus `base`. Positive terms come first, so the
-    unsigned arithmetic never goes below zero."""
-    sizes, ostr, istr = collapse(list(out_shape), list(contiguous_strides(tuple(out_shape))), list(strides))
-    if len(sizes) == 1 and istr[0] == 1 and not base:
-        return i
-    pos = [f"{base}u"] if base else []
-    neg = []
-    for d, (n, os_, is_) in enumerate(zip(sizes, ostr, istr, strict=True)):
-        if is_ == 0:
-            continue
-        coord = i if os_ == 1 else f"({i} / {os_}u)"
-        if d > 0:
-            coord = f"({coord} % {n}u)"
-        (pos if is_ > 0 else neg).append(coord if abs(is_) == 1 else f"{coord} * {abs(is_)}u")
-    text = " + ".join(pos) if pos else "0u"
-    return f"({text}) - ({' + '.join(neg)})" if neg else text
-
-
 @family(*_EXPR)
 def emit(req: KernelRequest, k: KernelCtx) -> Body:
     out = req.output
     if req.op == "is_finite" and out.shape != req.inputs[0].shape:
-        from .reduce import emit_all_finite
         return emit_all_finite(req, k)
     w = req.acc[-1] if req.acc else req.inputs[0].dtype
     ct = k.ct(w)
@@ -522,7 +502,6 @@ def _chain(req: KernelRequest, k: KernelCtx, operand) -> tuple[list[str], str, s
     being the expression operand(j) (in k.ct of its dtype): (lines, result variable, its type).
     Each step computes as its own kernel would and its result is rounded / wrapped to the step's
     output dtype (what storing and reloading it would give)."""
-    from .reduce import round_to
 
     lines: list[str] = []
     results: list[tuple[str, str]] = []              # per step: (variable, compute type)

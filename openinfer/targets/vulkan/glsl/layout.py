@@ -7,9 +7,8 @@ from __future__ import annotations
 from ....ops.shapes import slice_extent, transpose_perm
 from ....synth.program import KernelRequest
 from ...geometry import contiguous_strides, numel
-from . import Body, family
-from .elementwise import index_expr
-from .types import KernelCtx, compute_type, lit, storage_type
+from .registry import Body, family
+from .types import KernelCtx, compute_type, index_expr, lit, storage_type
 
 
 def _fetch(t, buf: str, idx: str) -> str:

@@ -48,10 +48,9 @@ from ....ir.dims import Dim, capacity
 from ....ops.shapes import matmul_operand_shapes
 from ....synth.program import KernelRequest
 from ...geometry import contiguous_strides
-from . import Body, dispatch, family
-from .reduce import NARROW, round_to
+from .registry import Body, dispatch, family
 from .rows import pow2ceil, tree
-from .types import KernelCtx, lit
+from .types import NARROW, KernelCtx, lit, round_to
 
 #: the GEMV kernel serves matmuls with at most this many rows of A (per batch element)
 GEMV_MAX_M = 8
@@ -118,7 +117,7 @@ vec4 oi_bf16x4(uvec2 u) {
 }"""
 
 
-def _transposes(req: KernelRequest) -> tuple[bool, bool]:
+def transposes(req: KernelRequest) -> tuple[bool, bool]:
     return bool(req.attr("transpose_a")), bool(req.attr("transpose_b"))
 
 
@@ -135,7 +134,7 @@ def _b_at(tb: bool, n: int, kk: int, q: str, col: str) -> str:
 def _operands(req: KernelRequest):
     """(a, b, product type, m, n, k, sum dtype, product dtype) of a matmul request."""
     a, b = req.own_inputs
-    sa, sb = matmul_operand_shapes(a.shape, b.shape, *_transposes(req))
+    sa, sb = matmul_operand_shapes(a.shape, b.shape, *transposes(req))
     w = req.acc[-1] if req.acc else a.dtype
     return (a, b, req.epilogue.inputs[0] if req.epilogue else req.output,
             1 if len(sa) == 1 else sa[-2], 1 if len(sb) == 1 else sb[-1], sa[-1],
@@ -149,7 +148,7 @@ def _fits_tiles(req: KernelRequest) -> bool:
             and min(capacity(m), capacity(n), capacity(kk)) >= 16)
 
 
-def _path(req: KernelRequest) -> str:
+def matmul_path(req: KernelRequest) -> str:
     """emit_matmul's choice: "gemv"; "gemm" (the register-blocked or cooperative-matrix kernel, or
     where the device is too small for those, the tiled or per-element one); "tiled"; or "value"
     (one invocation per output element). f32 sums of exact f32 products may be reordered (see the
@@ -159,20 +158,6 @@ def _path(req: KernelRequest) -> str:
             and not product.dtype.is_packed and product.numel > 0):
         return "gemv" if capacity(m) <= GEMV_MAX_M else "gemm"   # (a dynamic M: by its bound)
     return "tiled" if _fits_tiles(req) else "value"
-
-
-def takes_epilogue(req: KernelRequest) -> bool:
-    """Whether req's kernel applies `req.epilogue` (openinfer/synth/fusion.py) to an f32 product:
-    the GEMVs and the per-element kernels store one element per invocation and do; the GEMMs
-    store tiles (cooperative matrices) and do not; nor do the convolutions."""
-    if req.op not in ("matmul", "dequant_matmul"):
-        return False
-    product = req.epilogue.inputs[0]
-    if product.dtype.name != "f32" or req.output.dtype.name not in ("f32", "f16", "bf16"):
-        return False
-    if req.op == "dequant_matmul":
-        return True
-    return _path(req) in ("gemv", "value")
 
 
 def rope_frequencies(rope: KernelRequest) -> str:
@@ -205,59 +190,10 @@ def has_rope(req: KernelRequest) -> bool:
     return req.epilogue is not None and req.epilogue.op == "rope"
 
 
-def takes_rope(req: KernelRequest, caps) -> bool:
-    """Whether req's kernel rotates its result's column pairs as it stores them (`req.epilogue` a
-    rope, `fold_rope`): the f32 GEMV (f32 weights, neither operand transposed) and, on a device
-    with subgroup arithmetic, the dequantizing GEMV; a rope in halves (not interleaved) with a
-    static theta at one scalar position, over an f32 result of whole heads of dh columns, dh a
-    multiple of 8 (of two 16-byte column groups for the dequantizing GEMV). The angles are f64,
-    as the rope kernel's."""
-    from .quant import takes_gemv
-
-    rope = req.epilogue
-    x = rope.inputs[0]
-    dh = x.shape[-1]
-    n = req.output.shape[-1]
-    if (rope.attr("interleaved") or rope.runtime_attrs or rope.inputs[1].shape or not caps.fp64
-            or isinstance(dh, Dim) or isinstance(n, Dim) or dh % 8 or n % dh or req.prologue is not None
-            or x.dtype.name != "f32" or req.output.dtype.name != "f32" or req.mode != "normal" or req.acc):
-        return False
-    if req.op == "dequant_matmul":
-        w = req.own_inputs[1]
-        return (takes_gemv(req) and caps.subgroup and caps.subgroup_size >= 4 and w.shape[0] >= 4
-                and dh % (2 * (128 // w.dtype.bits)) == 0 and len(req.own_inputs[0].shape) == 2)
-    return (req.op == "matmul" and _path(req) == "gemv" and not any(_transposes(req))
-            and len(req.own_inputs[0].shape) == 2 and req.own_inputs[1].dtype.name == "f32"
-            and not isinstance(req.own_inputs[1].shape[0], Dim) and req.own_inputs[1].shape[0] >= 4)
-
-
 def rope_position(req: KernelRequest, k: KernelCtx) -> str:
     """The rope epilogue's position as a double (its operand follows the op's own inputs)."""
     at = len(req.own_inputs)
     return f"double({k.load(req.inputs[at].dtype, f'in{at}', '0u')})"
-
-
-def takes_prologue(req: KernelRequest) -> bool:
-    """Whether req's kernel computes its input 0 itself (`req.prologue`, openinfer/synth/fusion.py):
-    the GEMVs (f32 / f16 / bf16 weights, and the dequantizing ones) over an f32 x of two dims
-    with a static K, the prologue an f32 rms_norm over x's last axis (`fold_norms`), or an f32
-    element-wise chain over operands of x's shape (`fold_elementwise`)."""
-    from .quant import takes_gemv
-
-    pro = req.prologue
-    a = req.own_inputs[0]
-    if not (req.mode == "normal" and not req.acc and len(a.shape) == 2 and not isinstance(a.shape[1], Dim)
-            and a.dtype.name == "f32" and all(t.dtype.name == "f32" for t in (*pro.inputs, pro.output))):
-        return False
-    if pro.op == "rms_norm":
-        if not (pro.attr("axis") == 1 and all(t.shape == (a.shape[1],) for t in pro.inputs[1:])):
-            return False
-    elif not (pro.op == "fused" and all(t.shape == a.shape for t in pro.inputs)):
-        return False
-    if req.op == "dequant_matmul":
-        return takes_gemv(req)
-    return (req.op == "matmul" and _path(req) == "gemv" and not any(_transposes(req))
-            and req.own_inputs[1].dtype.name in ("f32", "f16", "bf16"))
 
 
 def has_norm(req: KernelRequest) -> bool:
@@ -339,7 +275,7 @@ def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
     a, b = req.own_inputs
     out = req.output
     t = a.dtype
-    ta, tb = _transposes(req)
+    ta, tb = transposes(req)
     a_shape, b_shape = matmul_operand_shapes(a.shape, b.shape, ta, tb)
     a_shape = (1,) + a_shape if len(a_shape) == 1 else a_shape
     b_shape = b_shape + (1,) if len(b_shape) == 1 else b_shape
@@ -366,7 +302,7 @@ def emit_matmul(req: KernelRequest, k: KernelCtx) -> Body:
             if lct != ct:
                 product = f"{ct}({product})"
         step = "s + pr"
-    path = _path(req)
+    path = matmul_path(req)
     shape = (batch_shape, a_shape, b_shape, m, n, kk)
     if path == "gemv":
         return _gemv(req, k, *shape, doc)
@@ -408,7 +344,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
     a, b = req.own_inputs
     mcap, kcap = capacity(m), capacity(kk)
     ta, tb = a.dtype, b.dtype
-    trans_a, trans_b = _transposes(req)
+    trans_a, trans_b = transposes(req)
     trans_b = trans_b and capacity(n) > 1    # a transposed single column is the same vector in memory
     esize = tb.bits // 8
     if trans_b:
@@ -645,7 +581,7 @@ def _gemm(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc, cfg) 
     a, b = req.inputs
     out = req.output
     ta, tb = a.dtype, b.dtype
-    trans_a, trans_b = _transposes(req)
+    trans_a, trans_b = transposes(req)
     txn, tyn = bn // tn, bm // tm
     threads = txn * tyn
     sa, sb = bm // 4 + 1, bn // 4 + 1          # padded rows (vec4) of the shared tiles
@@ -764,7 +700,7 @@ def _coop_shared(cfg) -> tuple[int, int, int]:
 def _coop_config(req, k: KernelCtx, m: int, n: int, kk: int):
     """The cooperative-matrix tile for this matmul, or None when the kernel does not apply."""
     a, b = req.inputs
-    if any(_transposes(req)):
+    if any(transposes(req)):
         return None                          # its 16-byte loads run along K of A and N of B
     if any(isinstance(d, Dim) for d in (m, n, kk)):
         return None                          # its tiles and fragments are planned for static extents
@@ -934,7 +870,7 @@ def _tiled(req, k: KernelCtx, ct, batch_shape, a_shape, b_shape, m, n, kk, doc) 
     while tile > 4 and (tile * tile > k.caps.max_wg or 2 * tile * tile * elem > k.caps.max_shared):
         tile //= 2
     t = req.inputs[0].dtype
-    ta, tb = _transposes(req)
+    ta, tb = transposes(req)
     tm, tn = -(-m // tile), -(-n // tile)
     nbatch = 1
     for d in batch_shape:

@@ -12,12 +12,12 @@ from dataclasses import astuple
 
 import numpy as np
 
-from ....ir.dims import Dim, capacity
+from ....ir.dims import capacity
 from ....synth.program import KernelRequest
 from ...geometry import ConvGeometry, contiguous_strides, numel
-from . import Body, family
 from . import rows as rows_
 from .linalg import buffer_view, rope_frequencies
+from .registry import Body, family
 from .types import KernelCtx, lit
 
 
@@ -189,14 +189,6 @@ def _bstrides(shape, batch, mat: int) -> list[int]:
     full = (1,) * pad + tuple(shape)
     own = contiguous_strides(full)
     return [0 if full[d] == 1 else own[d] * mat for d in range(len(batch))]
-
-
-def takes_transposed(req: KernelRequest) -> bool:
-    """Whether req's kernel reads its transposed inputs (`req.input_perms`) itself: sdpa's k and v
-    of three static dims, stored with their first two swapped (a cache read as [Sk, heads, D])."""
-    return req.op == "sdpa" and all(
-        n in (1, 2) and perm == (1, 0, 2) and len(req.inputs[n].shape) == 3
-        and not any(isinstance(d, Dim) for d in req.inputs[n].shape) for n, perm in req.input_perms)
 
 
 @family("sdpa")

@@ -19,7 +19,6 @@ from __future__ import annotations
 from ....errors import SynthesisError
 from ....ir.dims import Dim, capacity
 from ....synth.program import KernelRequest
-from . import Body, dispatch, family
 from .linalg import (
     TUNE,
     buffer_view,
@@ -35,6 +34,7 @@ from .linalg import (
     row_scales,
     stored,
 )
+from .registry import Body, dispatch, family
 from .types import KernelCtx, lit
 
 

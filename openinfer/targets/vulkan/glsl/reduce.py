@@ -20,28 +20,9 @@ from ....dtypes import DTypeInfo
 from ....ir.dims import capacity
 from ....synth.program import KernelRequest
 from ...geometry import collapse, contiguous_strides, numel
-from . import Body, family
 from . import rows as rows_
-from .elementwise import index_expr
-from .types import FLOAT_CT, KernelCtx, conv, lit, signed
-
-NARROW = ("f16", "bf16", "f8")
-
-
-def round_to(k: KernelCtx, t: DTypeInfo, v: str, vct: str) -> str:
-    """`v` rounded / wrapped to what `t` holds, as a compute-type value (store + load)."""
-    if t.name in NARROW:
-        enc = f"oi_f64_to_{t.name}({v})" if vct == "double" else f"oi_f32_to_{t.name}({v})"
-        return f"oi_{t.name}_to_f32({enc})"
-    if t.name == "f32":
-        return f"oi_d2f({v})" if vct == "double" else v
-    if t.is_float or t.bits in (32, 64):
-        return v
-    if t.kind.name == "BOOL":
-        return f"(({v}) != 0 ? 1 : 0)"
-    if vct in ("int64_t", "uint64_t"):
-        return f"oi_wrap_{'s' if signed(vct) else 'u'}64({v}, {t.bits}u)"
-    return f"oi_wrap_{'s' if signed(vct) else 'u'}({v}, {t.bits}u)"
+from .registry import Body, family
+from .types import FLOAT_CT, NARROW, KernelCtx, conv, index_expr, lit, round_to, signed
 
 
 def _loops(prefix: str, sizes: list[int]) -> tuple[list[str], list[str]]:

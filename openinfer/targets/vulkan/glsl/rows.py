@@ -17,7 +17,7 @@ targets' row kernels do); other dtypes keep the sequential kernels and their ord
 from __future__ import annotations
 
 from ....ir.dims import capacity
-from . import Grid, dispatch
+from .registry import Grid, dispatch
 from .types import KernelCtx
 
 #: invocations per row at most

@@ -17,6 +17,7 @@ from ....dtypes import DTypeInfo, Kind
 from ....errors import SynthesisError
 from ....ir.dims import Dim
 from ....synth.program import KernelRequest
+from ...geometry import collapse, contiguous_strides
 
 #: device feature -> (what it is, the descriptor fields that declare it)
 FEATURES = {
@@ -391,3 +392,42 @@ def _narrow_host(expr: str, ct: str, wrap: bool, from_unsigned: bool) -> str:
             return f"(uint32_t)(uint64_t)({expr})"
         return f"oi_sat_u32_from_{'u' if from_unsigned else 's'}64({expr})"
     return f"({_C_TYPES[ct]})({expr})"
+
+
+NARROW = ("f16", "bf16", "f8")
+
+
+def round_to(k: KernelCtx, t: DTypeInfo, v: str, vct: str) -> str:
+    """`v` rounded / wrapped to what `t` holds, as a compute-type value (store + load)."""
+    if t.name in NARROW:
+        enc = f"oi_f64_to_{t.name}({v})" if vct == "double" else f"oi_f32_to_{t.name}({v})"
+        return f"oi_{t.name}_to_f32({enc})"
+    if t.name == "f32":
+        return f"oi_d2f({v})" if vct == "double" else v
+    if t.is_float or t.bits in (32, 64):
+        return v
+    if t.kind.name == "BOOL":
+        return f"(({v}) != 0 ? 1 : 0)"
+    if vct in ("int64_t", "uint64_t"):
+        return f"oi_wrap_{'s' if signed(vct) else 'u'}64({v}, {t.bits}u)"
+    return f"oi_wrap_{'s' if signed(vct) else 'u'}({v}, {t.bits}u)"
+
+
+def index_expr(i: str, out_shape, strides, base: int = 0) -> str:
+    """Element index (uint) into an operand with element `strides` (0: broadcast; negative:
+    walking backwards) of output element `i`, plus `base`. Positive terms come first, so the
+    unsigned arithmetic never goes below zero."""
+    sizes, ostr, istr = collapse(list(out_shape), list(contiguous_strides(tuple(out_shape))), list(strides))
+    if len(sizes) == 1 and istr[0] == 1 and not base:
+        return i
+    pos = [f"{base}u"] if base else []
+    neg = []
+    for d, (n, os_, is_) in enumerate(zip(sizes, ostr, istr, strict=True)):
+        if is_ == 0:
+            continue
+        coord = i if os_ == 1 else f"({i} / {os_}u)"
+        if d > 0:
+            coord = f"({coord} % {n}u)"
+        (pos if is_ > 0 else neg).append(coord if abs(is_) == 1 else f"{coord} * {abs(is_)}u")
+    text = " + ".join(pos) if pos else "0u"
+    return f"({text}) - ({' + '.join(neg)})" if neg else text
