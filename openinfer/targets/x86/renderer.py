@@ -39,7 +39,7 @@ from ...ir.dims import Dim, DynamicDimError, capacity
 from ...ops.shapes import matmul_operand_shapes
 from ...synth.program import KernelRequest
 from ..c.kernels import KernelSource, KernelText, prototype
-from ..c.kernels.common import ctype, literal, static_attr
+from ..c.kernels.common import ctype, literal, par_rows, static_attr
 from ..c.kernels.nn import conv_tiled, emit_conv, lrn_context, pool_context
 from ..c.renderer import CRenderer, CTarget
 from ..env import render
@@ -655,13 +655,6 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
 
 # ---------------------------------------------------------------------------------------- reductions, rows
 
-def _par_rows(rows: int, n: int, par_elems: int) -> dict:
-    """Split rows of n elements over the pool when there are enough elements in all."""
-    rows, n = capacity(rows), capacity(n)       # (dynamic sizes: decided at their bounds)
-    grain = max(1, -(-par_elems // (8 * n)))
-    return {"parallel": rows * n >= par_elems and rows > grain, "grain": grain}
-
-
 @emitter("sum_axis", "mean_axis", "max_axis", "min_axis")
 def _reduce(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     shape = req.inputs[0].shape
@@ -674,7 +667,7 @@ def _reduce(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     # the workers read the sizes where a row's extents are run-time ones
     sizes = req.sizes if isinstance(red, Dim) or isinstance(inner, Dim) else ()
     return r.render("reduce.c.j2", req, name, ("core",), op=req.op.removesuffix("_axis"), outer=outer, red=red,
-                    inner=inner, sizes=sizes, **_par_rows(outer, red * inner, _PAR_ELEMS))
+                    inner=inner, sizes=sizes, **par_rows(outer, red * inner, _PAR_ELEMS))
 
 
 @emitter("softmax", "layer_norm", "rms_norm")
@@ -689,7 +682,7 @@ def _rowwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     return r.render("rowwise.c.j2", req, name, ("core", "math") if req.op == "softmax" else ("core",), op=req.op,
                     n=n, rows=rows, eps=eps, has_gamma=len(req.inputs) > 1, has_beta=len(req.inputs) > 2,
                     sizes=req.sizes if isinstance(n, Dim) else (),      # what the workers read: a run-time row length
-                    **_par_rows(rows, n, _PAR_ELEMS_MATH if req.op == "softmax" else _PAR_ELEMS))
+                    **par_rows(rows, n, _PAR_ELEMS_MATH if req.op == "softmax" else _PAR_ELEMS))
 
 
 # ---------------------------------------------------------------------------------------- dequant_matmul

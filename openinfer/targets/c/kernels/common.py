@@ -16,7 +16,7 @@ import numpy as np
 
 from ....dtypes import DTypeInfo, Kind
 from ....errors import SynthesisError
-from ....ir.dims import Dim
+from ....ir.dims import Dim, capacity
 from ....synth.program import KernelRequest
 
 #: the C element type of each dtype's storage
@@ -212,3 +212,13 @@ def scalar_attr(req: KernelRequest, name: str, ct: str, bound: DTypeInfo | None 
         return (f"(({ct})oi_f64_to_sint_sat(trunc({p}), 64))" if ct == "int64_t"
                 else f"oi_f64_to_uint_sat(trunc({p}), 64)")
     return f"(({ct}){p})"
+
+
+def par_rows(rows: int, n: int, par_elems: int) -> dict:
+    """Row kernels (every target's): split `rows` rows of `n` elements over the pool when there
+    are at least `par_elems` elements in all and more rows than one pool claim takes, each claim
+    carrying about par_elems / 8 elements. (A dynamic size decides at its bound: the pool takes
+    whatever rows there are at run time.)"""
+    rows, n = capacity(rows), capacity(n)
+    grain = max(1, -(-par_elems // (8 * n)))
+    return {"parallel": rows * n >= par_elems and rows > grain, "grain": grain}

@@ -30,7 +30,7 @@ from ....ops.types import TensorType
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import ConvGeometry, contiguous_strides, numel
-from .common import compute_ctype, ctype, fn, literal_ct, load, offset, scalar_attr, static_attr, store
+from .common import compute_ctype, ctype, fn, literal_ct, load, offset, par_rows, scalar_attr, static_attr, store
 from .registry import KernelText, emit_kernel, family, prototype
 
 #: sdpa keeps a query row's scores on the stack up to this many keys, then switches to an
@@ -67,14 +67,6 @@ _GRAIN_MACS = 1 << 17
 #: every band reads all the weights, so they should stay in the L1 data cache (32 KiB and up);
 #: larger weights keep the channel-block order, which reuses one block's over all rows.
 _BAND_WEIGHT_BYTES = 32 << 10
-
-
-def _par_rows(rows: int, n: int, par_elems: int) -> dict:
-    """Row kernels: split rows over the pool when there are at least `par_elems` elements, each
-    pool claim carrying about par_elems / 8 of them."""
-    # (a dynamic size decides at its bound: the pool takes whatever rows there are at run time)
-    rows, n = capacity(rows), capacity(n)
-    return {"parallel": rows > 1 and rows * n >= par_elems, "grain": max(1, -(-par_elems // (8 * n)))}
 
 
 def _vector_bits(renderer) -> int:
@@ -123,7 +115,7 @@ def emit_softmax(req: KernelRequest, name: str, renderer) -> str:
                       rows=outer, lanes=lanes, block=256, exp=exp, log=log, log_fn=fn("log", ct),
                       aliased=req.aliased, neg_inf=literal_ct(ct, float("-inf")),
                       pos_inf=literal_ct(ct, float("inf")), nan_value=literal_ct(ct, float("nan")),
-                      sizes=req.sizes, **_par_rows(outer, n, _PAR_ELEMS_MATH))
+                      sizes=req.sizes, **par_rows(outer, n, _PAR_ELEMS_MATH))
     return render("c/ops/softmax.c.j2", proto=prototype(req, name), doc=doc, ct=ct, outer=outer, inner=inner, n=n,
                   neg_inf=literal_ct(ct, float("-inf")), max=_minmax(ct), load_j=load_j, exp=fn("exp", ct),
                   log=log, logf=fn("log", ct),
@@ -152,7 +144,7 @@ def emit_norm(req: KernelRequest, name: str, renderer) -> str:
                       rows=outer, rms=rms, lanes=_vector_bits(renderer) // (64 if ct == "double" else 32),
                       count=literal_ct(ct, n), sqrt=fn("sqrt", ct), eps=scalar_attr(req, "eps", ct),
                       gamma=gamma is not None, beta=beta is not None, aliased=req.aliased,
-                      sizes=req.sizes, **_par_rows(outer, n, _PAR_ELEMS))
+                      sizes=req.sizes, **par_rows(outer, n, _PAR_ELEMS))
     return render("c/ops/norm.c.j2", proto=prototype(req, name), doc=doc, ct=ct, outer=numel(x.shape[:axis]), n=n,
                   rms=rms, load_x=load(t, "in0", "base + j"), count=literal_ct(ct, n), sqrt=fn("sqrt", ct),
                   eps=scalar_attr(req, "eps", ct), gamma=gamma, beta=beta,
@@ -501,4 +493,4 @@ def lrn_context(req: KernelRequest, name: str) -> dict:
                 load_window=load(t, "g->x", f"entry + k * {hw} + j"),
                 store=store(out, "g->y", "plane + j",
                             f"{load(t, 'g->x', 'plane + j')} / {fn('pow', ct)}(g->bias + g->scale * s, g->beta)", ct),
-                **_par_rows(n * c, hw, _PAR_ELEMS_MATH))
+                **par_rows(n * c, hw, _PAR_ELEMS_MATH))
