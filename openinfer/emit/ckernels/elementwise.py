@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import DTypeInfo, Kind
+from ...reference.kernels.common import store as ref_store
 from ...synth.program import KernelRequest
 from ..env import render
 from . import family, prototype
@@ -386,8 +387,6 @@ def _fill(c: Ctx) -> Result:
         if d.is_float:
             return [], "oi_f64_to_bits_wrap(trunc(rt_value))", "uint64_t"
         return [], "rt_value", "int64_t"
-    from ...ops.kernels.common import store as ref_store
-
     v = ref_store(np.full((), c.req.attr("value")), t)   # the reference's stored value, exactly
     if t.is_float:
         return [], literal_ct(c.ct, float(v)), c.ct

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import DTypeInfo, Kind
+from ...reference.kernels.common import store as ref_store
 from ...synth.program import KernelRequest
 from ..ckernels.common import broadcast_strides, collapse, contiguous_strides
 from . import Body, family
@@ -429,8 +430,6 @@ def _fill(c: Ew) -> Result:
     t = c.t
     d = c.k.runtime_dtype("value")
     if d is None:
-        from ...ops.kernels.common import store as ref_store
-
         v = ref_store(np.full((), c.req.attr("value")), t)   # the reference's stored value, exactly
         return [], c.lit(float(v) if t.is_float else int(v), wrap=True), c.ct
     rt = "rt_value"
