@@ -29,6 +29,7 @@ from .. import dtypes as dt
 from ..dtypes import DTypeInfo, Kind
 from ..ir.dims import Dim, pretty_shape
 from .errors import OpTypeError
+from .shapes import SHAPE_RULES
 from .types import TensorType
 
 __all__ = ["AttrSpec", "Inference", "InputSpec", "OpSpec", "OpTypeError", "OutputRule", "TensorType", "all_ops",
@@ -202,8 +203,6 @@ class OpSpec:
         checked against the result when given; `output_name_is_input` says the output variable is
         also one of the inputs (in-place).
         """
-        from .shapes import SHAPE_RULES
-
         inputs = tuple(inputs)
         self._check_arity(inputs)
         values = self._check_attr_kinds(attrs)
