@@ -31,6 +31,7 @@ from functools import cache
 
 import numpy as np
 
+from ..api import bind_inputs
 from ..dtypes import Kind
 from ..errors import BindError, ExecutionError, OpenInferError
 from ..ir import nodes as ir
@@ -601,8 +602,6 @@ class Reference:
 
     def __init__(self, model, graph, *, sizevars: Mapping[str, int] | None = None,
                  dynamic: Mapping[str, int] | None = None, trace: bool | str | None = None):
-        from ..api import bind_inputs
-
         self.model, self.graph, self.bound = bind_inputs(model, graph, sizevars, dynamic)
         self._trace = trace
 
