@@ -123,7 +123,7 @@ static inline int64_t oi_packed_bytes(int64_t n, unsigned bits) { return (n * (i
 
 /* ==========================================================================================
  * Helpers of the portable C kernels (openinfer/targets/c/kernels). Same rules as above: static
- * inline, no libm, bit-exact with the NumPy reference kernels (openinfer/ops/kernels).
+ * inline, no libm, bit-exact with the NumPy reference kernels (openinfer/reference/kernels).
  * ======================================================================================== */
 
 /* ---------------------------------------------------------------------- f64 -> narrow floats */

@@ -1,4 +1,6 @@
-"""Errors the op registry raises; the binder and the interpreter wrap them with a location."""
+"""Errors of op applications: OpTypeError from the registry's checks, OpRuntimeError from the
+reference kernels (openinfer/reference/kernels) on data they cannot compute. The binder and the
+interpreter wrap them with a location."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Typed view of `ops.yaml`: one frozen `OpSpec` per op, with type inference and the reference kernel.
+"""Typed view of `ops.yaml`: one frozen `OpSpec` per op, with type inference.
 
 `get(name)` and `all_ops()` are the entry points. `OpSpec.infer` validates one application of an
-op (arity, dtypes, attributes, mode, shapes) and says what it produces; `OpSpec.reference` runs the
-NumPy kernel on values in OpenInfer's unpacked representation (see `openinfer.dtypes`).
+op (arity, dtypes, attributes, mode, shapes) and says what it produces. This is the schema only:
+how the reference computes an op is openinfer/reference/kernels (`run_kernel`), which reads this
+module and is never read by it.
 
 Mode selection follows digest §3.6: `accumulate` when the op allows it and `acc` is given,
 otherwise `inplace` when the output variable is also an input (the op must allow it), otherwise
@@ -27,11 +28,12 @@ import yaml
 from .. import dtypes as dt
 from ..dtypes import DTypeInfo, Kind
 from ..ir.dims import Dim, pretty_shape
-from .errors import OpRuntimeError, OpTypeError
+from .errors import OpTypeError
+from .shapes import SHAPE_RULES
 from .types import TensorType
 
-__all__ = ["AttrSpec", "Inference", "InputSpec", "OpRuntimeError", "OpSpec", "OpTypeError", "OutputRule",
-           "TensorType", "all_ops", "categories", "dtype_sets", "get"]
+__all__ = ["AttrSpec", "Inference", "InputSpec", "OpSpec", "OpTypeError", "OutputRule", "TensorType", "all_ops",
+           "categories", "dtype_sets", "get"]
 
 ATTR_KINDS = ("scalar", "int", "bool", "string", "dtype", "dtype_list", "int_list", "int_or_list")
 
@@ -201,8 +203,6 @@ class OpSpec:
         checked against the result when given; `output_name_is_input` says the output variable is
         also one of the inputs (in-place).
         """
-        from .shapes import SHAPE_RULES
-
         inputs = tuple(inputs)
         self._check_arity(inputs)
         values = self._check_attr_kinds(attrs)
@@ -338,34 +338,6 @@ class OpSpec:
         if rule.kind == "fixed":
             return rule.dtype
         return values[rule.attr]
-
-    # ----------------------------------------------------------------------- reference
-    def reference(self, inputs: Sequence[np.ndarray], attrs: Mapping[str, object] | None,
-                  inference: Inference) -> np.ndarray:
-        """Run the NumPy kernel: inputs in the unpacked representation, result in the output
-        dtype's unpacked representation (rounded/wrapped), a new array (kernels are pure).
-
-        `attrs` is `inference.attrs` (or None); attributes that changed since `infer` (values of
-        attribute variables known only at run time) are validated again first.
-        """
-        from .kernels import KERNELS
-
-        if attrs is not None and attrs is not inference.attrs and dict(attrs) != dict(inference.attrs):
-            inference = self.infer(inference.inputs, attrs, inference.out,
-                                   output_name_is_input=inference.mode == "inplace")
-        arrays = [np.asarray(x) for x in inputs]
-        if len(arrays) != len(inference.inputs):
-            raise OpRuntimeError(f"{self.name}: expected {len(inference.inputs)} inputs, got {len(arrays)}")
-        for i, (x, t) in enumerate(zip(arrays, inference.inputs, strict=True)):
-            if x.shape != t.shape:
-                raise OpRuntimeError(f"{self.name}: input {i} has shape {list(x.shape)}, bound as {list(t.shape)}")
-        with np.errstate(all="ignore"):  # wrapping and IEEE specials are the defined semantics
-            out = KERNELS[self.name](arrays, inference)
-        out = np.asarray(out)
-        if out.shape != inference.out_shape or out.dtype != inference.out_dtype.np_dtype:
-            raise AssertionError(f"{self.name} kernel returned {out.dtype}{list(out.shape)}, "
-                                 f"expected {inference.out_dtype.np_dtype}{list(inference.out_shape)}")
-        return out
 
 
 # --------------------------------------------------------------------------- attribute values

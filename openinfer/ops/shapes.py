@@ -1,26 +1,42 @@
 """Shape rules: `ops.yaml`'s `shape:` names, each a function computing the output shape.
 
-A rule gets the op, its input types, the attribute dict (defaults already filled; the rule
-normalises the attributes it owns in place: axes made non-negative, conv padding expanded, ...) and
-the declared output (None when unknown). It returns (output shape, broadcast flag) or raises
-OpTypeError.
+A rule gets the op (a registry `OpSpec`, seen as a `RuleOp`), its input types, the attribute dict
+(defaults already filled; the rule normalises the attributes it owns in place: axes made
+non-negative, conv padding expanded, ...) and the declared output (None when unknown). It returns
+(output shape, broadcast flag) or raises OpTypeError.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..ir.dims import Dim, DynamicDimError, pretty, pretty_shape
 from .errors import OpTypeError
 from .types import TensorType
 
-if TYPE_CHECKING:
-    from .registry import OpSpec
+
+class _NamedInput(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class RuleOp(Protocol):
+    """What a rule reads of its op, for its messages: the op's name and its inputs' names.
+
+    The registry's OpSpec has this shape. The rules ask for no more of it so that this module sits
+    below the registry, which imports SHAPE_RULES and calls them, with no import back."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def inputs(self) -> Sequence[_NamedInput]: ...
+
 
 Shape = tuple[int, ...]
-Rule = Callable[["OpSpec", Sequence[TensorType], dict[str, Any], TensorType | None], tuple[Shape, bool]]
+Rule = Callable[[RuleOp, Sequence[TensorType], dict[str, Any], TensorType | None], tuple[Shape, bool]]
 
 
 def _fmt(shape: Sequence[int]) -> str:
@@ -49,7 +65,7 @@ def norm_axis(op: str, name: str, axis: int, ndim: int) -> int:
     return axis % ndim
 
 
-def _same(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _same(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     first = ins[0].shape
     for i, x in enumerate(ins[1:], start=1):
         if x.shape != first:
@@ -59,7 +75,7 @@ def _same(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return first, False
 
 
-def _broadcast(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _broadcast(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     out = broadcast_shapes(op.name, *(x.shape for x in ins))
     return out, any(x.shape != out for x in ins)
 
@@ -72,7 +88,7 @@ def matmul_operand_shapes(a: Shape, b: Shape, transpose_a: bool, transpose_b: bo
     return swapped(a, transpose_a), swapped(b, transpose_b)
 
 
-def _matmul(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _matmul(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     a, b = ins[0].shape, ins[1].shape
     if not a or not b:
         raise OpTypeError(f"matmul: operands must have at least 1 dim, got {_fmt(a)} and {_fmt(b)}",
@@ -95,7 +111,7 @@ def _matmul(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return out, pad(a2[:-2]) != pad(b2[:-2])
 
 
-def _dequant_matmul(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _dequant_matmul(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     x, w = ins[0].shape, ins[1].shape
     if len(x) not in (1, 2) or len(w) != 2:
         raise OpTypeError(f"dequant_matmul: x must be [K] or [M, K] and w [K, N], got {_fmt(x)} and {_fmt(w)}")
@@ -119,7 +135,7 @@ def _axes(op: str, axes: Sequence[int], ndim: int) -> tuple[int, ...]:
     return tuple(sorted({norm_axis(op, "axis", a, ndim) for a in axes}))
 
 
-def _reduce(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _reduce(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     axes = _axes(op.name, attrs["axes"], len(shape))
     attrs["axes"] = axes
@@ -131,7 +147,7 @@ def _reduce(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return tuple(1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes), False
 
 
-def _arg_reduce(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _arg_reduce(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     axis = attrs["axis"] = norm_axis(op.name, "axis", attrs["axis"], len(shape))
     if shape[axis] == 0:
@@ -139,7 +155,7 @@ def _arg_reduce(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return tuple(1 if i == axis else d for i, d in enumerate(shape) if attrs["keepdims"] or i != axis), False
 
 
-def _is_finite(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _is_finite(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     if output is None or output.shape == ():
         return (), False
@@ -149,13 +165,13 @@ def _is_finite(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return shape, False
 
 
-def _axis_same(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _axis_same(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     attrs["axis"] = norm_axis(op.name, "axis", attrs["axis"], len(shape))
     return shape, False
 
 
-def _norm(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _norm(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     axis = attrs["axis"] = norm_axis(op.name, "axis", attrs["axis"], len(shape))
     want = shape[axis:]
@@ -168,7 +184,7 @@ def _norm(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return shape, False
 
 
-def _gather(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _gather(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     table, idx = ins[0].shape, ins[1].shape
     axis = attrs["axis"] = norm_axis("gather", "axis", attrs["axis"], len(table))
     return (*table[:axis], *idx, *table[axis + 1:]), False
@@ -179,7 +195,7 @@ def transpose_perm(perm, ndim: int) -> list[int]:
     return [p % ndim for p in (perm if perm is not None else range(ndim - 1, -1, -1))]
 
 
-def _transpose(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _transpose(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     perm = attrs["perm"]
     if perm is None:
@@ -192,7 +208,7 @@ def _transpose(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return tuple(shape[p] for p in norm), False
 
 
-def _reshape(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _reshape(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     if output is None:
         raise OpTypeError("reshape: the target shape comes from the declared output, and none is given")
     n_in, n_out = ins[0].numel, output.numel
@@ -202,7 +218,7 @@ def _reshape(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return output.shape, False
 
 
-def _concat(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _concat(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     first = ins[0].shape
     axis = attrs["axis"] = norm_axis("concat", "axis", attrs["axis"], len(first))
     total = 0
@@ -215,7 +231,7 @@ def _concat(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return (*first[:axis], total, *first[axis + 1:]), False
 
 
-def _slice(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _slice(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     starts, ends = attrs["starts"], attrs["ends"]
     n = len(starts)
@@ -257,7 +273,7 @@ def slice_extent(start: int, end: int, step: int, dim: int) -> tuple[int, int, i
     return first, max(last - first, 0), 1
 
 
-def _dynamic_slice(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _dynamic_slice(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape, starts, sizes = ins[0].shape, ins[1:], attrs["sizes"]
     n = len(sizes)
     axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(n))
@@ -281,7 +297,7 @@ def _dynamic_slice(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return tuple(out), False
 
 
-def _rope(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _rope(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     x, pos = ins[0].shape, ins[1].shape
     if len(x) < 2 or x[-1] % 2:
         raise OpTypeError(f"rope: x must be [..., H, Dh] with an even Dh, got {_fmt(x)}")
@@ -291,7 +307,7 @@ def _rope(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return x, False
 
 
-def _sdpa(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _sdpa(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     q, k, v = (t.shape for t in ins[:3])
     if min(len(q), len(k), len(v)) < 2:
         raise OpTypeError(f"sdpa: q, k and v need at least 2 dims, got {_fmt(q)}, {_fmt(k)}, {_fmt(v)}")
@@ -348,7 +364,7 @@ def _window(op: str, size: int, pad: int, k_eff: int, stride: int) -> int:
     return out
 
 
-def _conv(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _conv(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     n = 1 if op.name == "conv1d" else 2
     x, w = ins[0].shape, ins[1].shape
     layout = "[N, C, L]" if n == 1 else "[N, C, H, W]"
@@ -373,7 +389,7 @@ def _conv(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return (x[0], o, *spatial), False
 
 
-def _pool(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _pool(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     x = ins[0].shape
     if len(x) != 4:
         raise OpTypeError(f"{op.name}: x must be [N, C, H, W], got {_fmt(x)}")
@@ -389,7 +405,7 @@ def _pool(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
     return (x[0], x[1], *spatial), False
 
 
-def _lrn(op: OpSpec, ins, attrs, output) -> tuple[Shape, bool]:
+def _lrn(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     x = ins[0].shape
     if len(x) < 2:
         raise OpTypeError(f"lrn: x must be [N, C, ...] (at least 2 dims), got {_fmt(x)}")

@@ -31,6 +31,7 @@ from functools import cache
 
 import numpy as np
 
+from ..api import bind_inputs
 from ..dtypes import Kind
 from ..errors import BindError, ExecutionError, OpenInferError
 from ..ir import nodes as ir
@@ -39,8 +40,10 @@ from ..ir.bound import BoundGraph, BoundVar
 from ..ir.describe import describe
 from ..ir.dims import Dim
 from ..numerics import round_float
-from ..ops.registry import OpRuntimeError, OpTypeError, TensorType
+from ..ops.errors import OpRuntimeError, OpTypeError
+from ..ops.types import TensorType
 from ..trace import TraceEvent, emit_line, trace_mode
+from .kernels import run_kernel
 from .state import StateError, TableState, filled
 
 _KIND = {
@@ -437,7 +440,7 @@ class ReferenceExecutor:
         binding = self.bound.ops[node.index]
         inputs = [self._read(ref, frame, node) for ref in node.inputs]
         inference = binding.inference
-        attrs = inference.attrs       # the very object: the registry skips re-validating it
+        attrs = inference.attrs       # the very object: run_kernel skips re-validating it
         if binding.runtime_attrs:
             attrs = dict(binding.attrs)
             for name, rt in binding.runtime_attrs.items():
@@ -453,7 +456,7 @@ class ReferenceExecutor:
             except OpTypeError:
                 inference = binding.spec.infer(types, dict(binding.inference.attrs), None,
                                                output_name_is_input=in_place)
-        result = binding.spec.reference(inputs, attrs, inference)
+        result = run_kernel(binding.spec, inputs, attrs, inference)
         self._write(node.output, np.asarray(result), frame)
         return tuple(str(r) for r in node.inputs), (node.output,)
 
@@ -599,8 +602,6 @@ class Reference:
 
     def __init__(self, model, graph, *, sizevars: Mapping[str, int] | None = None,
                  dynamic: Mapping[str, int] | None = None, trace: bool | str | None = None):
-        from ..api import bind_inputs
-
         self.model, self.graph, self.bound = bind_inputs(model, graph, sizevars, dynamic)
         self._trace = trace
 

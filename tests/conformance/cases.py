@@ -23,6 +23,7 @@ from openinfer.dtypes import DTypeInfo, Kind
 from openinfer.numerics import round_float, wrap_int
 from openinfer.ops import Inference, OpSpec, TensorType, all_ops, get
 from openinfer.ops.registry import cast_allowed
+from openinfer.reference.kernels import run_kernel
 
 # --------------------------------------------------------------------------- records
 
@@ -67,7 +68,7 @@ class ConformanceCase:
 
     def run_reference(self) -> np.ndarray:
         inf = self.infer()
-        return self.spec.reference(list(self.inputs), inf.attrs, inf)
+        return run_kernel(self.spec, list(self.inputs), inf.attrs, inf)
 
 
 def mismatches(case: ConformanceCase, actual: np.ndarray, expected: np.ndarray) -> np.ndarray:

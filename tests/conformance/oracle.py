@@ -1,4 +1,4 @@
-"""The conformance oracle: expected results computed independently of the registry kernels.
+"""The conformance oracle: expected results computed independently of the reference kernels.
 
 Every value is a Python scalar: integers are exact Python ints wrapped explicitly, floats are
 float64 with `math`, and rounding to the narrow float types has its own implementation (struct's

@@ -1,4 +1,4 @@
-"""Every generated conformance case: the registry's reference kernel against the independent oracle."""
+"""Every generated conformance case: the op's reference kernel against the independent oracle."""
 
 from __future__ import annotations
 

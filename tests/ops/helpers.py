@@ -1,4 +1,4 @@
-"""Run one op through infer + reference with little ceremony."""
+"""Run one op through infer + its reference kernel with little ceremony."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 
 from openinfer import dtypes as dt
 from openinfer.ops import Inference, TensorType, get
+from openinfer.reference.kernels import run_kernel
 
 
 def tt(dtype: str, shape=()) -> TensorType:
@@ -29,7 +30,7 @@ def run(op: str, *inputs: tuple[str, object], out: str | TensorType | None = Non
     elif out is not None:
         declared = TensorType(dt.lookup(out), spec.infer(types, attrs).out_shape)
     inf: Inference = spec.infer(types, attrs, declared, output_name_is_input=inplace)
-    return spec.reference(arrays, inf.attrs, inf)
+    return run_kernel(spec, arrays, inf.attrs, inf)
 
 
 def f_bits(x: np.ndarray) -> list[int]:

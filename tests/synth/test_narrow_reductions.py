@@ -2,7 +2,7 @@
 
 Without a wider accumulator, sum_axis / mean_axis and matmul's inner dimension add sequentially in
 row-major order, each step in f32 and the running value rounded to the narrow type after every add
-(openinfer/ops/kernels/reduce.py). The conformance cases reduce at most 24 elements, where an
+(openinfer/reference/kernels/reduce.py). The conformance cases reduce at most 24 elements, where an
 accumulator that skips the rounding often lands on the same value; over thousands of elements it
 does not (2000 f16 values in [0, 1): 998 against 1004 unrounded). The expected values here come from
 a plain loop that rounds with its own code (NumPy's float16, bit arithmetic for bf16, frexp for f8),

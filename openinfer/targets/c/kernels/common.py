@@ -1,6 +1,6 @@
 """C expression builders shared by the kernel families: loads, stores, compute types, strides.
 
-They mirror openinfer/ops/kernels/common.py, the reference's rules: floats compute in `float`
+They mirror openinfer/reference/kernels/common.py, the reference's rules: floats compute in `float`
 (`double` for f64) and round on store (oi_numeric.h); integers compute in 64 bits and wrap to
 their width on store; packed values are read and written through oi_numeric.h's helpers.
 

@@ -3,7 +3,7 @@
 Each `_EXPR` entry maps (request, context) to (extra statement lines, value expression, value C
 type); operands are loaded in the compute type of the working dtype (the accumulator in
 accumulate mode, else the input type) and the value is stored into the output with the
-reference's rounding/wrapping. Semantics follow openinfer/ops/kernels/elementwise.py and
+reference's rounding/wrapping. Semantics follow openinfer/reference/kernels/elementwise.py and
 cast.py exactly (integer overflow goes through unsigned arithmetic: no UB).
 """
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....dtypes import DTypeInfo, Kind
+from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import arange_index, broadcast_strides, contiguous_strides
@@ -375,8 +376,6 @@ def _fill(c: Ctx) -> Result:
         if d.is_float:
             return [], "oi_f64_to_bits_wrap(trunc(rt_value))", "uint64_t"
         return [], "rt_value", "int64_t"
-    from ....ops.kernels.common import store as ref_store
-
     v = ref_store(np.full((), c.req.attr("value")), t)   # the reference's stored value, exactly
     if t.is_float:
         return [], literal_ct(c.ct, float(v)), c.ct

@@ -1,6 +1,6 @@
 """Layout ops in portable C: gather, transpose, reshape, concat, slice, dynamic_slice. They move stored values
 without computing (every dtype; packed types element by element through oi_numeric.h), as
-openinfer/ops/kernels/layout.py. Output elements are written in row-major order."""
+openinfer/reference/kernels/layout.py. Output elements are written in row-major order."""
 
 from __future__ import annotations
 

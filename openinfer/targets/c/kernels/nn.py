@@ -1,5 +1,5 @@
 """Composite real-model ops in portable C: softmax, log_softmax, layer_norm, rms_norm, rope, sdpa,
-conv1d/conv2d, max_pool2d/avg_pool2d, lrn (openinfer/ops/kernels/nn.py). Each computes in `float`
+conv1d/conv2d, max_pool2d/avg_pool2d, lrn (openinfer/reference/kernels/nn.py). Each computes in `float`
 (`double` for f64) from start to end and rounds once on store.
 
 When every float operand is f32 (or every one f64) the heavy ones take kernels written for the

@@ -1,5 +1,5 @@
 """Reductions in portable C: sum/mean/prod/max/min over axes, argmax/argmin along an axis, and
-is_finite's 0-d form. Semantics of openinfer/ops/kernels/reduce.py:
+is_finite's 0-d form. Semantics of openinfer/reference/kernels/reduce.py:
 
 - each output element folds its reduced elements in row-major order; a running value in
   f8/bf16/f16 rounds to that type after every step (as the reference), f32/f64 keep full

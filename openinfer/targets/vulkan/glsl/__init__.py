@@ -19,7 +19,7 @@ Every shader follows one calling convention (the host program in templates/vulka
   own whole rows instead. The dispatch is 2-D when more than 65535 workgroups are needed; a
   workgroup count that depends on a dynamic size is computed (and split) by the host.
 
-Semantics are those of the NumPy reference (openinfer/ops/kernels): floats compute in f32 (f64
+Semantics are those of the NumPy reference (openinfer/reference/kernels): floats compute in f32 (f64
 for f64) and round on store (narrow floats through templates/vulkan/glsl/oi_common.glsl, bit-exact
 with oi_numeric.h); integers narrower than 64 bits compute in 32-bit `int`/`uint` (wrapping
 modulo 2^32 agrees with the reference's 64-bit wrap once stored into <= 32 bits), 64-bit ones in

@@ -1,6 +1,6 @@
 """Element-wise GLSL kernels: one expression per op over compute-typed operands x0, x1, ...
 
-Mirrors openinfer/ops/kernels/elementwise.py and cast.py (and the C emitter's structure): each
+Mirrors openinfer/reference/kernels/elementwise.py and cast.py (and the C emitter's structure): each
 `_EXPR` entry maps a context to (statements, value, value's compute type); operands are loaded
 in the working dtype's compute type (the accumulator in accumulate mode, else T) and the
 skeleton stores the value with the reference's rounding / wrapping.
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....dtypes import DTypeInfo, Kind
+from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
 from ...geometry import arange_index, broadcast_strides
 from .reduce import emit_all_finite
@@ -430,8 +431,6 @@ def _fill(c: Ew) -> Result:
     t = c.t
     d = c.k.runtime_dtype("value")
     if d is None:
-        from ....ops.kernels.common import store as ref_store
-
         v = ref_store(np.full((), c.req.attr("value")), t)   # the reference's stored value, exactly
         return [], c.lit(float(v) if t.is_float else int(v), wrap=True), c.ct
     rt = "rt_value"

@@ -1,5 +1,5 @@
 """matmul in GLSL: NumPy matmul semantics (batch broadcast, 1-D operands), accumulating in the
-reference's order and precision (openinfer/ops/kernels/reduce.py): each output element adds its
+reference's order and precision (openinfer/reference/kernels/reduce.py): each output element adds its
 products in k order; f8/bf16/f16 running sums round to T after every add; a two-dtype `acc`
 rounds (wraps) each product to its first dtype; bool is the OR of ANDs; integers wrap.
 

@@ -1,5 +1,5 @@
 """Composite real-model ops in GLSL: softmax, log_softmax, layer_norm, rms_norm, rope, sdpa,
-conv1d/conv2d, max_pool2d/avg_pool2d, lrn (openinfer/ops/kernels/nn.py). Each computes in f32 (f64
+conv1d/conv2d, max_pool2d/avg_pool2d, lrn (openinfer/reference/kernels/nn.py). Each computes in f32 (f64
 for f64) from start to end and rounds once on store; exp/log/cos/sin are oi_common.glsl's
 fdlibm ports. f32 softmax (last axis), norms and sdpa give a workgroup each row (rows.py); other
 dtypes give one invocation a whole row (rope: a pair of elements), and sdpa, conv, pooling and

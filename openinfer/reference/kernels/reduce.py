@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ...dtypes import DTypeInfo, Kind
-from ..registry import Inference
+from ...ops.registry import Inference
 from .common import as_float, as_int, finish, store, t_in, work_dtype
 from .elementwise import trunc_divmod
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...dtypes import Kind
-from ..registry import Inference
+from ...ops.registry import Inference
 from .common import as_int, float_to_int, store, t_in
 
 Arrays = list[np.ndarray]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import OpRuntimeError
-from ..registry import Inference
+from ...ops.errors import OpRuntimeError
+from ...ops.registry import Inference
 
 Arrays = list[np.ndarray]
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from ...dtypes import DTypeInfo, Kind
 from ...numerics import round_float, wrap_int
-from ..registry import Inference
+from ...ops.registry import Inference
 
 
 def compute_dtype(t: DTypeInfo) -> type[np.floating]:

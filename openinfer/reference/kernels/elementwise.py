@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...dtypes import Kind
-from ..registry import Inference
+from ...ops.registry import Inference
 from .common import as_float, as_int, compute_dtype, finish, float_to_int, store, t_in, work_dtype
 
 Arrays = list[np.ndarray]

@@ -9,8 +9,8 @@ import itertools
 
 import numpy as np
 
-from ..registry import Inference
-from ..shapes import sdpa_batch
+from ...ops.registry import Inference
+from ...ops.shapes import sdpa_batch
 from .common import as_float, store, t_in
 
 Arrays = list[np.ndarray]
