@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from .errors import OpenInferError
-from .files import check_output_path, replace_file
+from .files import check_output_path
+from .files import write_text as write_text  # (the ONNX importer takes it from here)
 
 #: How --inputs and --save-outputs work; run, trace and sim print it in their --help.
 INPUTS_HELP = """\
@@ -101,11 +102,3 @@ def load(args):
     if hasattr(args, "size") and (bound.dynamic or args.size):
         bound = rebind(bound, run_sizes(args))
     return model, graph, bound
-
-
-def write_text(path: str, text: str) -> None:
-    """Writes `text` to `path` whole or not at all ('-': standard output)."""
-    if path == "-":
-        print(text, end="" if text.endswith("\n") else "\n")
-        return
-    replace_file(path, lambda fh: fh.write(text.encode()))

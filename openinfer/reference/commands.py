@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cliutil import INPUTS_HELP, add_graph_args, add_io_args, check_io_args, input_files, load, write_text
-from ..files import check_output_path
+from ..cliutil import INPUTS_HELP, add_graph_args, add_io_args, check_io_args, input_files, load
+from ..files import check_output_path, write_text
 from ..inputs import input_feed, outputs_of, preview, save_outputs
 from ..trace import to_chrome, to_json
 

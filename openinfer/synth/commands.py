@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..cliutil import add_graph_args, add_io_args, check_io_args, dynamic, input_files, load, sizevars, write_text
+from ..cliutil import add_graph_args, add_io_args, check_io_args, dynamic, input_files, load, sizevars
 from ..errors import OpenInferError
-from ..files import check_output_path
+from ..files import check_output_path, write_text
 
 GEN_HELP = """\
 Synthesize GRAPH on MODEL for the device described by --arch into a complete meson project
