@@ -73,7 +73,3 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError as exc:  # (NumPy's says what it could not allocate)
         print(f"openinfer: error: out of memory{f': {exc}' if str(exc) else ''}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

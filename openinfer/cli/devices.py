@@ -42,7 +42,6 @@ def register(sub) -> None:
     probe.set_defaults(handler=devices_probe)
 
 
-
 def devices_list(args) -> int:
     for path in bundled():
         dev = load_device(path)
