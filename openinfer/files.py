@@ -136,3 +136,12 @@ def replace_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Writes `text` to `path` whole or not at all; '-' (as a command's file option takes it) is
+    standard output."""
+    if path == "-":
+        print(text, end="" if text.endswith("\n") else "\n")
+        return
+    replace_file(path, lambda fh: fh.write(text.encode()))

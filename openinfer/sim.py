@@ -30,8 +30,9 @@ from .outdir import folder_lock
 from .reference.executor import check_sizes, coerce
 from .synth import program as P
 from .synth.program import dynamic_ranges
-from .synthesizer import Synthesizer, write_tree
+from .synthesizer import Synthesizer
 from .trace import TraceEvent, emit_line, trace_mode
+from .writetree import write_tree
 
 _KIND = {ir.Assign: "Assign", ir.Op: "OpExecute", ir.CacheRead: "CacheRead", ir.CacheWrite: "CacheWrite",
          ir.CacheIncrement: "CacheIncrement", ir.CacheDecrement: "CacheDecrement", ir.CacheReset: "CacheReset",

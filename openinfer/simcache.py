@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .outdir import folder_lock
-from .synthesizer import FILE_LIST
+from .writetree import FILE_LIST
 
 #: an entry's name: the program's (a C identifier), a dash, 16 hex digits of its key
 _ENTRY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*-[0-9a-f]{16}")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import openinfer as oi
+from openinfer.cli import graph as graph_commands
 from openinfer.cli import main
 from openinfer.errors import OpenInferError
-from openinfer.ir import commands
 from openinfer.ir.json import graph_to_json
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -19,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def run(argv: list[str]) -> int:
     """What openinfer.cli.main does for these sub-commands."""
     parser = argparse.ArgumentParser(prog="openinfer")
-    commands.register(parser.add_subparsers(dest="command"))
+    graph_commands.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         args.help_parser.print_help()

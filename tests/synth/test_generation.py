@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 import openinfer as oi
+from openinfer import writetree
 from openinfer.synth.memplan import plan
-from openinfer.synthesizer import PENDING_RENAMES, Synthesizer
+from openinfer.synthesizer import Synthesizer
+from openinfer.writetree import PENDING_RENAMES
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"
@@ -116,15 +118,13 @@ def test_outputs_option_lets_unobservable_volatiles_share(example):
 def test_a_failing_write_leaves_the_previous_output(tmp_path, example, monkeypatch):
     """Inject a failure while the new files are being written: nothing of the old output changes
     and no temporary file stays behind."""
-    from openinfer import synthesizer
-
     model, graph = example("mlp_regression")
     out = tmp_path / "out"
     synth = Synthesizer.from_arch("x86_64-generic")
     synth.synthesize(model, graph).emit(out)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     other = synth.synthesize(model, graph, outputs={"y"})        # a different plan: several files change
-    real_fdopen = synthesizer.os.fdopen
+    real_fdopen = writetree.os.fdopen
     calls = {"n": 0}
 
     def failing_fdopen(*args, **kwargs):
@@ -133,7 +133,7 @@ def test_a_failing_write_leaves_the_previous_output(tmp_path, example, monkeypat
             raise OSError("disk full (injected)")
         return real_fdopen(*args, **kwargs)
 
-    monkeypatch.setattr(synthesizer.os, "fdopen", failing_fdopen)
+    monkeypatch.setattr(writetree.os, "fdopen", failing_fdopen)
     with pytest.raises(OSError, match="injected"):
         other.emit(out)
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
@@ -183,11 +183,9 @@ def test_killing_gen_midway_leaves_the_previous_output(tmp_path, example_models)
 def test_a_write_stopped_among_its_renames_is_finished_by_the_next(tmp_path, monkeypatch):
     """Deterministic version of the kill above: the process dies after the first of three renames.
     The journal is left; the next write_tree (of anything) first completes the old generation."""
-    from openinfer import synthesizer
-
     old = {"a.c": b"old a", "b.c": b"old b", "c.h": b"old c"}
     new = {"a.c": b"new a", "b.c": b"new b", "c.h": b"new c"}
-    synthesizer.write_tree(tmp_path, old)
+    writetree.write_tree(tmp_path, old)
     real_replace, calls = os.replace, []
 
     class Killed(BaseException):
@@ -199,13 +197,13 @@ def test_a_write_stopped_among_its_renames_is_finished_by_the_next(tmp_path, mon
             raise Killed
         real_replace(src, dst)
 
-    monkeypatch.setattr(synthesizer.os, "replace", dying_replace)
+    monkeypatch.setattr(writetree.os, "replace", dying_replace)
     with pytest.raises(Killed):
-        synthesizer.write_tree(tmp_path, new)
-    monkeypatch.setattr(synthesizer.os, "replace", real_replace)
+        writetree.write_tree(tmp_path, new)
+    monkeypatch.setattr(writetree.os, "replace", real_replace)
     assert (tmp_path / PENDING_RENAMES).exists()
     assert [(tmp_path / n).read_bytes() for n in sorted(new)] == [b"new a", b"old b", b"old c"]
-    synthesizer.write_tree(tmp_path, new)
+    writetree.write_tree(tmp_path, new)
     assert not (tmp_path / PENDING_RENAMES).exists()
     assert {n: (tmp_path / n).read_bytes() for n in new} == new
     assert not list(tmp_path.glob("*.tmp"))

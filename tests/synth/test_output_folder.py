@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openinfer import writetree
 from openinfer.cli import main
 from openinfer.errors import OutputFolderError
-from openinfer.synthesizer import FILE_LIST, PENDING_RENAMES, write_tree
+from openinfer.writetree import FILE_LIST, PENDING_RENAMES, write_tree
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -225,15 +226,13 @@ def test_concurrent_write_trees_into_one_folder_leave_one_whole_tree(tmp_path, m
     """Two threads write different trees into one folder at once, their renames forced to
     interleave (TakeTurns) where they can: unlocked, the tree ends as a mix of the two; locked,
     the second writer waits for the first and its tree is what remains."""
-    from openinfer import synthesizer
-
     trees = {"a": _tree("a", 60), "b": _tree("b", 60)}
     real_replace = os.replace
     for round_ in range(2):
         out = tmp_path / f"r{round_}"
         write_tree(out, _tree("c", 40))              # an earlier generation both replace
         turns = TakeTurns(real_replace)
-        monkeypatch.setattr(synthesizer.os, "replace", turns)
+        monkeypatch.setattr(writetree.os, "replace", turns)
         errors: list[BaseException] = []
 
         def writer(tag, out=out, turns=turns, errors=errors):
@@ -249,7 +248,7 @@ def test_concurrent_write_trees_into_one_folder_leave_one_whole_tree(tmp_path, m
             t.start()
         for t in threads:
             t.join()
-        monkeypatch.setattr(synthesizer.os, "replace", real_replace)
+        monkeypatch.setattr(writetree.os, "replace", real_replace)
         assert not errors, errors
         final = _files(out)
         assert final in (trees["a"], trees["b"]), f"round {round_}: the tree matches neither writer's"

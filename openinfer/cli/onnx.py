@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..cliutil import sizevars
 from ..errors import OpenInferError
+from ..onnx import import_onnx, list_ops
+from .args import sizevars
 
 IMPORT_HELP = """\
 Import an ONNX model: write OUT/NAME.oig (the graph as DSL text you can read and edit) and
@@ -45,8 +46,6 @@ def register(sub) -> None:
 
 
 def import_cmd(args) -> int:
-    from .importer import import_onnx, list_ops
-
     if args.list_ops:
         print(list_ops(), end="")
         return 0

@@ -1,31 +1,27 @@
 """The `openinfer` command line: argument parsing and error printing only.
 
-Each command family lives with its stage (`openinfer/<stage>/commands.py`) and exposes
-`register(subparsers)`, which adds its sub-commands and binds each to a handler taking the parsed
-arguments and returning an exit code. Errors derived from `OpenInferError` are printed as they
-are (they are written for users) after `openinfer: error: `, as argparse prints usage errors, and
-exit with status 1; so do a file that cannot be read or written and memory that cannot be had, never
-a traceback. Usage errors exit with status 2.
+Each command family is a module of this package (oinf, check, run, synth, devices, cache, graph,
+onnx; args.py holds the options they share) and exposes `register(subparsers)`, which adds its
+sub-commands and binds each to a handler taking the parsed arguments and returning an exit code.
+The stages below (openinfer.oinf, .ir, .reference, .synth, .onnx) know nothing of the command line.
+
+Errors derived from `OpenInferError` are printed as they are (they are written for users) after
+`openinfer: error: `, as argparse prints usage errors, and exit with status 1; so do a file that
+cannot be read or written and memory that cannot be had, never a traceback. Usage errors exit
+with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
-from . import __version__
-from .errors import OpenInferError
+from .. import __version__
+from ..errors import OpenInferError
+from . import cache, check, devices, graph, oinf, onnx, run, synth
 
-#: Modules that contribute sub-commands, in the order `--help` lists them.
-COMMAND_MODULES = (
-    "openinfer.oinf.commands",
-    "openinfer.ir.check",
-    "openinfer.reference.commands",
-    "openinfer.synth.commands",
-    "openinfer.ir.commands",
-    "openinfer.onnx.commands",
-)
+#: The modules that contribute sub-commands, in the order `--help` lists them.
+COMMAND_MODULES = (oinf, check, run, synth, devices, cache, graph, onnx)
 
 DESCRIPTION = """\
 OpenInfer: write inference logic in a small graph DSL, keep weights in one .oinf package, and
@@ -48,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"openinfer {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for module in COMMAND_MODULES:
-        importlib.import_module(module).register(sub)
+        module.register(sub)
     return parser
 
 
@@ -77,7 +73,3 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError as exc:  # (NumPy's says what it could not allocate)
         print(f"openinfer: error: out of memory{f': {exc}' if str(exc) else ''}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

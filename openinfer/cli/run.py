@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cliutil import INPUTS_HELP, add_graph_args, add_io_args, check_io_args, input_files, load, write_text
-from ..files import check_output_path
+import numpy as np
+
+from ..files import check_output_path, write_text
 from ..inputs import input_feed, outputs_of, preview, save_outputs
+from ..reference.executor import ReferenceExecutor
 from ..trace import to_chrome, to_json
+from .args import INPUTS_HELP, add_graph_args, add_io_args, check_io_args, input_files, load
 
 RUN_HELP = """\
 Run GRAPH on MODEL with the NumPy reference interpreter for --steps steps and print each step's
@@ -51,10 +54,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import numpy as np
-
-    from .executor import ReferenceExecutor
-
     check_io_args(args)
     _, _, bound = load(args)
     steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
@@ -76,8 +75,6 @@ def run(args) -> int:
 
 
 def trace(args) -> int:
-    from .executor import ReferenceExecutor
-
     check_io_args(args)
     for flag, path in (("--json", args.json), ("--chrome", args.chrome)):
         if path != "-":

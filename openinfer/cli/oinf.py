@@ -6,13 +6,13 @@ import argparse
 import json
 
 from ..files import check_output_path
-from .format import DEFAULT_VERSION
-from .reader import ModelLoader
-from .sources import pack_oinf
-from .summary import summary_json, summary_text
-from .values import Bitset, ScalarValue, as_dtype
-from .verify import verify_file
-from .writer import convert_oinf
+from ..oinf.format import DEFAULT_VERSION
+from ..oinf.reader import ModelLoader
+from ..oinf.sources import pack_oinf
+from ..oinf.summary import summary_json, summary_text
+from ..oinf.values import Bitset, ScalarValue, as_dtype
+from ..oinf.verify import verify_file
+from ..oinf.writer import convert_oinf
 
 GROUP_HELP = """\
 Work with .oinf model packages: one file holding named sizevars (u64), typed metadata and

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..dsl import load_graph
 from ..files import check_output_path
-from .dot import graph_to_dot
-from .json import graph_to_json
+from ..ir.dot import graph_to_dot
+from ..ir.json import graph_to_json
 
 GROUP_HELP = """\
 Read a graph from DSL text (.oig), graph JSON (.json) or a Rust file containing

@@ -1,17 +1,23 @@
-"""`openinfer gen`, `build`, `sim`, `plan` and `devices`: synthesis from the command line."""
+"""`openinfer gen`, `build`, `sim` and `plan`: synthesis from the command line."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from ..cliutil import add_graph_args, add_io_args, check_io_args, dynamic, input_files, load, sizevars, write_text
+from ..bisect import bisect
+from ..build import build, c_compiler
+from ..compare import compare, table
 from ..errors import OpenInferError
-from ..files import check_output_path
+from ..files import check_output_path, write_text
+from ..inputs import input_feed, outputs_of, save_outputs
+from ..reference.executor import ReferenceExecutor
+from ..sim import Simulator
+from ..synthesizer import Synthesizer
+from .args import add_graph_args, add_io_args, check_io_args, dynamic, input_files, load, sizevars
 
 GEN_HELP = """\
 Synthesize GRAPH on MODEL for the device described by --arch into a complete meson project
@@ -89,69 +95,6 @@ def register(sub) -> None:
     _target_args(p)
     p.set_defaults(handler=plan_cmd)
 
-    d = sub.add_parser("devices", help="list, show or probe device descriptors",
-                       description="Device descriptors (JSON, schema: devices/schema.json) pick the target.")
-    dsub = d.add_subparsers(dest="devices_command", metavar="COMMAND")
-    d.set_defaults(help_parser=d)
-    lst = dsub.add_parser("list", help="list the bundled descriptors",
-                          description="List the device descriptors shipped with OpenInfer (devices/*.json): name, "
-                                      "target (c/<isa> or vulkan) and description. Pass a name to --arch.")
-    lst.set_defaults(handler=devices_list)
-    show = dsub.add_parser("show", help="validate and print a descriptor",
-                           description="Validate a descriptor against devices/schema.json (errors name the "
-                                       "offending field) and print it.")
-    show.add_argument("arch", metavar="ARCH", help="a path or a bundled name (x86_64-avx2, ada_mock, ...)")
-    show.set_defaults(handler=devices_show)
-    flags = dsub.add_parser("cflags", help="print a descriptor's C compiler flags (for build scripts)",
-                            description="Print the compiler flags a CPU descriptor asks for (e.g. -mavx2 -mfma), "
-                                        "space-separated, so a Makefile or meson.build compiling generated "
-                                        "kernels itself passes the same flags.")
-    flags.add_argument("arch", metavar="ARCH", help="a path or a bundled name")
-    flags.set_defaults(handler=devices_cflags)
-    probe = dsub.add_parser("probe", help="describe this machine's CPU (and Vulkan devices)",
-                            description="Write a descriptor for this machine's CPU from /proc/cpuinfo and sysfs: "
-                                        "ISA features, vector width, cache sizes, thread count and compiler flags; "
-                                        "and one per Vulkan device (limits and features as the driver reports "
-                                        "them, through the Vulkan loader).")
-    probe.add_argument("--out", "-o", metavar="FILE", help="write the CPU descriptor here (default: print)")
-    probe.add_argument("--vulkan-out", metavar="DIR",
-                       help="write one descriptor per Vulkan device into DIR (vulkan-<index>.json)")
-    probe.set_defaults(handler=devices_probe)
-
-    _register_cache(sub)
-
-
-CACHE_HELP = """\
-The simulator (`openinfer sim`, openinfer.Simulator) builds each program in an entry of its cache:
-$OI_CACHE_DIR, else $XDG_CACHE_HOME/openinfer/sim, else ~/.cache/openinfer/sim. An entry,
-NAME-KEY, holds the generated project and its build; KEY is a hash of the generated files and the
-build options, so the same graph, model, sizes and target reuse it. Nothing removes entries by
-itself: `openinfer cache clean` does (only entries; anything else in the folder is left alone).
-
-examples:
-  openinfer cache info                      # where it is, its entries, their sizes and last use
-  openinfer cache clean --older-than 30     # remove the entries not used for 30 days
-  openinfer cache clean                     # remove every entry"""
-
-
-def _register_cache(sub) -> None:
-    c = sub.add_parser("cache", help="show or prune the simulator's build cache",
-                       description=CACHE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.set_defaults(help_parser=c)
-    csub = c.add_subparsers(dest="cache_command", metavar="COMMAND")
-    info = csub.add_parser("info", help="where the cache is, its entries, sizes and last use",
-                           description="Print the cache folder, then each entry (oldest use first) with its size "
-                                       "and when a simulator last used it, and the total.")
-    info.set_defaults(handler=cache_info)
-    clean = csub.add_parser("clean", help="remove cache entries (all, or those unused for DAYS days)",
-                            description="Remove the cache's entries: all of them, or with --older-than those no "
-                                        "simulator used for DAYS days. Each is removed under its lock, so a "
-                                        "build in progress finishes first; the next simulator needing it builds "
-                                        "it again.")
-    clean.add_argument("--older-than", type=float, metavar="DAYS",
-                       help="remove only entries last used more than DAYS days ago (e.g. 30, or 0.5)")
-    clean.set_defaults(handler=cache_clean)
-
 
 def _target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", "-a", required=True, metavar="DEVICE.json",
@@ -162,8 +105,6 @@ def _target_args(p: argparse.ArgumentParser) -> None:
 
 
 def _synth(args):
-    from ..synthesizer import Synthesizer
-
     model, graph, _ = load(args)
     outputs = set(args.outputs.split(",")) if args.outputs else None
     synth = Synthesizer.from_arch(args.arch)
@@ -204,8 +145,6 @@ def _make_escape(path: str) -> str:
 
 
 def build_cmd(args) -> int:
-    from ..build import build, c_compiler
-
     cc = c_compiler()
     print(f"C compiler: {cc.command or 'none found'}" + (f" ({cc.version})" if cc.version else ""), flush=True)
     opts = []
@@ -229,11 +168,6 @@ def plan_cmd(args) -> int:
 
 
 def sim(args) -> int:
-    from ..compare import compare, table
-    from ..inputs import input_feed, outputs_of, save_outputs
-    from ..reference.executor import ReferenceExecutor
-    from ..sim import Simulator
-
     check_io_args(args)
     model, graph, bound = load(args)
     steps, inputs = input_feed(bound, seed=args.seed, steps=args.steps, path=args.inputs)
@@ -265,8 +199,6 @@ def sim(args) -> int:
     if args.save_outputs is not None:
         save_outputs(args.save_outputs, saved)
     if failed_step is not None or args.bisect:
-        from ..bisect import bisect
-
         step = failed_step if failed_step is not None else steps - 1
         report = bisect(bound, simulator, args.seed, step, inputs=inputs)
         print(report.text())
@@ -274,87 +206,4 @@ def sim(args) -> int:
         print(f"MISMATCH at step {failed_step}")
         return 1
     print(f"all {len(names)} output(s) match the reference over {steps} step(s)")
-    return 0
-
-
-def devices_list(args) -> int:
-    from ..targets.devices import bundled
-    from ..targets.devices import load as load_device
-
-    for path in bundled():
-        dev = load_device(path)
-        target = f"c/{dev.isa}" if dev.is_cpu else "vulkan"
-        print(f"{path.stem:<20} {target:<12} {dev.name}")
-    return 0
-
-
-def devices_show(args) -> int:
-    from ..targets.devices import load as load_device
-
-    dev = load_device(args.arch)
-    print(json.dumps(dev.doc, indent=2))
-    return 0
-
-
-def devices_cflags(args) -> int:
-    from ..targets.devices import load as load_device
-
-    print(" ".join(load_device(args.arch).cflags))
-    return 0
-
-
-def devices_probe(args) -> int:
-    from ..targets.devices import probe_cpu, probe_vulkan
-
-    check_output_path(args.out, "--out")
-    if args.vulkan_out == "":
-        raise OpenInferError("--vulkan-out: the folder's path is empty")
-    text = json.dumps(probe_cpu(), indent=2) + "\n"
-    if args.out is not None:
-        write_text(args.out, text)
-        print(f"wrote {args.out}")
-    elif args.vulkan_out is None:
-        print(text, end="")
-    gpus = probe_vulkan()
-    if args.vulkan_out is not None:
-        for i, doc in enumerate(gpus):
-            path = Path(args.vulkan_out) / f"vulkan-{i}.json"
-            write_text(path, json.dumps(doc, indent=2) + "\n")
-            print(f"wrote {path} ({doc['device']['name']})")
-    elif args.out is None:
-        for i, doc in enumerate(gpus):
-            print(f"# Vulkan device {i}: {doc['device']['name']} ({doc['device']['vendor']}); "
-                  "write it with --vulkan-out DIR")
-            print(json.dumps(doc, indent=2))
-    elif gpus:
-        print(f"{len(gpus)} Vulkan device(s): " + ", ".join(d["device"]["name"] for d in gpus)
-              + " (--vulkan-out DIR writes their descriptors)")
-    return 0
-
-
-def cache_info(args) -> int:
-    from ..sim import cache_root
-    from ..simcache import entries, megabytes
-
-    root = cache_root()
-    found, other = entries(root)
-    source = " (OI_CACHE_DIR)" if os.environ.get("OI_CACHE_DIR") else ""
-    print(f"cache: {root}{source}{'' if root.is_dir() else ' (not created yet)'}")
-    for e in found:
-        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used))
-        print(f"  {e.path.name:<40} {megabytes(e.nbytes):>10}  last used {used}")
-    print(f"{len(found)} entries, {megabytes(sum(e.nbytes for e in found))}"
-          + (f"; {len(other)} other item(s) there, not entries (never removed)" if other else ""))
-    return 0
-
-
-def cache_clean(args) -> int:
-    from ..sim import cache_root
-    from ..simcache import clean, megabytes
-
-    if args.older_than is not None and not args.older_than >= 0:
-        raise OpenInferError(f"--older-than {args.older_than}: a number of days >= 0")
-    root = cache_root()
-    removed = clean(root, args.older_than)
-    print(f"removed {len(removed)} entries ({megabytes(sum(e.nbytes for e in removed))}) from {root}")
     return 0
