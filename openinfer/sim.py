@@ -47,6 +47,9 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "openinfer" / "sim"
 
 
+#: The generated program's functions as the simulator calls them: the declarations of NAME.h at
+#: PROGRAM_ABI_VERSION (openinfer/targets/base.py; tests/synth/test_program_abi.py holds them
+#: against a generated header).
 _CDEF = """
 typedef struct oi_var_info {{ const char *name; uint32_t dtype; uint32_t kind; uint32_t ndim; uint64_t dims[8];
                               uint64_t nbytes; uint32_t settable; uint32_t gettable; }} oi_var_info;
