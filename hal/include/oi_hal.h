@@ -198,6 +198,13 @@ static inline void *oi_kctx_scratch(const oi_kctx *ctx) {
  * OI_HOST_ISA=avx512|avx2|generic in the environment caps what is reported, so that a test suite
  * can run as on a smaller CPU; it never adds a feature the CPU lacks (an unknown value counts as
  * generic, the safe side). Bit values are stable: generated headers record their program's mask.
+ *
+ * OI_CPU_FEATURE_TABLE is the one list the HAL reads (openinfer/targets/isa.py states the same
+ * rows for the generator; tests/synth/test_isa_table.py holds them together): per feature its
+ * bit, its name as descriptors spell it, the kernel family that brings it (OI_HOST_ISA=<an
+ * earlier family of OI_CPU_FAMILIES, narrowest first> hides it), and where x86 reports it:
+ * cpuid leaf, sub-leaf, register (0 eax .. 3 edx), bit, and the XCR0 state the OS must save for
+ * it (0: none). A new feature of a known architecture is a bit and a row here.
  * ---------------------------------------------------------------------------------------- */
 #define OI_CPU_AVX         (1u << 0)
 #define OI_CPU_AVX2        (1u << 1)
@@ -210,6 +217,22 @@ static inline void *oi_kctx_scratch(const oi_kctx *ctx) {
 #define OI_CPU_AVX512_BF16 (1u << 8)
 #define OI_CPU_AVX512_FP16 (1u << 9)
 #define OI_CPU_SSE42       (1u << 10)
+
+#define OI_CPU_FAMILIES(X) X("generic") X("avx2") X("avx512")
+
+/*   X(bit,               name,          family,    leaf, sub, reg, bit, xcr0) */
+#define OI_CPU_FEATURE_TABLE(X) \
+    X(OI_CPU_SSE42,       "sse4.2",      "generic", 1, 0, 2, 20, 0x00) \
+    X(OI_CPU_AVX,         "avx",         "avx2",    1, 0, 2, 28, 0x06) \
+    X(OI_CPU_AVX2,        "avx2",        "avx2",    7, 0, 1, 5,  0x06) \
+    X(OI_CPU_FMA,         "fma",         "avx2",    1, 0, 2, 12, 0x06) \
+    X(OI_CPU_F16C,        "f16c",        "avx2",    1, 0, 2, 29, 0x06) \
+    X(OI_CPU_AVX512F,     "avx512f",     "avx512",  7, 0, 1, 16, 0xE6) \
+    X(OI_CPU_AVX512BW,    "avx512bw",    "avx512",  7, 0, 1, 30, 0xE6) \
+    X(OI_CPU_AVX512VL,    "avx512vl",    "avx512",  7, 0, 1, 31, 0xE6) \
+    X(OI_CPU_AVX512DQ,    "avx512dq",    "avx512",  7, 0, 1, 17, 0xE6) \
+    X(OI_CPU_AVX512_BF16, "avx512_bf16", "avx512",  7, 1, 0, 5,  0xE6) \
+    X(OI_CPU_AVX512_FP16, "avx512_fp16", "avx512",  7, 0, 3, 23, 0xE6)
 
 /* The OI_CPU_* features of this CPU and OS (0 on other architectures), capped by OI_HOST_ISA. */
 uint32_t oi_cpu_features(void);

@@ -1128,33 +1128,28 @@ OI_BASELINE static uint64_t oi_xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
+/* Every feature of OI_CPU_FEATURE_TABLE whose cpuid bit is set and whose register state the OS
+ * saves: the OS must enable XSAVE (OSXSAVE, leaf 1 ecx bit 27) and save the SSE+AVX state (XCR0
+ * bits 1-2) before any VEX-encoded instruction may run; AVX-512 also needs the opmask and ZMM
+ * state (bits 5-7). */
 OI_BASELINE static uint32_t oi_cpu_detect(void) {
-    uint32_t r[4], leaf7[4] = {0, 0, 0, 0}, leaf7_1[4] = {0, 0, 0, 0}, out = 0;
+    uint32_t r[4], leaf1[4], leaf7[4] = {0, 0, 0, 0}, leaf7_1[4] = {0, 0, 0, 0}, out = 0;
     oi_cpuid(0, 0, r);
     uint32_t max_leaf = r[0];
-    oi_cpuid(1, 0, r);
-    uint32_t ecx1 = r[2];
+    oi_cpuid(1, 0, leaf1);
     if (max_leaf >= 7) {
         oi_cpuid(7, 0, leaf7);
         if (leaf7[0] >= 1) oi_cpuid(7, 1, leaf7_1);
     }
-    if (ecx1 & (1u << 20)) out |= OI_CPU_SSE42;
-    /* The OS must enable XSAVE (OSXSAVE) and save the SSE+AVX state (XCR0 bits 1-2) before any
-     * VEX-encoded instruction may run; AVX-512 also needs the opmask and ZMM state (bits 5-7). */
-    if (!(ecx1 & (1u << 27))) return out;
-    uint64_t xcr0 = oi_xcr0();
-    if ((xcr0 & 0x6) != 0x6) return out;
-    if (ecx1 & (1u << 28)) out |= OI_CPU_AVX;
-    if (ecx1 & (1u << 12)) out |= OI_CPU_FMA;
-    if (ecx1 & (1u << 29)) out |= OI_CPU_F16C;
-    if (leaf7[1] & (1u << 5)) out |= OI_CPU_AVX2;
-    if ((xcr0 & 0xE0) != 0xE0) return out;
-    if (leaf7[1] & (1u << 16)) out |= OI_CPU_AVX512F;
-    if (leaf7[1] & (1u << 17)) out |= OI_CPU_AVX512DQ;
-    if (leaf7[1] & (1u << 30)) out |= OI_CPU_AVX512BW;
-    if (leaf7[1] & (1u << 31)) out |= OI_CPU_AVX512VL;
-    if (leaf7[3] & (1u << 23)) out |= OI_CPU_AVX512_FP16;
-    if (leaf7_1[0] & (1u << 5)) out |= OI_CPU_AVX512_BF16;
+    const uint64_t xcr0 = (leaf1[2] & (1u << 27)) ? oi_xcr0() : 0;
+#define OI_DETECT(bit, name, family, leaf, sub, reg, cpuid_bit, state)                                \
+    {                                                                                                 \
+        const uint32_t *regs = (leaf) == 1 ? leaf1 : (sub) == 0 ? leaf7 : leaf7_1;                     \
+        if ((regs[reg] & (1u << (cpuid_bit))) && (xcr0 & (uint64_t)(state)) == (uint64_t)(state))     \
+            out |= (bit);                                                                             \
+    }
+    OI_CPU_FEATURE_TABLE(OI_DETECT)
+#undef OI_DETECT
     return out;
 }
 
@@ -1169,15 +1164,33 @@ static uint32_t oi_cpu_detect(void) { return 0; }
 static int oi_cpu_is_amd(void) { return 0; }
 #endif
 
-#define OI_CPU_AVX512_ALL (OI_CPU_AVX512F | OI_CPU_AVX512BW | OI_CPU_AVX512VL | OI_CPU_AVX512DQ | \
-                           OI_CPU_AVX512_BF16 | OI_CPU_AVX512_FP16)
+/* The features of the families up to and including `cap` (OI_CPU_FAMILIES order); an unknown
+ * cap counts as the narrowest family, the safe side. */
+OI_BASELINE static uint32_t oi_cpu_cap_mask(const char *cap) {
+    static const char *const families[] = {
+#define OI_FAMILY(name) name,
+        OI_CPU_FAMILIES(OI_FAMILY)
+#undef OI_FAMILY
+    };
+    const size_t count = sizeof families / sizeof families[0];
+    size_t last = 0;
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(cap, families[i]) == 0) last = i;
+    uint32_t mask = 0;
+    for (size_t i = 0; i <= last; i++) {
+#define OI_IN_FAMILY(bit, name, family, leaf, sub, reg, cpuid_bit, state) \
+        if (strcmp(family, families[i]) == 0) mask |= (bit);
+        OI_CPU_FEATURE_TABLE(OI_IN_FAMILY)
+#undef OI_IN_FAMILY
+    }
+    return mask;
+}
 
 OI_BASELINE uint32_t oi_cpu_features(void) {
     uint32_t features = oi_cpu_detect();
     const char *cap = getenv("OI_HOST_ISA");
-    if (!cap || !*cap || strcmp(cap, "avx512") == 0) return features;
-    if (strcmp(cap, "avx2") == 0) return features & ~OI_CPU_AVX512_ALL;
-    return features & OI_CPU_SSE42;   /* "generic", or a value this HAL does not know */
+    if (!cap || !*cap) return features;
+    return features & oi_cpu_cap_mask(cap);
 }
 
 OI_BASELINE int oi_cpu_stream_prefetch(void) {
@@ -1194,10 +1207,10 @@ OI_BASELINE int oi_cpu_stream_prefetch(void) {
 
 OI_BASELINE oi_status oi_cpu_require(uint32_t required, char *buf, size_t cap) {
     static const struct { uint32_t bit; const char *name; } names[] = {
-        {OI_CPU_SSE42, "sse4.2"}, {OI_CPU_AVX, "avx"}, {OI_CPU_AVX2, "avx2"}, {OI_CPU_FMA, "fma"},
-        {OI_CPU_F16C, "f16c"}, {OI_CPU_AVX512F, "avx512f"}, {OI_CPU_AVX512BW, "avx512bw"},
-        {OI_CPU_AVX512VL, "avx512vl"}, {OI_CPU_AVX512DQ, "avx512dq"}, {OI_CPU_AVX512_BF16, "avx512_bf16"},
-        {OI_CPU_AVX512_FP16, "avx512_fp16"}};
+#define OI_NAME(bit, name, family, leaf, sub, reg, cpuid_bit, state) {bit, name},
+        OI_CPU_FEATURE_TABLE(OI_NAME)
+#undef OI_NAME
+    };
     uint32_t missing = required & ~oi_cpu_features();
     if (buf && cap) {
         size_t used = 0;

@@ -31,11 +31,15 @@ def test_hal_header_defines_a_distinct_bit_per_feature():
     assert len(set(bits.values())) == len(bits)
 
 
-def test_hal_names_its_bits_as_the_table_does():
-    """oi_cpu_require's message names the missing features as descriptors spell them."""
-    text = (REPO / "hal" / "src" / "oi_hal.c").read_text()
-    pairs = dict(re.findall(r"\{(OI_CPU_\w+), \"([\w.]+)\"\}", text))
-    assert pairs == {f.hal_bit: f.name for f in isa.FEATURES}
+def test_hal_feature_table_is_the_isa_table():
+    """The HAL's OI_CPU_FEATURE_TABLE (what create() detects, what OI_HOST_ISA hides, how
+    oi_cpu_require names what is missing) has the ISA table's rows, in its order, and its
+    OI_CPU_FAMILIES are the table's families."""
+    text = (REPO / "hal" / "include" / "oi_hal.h").read_text()
+    rows = re.findall(r"X\((OI_CPU_\w+),\s*\"([\w.]+)\",\s*\"(\w+)\",", text)
+    assert rows == [(f.hal_bit, f.name, f.family) for f in isa.FEATURES]
+    families = re.search(r"#define OI_CPU_FAMILIES\(X\) (.*)", text).group(1)
+    assert re.findall(r'X\("(\w+)"\)', families) == [f.name for f in isa.FAMILIES]
 
 
 def test_families_and_their_descriptors():
