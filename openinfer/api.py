@@ -33,7 +33,7 @@ def load_graph_arg(graph):
 
 def bind_inputs(model, graph, sizevars: Mapping[str, int] | None = None, dynamic: Mapping[str, int] | None = None):
     """(model, graph, bound graph) from user-facing arguments; `dynamic` maps sizevars chosen at
-    run time to their bounds (openinfer/ir/dims.py)."""
+    run time to their bounds (openinfer/dims.py)."""
     m = open_model(model)
     g = load_graph_arg(graph)
     bound: BoundGraph = bind(g, m, sizevars, dynamic)

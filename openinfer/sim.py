@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from .build import build, c_compiler, library_path
+from .dims import shape_sizevars
 from .errors import ExecutionError, SimulationError
 from .ir import nodes as ir
 from .ir.bind import rebind
 from .ir.describe import describe
-from .ir.dims import shape_sizevars
 from .numerics import from_storage, storage_dtype, to_storage
 from .outdir import folder_lock
 from .reference.executor import check_sizes, coerce

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
+from .dims import Dim, capacity, shape_sizevars
 from .errors import SynthesisError
-from .ir.dims import Dim, capacity, shape_sizevars
 from .resources import hal_dir, templates_dir
 from .synth.fusion import fold_elementwise, fold_norms, fold_pools, fold_rope, fold_transposes, fuse
 from .synth.lower import lower

@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..dims import Dim, DynamicDimError, capacity, pretty_shape
 from ..dtypes import Kind
 from ..errors import BindError, SourceLoc
 from ..ops import registry
@@ -31,7 +32,6 @@ from ..ops.registry import OpTypeError, TensorType
 from . import nodes as ir
 from .bound import BoundGraph, BoundVar, OpBinding, RuntimeAttr, TableInfo
 from .describe import describe
-from .dims import Dim, DynamicDimError, capacity, pretty_shape
 
 #: The largest size, in elements or bytes, of a variable, of all variables together, and the largest
 #: sizevar: the generated C computes sizes, offsets and indices in int64_t / size_t arithmetic, and
@@ -878,7 +878,7 @@ def bind(graph: ir.Graph, model=None, sizevars: Mapping[str, int] | None = None,
     """Resolve and validate `graph` against `model` (an opened `.oinf`, or None).
 
     `sizevars` override (or supply, without a model) size variables; `dynamic` makes sizevars
-    dynamic with these bounds (their dims become Dims, openinfer/ir/dims.py). `at` binds a dynamic
+    dynamic with these bounds (their dims become Dims, openinfer/dims.py). `at` binds a dynamic
     graph at run-time values of its dynamic sizevars instead, as plain ints (the reference runs
     that binding; a model tensor whose first dim is dynamic gives its first rows). Raises BindError.
     """

@@ -94,7 +94,7 @@ class BoundGraph:
     async_blocks: tuple[str, ...]
     #: node index -> the statically known loop bound values (start, end) when both are constants
     loop_bounds: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
-    #: dynamic sizevars -> their bounds (openinfer/ir/dims.py); with `sizes` unset their dims are
+    #: dynamic sizevars -> their bounds (openinfer/dims.py); with `sizes` unset their dims are
     #: Dims (generation), else the plain values of `sizes` (a run of the reference at those sizes)
     dynamic: dict[str, int] = field(default_factory=dict)
     #: the sizevars of `sizevars` the caller fixed (what a rebinding at other sizes keeps)

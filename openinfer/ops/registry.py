@@ -26,8 +26,8 @@ import numpy as np
 import yaml
 
 from .. import dtypes as dt
+from ..dims import Dim, pretty_shape
 from ..dtypes import DTypeInfo, Kind
-from ..ir.dims import Dim, pretty_shape
 from .errors import OpTypeError
 from .shapes import SHAPE_RULES
 from .types import TensorType
@@ -408,7 +408,7 @@ def _check_kind(op: str, spec: AttrSpec, value: object) -> Any:
 
 
 def _as_int(v) -> int:
-    """A plain int, except that a dynamic size (`ends=[S]`, openinfer/ir/dims.py) stays a Dim."""
+    """A plain int, except that a dynamic size (`ends=[S]`, openinfer/dims.py) stays a Dim."""
     return v if isinstance(v, Dim) else int(v)
 
 

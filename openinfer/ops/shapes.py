@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ..ir.dims import Dim, DynamicDimError, pretty, pretty_shape
+from ..dims import Dim, DynamicDimError, pretty, pretty_shape
 from .errors import OpTypeError
 from .types import TensorType
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..dims import Dim, pretty_shape
 from ..dtypes import DTypeInfo
-from ..ir.dims import Dim, pretty_shape
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,7 @@ class TensorType:
 
     def __post_init__(self) -> None:
         # Callers pass lists or NumPy ints; normalise so equality and hashing behave (a dynamic
-        # dim, openinfer/ir/dims.py, stays one: it is an int carrying its run-time expression).
+        # dim, openinfer/dims.py, stays one: it is an int carrying its run-time expression).
         object.__setattr__(self, "shape", tuple(d if isinstance(d, Dim) else int(d) for d in self.shape))
 
     @property

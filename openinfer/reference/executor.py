@@ -32,13 +32,13 @@ from functools import cache
 import numpy as np
 
 from ..api import bind_inputs
+from ..dims import Dim
 from ..dtypes import Kind
 from ..errors import BindError, ExecutionError, OpenInferError
 from ..ir import nodes as ir
 from ..ir.bind import rebind
 from ..ir.bound import BoundGraph, BoundVar
 from ..ir.describe import describe
-from ..ir.dims import Dim
 from ..numerics import round_float
 from ..ops.errors import OpRuntimeError, OpTypeError
 from ..ops.types import TensorType

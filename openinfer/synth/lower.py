@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ..dims import DynamicDimError
 from ..errors import SynthesisError
 from ..ir import nodes as ir
 from ..ir.bound import BoundGraph, BoundVar
 from ..ir.describe import describe
-from ..ir.dims import DynamicDimError
 from ..ops.types import TensorType
 from . import program as P
 

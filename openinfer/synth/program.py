@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+from ..dims import Dim, capacity, shape_sizevars, smallest_sizes
 from ..dtypes import DTypeInfo
-from ..ir.dims import Dim, capacity, shape_sizevars, smallest_sizes
 from ..ops.types import TensorType
 
 # ---------------------------------------------------------------------------------------- storage
@@ -56,7 +56,7 @@ class Buffer:
 
     @property
     def numel(self) -> int:
-        """Elements of storage: a dynamic dim counts at its bound (openinfer/ir/dims.py)."""
+        """Elements of storage: a dynamic dim counts at its bound (openinfer/dims.py)."""
         return math.prod(capacity(self.shape))
 
     @property
@@ -177,7 +177,7 @@ class KernelRequest:
     @property
     def sizes(self) -> tuple[str, ...]:
         """The dynamic sizevars the kernel's extents depend on: passed as `int64_t sz_<NAME>`
-        after the runtime attributes (openinfer/ir/dims.py)."""
+        after the runtime attributes (openinfer/dims.py)."""
         names = set(shape_sizevars(*(t.shape for t in (*self.inputs, self.output))))
         for _, v in self.attrs:
             names.update(shape_sizevars(v if isinstance(v, tuple | list) else (v,)))

@@ -7,7 +7,7 @@ from functools import cache
 
 import jinja2
 
-from ..ir.dims import Dim, capacity
+from ..dims import Dim, capacity
 from ..resources import templates_dir
 
 
@@ -57,7 +57,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["c_string"] = c_string
     env.filters["c_comment"] = c_comment
-    # dynamic sizes (openinfer/ir/dims.py): `x is dynamic` where an extent is only known at run time
+    # dynamic sizes (openinfer/dims.py): `x is dynamic` where an extent is only known at run time
     # (str() renders its C expression), `x | capacity` its bound (what scratch arrays are sized for)
     env.tests["dynamic"] = lambda x: isinstance(x, Dim)
     env.filters["capacity"] = capacity

@@ -1,6 +1,6 @@
 """Index and shape arithmetic every target's kernels share: element counts, row-major and
 broadcast strides, loop collapsing, convolution geometry, arange's index. Pure integers (or
-dynamic `Dim` expressions, openinfer/ir/dims.py), no C or GLSL: each language renders them."""
+dynamic `Dim` expressions, openinfer/dims.py), no C or GLSL: each language renders them."""
 
 from __future__ import annotations
 

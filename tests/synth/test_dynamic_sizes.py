@@ -1,6 +1,6 @@
 """Dynamic sizevars (issue 18): one generated library serves every size up to a bound.
 
-The symbolic dims themselves (openinfer/ir/dims.py), the binder's rules, and the examples with a
+The symbolic dims themselves (openinfer/dims.py), the binder's rules, and the examples with a
 natural dynamic dim (the MLP's batch, the encoder's sequence, the CNN's batch) run at lengths 1, a
 prime, the bound and a varying sequence in one executor, each against the reference bound at that
 length, on x86_64-generic and this machine's widest target, with the library built once."""
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import openinfer as oi
+from openinfer.dims import Dim, DynamicDimError, evaluate, host_expr, smallest_sizes
 from openinfer.errors import BindError, ExecutionError
 from openinfer.ir.bind import bind
-from openinfer.ir.dims import Dim, DynamicDimError, evaluate, host_expr, smallest_sizes
 from openinfer.reference.executor import Reference
 from openinfer.synthesizer import Synthesizer
 from openinfer.targets.devices import best_host_target

@@ -15,8 +15,8 @@ from functools import cache
 import numpy as np
 
 from ... import __version__
+from ...dims import Dim, capacity, host_expr, pretty_shape, shape_sizevars
 from ...dtypes import DTypeInfo, Kind
-from ...ir.dims import Dim, capacity, host_expr, pretty_shape, shape_sizevars
 from ...numerics import to_storage
 from ...resources import hal_dir
 from ...synth import program as P

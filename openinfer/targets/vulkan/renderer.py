@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...dims import Dim, host_expr
 from ...errors import SynthesisError
-from ...ir.dims import Dim, host_expr
 from ...resources import hal_dir
 from ...synth import program as P
 from ...synth.lower import c_name

@@ -17,7 +17,7 @@ over contiguous axes, softmax over the last axis, layer_norm and rms_norm, lrn, 
 dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights (few rows of x: the weight-only quantized
 GEMV). Large kernels split their work over the kernel context's pool.
 
-Dynamic sizes (openinfer/ir/dims.py): a request's extents may be run-time ones (`int64_t sz_<NAME>`
+Dynamic sizes (openinfer/dims.py): a request's extents may be run-time ones (`int64_t sz_<NAME>`
 parameters, carried to the pool's workers). The emitters decide paths, tiling and the pool's split
 at the bounds (`capacity`), and every loop bound, stride and offset the templates write from a dim
 is its run-time C expression; a decision that cannot be taken that way raises DynamicDimError and
@@ -34,8 +34,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...dims import Dim, DynamicDimError, capacity
 from ...errors import SynthesisError
-from ...ir.dims import Dim, DynamicDimError, capacity
 from ...ops.shapes import matmul_operand_shapes
 from ...synth.program import KernelRequest
 from ..c.kernels import KernelSource, KernelText, prototype
@@ -274,7 +274,7 @@ def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tupl
 
     def preference(k: int) -> int:
         """Splits whose inner extent is static first, so that a dynamic size only counts rows
-        (openinfer/ir/dims.py) and an epilogue's rows stay static; but a run-time row before rows
+        (openinfer/dims.py) and an epilogue's rows stay static; but a run-time row before rows
         of one element. (Static shapes: the first split that works, as the key never decreases.)"""
         inner = out_shape[k:]
         if any(isinstance(d, Dim) for d in inner):
@@ -604,7 +604,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
     column (as a row) times A's stored [k, m] (vecmat, operands swapped); a few rows times B^T
     are dot products with B's stored rows (matvec, one pass per row of A over each block of B's
     rows, which stays in L1); A^T's rows in a vecmat are read with A's row stride.
-    Dynamic sizes (openinfer/ir/dims.py) are decided at their bounds: the path, the blocks, the
+    Dynamic sizes (openinfer/dims.py) are decided at their bounds: the path, the blocks, the
     column chunks and the pool's split; a vecmat over run-time rows has a kernel per row count;
     K is sliced only where K and N are static (a slice past a run-time K would have no rows)."""
     m, n, k, nbatch, offsets, dtype = mm.m, mm.n, mm.k, mm.nbatch, mm.offsets, mm.dtype

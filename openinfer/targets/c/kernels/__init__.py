@@ -7,7 +7,7 @@ Calling convention of every generated kernel (the host schedule relies on it):
 Inputs and output are storage pointers (`ctype()`: f16/bf16 as uint16_t bits, f8 and packed
 types as bytes). Runtime attributes (values of scalar variables) follow as `double` (float
 variables) or `int64_t`, then the run-time value of each dynamic sizevar its extents depend on
-(`int64_t sz_S`: a dim of such a kernel renders as a C expression over it, openinfer/ir/dims.py).
+(`int64_t sz_S`: a dim of such a kernel renders as a C expression over it, openinfer/dims.py).
 Static attributes, static shapes and dtypes are baked into the code. A kernel
 returns OI_OK, or a status for data-dependent failures (a gather index out of range).
 

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
+from ....dims import Dim, capacity
 from ....dtypes import DTypeInfo, Kind
 from ....errors import SynthesisError
-from ....ir.dims import Dim, capacity
 from ....synth.program import KernelRequest
 
 #: the C element type of each dtype's storage

@@ -24,8 +24,8 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
+from ....dims import Dim, capacity
 from ....errors import SynthesisError
-from ....ir.dims import Dim, capacity
 from ....ops.types import TensorType
 from ....synth.program import KernelRequest
 from ...env import render

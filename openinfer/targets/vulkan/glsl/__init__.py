@@ -10,7 +10,7 @@ Every shader follows one calling convention (the host program in templates/vulka
 - push constants: run-time attributes (values of scalar variables, already converted by the host
   into the type the kernel computes in), the node index for fallible kernels, and the run-time
   value of each dynamic size the kernel's extents depend on (`oi_sz_<NAME>`, an int).
-- run-time extents: a dim that depends on a dynamic size (openinfer/ir/dims.py) renders as a
+- run-time extents: a dim that depends on a dynamic size (openinfer/dims.py) renders as a
   macro, `OI_DIM<k>` (an int expression over the sizes, as a literal `128` is an int) and
   `OI_DIM<k>u` (its uint, as `128u`), defined at the top of the shader: emitters format dims
   exactly as they format static ones, and one pipeline serves every size.
@@ -30,8 +30,8 @@ An emitter is `fn(req, ctx) -> Body` registered with `@family("op", ...)`.
 
 from __future__ import annotations
 
+from ....dims import rendering
 from ....errors import SynthesisError
-from ....ir.dims import rendering
 from ....synth.program import KernelRequest
 from ...env import render
 from . import layout, linalg, nn, quant, reduce  # noqa: F401  (each registers its emitters)

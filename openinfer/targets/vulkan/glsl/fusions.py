@@ -4,7 +4,7 @@ passes (openinfer/synth/fusion.py). Each predicate accepts exactly the requests 
 
 from __future__ import annotations
 
-from ....ir.dims import Dim
+from ....dims import Dim
 from ....synth.program import KernelRequest
 from .linalg import matmul_path, transposes
 from .quant import takes_gemv

@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....dims import Dim, capacity
 from ....dtypes import Kind
 from ....errors import SynthesisError
-from ....ir.dims import Dim, capacity
 from ....ops.shapes import matmul_operand_shapes
 from ....synth.program import KernelRequest
 from ...geometry import contiguous_strides

@@ -12,7 +12,7 @@ from dataclasses import astuple
 
 import numpy as np
 
-from ....ir.dims import capacity
+from ....dims import capacity
 from ....synth.program import KernelRequest
 from ...geometry import ConvGeometry, contiguous_strides, numel
 from . import rows as rows_

@@ -16,8 +16,8 @@ over k and multiplies by the column's scale once.
 
 from __future__ import annotations
 
+from ....dims import Dim, capacity
 from ....errors import SynthesisError
-from ....ir.dims import Dim, capacity
 from ....synth.program import KernelRequest
 from .linalg import (
     TUNE,

@@ -16,8 +16,8 @@ float sums stay sequential (their rounding after every step is the semantics).
 
 from __future__ import annotations
 
+from ....dims import capacity
 from ....dtypes import DTypeInfo
-from ....ir.dims import capacity
 from ....synth.program import KernelRequest
 from ...geometry import collapse, contiguous_strides, numel
 from . import rows as rows_

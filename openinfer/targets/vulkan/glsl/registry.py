@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ....ir.dims import Dim
+from ....dims import Dim
 from ....synth.program import KernelRequest
 from .types import KernelCtx, PushField
 

@@ -16,7 +16,7 @@ targets' row kernels do); other dtypes keep the sequential kernels and their ord
 
 from __future__ import annotations
 
-from ....ir.dims import capacity
+from ....dims import capacity
 from .registry import Grid, dispatch
 from .types import KernelCtx
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ....dims import Dim
 from ....dtypes import DTypeInfo, Kind
 from ....errors import SynthesisError
-from ....ir.dims import Dim
 from ....synth.program import KernelRequest
 from ...geometry import collapse, contiguous_strides
 
