@@ -130,6 +130,12 @@ def _touches(s: P.Statement, v: str) -> bool:
     return v in _reads(s) or v in _writes(s)
 
 
+def _roles(*, own: int, epilogue: int = 0, rope: int = 0, prologue: int = 0) -> tuple[str, ...]:
+    """KernelRequest.roles of inputs laid out as the op's own, then an epilogue's (or a rope's
+    position), then a prologue's."""
+    return ("op",) * own + ("epilogue",) * epilogue + ("rope",) * rope + ("prologue",) * prologue
+
+
 def _read_counts(prog: P.Program) -> dict[str, int]:
     counts: dict[str, int] = {}
     for stmts in prog.blocks.values():
@@ -309,7 +315,8 @@ class _Fuser:
                                   aliased=any(o.var == cur.output.var for o in ext[1:]),
                                   chain=tuple(chain), chain_args=tuple(tuple(a) for a in args))
         new_req = replace(req, inputs=(*req.own_inputs, *extra, *req.prologue_inputs), output=new_epi.output,
-                          epilogue=new_epi)
+                          epilogue=new_epi, roles=_roles(own=len(req.own_inputs), epilogue=len(extra),
+                                                         prologue=len(req.prologue_inputs)))
         if not self.epilogue_ok(new_req):
             return None
         self.fused_nodes.add(host.node)
@@ -426,7 +433,9 @@ class _PrologueFolder(_Folder):
                         or t.inputs[0].var != h or reads.count(h) != 1 or t.inputs[0].indices
                         or t.result.var in kept):
                     return None
-                new_req = replace(mm, inputs=(pro.inputs[0], *mm.inputs[1:], *pro.inputs[1:]), prologue=pro)
+                roles = (mm.roles or ("op",) * len(mm.inputs)) + ("prologue",) * (len(pro.inputs) - 1)
+                new_req = replace(mm, inputs=(pro.inputs[0], *mm.inputs[1:], *pro.inputs[1:]), prologue=pro,
+                                  roles=roles)
                 if not self.ok(new_req):
                     return None
                 consumers[j] = P.Call(t.node, f"{s.desc}; {t.desc}", self.kernel_id(new_req),
@@ -603,7 +612,8 @@ class _RopeFolder(_Folder):
         if mm.epilogue is not None or mm.output.dtype != rope.output.dtype or \
                 any(pos.var in _writes(t) for t in stmts[j + 1:i]):
             return None
-        new_req = replace(mm, inputs=(*mm.own_inputs, rope.inputs[1], *mm.prologue_inputs), epilogue=rope)
+        new_req = replace(mm, inputs=(*mm.own_inputs, rope.inputs[1], *mm.prologue_inputs), epilogue=rope,
+                          roles=_roles(own=len(mm.own_inputs), rope=1, prologue=len(mm.prologue_inputs)))
         if not self.ok(new_req):
             return None
         own = len(mm.own_inputs)

@@ -156,6 +156,18 @@ class KernelRequest:
     #: (`own_output`), and this request's output is the pool's
     pool: KernelRequest | None = None
 
+    #: What each input is to the kernel (empty: every input is the op's own). The fusion passes
+    #: that add operands name them: "op" (the op's own; after `fold_norms` input 0 is the norm's
+    #: x), "epilogue" (an epilogue chain's inputs after the product, in order), "rope" (a rope
+    #: epilogue's position), "prologue" (a prologue's inputs after x, in order).
+    roles: tuple[str, ...] = ()
+
+    def operand_indices(self, role: str) -> tuple[int, ...]:
+        """The positions of the inputs that play `role` (see `roles`), in order."""
+        if not self.roles:
+            return tuple(range(len(self.inputs))) if role == "op" else ()
+        return tuple(i for i, r in enumerate(self.roles) if r == role)
+
     @property
     def own_output(self) -> TensorType:
         """The op's own result (a pool's input, where one follows)."""
@@ -164,15 +176,12 @@ class KernelRequest:
     @property
     def own_inputs(self) -> tuple[TensorType, ...]:
         """The op's own inputs (without an epilogue's or a prologue's)."""
-        extra = (len(self.epilogue.inputs) - 1 if self.epilogue else 0) + \
-            (len(self.prologue.inputs) - 1 if self.prologue else 0)
-        return self.inputs[:len(self.inputs) - extra]
+        return tuple(self.inputs[i] for i in self.operand_indices("op"))
 
     @property
     def prologue_inputs(self) -> tuple[TensorType, ...]:
-        """A prologue's inputs after x (the last inputs of this request)."""
-        n = len(self.prologue.inputs) - 1 if self.prologue else 0
-        return self.inputs[len(self.inputs) - n:] if n else ()
+        """A prologue's inputs after x."""
+        return tuple(self.inputs[i] for i in self.operand_indices("prologue"))
 
     @property
     def sizes(self) -> tuple[str, ...]:

@@ -394,9 +394,8 @@ def _epilogue(req: KernelRequest) -> dict | None:
     if isinstance(inner, Dim):
         return None         # the epilogue's row pieces are static (a dynamic one stays a kernel of its own)
     steps, consts = described
-    own = len(req.own_inputs)
-    # the epilogue's input 0 is the product; its input i > 0 is the kernel's parameter in<own + i - 1>
-    params = [f"in{own + i - 1}" for i in range(1, len(kinds))]
+    # the epilogue's input 0 is the product; its inputs after it are the kernel's "epilogue" operands
+    params = [f"in{i}" for i in req.operand_indices("epilogue")]
     return {"inner": inner, "inputs": _used_kinds(steps, kinds), "params": params, "steps": steps, "consts": consts,
             "math": any(s["op"] in _MATH for s in steps),
             "init": f", .epi = {{{', '.join([*params, 'out'])}}}"}      # the kernel args' designated initializer

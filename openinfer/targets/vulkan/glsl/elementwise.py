@@ -554,15 +554,16 @@ def emit_fused(req: KernelRequest, k: KernelCtx) -> Body:
 def epilogue_function(req: KernelRequest, k: KernelCtx) -> tuple[str, str]:
     """(`ct oi_epilogue(float acc, uint i)`, ct): req.epilogue (openinfer/synth/fusion.py) for
     output element i whose f32 product is acc; the epilogue's other inputs are the request's
-    inputs after the op's own."""
+    "epilogue" operands."""
     epi, out = req.epilogue, req.output
-    base = len(req.own_inputs) - 1
+    operands = req.operand_indices("epilogue")
 
     def operand(j: int) -> str:
         t = epi.inputs[j]
         if j == 0:
             return conv("acc", "float", k.ct(t.dtype))
-        return k.load(t.dtype, f"in{base + j}", index_expr("i", out.shape, broadcast_strides(t.shape, out.shape)))
+        return k.load(t.dtype, f"in{operands[j - 1]}",
+                      index_expr("i", out.shape, broadcast_strides(t.shape, out.shape)))
 
     lines, last, ct = _chain(epi, k, operand)
     body = "\n".join(f"    {line}" for line in [*lines, f"return {last};"])
@@ -573,13 +574,13 @@ def epilogue_function(req: KernelRequest, k: KernelCtx) -> tuple[str, str]:
 def prologue_function(req: KernelRequest, k: KernelCtx) -> str:
     """`float oi_prologue(float x0, uint i)`: req.prologue, an element-wise chain (openinfer/synth/
     fusion.py `fold_elementwise`), for element i of the matmul's input 0 whose chain input 0 is
-    x0; the chain's other inputs are the request's last inputs, read at the same element."""
+    x0; the chain's other inputs are the request's "prologue" operands, read at the same element."""
     pro = req.prologue
-    base = len(req.inputs) - len(req.prologue_inputs) - 1
+    operands = req.operand_indices("prologue")
 
     def operand(j: int) -> str:
         return conv("x0", "float", k.ct(pro.inputs[0].dtype)) if j == 0 else \
-            k.load(pro.inputs[j].dtype, f"in{base + j}", "i")
+            k.load(pro.inputs[j].dtype, f"in{operands[j - 1]}", "i")
 
     lines, last, ct = _chain(pro, k, operand)
     body = "\n".join(f"    {line}" for line in [*lines, f"return {conv(last, ct, 'float')};"])

@@ -192,7 +192,7 @@ def has_rope(req: KernelRequest) -> bool:
 
 def rope_position(req: KernelRequest, k: KernelCtx) -> str:
     """The rope epilogue's position as a double (its operand follows the op's own inputs)."""
-    at = len(req.own_inputs)
+    (at,) = req.operand_indices("rope")
     return f"double({k.load(req.inputs[at].dtype, f'in{at}', '0u')})"
 
 
@@ -258,7 +258,8 @@ def normed(req: KernelRequest, x: str, r: int, q: str, gamma: str | None = None)
     if pro.op == "fused":
         return f"oi_prologue({x}, {r * req.own_inputs[0].shape[1]}u + {q})"
     if len(pro.inputs) > 1:
-        return f"({x} / oi_rms{r}) * {gamma or f'in{len(req.inputs) - 1}[{q}]'}"
+        gamma_at = req.operand_indices("prologue")[0]
+        return f"({x} / oi_rms{r}) * {gamma or f'in{gamma_at}[{q}]'}"
     return f"{x} / oi_rms{r}"
 
 
@@ -475,7 +476,7 @@ def _gemv(req, k: KernelCtx, batch_shape, a_shape, b_shape, m, n, kk, doc) -> Bo
             loads = [(f"xr{j}_{r}", _load_f32(ta, 'in0', 'ao + ' + _a_at(trans_a, m, kk, f'{r}u', q)))
                      for r in range(mcap)]
             if gamma:
-                loads.append((f"gm{j}", f"in{len(req.inputs) - 1}[{q}]"))
+                loads.append((f"gm{j}", f"in{req.operand_indices('prologue')[0]}[{q}]"))
             lines += [f"float {v} = {q} < {kk}u ? {e} : 0.0;" if past else f"float {v} = {e};" for v, e in loads]
     if norm is not None:
         lines += row_scales(req, k, kk, mcap, threads, lambda r, i: _load_f32(ta, 'in0', f'ao + {r * kk}u + {i}'),

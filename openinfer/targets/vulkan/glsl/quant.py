@@ -160,7 +160,7 @@ def _gemv(req: KernelRequest, k: KernelCtx) -> Body | None:
                          f" ? oi_wq[({q}) * {nvec}u + cv] : {wtype}(0u);")
             loads = [(f"xr{j}_{r}", f"in0[{r * kk}u + {q}]") for r in range(mcap)]
             if gamma:
-                loads.append((f"gm{j}", f"in{len(req.inputs) - 1}[{q}]"))
+                loads.append((f"gm{j}", f"in{req.operand_indices('prologue')[0]}[{q}]"))
             lines += [f"float {v} = {inside} ? {e} : 0.0;" if inside else f"float {v} = {e};" for v, e in loads]
     if has_norm(req):
         lines += row_scales(req, k, kk, mcap, threads, lambda r, i: f"in0[{r * kk}u + {i}]",
