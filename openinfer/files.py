@@ -145,3 +145,17 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         print(text, end="" if text.endswith("\n") else "\n")
         return
     replace_file(path, lambda fh: fh.write(text.encode()))
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the rename durable; not every platform or file system lets a directory be fsync'ed."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

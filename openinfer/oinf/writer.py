@@ -30,7 +30,7 @@ import numpy as np
 from .. import numerics
 from ..dtypes import BY_NAME, DTypeInfo, Kind
 from ..errors import OinfError
-from ..files import REPLACED_WHOLE, mkstemp, non_regular
+from ..files import REPLACED_WHOLE, fsync_dir, mkstemp, non_regular
 from .format import (
     DEFAULT_VERSION,
     FLAG_HAS_DATA,
@@ -138,7 +138,7 @@ def write_plan(path: str | os.PathLike, plan: _Plan) -> None:
         if isinstance(exc, OSError):
             raise OinfError(f"cannot write: {exc.strerror or exc}", path=str(path)) from exc
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def _remove_stale_temporaries(directory: Path, name: str) -> None:
@@ -513,19 +513,6 @@ def _write_all(f: BinaryIO, chunk: Any) -> int:
     f.write(view)
     return view.nbytes
 
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename durable; not every platform or file system lets a directory be fsync'ed."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def convert_oinf(src: str | os.PathLike, dst: str | os.PathLike, *, version: int) -> None:

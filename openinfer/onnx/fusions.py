@@ -4,48 +4,40 @@ deferred to its last node, which checks the values exactly (dtypes, shapes, cons
 the fused op, or else imports the deferred nodes as they are (no pattern is ever approximate).
 
 Used by openinfer/onnx/importer.py: `find_fusions` before the nodes are imported, `apply_fusion`
-at each pattern's last node, `bool_mask_where` from the Where handler.
+at each pattern's last node; `bool_mask_where` by the Where handler (handlers/elementwise.py).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..errors import OnnxImportError
-from .importer import (
-    _FLOATS,
-    _ONNX_DTYPES,
+from .context import (
+    FLOATS,
+    ONNX_DTYPES,
+    Fusion,
+    ImportState,
+    NodeContext,
     Value,
-    _broadcast,
-    _dims,
-    _expanded,
-    _Importer,
-    _matmul_dims,
-    _NodeContext,
-    _quoted,
+    broadcast,
+    dims_of,
+    expanded,
+    matmul_dims,
+    quoted,
 )
 
 #: an additive mask value this low removes a key exactly: exp(score + mask - max) is 0 in f32
 _MASKED = -1e30
 
 
-@dataclass
-class Fusion:
-    kind: str
-    final: int                      # the node whose output the fused op computes
-    inner: list[int]                # the nodes it replaces, deferred to `final`
-    apply: Callable                 # (importer, fusion) -> True when it emitted the fused op
-    parts: dict = field(default_factory=dict)
-
-
 class _Graph:
     """Producers and consumers of the ONNX values, for matching patterns."""
 
-    def __init__(self, imp: _Importer):
+    def __init__(self, imp: ImportState):
         self.imp = imp
         self.nodes = list(imp.g.node)
         self.producer = {o: i for i, n in enumerate(self.nodes) for o in n.output if o}
@@ -63,7 +55,7 @@ class _Graph:
         return self.imp.consumers.get(name, []) == [consumer] and name not in self.outputs
 
 
-def find_fusions(imp: _Importer) -> dict[int, Fusion]:
+def find_fusions(imp: ImportState) -> dict[int, Fusion]:
     g = _Graph(imp)
     found: dict[int, Fusion] = {}
     claimed: set[int] = set()
@@ -79,8 +71,9 @@ def find_fusions(imp: _Importer) -> dict[int, Fusion]:
     return found
 
 
-def apply_fusion(imp: _Importer, index: int) -> bool:
-    """Emits the fusion ending at node `index`; otherwise imports its deferred nodes (False)."""
+def apply_fusion(imp: ImportState, index: int, import_node: Callable[[int, Any], None]) -> bool:
+    """Emits the fusion ending at node `index` (True); otherwise imports its deferred nodes with
+    `import_node(index, node)`, the importer's own step (False)."""
     fusion = imp.fusions.pop(index)
     if fusion.apply(imp, fusion):
         return True
@@ -88,30 +81,30 @@ def apply_fusion(imp: _Importer, index: int) -> bool:
     if mask in imp.bool_masks:                       # the Where left to sdpa as a bool mask: its plain ops now
         del imp.bool_masks[mask]                     # (this fusion no longer counts as its user)
         where = _Graph(imp).producer[mask]
-        imp.node(where, imp.g.node[where])
+        import_node(where, imp.g.node[where])
     for j in fusion.inner:
-        imp.node(j, imp.g.node[j])
+        import_node(j, imp.g.node[j])
     return False
 
 
-def _fusion_context(imp: _Importer, fusion: Fusion) -> _NodeContext:
+def _fusion_context(imp: ImportState, fusion: Fusion) -> NodeContext:
     node = imp.g.node[fusion.final]
-    label = _quoted(node.name) if node.name else f"#{fusion.final}"
+    label = quoted(node.name) if node.name else f"#{fusion.final}"
 
     def fail(message: str):
         raise OnnxImportError(f"node {label} ({node.op_type}): {message}")
 
-    return _NodeContext(imp, node, {}, [], fail, label)
+    return NodeContext(imp, node, {}, [], fail, label)
 
 
-def _fusion_note(imp: _Importer, fusion: Fusion, what: str) -> str:
+def _fusion_note(imp: ImportState, fusion: Fusion, what: str) -> str:
     nodes = [imp.g.node[j] for j in sorted(fusion.inner + [fusion.final])]
-    first, last = (_quoted(n.name) if n.name else n.op_type for n in (nodes[0], nodes[-1]))
+    first, last = (quoted(n.name) if n.name else n.op_type for n in (nodes[0], nodes[-1]))
     return f"{first} .. {last} ({', '.join(n.op_type for n in nodes)}): {what}"
 
 
 def _scalar_const(v: Value | None) -> float | None:
-    if v is None or v.const is None or v.const.size != 1 or v.dtype not in _FLOATS:
+    if v is None or v.const is None or v.const.size != 1 or v.dtype not in FLOATS:
         return None
     return float(v.const.reshape(()).item())
 
@@ -237,17 +230,17 @@ def _causal_mask(mask: np.ndarray, sq: int, sk: int) -> bool:
     return bool(np.all(m[..., allowed] == 0) and np.all(m[..., ~allowed] <= _MASKED))
 
 
-def _apply_attention(imp: _Importer, f: Fusion) -> bool:
+def _apply_attention(imp: ImportState, f: Fusion) -> bool:
     p = f.parts
     if any(n not in imp.values for n in (p["q"], p["kt"], p["v"])) or \
             (p["mask"] is not None and p["mask"] not in imp.values and p["mask"] not in imp.bool_masks):
         return False
     q, kt, v = imp.values[p["q"]], imp.values[p["kt"]], imp.values[p["v"]]
     rank = len(q.dims)
-    if q.dtype not in _FLOATS or kt.dtype != q.dtype or v.dtype != q.dtype or rank < 2 or \
+    if q.dtype not in FLOATS or kt.dtype != q.dtype or v.dtype != q.dtype or rank < 2 or \
             len(kt.dims) != rank or len(v.dims) != rank:
         return False
-    if any(n.op_type == "Cast" and _ONNX_DTYPES.get(int(_attr(n, "to", 0))) != q.dtype for n in p["chain"]) or \
+    if any(n.op_type == "Cast" and ONNX_DTYPES.get(int(_attr(n, "to", 0))) != q.dtype for n in p["chain"]) or \
             any(n.op_type == "Dropout" and len(n.input) > 2 and n.input[2] for n in p["chain"]):
         return False
     axis = int(_attr(p["softmax"], "axis", -1 if imp.opset >= 13 else 1))
@@ -272,8 +265,8 @@ def _apply_attention(imp: _Importer, f: Fusion) -> bool:
         k_dims = tuple(kt.dims[a] for a in k_perm)
     ctx = _fusion_context(imp, f)
     try:
-        scores = _matmul_dims(ctx, q.dims, k_dims[:-2] + (k_dims[-1], k_dims[-2]))
-        out_dims = _matmul_dims(ctx, scores, v.dims)
+        scores = matmul_dims(ctx, q.dims, k_dims[:-2] + (k_dims[-1], k_dims[-2]))
+        out_dims = matmul_dims(ctx, scores, v.dims)
     except OnnxImportError:
         return False
     sq, sk = scores[-2].size, scores[-1].size
@@ -298,7 +291,7 @@ def _apply_attention(imp: _Importer, f: Fusion) -> bool:
             if m.dtype != q.dtype:
                 return False
         try:
-            if tuple(d.size for d in _broadcast(ctx.fail, scores, m.dims)) != tuple(d.size for d in scores):
+            if tuple(d.size for d in broadcast(ctx.fail, scores, m.dims)) != tuple(d.size for d in scores):
                 return False
         except OnnxImportError:
             return False
@@ -331,7 +324,7 @@ def _reshape_sizes(target: np.ndarray, sizes: tuple[int, ...], allow_zero: bool)
     return tuple(out) if int(np.prod(out)) == int(np.prod(sizes)) else None
 
 
-def _swaps_last_two(imp: _Importer, k: Value, chain) -> bool:
+def _swaps_last_two(imp: ImportState, k: Value, chain) -> bool:
     """Whether Reshape(Transpose(Reshape(k, s1), perm), s2) is k with its last two dims swapped:
     s1 = [N, Sk, D] (N the product of k's leading dims), perm [0, 2, 1], s2 = k's leading dims + [D, Sk]."""
     first, transpose, second = chain
@@ -356,7 +349,7 @@ def _attr(node, name: str, default):
     return next((oh.get_attribute_value(a) for a in node.attribute if a.name == name), default)
 
 
-def bool_mask_where(c: _NodeContext, cond: Value, a: Value, b: Value, out: str) -> bool:
+def bool_mask_where(c: NodeContext, cond: Value, a: Value, b: Value, out: str) -> bool:
     """Where(cond, 0, -big) used only as the mask of attention fusions: no op here; each sdpa takes
     `cond` as its bool mask (true = attend), which removes the same keys."""
     imp = c.imp
@@ -366,8 +359,8 @@ def bool_mask_where(c: _NodeContext, cond: Value, a: Value, b: Value, out: str) 
     if not users or out in imp.outputs or not set(users) <= mask_adds or _scalar_const(a) != 0.0 or \
             (_scalar_const(b) or 0.0) > _MASKED:
         return False
-    dims = _broadcast(c.fail, _broadcast(c.fail, cond.dims, a.dims), b.dims)
-    imp.bool_masks[out] = Value("bool", dims, var=_expanded(c, cond, 0, dims, f"{out}_mask"))
+    dims = broadcast(c.fail, broadcast(c.fail, cond.dims, a.dims), b.dims)
+    imp.bool_masks[out] = Value("bool", dims, var=expanded(c, cond, 0, dims, f"{out}_mask"))
     return True
 
 
@@ -443,11 +436,11 @@ def _match_rms_norm(g: _Graph, i: int, node):
     return Fusion("rms_norm", i, sorted(inner[1:]), _apply_rms_norm, parts)
 
 
-def _apply_rms_norm(imp: _Importer, f: Fusion) -> bool:
+def _apply_rms_norm(imp: ImportState, f: Fusion) -> bool:
     p = f.parts
     x = imp.values.get(p["x"])
     eps = _scalar_const(imp.values.get(p["eps"]))
-    if x is None or x.dtype not in _FLOATS or eps is None or eps < 0 or imp.values[p["eps"]].dtype != x.dtype:
+    if x is None or x.dtype not in FLOATS or eps is None or eps < 0 or imp.values[p["eps"]].dtype != x.dtype:
         return False
     rank = len(x.dims)
     if p["square"].op_type == "Pow":
@@ -475,13 +468,13 @@ def _apply_rms_norm(imp: _Importer, f: Fusion) -> bool:
             return False
         core_shape = w.shape[max(0, len(w.shape) - len(shape)):]
         try:
-            if tuple(d.size for d in _broadcast(ctx.fail, _dims(core_shape), normalised)) != shape:
+            if tuple(d.size for d in broadcast(ctx.fail, dims_of(core_shape), normalised)) != shape:
                 return False
         except OnnxImportError:
             return False
         if w.const is not None:
             args.append(imp.new_constant(np.broadcast_to(w.const.reshape(core_shape), shape), f"{p['weight']}_gamma",
-                                         f"{_quoted(p['weight'])} as rms_norm's gamma"))
+                                         f"{quoted(p['weight'])} as rms_norm's gamma"))
         elif w.shape == shape:
             args.append(w.var)
         else:
@@ -564,10 +557,10 @@ def _gelu_core(g: _Graph, e: str, user: int):
     return None
 
 
-def _apply_gelu(imp: _Importer, f: Fusion) -> bool:
+def _apply_gelu(imp: ImportState, f: Fusion) -> bool:
     p = f.parts
     x = imp.values.get(p["x"])
-    if x is None or x.dtype not in _FLOATS:
+    if x is None or x.dtype not in FLOATS:
         return False
     for name, want, same_dtype in p["checks"]:
         v = imp.values.get(name)

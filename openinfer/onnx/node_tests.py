@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import OnnxImportError, OpenInferError
-from .importer import CONSTANT_INPUTS, SUPPORTED_OPS, import_onnx
+from .context import CONSTANT_INPUTS, SUPPORTED_OPS
+from .importer import import_onnx
 
 #: Outcomes of one case.
 REFUSED = "refused"          # the importer refused it with its OnnxImportError

@@ -3,7 +3,8 @@ mistake is reported against the user's own file, node or flag: shapes that sizev
 impossible, a graph name with nothing to keep, and every node that cannot be imported, listed in
 one run rather than one per run.
 
-Used by openinfer/onnx/importer.py.
+Used by openinfer/onnx/importer.py, by the node context (context.py) and by the Conv and pool
+handlers (handlers/nn.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ONNX LRN through `openinfer import` (openinfer/onnx/lrn.py): attributes as the node gives them,
+"""ONNX LRN through `openinfer import` (openinfer/onnx/handlers/nn.py): attributes as the node gives them,
 the ONNX defaults where it gives none, against onnxruntime on the reference (and, for the nodes
 giving every attribute, on the generated C of x86_64-generic and the host's best target; the LRN
 kernels themselves: tests/synth/test_lrn_kernels.py); the nodes it refuses, each with one line

@@ -13,37 +13,20 @@ dynamic (MatMulInteger) exports of `onnxruntime.quantization` import whole. MatM
 constant B is a `dequant_matmul` of B (scale 1, its zero point) on A minus its zero point, summed
 in f32 where every partial sum is an exact integer there (else in f64), cast to i32.
 
-Registered into the importer's `SUPPORTED_OPS` when openinfer/onnx/importer.py is imported.
+The weights kept quantised, and the MatMuls that read them, are openinfer/onnx/quantized_weights.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .importer import _FLOATS, _NUMPY_DTYPES, _ONNX_DTYPES, Dim, Value, _NodeContext, _op, _quoted, _scalar, sanitize
-
-#: ONNX element types of the packed 4-bit integers -> the `.oinf` dtype their weights are stored in.
-PACKED_INT4 = {22: "i4", 21: "u4"}
+from ..context import FLOATS, NUMPY_DTYPES, ONNX_DTYPES, Dim, NodeContext, Value, handler, matmul_dims, scalar_constant
+from ..quantized_weights import QuantizedWeight, dequant_matmul
 
 _QUANT_DTYPES = {"i8": (-128, 127), "u8": (0, 255), "i16": (-32768, 32767), "u16": (0, 65535)}
 
 
-@dataclass
-class QuantizedWeight:
-    """A constant 2-D weight [K, N] of a DequantizeLinear that only MatMuls (as B) consume."""
-
-    onnx_name: str                 # the DequantizeLinear's input (the quantised initializer)
-    q: np.ndarray                  # the stored integers, int8 or uint8 (int4/uint4 values for i4/u4)
-    dtype: str                     # i8, u8, i4 or u4
-    scale: np.ndarray              # f32, [N] or [1]
-    zero_point: np.ndarray | None  # i32 like scale; None where every zero point is 0 (symmetric)
-    float_dtype: str               # the DequantizeLinear's output dtype
-    vars: tuple[str, str, str | None] | None = None    # its declared weight, scale and zero point
-
-
-def _params(c: _NodeContext, shape: tuple[int, ...], values: np.ndarray, axis: int, block: int,
+def _params(c: NodeContext, shape: tuple[int, ...], values: np.ndarray, axis: int, block: int,
             what: str) -> np.ndarray:
     """A scale or zero point as an array that broadcasts against the quantised tensor's `shape`:
     per tensor, per `axis`, or in blocks of `block` along it (repeated at import)."""
@@ -64,24 +47,24 @@ def _params(c: _NodeContext, shape: tuple[int, ...], values: np.ndarray, axis: i
     return np.repeat(values, block, axis=axis)[tuple(slice(0, n) for n in shape)]
 
 
-def _dequant_attrs(c: _NodeContext, scale: Value) -> tuple[int, int]:
+def _dequant_attrs(c: NodeContext, scale: Value) -> tuple[int, int]:
     out_dtype = int(c.attrs.get("output_dtype", 0))
-    if out_dtype and _ONNX_DTYPES.get(out_dtype) != scale.dtype:
+    if out_dtype and ONNX_DTYPES.get(out_dtype) != scale.dtype:
         c.fail(f"output_dtype {out_dtype} other than the scale's dtype ({scale.dtype}) is not supported")
     return int(c.attrs.get("axis", 1)), int(c.attrs.get("block_size", 0))
 
 
-@_op("DequantizeLinear", note="a constant 2-D i8/u8/i4/u4 weight (per tensor, or per output channel: axis 1) "
-                              "that only MatMuls take as B: stored quantised (.oinf v2 scales), each MatMul a "
-                              "dequant_matmul; other constants dequantized at import; computed inputs as cast, "
-                              "sub, mul")
-def _dequantize_linear(c: _NodeContext) -> None:
+@handler("DequantizeLinear", note="a constant 2-D i8/u8/i4/u4 weight (per tensor, or per output channel: axis 1) "
+                                  "that only MatMuls take as B: stored quantised (.oinf v2 scales), each MatMul a "
+                                  "dequant_matmul; other constants dequantized at import; computed inputs as cast, "
+                                  "sub, mul")
+def _dequantize_linear(c: NodeContext) -> None:
     c.allow("axis", "block_size", "output_dtype")
     x, scale, zp = c.inputs(2, 3)
     (out,) = c.outputs()
     s = c.const_input(scale, "x_scale")
     z = c.const_input(zp, "x_zero_point")
-    if scale.dtype not in _FLOATS:
+    if scale.dtype not in FLOATS:
         c.fail(f"a scale of dtype {scale.dtype} (float dtypes only)")
     if x.dtype not in _QUANT_DTYPES and x.dtype != "i32":
         c.fail(f"an input of dtype {x.dtype} is not supported (int8, uint8, int16, uint16, int32, int4, uint4 are)")
@@ -92,7 +75,7 @@ def _dequantize_linear(c: _NodeContext) -> None:
     full_zp = None if z is None else _params(c, x.shape, z, axis, block, "x_zero_point")
     if x.const is not None:
         centred = x.const.astype(np.float32) - (0 if full_zp is None else full_zp.astype(np.float32))
-        value = c.imp.const_value((centred * full_scale).astype(_NUMPY_DTYPES[scale.dtype]))
+        value = c.imp.const_value((centred * full_scale).astype(NUMPY_DTYPES[scale.dtype]))
         c.result(out, value)
         weight = _matmul_weight(c, x, s, z, axis, block, scale.dtype)
         if weight is not None:
@@ -101,14 +84,14 @@ def _dequantize_linear(c: _NodeContext) -> None:
     dtype = scale.dtype
     y = c.emit("cast", [c.var(x, 0)], {"to": dtype}, dtype, x.dims, out=out)
     if full_zp is not None and np.any(full_zp != 0):
-        zn = c.imp.new_constant(full_zp.astype(_NUMPY_DTYPES[dtype]), f"{out}_zero_point",
+        zn = c.imp.new_constant(full_zp.astype(NUMPY_DTYPES[dtype]), f"{out}_zero_point",
                                 f"{c.label} zero point as {dtype}")
         c.emit_inplace("sub", [y.var, zn], y)
-    sn = c.imp.new_constant(full_scale.astype(_NUMPY_DTYPES[dtype]), f"{out}_scale", f"{c.label} scale")
+    sn = c.imp.new_constant(full_scale.astype(NUMPY_DTYPES[dtype]), f"{out}_scale", f"{c.label} scale")
     c.emit_inplace("mul", [y.var, sn], y)
 
 
-def _matmul_weight(c: _NodeContext, x: Value, s: np.ndarray, z: np.ndarray | None, axis: int, block: int,
+def _matmul_weight(c: NodeContext, x: Value, s: np.ndarray, z: np.ndarray | None, axis: int, block: int,
                    float_dtype: str) -> QuantizedWeight | None:
     """The weight `dequant_matmul` can take as it is stored, where this DequantizeLinear's layout
     fits it and MatMuls alone consume it as B; else None (it is dequantized at import)."""
@@ -130,69 +113,7 @@ def _matmul_weight(c: _NodeContext, x: Value, s: np.ndarray, z: np.ndarray | Non
                            float_dtype)
 
 
-def quantized_matmul(c: _NodeContext, a: Value, b: Value, out: str) -> bool:
-    """Emits a MatMul whose B is a quantised weight (see `_matmul_weight`) as `dequant_matmul`;
-    False where B is not one or A is a constant (then the MatMul takes the dequantized constant)."""
-    weight = c.imp.quantized.get(c.node.input[1])
-    if weight is None or a.const is not None or a.dtype != weight.float_dtype or not a.dims:
-        return False
-    _dequant_matmul(c, c.var(a, 0), a, weight, out=out)
-    return True
-
-
-def _dequant_matmul(c: _NodeContext, name: str, a: Value, weight: QuantizedWeight, *, out: str | None = None,
-                    temp: str | None = None) -> Value:
-    """`dequant_matmul` of the variable `name` (of `a`'s dtype and dims) by the quantised weight,
-    A of more than two dims flattened to [M, K] around it."""
-    if a.dims[-1].size != weight.q.shape[0]:
-        c.fail(f"inner dims differ: {list(a.shape)} @ {list(weight.q.shape)}")
-    w, scale, zero_point = _declare_weight(c, weight)
-    n = Dim(int(weight.q.shape[1]))
-    args = [w, scale] + ([zero_point] if zero_point else [])
-    base = out or temp
-    if len(a.dims) <= 2:
-        return c.emit("dequant_matmul", [name] + args, {}, a.dtype, a.dims[:-1] + (n,), out=out, temp=temp)
-    rows = Dim(int(np.prod(a.shape[:-1])))
-    flat = c.emit("reshape", [name], {}, a.dtype, (rows, a.dims[-1]), temp=f"{base}_rows")
-    y = c.emit("dequant_matmul", [flat.var] + args, {}, a.dtype, (rows, n), temp=f"{base}_flat")
-    return c.emit("reshape", [y.var], {}, a.dtype, a.dims[:-1] + (n,), out=out, temp=temp)
-
-
-def _declare_weight(c: _NodeContext, weight: QuantizedWeight) -> tuple[str, str, str | None]:
-    """Declares the quantised weight (once) with its quant parameters, and its scale and zero
-    point through the quant keys."""
-    from ..oinf import QuantParams, TensorSpec
-
-    if weight.vars is not None:
-        return weight.vars
-    imp = c.imp
-    var = imp._fresh(sanitize(weight.onnx_name))       # its own name: the initializer may be used elsewhere too
-    k, n = weight.q.shape
-    per_channel = weight.scale.size != 1 or (weight.zero_point is not None and weight.zero_point.size != 1)
-    scale = np.broadcast_to(weight.scale, (n,)) if per_channel else weight.scale
-    zero_point = weight.zero_point
-    if zero_point is not None and per_channel:
-        zero_point = np.broadcast_to(zero_point, (n,))
-    quant = (QuantParams.per_channel(1, np.ascontiguousarray(scale), None if zero_point is None
-                                     else np.ascontiguousarray(zero_point))
-             if per_channel else QuantParams.per_tensor(float(scale[0]), None if zero_point is None
-                                                        else int(zero_point[0])))
-    imp.tensors[var] = TensorSpec(np.ascontiguousarray(weight.q), dtype=weight.dtype, quant=quant)
-    note = f"ONNX {_quoted(weight.onnx_name)}, quantised (scales in the .oinf)"
-    imp.decls["constant"].append((f"{var}: {weight.dtype}[{k}, {n}];", note))
-    count = n if per_channel else 1
-    scale_var = imp._fresh(f"{var}_scale")
-    imp.decls["constant"].append((f'{scale_var}: f32[{count}] @ref("{var}#scale");', f"{var}'s scales"))
-    zp_var = None
-    if zero_point is not None:
-        zp_var = imp._fresh(f"{var}_zero_point")
-        imp.decls["constant"].append((f'{zp_var}: i32[{count}] @ref("{var}#zero_point");',
-                                      f"{var}'s zero points"))
-    weight.vars = (var, scale_var, zp_var)
-    return weight.vars
-
-
-def _quantize(c: _NodeContext, x: Value, scale: str, zero_point: str | None, to: str, out: str) -> Value:
+def _quantize(c: NodeContext, x: Value, scale: str, zero_point: str | None, to: str, out: str) -> Value:
     """saturate(round_half_even(x / scale) + zero_point) as `to`, from float x: the zero point a
     float variable or constant holding an integer (or None for 0)."""
     ratio = c.emit("div", [c.var(x, 0), scale], {}, x.dtype, x.dims,
@@ -205,16 +126,16 @@ def _quantize(c: _NodeContext, x: Value, scale: str, zero_point: str | None, to:
     return c.emit("cast", [shifted.var], {"to": to, "rounding_mode": '"nearest"'}, to, x.dims, out=out)
 
 
-@_op("QuantizeLinear", note="div by the scale, a nearest (half to even) cast to i32, add the zero point, "
-                            "a saturating cast to i8/u8/i16/u16 (per tensor, per axis or blocked)")
-def _quantize_linear(c: _NodeContext) -> None:
+@handler("QuantizeLinear", note="div by the scale, a nearest (half to even) cast to i32, add the zero point, "
+                                "a saturating cast to i8/u8/i16/u16 (per tensor, per axis or blocked)")
+def _quantize_linear(c: NodeContext) -> None:
     c.allow("axis", "block_size", "output_dtype", "saturate", "precision")
     x, scale, zp = c.inputs(2, 3)
     (out,) = c.outputs()
     s = c.const_input(scale, "y_scale")
     z = c.const_input(zp, "y_zero_point")
     c.float_input(x)
-    to = zp.dtype if zp is not None else _ONNX_DTYPES.get(int(c.attrs.get("output_dtype", 0)) or 2)
+    to = zp.dtype if zp is not None else ONNX_DTYPES.get(int(c.attrs.get("output_dtype", 0)) or 2)
     if zp is not None and c.node.input[2] in c.imp.packed:
         to = c.imp.packed[c.node.input[2]]      # the registry's cast produces no packed type
     if to not in _QUANT_DTYPES:
@@ -225,25 +146,25 @@ def _quantize_linear(c: _NodeContext) -> None:
     if int(c.attrs.get("precision", 0)):
         c.fail("precision is not supported (the division runs in the input's dtype)")
     axis, block = int(c.attrs.get("axis", 1)), int(c.attrs.get("block_size", 0))
-    full_scale = _params(c, x.shape, s, axis, block, "y_scale").astype(_NUMPY_DTYPES[x.dtype])
+    full_scale = _params(c, x.shape, s, axis, block, "y_scale").astype(NUMPY_DTYPES[x.dtype])
     full_zp = None if z is None else _params(c, x.shape, z, axis, block, "y_zero_point")
     if x.const is not None:
         lo, hi = _QUANT_DTYPES[to]
         with np.errstate(all="ignore"):
             q = np.rint(x.const / full_scale) + (0 if full_zp is None else full_zp.astype(np.float64))
-        c.result(out, c.imp.const_value(np.clip(q, lo, hi).astype(_NUMPY_DTYPES[to])))
+        c.result(out, c.imp.const_value(np.clip(q, lo, hi).astype(NUMPY_DTYPES[to])))
         return
     sn = c.imp.new_constant(full_scale, f"{out}_scale", f"{c.label} scale")
     zn = None
     if full_zp is not None and np.any(full_zp != 0):
-        zn = c.imp.new_constant(full_zp.astype(_NUMPY_DTYPES[x.dtype]), f"{out}_zero_point",
+        zn = c.imp.new_constant(full_zp.astype(NUMPY_DTYPES[x.dtype]), f"{out}_zero_point",
                                 f"{c.label} zero point as {x.dtype}")
     _quantize(c, x, sn, zn, to, out)
 
 
-@_op("DynamicQuantizeLinear", note="as ONNX defines it: max_axis/min_axis over all axes for the u8 scale and "
-                                   "zero point, then as QuantizeLinear (f32)")
-def _dynamic_quantize_linear(c: _NodeContext) -> None:
+@handler("DynamicQuantizeLinear", note="as ONNX defines it: max_axis/min_axis over all axes for the u8 scale and "
+                                       "zero point, then as QuantizeLinear (f32)")
+def _dynamic_quantize_linear(c: NodeContext) -> None:
     c.allow()
     (x,) = c.inputs(1, 1)
     y_out, scale_out, zp_out = (c.outputs(3) + ["", ""])[:3]
@@ -264,10 +185,10 @@ def _dynamic_quantize_linear(c: _NodeContext) -> None:
     span = c.emit("sub", [hi.var, lo.var], {}, "f32", (), temp=f"{y_out}_range")
     sign = c.emit("sign", [span.var], {}, "i8", (), temp=f"{y_out}_range_sign")
     nonzero = c.emit("cast", [sign.var], {"to": "f32"}, "f32", (), temp=f"{y_out}_range_nonzero")
-    one = _scalar(c, 1.0, "f32", f"{y_out}_one", "1")
+    one = scalar_constant(c, 1.0, "f32", f"{y_out}_one", "1")
     missing = c.emit("sub", [one, nonzero.var], {}, "f32", one_dim, temp=f"{y_out}_range_missing")
     whole = c.emit("add", [span.var, missing.var], {}, "f32", one_dim, temp=f"{y_out}_range_nonempty")
-    levels = _scalar(c, 255.0, "f32", f"{y_out}_levels", "the u8 range, 255")
+    levels = scalar_constant(c, 255.0, "f32", f"{y_out}_levels", "the u8 range, 255")
     scale = c.emit("div", [whole.var, levels], {}, "f32", one_dim, temp=f"{y_out}_scale")
     if scale_out:
         c.emit("reshape", [scale.var], {}, "f32", (), out=scale_out)
@@ -290,12 +211,10 @@ def _exact_in_f32(k: int, a_dtype: str, b: np.ndarray, b_zp: np.ndarray | None) 
     return k * (hi - lo) * int(np.abs(centred).max(initial=0)) < 2 ** 24
 
 
-@_op("MatMulInteger", note="a constant 2-D B: dequant_matmul (scale 1, B's zero point) on A minus its (constant "
-                           "or computed scalar) zero "
-                           "point, in f32 where exact (else f64), cast to i32; a computed B: matmul in f64")
-def _matmul_integer(c: _NodeContext) -> None:
-    from .importer import _matmul_dims
-
+@handler("MatMulInteger", note="a constant 2-D B: dequant_matmul (scale 1, B's zero point) on A minus its (constant "
+                               "or computed scalar) zero "
+                               "point, in f32 where exact (else f64), cast to i32; a computed B: matmul in f64")
+def _matmul_integer(c: NodeContext) -> None:
     c.allow()
     a, b, a_zp, b_zp = c.inputs(2, 4)
     (out,) = c.outputs()
@@ -304,7 +223,7 @@ def _matmul_integer(c: _NodeContext) -> None:
             c.fail(f"{what} of dtype {v.dtype} (int8 and uint8 only)")
     az = None if a_zp is None or a_zp.const is None else a_zp.const
     bz = c.const_input(b_zp, "b_zero_point")
-    dims = _matmul_dims(c, a.dims, b.dims)
+    dims = matmul_dims(c, a.dims, b.dims)
     k = a.shape[-1]
     if a_zp is not None and (a_zp.dtype != a.dtype or int(np.prod(a_zp.shape)) != 1):
         c.fail(f"an a_zero_point of dtype {a_zp.dtype} and shape {list(a_zp.shape)}: a scalar of A's dtype is "
@@ -313,7 +232,7 @@ def _matmul_integer(c: _NodeContext) -> None:
     acc = "f32" if exact else "f64"
     af = c.emit("cast", [c.var(a, 0)], {"to": acc}, acc, a.dims, temp=f"{out}_a")
     if az is not None and np.any(az != 0):
-        zn = _scalar(c, float(az.reshape(())), acc, f"{out}_a_zero_point", f"{c.label} a_zero_point")
+        zn = scalar_constant(c, float(az.reshape(())), acc, f"{out}_a_zero_point", f"{c.label} a_zero_point")
         c.emit_inplace("sub", [af.var, zn], af)
     elif a_zp is not None and az is None:       # computed (DynamicQuantizeLinear's): a scalar, broadcast
         zv = c.emit("cast", [c.var(a_zp, 2)], {"to": acc}, acc, a_zp.dims, temp=f"{out}_a_zero_point")
@@ -328,7 +247,7 @@ def _matmul_integer(c: _NodeContext) -> None:
         if shared is not None and (shared.float_dtype, str(shared.zero_point)) == (acc, str(zero_point)):
             weight = shared
         c.imp.quantized[c.node.input[1]] = weight
-        y = _dequant_matmul(c, af.var, af, weight, temp=f"{out}_{acc}")
+        y = dequant_matmul(c, af.var, af, weight, temp=f"{out}_{acc}")
     else:
         bf = c.emit("cast", [c.var(b, 1)], {"to": acc}, acc, b.dims, temp=f"{out}_b")
         if bz is not None and np.any(bz != 0):
@@ -339,14 +258,3 @@ def _matmul_integer(c: _NodeContext) -> None:
             c.emit_inplace("sub", [bf.var, zn], bf)
         y = c.emit("matmul", [af.var, bf.var], {}, acc, dims, temp=f"{out}_{acc}")
     c.emit("cast", [y.var], {"to": "i32", "rounding_mode": '"nearest"'}, "i32", dims, out=out)
-
-
-def packed_initializer(tensor) -> tuple[np.ndarray, str] | None:
-    """An int4/uint4 initializer as int8/uint8 values and its packed dtype; None for other types."""
-    import onnx.numpy_helper as nh
-
-    packed = PACKED_INT4.get(tensor.data_type)
-    if packed is None:
-        return None
-    return np.asarray(nh.to_array(tensor)).astype(np.int8 if packed == "i4" else np.uint8), packed
-

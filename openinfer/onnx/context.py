@@ -1,0 +1,485 @@
+"""What the ONNX op handlers (openinfer/onnx/handlers/) work with, and the import state they write into.
+
+- values: `Dim` (a size, written as a sizevar where the model's dim is symbolic) and `Value` (an ONNX
+  value: a DSL variable, a constant known at import, or both), and the dtype tables between ONNX, the
+  DSL and NumPy;
+- the registry: `handler("OpType", note=...)` registers a handler in `SUPPORTED_OPS`, the one table
+  of what is imported (`openinfer import --list-ops` prints it);
+- `ImportState`: the model being imported and the DSL being written (ONNX values, DSL names,
+  declarations, op lines, tensors); the driver in openinfer/onnx/importer.py walks the graph with it;
+- `NodeContext`: the node a handler imports (its inputs and attributes, a failure naming the node)
+  and the helpers that emit DSL ops;
+- helpers several op families share: broadcasting, matmul shapes, operands broadcast to a shape,
+  scalar constants.
+
+Of openinfer/onnx/ it imports only problems.py, so the driver, the handlers and the fusions can all
+import it without a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..dsl.lexer import KEYWORDS
+from ..errors import OnnxImportError
+from .problems import shape_problem
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: ONNX TensorProto element types -> DSL dtypes (the ones both sides have).
+ONNX_DTYPES = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool", 10: "f16",
+               11: "f64", 12: "u32", 13: "u64"}
+NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "i16": np.int16,
+                "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
+                "u64": np.uint64, "bool": np.bool_}
+FLOATS = ("f16", "f32", "f64")
+ONNX_INTS = ("i8", "i16", "i32", "i64")
+ONNX_UINTS = ("u8", "u16", "u32", "u64")
+
+
+def is_identifier(name: str) -> bool:
+    """A name the DSL takes as it is."""
+    return bool(_IDENT.fullmatch(name)) and name not in KEYWORDS
+
+
+def sanitize(name: str) -> str:
+    """`name` made a DSL identifier: runs of other characters become `_`, leading and trailing `_`
+    go, a leading digit gets `v_` in front and a keyword `_` behind."""
+    if is_identifier(name):
+        return name
+    out = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "v"
+    if out[0].isdigit():
+        out = "v_" + out
+    return out + "_" if out in KEYWORDS else out
+
+
+@dataclass(frozen=True)
+class Dim:
+    size: int
+    sizevar: str | None = None      # written as this sizevar (a symbolic dim of a graph input)
+
+    def text(self) -> str:
+        return self.sizevar or str(self.size)
+
+
+@dataclass
+class Value:
+    """One ONNX value: a DSL variable, a constant known at import, or both (a declared constant)."""
+
+    dtype: str
+    dims: tuple[Dim, ...]
+    var: str | None = None
+    const: np.ndarray | None = None
+    #: for an integer constant computed from shapes (Shape, and Gather/Concat/Slice/Unsqueeze on it):
+    #: each element as the dim it came from, so a Reshape or Expand to it keeps the sizevars
+    elements: tuple[Dim, ...] | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self.dims)
+
+
+def dims_of(shape) -> tuple[Dim, ...]:
+    return tuple(Dim(int(s)) for s in shape)
+
+
+def with_elements(v: Value, elements: tuple[Dim, ...] | None) -> Value:
+    """`v` noting the dims its elements are (see Value.elements), where they still are those dims."""
+    if elements is not None and v.const is not None and [d.size for d in elements] == v.const.reshape(-1).tolist():
+        v.elements = tuple(elements)
+    return v
+
+
+def data_mismatch(tensor, exc: ValueError) -> str:
+    return f"its data does not fill its dims {list(tensor.dims)} ({exc})"
+
+
+def quoted(name: str) -> str:
+    """An ONNX name as a comment shows it: quoted, with newlines, control and non-ASCII characters
+    escaped (a newline in a `//` comment would end it)."""
+    return json.dumps(name)
+
+
+def _float_literal(x: float) -> str:
+    if math.isnan(x):
+        raise ValueError("NaN has no DSL literal")
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return repr(float(x))
+
+
+def _setting(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(int(v)) for v in value) + "]"
+    if isinstance(value, float):
+        return _float_literal(value)
+    return str(value)
+
+
+def broadcast(node_fail, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    n = max(len(a), len(b))
+    a = (Dim(1),) * (n - len(a)) + a
+    b = (Dim(1),) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x.size != y.size and 1 not in (x.size, y.size):
+            node_fail(f"shapes {[d.size for d in a]} and {[d.size for d in b]} do not broadcast")
+        big = [d for d in (x, y) if d.size == max(x.size, y.size)]
+        out.append(next((d for d in big if d.sizevar), big[0]))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# the supported ops: ONNX op type -> (handler, what is supported); filled by the
+# @handler decorators of openinfer/onnx/handlers/
+
+
+@dataclass(frozen=True)
+class OpSupport:
+    handler: Callable
+    note: str
+
+
+SUPPORTED_OPS: dict[str, OpSupport] = {}
+
+#: Inputs (by position) the importer needs as constants: exported models hold them as initializers.
+CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2),
+                   "Unsqueeze": (1,), "Squeeze": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4),
+                   "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+                   "ReduceProd": (1,), "ReduceSumSquare": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
+                   "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+                   "Split": (1,), "Trilu": (1,), "DequantizeLinear": (1, 2), "QuantizeLinear": (1, 2),
+                   "MatMulInteger": (3,)}
+
+
+def handler(*op_types: str, note: str):
+    """Registers a handler for `op_types`; `note` (what each becomes, and its limits) may name the
+    ONNX op as {op} and its DSL op as {dsl}."""
+    def register(fn):
+        for t in op_types:
+            SUPPORTED_OPS[t] = OpSupport(fn, note.format(op=t, dsl=DSL_OPS.get(t, "")))
+        return fn
+    return register
+
+
+DSL_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Relu": "relu", "Sigmoid": "sigmoid",
+           "Tanh": "tanh", "MaxPool": "max_pool2d", "AveragePool": "avg_pool2d", "Sqrt": "sqrt", "Exp": "exp",
+           "Log": "log", "Erf": "erf", "Neg": "neg", "Abs": "abs", "Reciprocal": "recip", "Equal": "eq",
+           "Less": "lt", "Greater": "gt", "LessOrEqual": "le", "GreaterOrEqual": "ge", "ReduceMean": "mean_axis",
+           "ReduceSum": "sum_axis", "ReduceMax": "max_axis", "ReduceMin": "min_axis", "ReduceProd": "prod_axis",
+           "Softmax": "softmax", "LogSoftmax": "log_softmax", "And": "and", "Or": "or", "Xor": "xor", "Not": "not",
+           "Max": "max", "Min": "min", "ArgMax": "argmax_axis", "ArgMin": "argmin_axis", "Floor": "floor",
+           "Ceil": "ceil", "Sign": "sign", "IsNaN": "is_nan", "Sum": "add"}
+
+
+# ---------------------------------------------------------------------------------------------
+# the import's state, and the node a handler imports
+
+
+@dataclass
+class Fusion:
+    """A fused pattern found on the graph's structure (openinfer/onnx/fusions.py)."""
+
+    kind: str
+    final: int                      # the node whose output the fused op computes
+    inner: list[int]                # the nodes it replaces, deferred to `final`
+    apply: Callable                 # (import state, fusion) -> True when it emitted the fused op
+    parts: dict = field(default_factory=dict)
+
+
+class ImportState:
+    """The model being imported and the DSL being written: every ONNX value met so far, the DSL
+    names chosen, the declarations and op lines, the tensors of the `.oinf`, and what handlers and
+    fusions leave for later nodes. The driver (openinfer/onnx/importer.py) fills it node by node;
+    a handler reaches it as `NodeContext.imp`."""
+
+    def __init__(self, model, name: str, sizevars: dict[str, int], source_name: str):
+        self.model = model
+        self.g = model.graph
+        self.name = name
+        self.source_name = source_name
+        self.user_sizevars = sizevars
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self.values: dict[str, Value] = {}
+        self.used: set[str] = set()
+        self.onnx_to_dsl: dict[str, str] = {}
+        self.sizevar_names: dict[str, str] = {}        # ONNX dim_param -> sizevar
+        self.sizevars: dict[str, int] = {}
+        self.decls: dict[str, list[tuple[str, str]]] = {"dynamic": [], "constant": [], "volatile": []}
+        self.lines: list[tuple[str, str]] = []
+        #: the ONNX node name each line / volatile declaration came from (None: from no node), for
+        #: the layer headers `render` prints
+        self.line_nodes: list[str | None] = []
+        self.volatile_nodes: list[str | None] = []
+        self.tensors: dict[str, np.ndarray] = {}
+        self.consumers: dict[str, list] = {}
+        self.skip: set[int] = set()
+        self.outputs = [o.name for o in self.g.output]
+        self.fusions: dict[int, Fusion] = {}           # last node -> the fused pattern ending there
+        self.bool_masks: dict[str, Value] = {}          # Where outputs left to sdpa as bool masks
+        #: value name -> a weight dequant_matmul takes as stored (quantized_weights.QuantizedWeight)
+        self.quantized: dict = {}
+        self.packed: dict[str, str] = {}   # int4/uint4 initializer -> "i4"/"u4" (held as int8/uint8 values)
+
+    # -- names and declarations ---------------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        name, n = base, 2
+        while name in self.used:
+            name, n = f"{base}_{n}", n + 1
+        self.used.add(name)
+        return name
+
+    def dsl_name(self, onnx_name: str) -> str:
+        """The DSL name of an ONNX value, chosen once."""
+        if onnx_name not in self.onnx_to_dsl:
+            self.onnx_to_dsl[onnx_name] = self.fresh(sanitize(onnx_name))
+        return self.onnx_to_dsl[onnx_name]
+
+    def declare(self, kind: str, var: str, dtype: str, dims: tuple[Dim, ...], onnx_name: str | None) -> None:
+        shape = f"[{', '.join(d.text() for d in dims)}]" if dims else ""
+        note = f'ONNX {quoted(onnx_name)}' if onnx_name is not None and onnx_name != var else ""
+        self.decls[kind].append((f"{var}: {dtype}{shape};", note))
+
+    def tensor(self, v: Value, onnx_name: str) -> str:
+        """The variable holding `v`, declaring a constant known at import on first use."""
+        if v.var is None:
+            v.var = self.dsl_name(onnx_name)
+            self._constant(v, f'ONNX {quoted(onnx_name)}' if onnx_name != v.var else "")
+        return v.var
+
+    def new_constant(self, array: np.ndarray, base: str, note: str) -> str:
+        """Declares a constant computed at import (a transposed or folded weight) under a new name."""
+        v = self.const_value(np.ascontiguousarray(array))
+        v.var = self.fresh(sanitize(base))
+        self._constant(v, note)
+        return v.var
+
+    def _constant(self, v: Value, note: str) -> None:
+        """A scalar is written in the graph (`c: f32 @init(2.0);`), a tensor goes into the model."""
+        if v.dims:
+            self.decls["constant"].append((f"{v.var}: {v.dtype}[{', '.join(d.text() for d in v.dims)}];", note))
+            self.tensors[v.var] = np.ascontiguousarray(v.const)
+            return
+        x = v.const.item()
+        if v.dtype == "bool":
+            literal = "true" if x else "false"
+        elif v.dtype in FLOATS:
+            if not math.isfinite(x):    # @init takes finite literals only
+                raise OnnxImportError(f"scalar constant `{v.var}` is {x}, which @init cannot hold")
+            literal = _float_literal(x)
+        else:
+            literal = str(int(x))
+        self.decls["constant"].append((f"{v.var}: {v.dtype} @init({literal});", note))
+
+    def const_value(self, array: np.ndarray) -> Value:
+        array = np.asarray(array)
+        dtype = next((k for k, t in NUMPY_DTYPES.items() if array.dtype == t), None)
+        if dtype is None:
+            raise OnnxImportError(f"constant of dtype {array.dtype} is not supported")
+        return Value(dtype, dims_of(array.shape), const=array)
+
+    def symbolic_dim(self, param: str, input_name: str) -> Dim:
+        if param not in self.sizevar_names:
+            sv = sanitize(param)
+            while sv in self.sizevar_names.values():
+                sv += "_"
+            self.sizevar_names[param] = sv
+            value = self.user_sizevars.get(param, self.user_sizevars.get(sv))
+            if value is None:
+                raise OnnxImportError(f"graph input `{input_name}` has the symbolic dim `{param}` and no value "
+                                      f"for it: give one with --sizevar {sv}=VALUE")
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise OnnxImportError(f"sizevar {sv}={value!r}: expected a non-negative integer")
+            self.sizevars[sv] = value
+        sv = self.sizevar_names[param]
+        return Dim(self.sizevars[sv], sv)
+
+
+def module_path(node) -> str | None:
+    """The node's place in the exporting framework's module tree, as a `/`-separated path ending
+    with the node's own name. The TorchScript exporter writes it into the name
+    (`/encoder/layer.0/attention/MatMul`); the dynamo exporter names nodes `node_MatMul_59` and
+    records the module in the `pkg.torch.onnx.name_scopes` metadata
+    (`[..., 'model.encoder.layer.0.attention.self.query', 'linear']`), where an index joins the
+    module name before it (`layer.0`, and `4.0` for a Sequential's child)."""
+    for prop in node.metadata_props:
+        if prop.key != "pkg.torch.onnx.name_scopes":
+            continue
+        try:
+            scopes = ast.literal_eval(prop.value)
+        except (ValueError, SyntaxError):
+            break
+        if not (isinstance(scopes, list) and len(scopes) >= 2 and all(isinstance(s, str) for s in scopes)):
+            break
+        segments: list[str] = []
+        for part in scopes[-2].split("."):
+            if part.isdigit() and segments:
+                segments[-1] += "." + part
+            elif part:
+                segments.append(part)
+        return "/" + "/".join([*segments, scopes[-1]])
+    return node.name or None
+
+
+#: a value name the dynamo exporter generates (`val_60`: a folded constant such as a Linear's
+#: transposed weight), which says nothing about what the value is
+_GENERATED_NAME = re.compile(r"val_\d+")
+
+
+class NodeContext:
+    """One ONNX node being imported: its inputs and attributes, and helpers to emit DSL ops."""
+
+    def __init__(self, imp: ImportState, node, attrs: dict, ins: list, fail, label: str):
+        self.imp = imp
+        self.node = node
+        self.attrs = attrs
+        self.ins = ins
+        self.fail = fail
+        self.label = label
+
+    @property
+    def opset(self) -> int:
+        return self.imp.opset
+
+    def allow(self, *names: str) -> None:
+        for a in self.attrs:
+            if a not in names:
+                self.fail(f"attribute `{a}` is not supported" + (
+                    f" (supported: {', '.join(names)})" if names else " (it takes none)"))
+
+    def inputs(self, least: int, most: int) -> list:
+        if not least <= len(self.ins) <= most or any(v is None for v in self.ins[:least]):
+            self.fail(f"expected {least}..{most} inputs, got {len(self.ins)}")
+        return self.ins + [None] * (most - len(self.ins))
+
+    def outputs(self, most: int = 1) -> list[str]:
+        outs = list(self.node.output)
+        if len(outs) > most and any(outs[most:]):
+            self.fail(f"output {most} (`{outs[most]}`) is not supported; only the first {most} output(s)")
+        return outs[:most]
+
+    def float_input(self, v: Value) -> None:
+        if v.dtype not in FLOATS:
+            self.fail(f"dtype {v.dtype} is not supported here (float dtypes only)")
+
+    def const_input(self, v: Value | None, what: str) -> np.ndarray | None:
+        if v is None:
+            return None
+        if v.const is None:
+            self.fail(f"{what} must be a constant (an initializer or a folded Constant)")
+        return v.const
+
+    def axes(self, v: Value | None, rank: int, what: str = "axes") -> list[int] | None:
+        """`axes` from the attribute (older opsets) or the constant input, normalised; None when absent."""
+        if v is not None:
+            raw = [int(a) for a in self.const_input(v, f"the {what} input").reshape(-1)]
+        elif "axes" in self.attrs:
+            raw = [int(a) for a in self.attrs["axes"]]
+        else:
+            return None
+        if any(not -rank <= a < rank for a in raw):
+            self.fail(f"{what} {raw} out of range for rank {rank}")
+        axes = [a % rank for a in raw]
+        if len(set(axes)) != len(axes):
+            self.fail(f"{what} {raw} repeat an axis")
+        return axes
+
+    def var(self, v: Value, position: int) -> str:
+        name = self.node.input[position]
+        if v.var is None and name not in self.imp.onnx_to_dsl and _GENERATED_NAME.fullmatch(name):
+            path = module_path(self.node)
+            scopes = path.strip("/").split("/") if path and path != self.node.name else []
+            if len(scopes) >= 2:                     # dynamo's `val_60`: named after its user's module
+                module, op = ".".join(scopes[:-1]), scopes[-1]
+                linear_weight = self.node.op_type in ("MatMul", "Gemm") and position == 1 and op.startswith("linear")
+                self.imp.onnx_to_dsl[name] = self.imp.fresh(
+                    sanitize(f"{module}_{'weight_T' if linear_weight else f'{op}_in{position}'}"))
+        return self.imp.tensor(v, name)
+
+    def result(self, onnx_name: str, value: Value) -> Value:
+        self.imp.values[onnx_name] = value
+        return value
+
+    def emit(self, op: str, args: list[str], settings: dict, dtype: str, dims: tuple[Dim, ...], *,
+             out: str | None = None, temp: str | None = None, note: str | None = None) -> Value:
+        """Emits `op op(args, settings) >> var` into a new volatile variable: the ONNX value `out`'s
+        (registered as it), or a temporary named after `temp`."""
+        imp = self.imp
+        problem = shape_problem([d.size for d in dims], dtype, imp.sizevars)
+        if problem:
+            self.fail(problem)
+        var = imp.dsl_name(out) if out is not None else imp.fresh(sanitize(temp))
+        imp.declare("volatile", var, dtype, dims, out)
+        written = ", ".join(args + [f"{k}={_setting(v)}" for k, v in settings.items() if v is not None])
+        imp.lines.append((f"op {op}({written}) >> {var};", note or f"{self.label} ({self.node.op_type})"))
+        v = Value(dtype, dims, var=var)
+        if out is not None:
+            imp.values[out] = v
+        return v
+
+    def emit_inplace(self, op: str, args: list[str], target: Value) -> None:
+        """Emits `op op(args) >> target` for an element-wise op updating `target` in place, as a
+        hand-written graph adds a bias: `op add(h, b) >> h;`."""
+        self.imp.lines.append((f"op {op}({', '.join(args)}) >> {target.var};", f"{self.label} ({self.node.op_type})"))
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers of several op families
+
+
+def aligned_at(c: NodeContext, v: Value, position: int, rank: int, axis: int) -> Value:
+    """`v` with its dims at `axis` of a rank-`rank` operand (opset < 7's legacy broadcast, where
+    NumPy's right alignment would put them at the end): trailing 1-dims added."""
+    extra = rank - axis - len(v.dims)
+    if extra < 0:
+        c.fail(f"an input of shape {list(v.shape)} does not fit at axis {axis} of a rank-{rank} operand")
+    if extra == 0:
+        return v
+    dims = v.dims + (Dim(1),) * extra
+    onnx_name = c.node.input[position]
+    if v.const is not None:
+        array = v.const.reshape(tuple(d.size for d in dims))
+        name = c.imp.new_constant(array, f"{onnx_name}_at_axis{axis}",
+                                  f"ONNX {quoted(onnx_name)} at axis {axis} (legacy broadcast)")
+        return Value(v.dtype, dims, var=name, const=array)
+    return c.emit("reshape", [c.var(v, position)], {}, v.dtype, dims, temp=f"{onnx_name}_at_axis{axis}")
+
+
+def matmul_dims(c: NodeContext, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    if not a or not b:
+        c.fail("scalar operands are not supported")
+    av, bv = len(a) == 1, len(b) == 1
+    a2 = ((Dim(1),) + a) if av else a
+    b2 = (b + (Dim(1),)) if bv else b
+    if a2[-1].size != b2[-2].size:
+        c.fail(f"inner dims differ: {[d.size for d in a]} @ {[d.size for d in b]}")
+    batch = broadcast(c.fail, a2[:-2], b2[:-2])
+    return batch + (() if av else (a2[-2],)) + (() if bv else (b2[-1],))
+
+
+def expanded(c: NodeContext, v: Value, position: int | None, dims: tuple[Dim, ...], base: str) -> str:
+    """The variable holding `v` broadcast to `dims`: `v` itself at that shape, a constant broadcast
+    at import, else `add(v, zeros)` (add broadcasts; for bool it is OR, so false is its zero)."""
+    shape = tuple(d.size for d in dims)
+    if v.shape == shape:
+        return c.var(v, position) if position is not None else v.var
+    if v.const is not None:
+        return c.imp.new_constant(np.broadcast_to(v.const, shape), f"{base}_expanded",
+                                  f"{c.label} input broadcast to {list(shape)} at import")
+    zeros = c.imp.new_constant(np.zeros(shape, NUMPY_DTYPES[v.dtype]), f"{base}_zeros",
+                               f"zeros of {list(shape)}: the add that broadcasts {c.label}'s input")
+    name = c.var(v, position) if position is not None else v.var
+    return c.emit("add", [name, zeros], {}, v.dtype, dims, temp=f"{base}_expanded").var
+
+
+def scalar_constant(c: NodeContext, value: float, dtype: str, base: str, note: str) -> str:
+    return c.imp.new_constant(np.asarray(value, NUMPY_DTYPES[dtype]), base, note)

@@ -1,0 +1,354 @@
+"""ONNX layout and indexing ops: Flatten, Reshape, Transpose, Unsqueeze, Squeeze, Concat, Expand,
+Slice, Split, Gather, GatherElements, GatherND and Trilu. Each is folded on constant data; a
+constant computed from shapes keeps the dims its elements are (`Value.elements`), so that a
+Reshape or Expand to it keeps the sizevars.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..context import (
+    NUMPY_DTYPES,
+    ONNX_INTS,
+    ONNX_UINTS,
+    Dim,
+    NodeContext,
+    Value,
+    broadcast,
+    dims_of,
+    handler,
+    with_elements,
+)
+
+
+def _reshaped(c: NodeContext, x: Value, shape: tuple[int, ...], dims: tuple[Dim, ...], out: str) -> None:
+    if int(np.prod(shape)) != int(np.prod(x.shape)):
+        c.fail(f"cannot reshape {list(x.shape)} to {list(shape)}")
+    if x.const is not None:
+        c.result(out, with_elements(c.imp.const_value(x.const.reshape(shape)), x.elements))
+        return
+    c.emit("reshape", [c.var(x, 0)], {}, x.dtype, dims, out=out)
+
+
+@handler("Flatten", note="reshape to 2-D at `axis`")
+def _flatten(c: NodeContext) -> None:
+    c.allow("axis")
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    rank = len(x.dims)
+    axis = int(c.attrs.get("axis", 1))
+    if not -rank <= axis <= rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    shape = (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
+    dims = ((x.dims[0] if axis == 1 else Dim(shape[0])), Dim(shape[1]))
+    _reshaped(c, x, shape, dims, out)
+
+
+@handler("Reshape", note="reshape; the shape input constant (0 and -1 resolved at import)")
+def _reshape(c: NodeContext) -> None:
+    c.allow("allowzero", "shape")
+    x, shape_in = c.inputs(1, 2)
+    (out,) = c.outputs()
+    if shape_in is not None:
+        target = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
+        known_dims = shape_in.elements
+    elif "shape" in c.attrs:
+        target, known_dims = [int(s) for s in c.attrs["shape"]], None
+    else:
+        c.fail("no shape given")
+    allow_zero = bool(c.attrs.get("allowzero", 0))
+    dims: list[Dim | None] = []
+    for k, s in enumerate(target):
+        if s == 0 and not allow_zero:
+            if k >= len(x.dims):
+                c.fail(f"shape {target}: 0 at dim {k} copies a dim the input does not have")
+            dims.append(x.dims[k])
+        elif s == -1:
+            dims.append(None)
+        elif s < 0:
+            c.fail(f"shape {target}: negative size {s}")
+        else:
+            dims.append(known_dims[k] if known_dims is not None else Dim(s))
+    if dims.count(None) > 1:
+        c.fail(f"shape {target}: more than one -1")
+    known = int(np.prod([d.size for d in dims if d is not None]))
+    if None in dims:
+        total = int(np.prod(x.shape))
+        if known == 0 or total % known:
+            c.fail(f"shape {target} does not fit {list(x.shape)}")
+        dims[dims.index(None)] = Dim(total // known)
+    final = tuple(d for d in dims if d is not None)
+    _reshaped(c, x, tuple(d.size for d in final), final, out)
+
+
+@handler("Transpose", note="transpose(perm)")
+def _transpose(c: NodeContext) -> None:
+    c.allow("perm")
+    (x,) = c.inputs(1, 1)
+    (out,) = c.outputs()
+    rank = len(x.dims)
+    perm = [int(p) for p in c.attrs.get("perm", range(rank - 1, -1, -1))]
+    if sorted(p % rank if rank else p for p in perm) != list(range(rank)):
+        c.fail(f"perm {perm} is not a permutation of {rank} dims")
+    perm = [p % rank for p in perm]
+    if x.const is not None:
+        c.result(out, c.imp.const_value(np.ascontiguousarray(x.const.transpose(perm))))
+        return
+    c.emit("transpose", [c.var(x, 0)], {"perm": perm}, x.dtype, tuple(x.dims[p] for p in perm), out=out)
+
+
+@handler("Unsqueeze", note="reshape; axes (attribute, or a constant input from opset 13) constant")
+def _unsqueeze(c: NodeContext) -> None:
+    c.allow("axes")
+    x, axes_in = c.inputs(1, 2)
+    (out,) = c.outputs()
+    rank = len(x.dims) + len(c.const_input(axes_in, "the axes input").reshape(-1) if axes_in is not None
+                             else c.attrs.get("axes", []))
+    axes = c.axes(axes_in, rank)
+    if not axes:
+        c.fail("no axes given")
+    rest = iter(x.dims)
+    dims = tuple(Dim(1) if k in axes else next(rest) for k in range(rank))
+    _reshaped(c, x, tuple(d.size for d in dims), dims, out)
+
+
+@handler("Squeeze", note="reshape; axes (attribute, or a constant input from opset 13) constant, or all 1-dims")
+def _squeeze(c: NodeContext) -> None:
+    c.allow("axes")
+    x, axes_in = c.inputs(1, 2)
+    (out,) = c.outputs()
+    axes = c.axes(axes_in, len(x.dims))
+    if axes is None:
+        axes = [k for k, d in enumerate(x.dims) if d.size == 1]
+    if any(x.dims[a].size != 1 for a in axes):
+        c.fail(f"axes {axes}: dims of size other than 1 in {list(x.shape)}")
+    dims = tuple(d for k, d in enumerate(x.dims) if k not in axes)
+    _reshaped(c, x, tuple(d.size for d in dims), dims, out)
+
+
+@handler("Concat", note="concat(axis); folded when all inputs are constants")
+def _concat(c: NodeContext) -> None:
+    c.allow("axis")
+    ins = c.inputs(1, len(c.ins))
+    (out,) = c.outputs()
+    if "axis" not in c.attrs:
+        c.fail("axis is required")
+    rank = len(ins[0].dims)
+    axis = int(c.attrs["axis"])
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    if any(v.dtype != ins[0].dtype or len(v.dims) != rank for v in ins):
+        c.fail("inputs of different dtypes or ranks")
+    for v in ins:
+        if any(v.shape[k] != ins[0].shape[k] for k in range(rank) if k != axis):
+            c.fail(f"shapes {[list(v.shape) for v in ins]} differ off axis {axis}")
+    if all(v.const is not None for v in ins):
+        elements = None
+        if rank == 1 and any(v.elements for v in ins):
+            elements = tuple(d for v in ins for d in (v.elements or dims_of(v.const)))
+        c.result(out, with_elements(c.imp.const_value(np.concatenate([v.const for v in ins], axis=axis)), elements))
+        return
+    parts = [(v, k) for k, v in enumerate(ins) if v.shape[axis] != 0]   # empty parts add nothing
+    total = sum(v.shape[axis] for v, _ in parts)
+    dims = tuple(Dim(total) if k == axis else d for k, d in enumerate(ins[0].dims))
+    if len(parts) == 1:
+        v, k = parts[0]
+        c.emit("reshape", [c.var(v, k)], {}, v.dtype, dims, out=out)
+        return
+    c.emit("concat", [c.var(v, k) for v, k in parts], {"axis": axis}, ins[0].dtype, dims, out=out)
+
+
+@handler("Expand", note="NumPy broadcasting to a constant shape: an add of zeros; folded on constants")
+def _expand(c: NodeContext) -> None:
+    c.allow()
+    x, shape_in = c.inputs(2, 2)
+    (out,) = c.outputs()
+    shape = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
+    dims = broadcast(c.fail, x.dims, shape_in.elements or dims_of(shape))
+    if x.const is not None:
+        c.result(out, c.imp.const_value(np.ascontiguousarray(np.broadcast_to(x.const, [d.size for d in dims]))))
+        return
+    if x.shape == tuple(d.size for d in dims):
+        c.emit("reshape", [c.var(x, 0)], {}, x.dtype, dims, out=out)
+        return
+    zeros = c.imp.new_constant(np.zeros([d.size for d in dims], NUMPY_DTYPES[x.dtype]), f"{out}_zeros",
+                               f"zeros of {[d.size for d in dims]}: the add that broadcasts {c.label}'s input")
+    c.emit("add", [c.var(x, 0), zeros], {}, x.dtype, dims, out=out)
+
+
+@handler("Slice", note="slice(starts, ends, axes, steps), all constant (attributes before opset 10); folded on "
+                       "constants")
+def _slice(c: NodeContext) -> None:
+    c.allow("starts", "ends", "axes")
+    x, starts_in, ends_in, axes_in, steps_in = c.inputs(1, 5)
+    (out,) = c.outputs()
+    rank = len(x.dims)
+    if starts_in is not None:
+        starts = [int(v) for v in c.const_input(starts_in, "the starts input").reshape(-1)]
+        ends = [int(v) for v in c.const_input(ends_in, "the ends input").reshape(-1)]
+    else:
+        starts, ends = [int(v) for v in c.attrs.get("starts", [])], [int(v) for v in c.attrs.get("ends", [])]
+    axes = c.axes(axes_in, rank) if starts_in is not None else c.axes(None, rank)
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = [int(v) for v in c.const_input(steps_in, "the steps input").reshape(-1)] if steps_in is not None \
+        else [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        c.fail(f"starts {starts}, ends {ends}, axes {axes}, steps {steps} differ in length")
+    if 0 in steps:
+        c.fail("a step of 0")
+    index = [slice(None)] * rank
+    dims = list(x.dims)
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
+        index[a] = slice(s, e, st)
+        dims[a] = Dim(len(range(*index[a].indices(x.shape[a]))))
+    if x.const is not None:
+        elements = x.elements[index[0]] if x.elements and rank == 1 else None
+        c.result(out, with_elements(c.imp.const_value(np.ascontiguousarray(x.const[tuple(index)])), elements))
+        return
+    # ONNX writes "to the end" as INT64_MAX / INT64_MIN: clamped to the dim, as Python slicing would
+    def clamp(v: int, a: int) -> int:
+        return max(min(v, x.shape[a]), -x.shape[a] - 1)
+
+    starts = [clamp(s, a) for s, a in zip(starts, axes, strict=True)]
+    ends = [clamp(e, a) for e, a in zip(ends, axes, strict=True)]
+    settings = {"starts": starts, "ends": ends, "axes": axes, "steps": steps if any(s != 1 for s in steps) else None}
+    c.emit("slice", [c.var(x, 0)], settings, x.dtype, tuple(dims), out=out)
+
+
+@handler("Gather", note="gather(axis); folded when data and indices are constants")
+def _gather(c: NodeContext) -> None:
+    c.allow("axis")
+    data, indices = c.inputs(2, 2)
+    (out,) = c.outputs()
+    rank = len(data.dims)
+    axis = int(c.attrs.get("axis", 0))
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    if indices.dtype not in ONNX_INTS + ONNX_UINTS:
+        c.fail(f"indices of dtype {indices.dtype}")
+    if data.const is not None and indices.const is not None:
+        n = data.shape[axis]
+        if np.any((indices.const < -n) | (indices.const >= n)):
+            c.fail(f"an index out of [-{n}, {n})")
+        taken = np.take(data.const, indices.const.astype(np.int64), axis=axis)
+        elements = tuple(data.elements[int(i)] for i in indices.const.reshape(-1)) if data.elements else None
+        c.result(out, with_elements(c.imp.const_value(taken), elements))
+        return
+    dims = data.dims[:axis] + indices.dims + data.dims[axis + 1:]
+    c.emit("gather", [c.var(data, 0), c.var(indices, 1)], {"axis": axis or None}, data.dtype, dims, out=out)
+
+
+@handler("Split", note="one slice per output; split sizes constant (attribute, input from opset 13) or num_outputs; "
+                       "folded on constants")
+def _split(c: NodeContext) -> None:
+    c.allow("axis", "split", "num_outputs")
+    x, split_in = c.inputs(1, 2)
+    outs = list(c.node.output)
+    rank = len(x.dims)
+    axis = int(c.attrs.get("axis", 0))
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    n = x.shape[axis]
+    if split_in is not None:
+        sizes = [int(v) for v in c.const_input(split_in, "the split input").reshape(-1)]
+    elif "split" in c.attrs:
+        sizes = [int(v) for v in c.attrs["split"]]
+    else:
+        parts = int(c.attrs.get("num_outputs", len(outs)))
+        if parts != len(outs) or parts < 1:
+            c.fail(f"num_outputs {parts} for {len(outs)} outputs")
+        step = -(-n // parts)                        # the last part is the smaller one
+        sizes = [min(step, n - k * step) for k in range(parts)]
+    if len(sizes) != len(outs) or sum(sizes) != n or any(s < 0 for s in sizes):
+        c.fail(f"split {sizes} does not divide dim {axis} of {list(x.shape)} into {len(outs)} outputs")
+    start = 0
+    for out, size in zip(outs, sizes, strict=True):
+        index = [slice(None)] * rank
+        index[axis] = slice(start, start + size)
+        dims = tuple(Dim(size) if k == axis else d for k, d in enumerate(x.dims))
+        if out and x.const is not None:
+            c.result(out, c.imp.const_value(np.ascontiguousarray(x.const[tuple(index)])))
+        elif out:
+            c.emit("slice", [c.var(x, 0)], {"starts": [start], "ends": [start + size], "axes": [axis]}, x.dtype, dims,
+                   out=out)
+        start += size
+
+
+@handler("Trilu", note="filter(x, zeros, mask) by a constant triangle mask; k constant")
+def _trilu(c: NodeContext) -> None:
+    c.allow("upper")
+    x, k_in = c.inputs(1, 2)
+    (out,) = c.outputs()
+    if len(x.dims) < 2:
+        c.fail(f"a {len(x.dims)}-D input: at least 2-D")
+    k = int(c.const_input(k_in, "k").reshape(())) if k_in is not None else 0
+    rows, cols = x.shape[-2:]
+    upper = bool(c.attrs.get("upper", 1))
+    keep = np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k)
+    if x.const is not None:
+        c.result(out, c.imp.const_value(np.where(keep, x.const, np.zeros((), x.const.dtype))))
+        return
+    np_dtype = NUMPY_DTYPES[x.dtype]
+    mask = c.imp.new_constant(np.broadcast_to(keep.astype(np_dtype), x.shape), f"{out}_mask",
+                              f"{c.label}'s {'upper' if upper else 'lower'} triangle (k={k}) as {x.dtype}")
+    zeros = c.imp.new_constant(np.zeros(x.shape, np_dtype), f"{out}_zeros", f"{c.label}'s zeroed part")
+    c.emit("filter", [c.var(x, 0), zeros, mask], {}, x.dtype, x.dims, out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# index computations of exported transformers (their mask subgraphs), folded on constants
+
+
+@handler("GatherElements", note="folded on constants (NumPy take_along_axis)")
+def _gather_elements(c: NodeContext) -> None:
+    c.allow("axis")
+    data, indices = c.inputs(2, 2)
+    (out,) = c.outputs()
+    values = c.const_input(data, "the data (GatherElements is folded only)")
+    idx = c.const_input(indices, "the indices (GatherElements is folded only)").astype(np.int64)
+    rank = values.ndim
+    axis = int(c.attrs.get("axis", 0))
+    if rank == 0 or idx.ndim != rank or not -rank <= axis < rank:
+        c.fail(f"axis {axis} and indices of rank {idx.ndim} for data of rank {rank}")
+    n = values.shape[axis]
+    if np.any((idx < -n) | (idx >= n)):
+        c.fail(f"an index out of [-{n}, {n})")
+    c.result(out, c.imp.const_value(np.take_along_axis(values, np.where(idx < 0, idx + n, idx), axis=axis)))
+
+
+@handler("GatherND", note="folded on constants; with constant indices a reshape of the data and one gather "
+                          "of the flattened rows")
+def _gather_nd(c: NodeContext) -> None:
+    c.allow("batch_dims")
+    data, indices = c.inputs(2, 2)
+    (out,) = c.outputs()
+    idx = c.const_input(indices, "the indices").astype(np.int64)
+    b = int(c.attrs.get("batch_dims", 0))
+    r, q = len(data.dims), idx.ndim
+    k = idx.shape[-1] if q else 0
+    if q < 1 or b < 0 or b >= min(r, q) or not 1 <= k <= r - b or idx.shape[:b] != data.shape[:b]:
+        c.fail(f"indices of shape {list(idx.shape)} (batch_dims {b}) for data of shape {list(data.shape)}")
+    lead = data.shape[b:b + k]
+    if np.any((idx < -np.asarray(lead)) | (idx >= np.asarray(lead))):
+        c.fail(f"an index out of the data's dims {list(lead)}")
+    idx = np.where(idx < 0, idx + np.asarray(lead), idx)
+    # each index tuple as one row of the data viewed as [prod(batch dims + indexed dims), rest...]
+    batch = int(np.prod(data.shape[:b], dtype=np.int64))
+    rows = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), lead) if k else np.zeros(idx.shape[:-1], np.int64)
+    rows = rows.reshape(batch, -1) + (np.arange(batch) * int(np.prod(lead, dtype=np.int64)))[:, None]
+    rows = rows.reshape(idx.shape[:-1])
+    rest = data.dims[b + k:]
+    dims = data.dims[:b] + indices.dims[b:-1] + rest
+    if data.const is not None:
+        flat = data.const.reshape((-1,) + data.const.shape[b + k:])
+        c.result(out, c.imp.const_value(np.take(flat, rows, axis=0)))
+        return
+    flat_dims = (Dim(batch * int(np.prod(lead, dtype=np.int64))),) + rest
+    flat = c.emit("reshape", [c.var(data, 0)], {}, data.dtype, flat_dims, temp=f"{out}_rows")
+    rows_name = c.imp.new_constant(rows, f"{out}_indices", f"{c.label}'s index tuples as rows of {flat.var}")
+    c.emit("gather", [flat.var, rows_name], {}, data.dtype, dims, out=out)
