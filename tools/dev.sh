@@ -4,6 +4,9 @@
 #   bash tools/dev.sh demo    set up, then run the main job on a bundled example
 #   bash tools/dev.sh test    set up, then run the test suite (extra args go to pytest)
 #
+# The suite runs on every core (pytest-xdist, one test file per worker at a time: a file's
+# module fixtures build once); OI_TEST_WORKERS=1 runs it in this process, OI_TEST_WORKERS=N on N.
+#
 # Set-up is idempotent and fast when already done: system packages are installed only when
 # missing, and the virtual environment (.venv) is refreshed only when pyproject.toml changed.
 set -euo pipefail
@@ -71,7 +74,11 @@ case "$cmd" in
     test)
         ensure_system_packages
         ensure_venv
-        exec "$venv/bin/python" -m pytest "$@"
+        workers=${OI_TEST_WORKERS:-auto}
+        if [ "$workers" = 1 ]; then
+            exec "$venv/bin/python" -m pytest "$@"
+        fi
+        exec "$venv/bin/python" -m pytest -n "$workers" --dist loadfile "$@"
         ;;
     *)
         sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'

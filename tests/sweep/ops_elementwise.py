@@ -8,7 +8,7 @@ from __future__ import annotations
 from openinfer.dtypes import TENSOR_DTYPES, lookup
 from openinfer.ops import get
 from openinfer.ops.registry import cast_allowed
-from openinfer.targets import avx
+from openinfer.targets.x86 import renderer as avx
 
 from .case import SweepCase, single
 from .pick import Picker

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from openinfer.dtypes import lookup
-from openinfer.targets import avx
 from openinfer.targets.c.kernels import nn as cnn
+from openinfer.targets.x86 import renderer as avx
 
 from .case import SweepCase, single
 from .pick import Picker

@@ -20,6 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1]))      # the checkout this script is in, not an installed openinfer
 
 from compilers import TOOLCHAINS, Toolchain  # noqa: E402
 

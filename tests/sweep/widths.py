@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openinfer.targets import avx
 from openinfer.targets.c.kernels import nn as cnn
 from openinfer.targets.vulkan.glsl import linalg as glinalg
 from openinfer.targets.vulkan.glsl import nn as gnn
 from openinfer.targets.vulkan.glsl import rows as grows
+from openinfer.targets.x86 import renderer as avx
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class Width:
 
 
 def _widths() -> dict[str, Width]:
-    avx2_tile, avx512_tile = cnn._VECTOR_TILES[256], cnn._VECTOR_TILES[512]
-    sdpa_tile = cnn._SDPA_TILES[256]
+    avx2_tile, avx512_tile = avx.Avx2Renderer.conv_tile, avx.Avx512Renderer.conv_tile
+    sdpa_tile = avx.Avx2Renderer.sdpa_tile
     found = [
         # vector lanes: f64 on AVX2 / f32 on SSE2 and NEON (portable C's 128 bits), f32 on AVX2 /
         # f64 on AVX-512, f32 on AVX-512
