@@ -164,9 +164,7 @@ def _compile(tmp_path: Path, device: str, req: KernelRequest, nargs: int):
     import cffi
 
     dev = devices.load(device)
-    cls = target_for(dev).renderer_class
-    renderer = cls.__new__(cls)     # the kernel emitters use the device and its kernel family only
-    renderer.device, renderer.family = dev, dev.family
+    renderer = target_for(dev).renderer_class.for_kernels(dev)
     src = renderer.kernel(req, "k")
     assert "oiv" in src.definition, "not the vector kernel"
     c_file = tmp_path / "k.c"

@@ -32,7 +32,12 @@ from openinfer.ops import TensorType, get
 from openinfer.reference.executor import Reference
 from openinfer.sim import Simulator
 from openinfer.synthesizer import Synthesizer
+from openinfer.targets import devices
+from openinfer.targets.c import CRenderer
 from openinfer.targets.devices import best_host_target
+
+#: the portable C kernels, as emitted for x86_64-generic
+PORTABLE = CRenderer.for_kernels(devices.load("x86_64-generic"))
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -241,7 +246,7 @@ def test_tiled_kernels_selected():
         inf = get(op).infer(list(types), attrs)
         req = KernelRequest(op, "normal", types, TensorType(t, out), tuple(sorted(inf.attrs.items())), (), None,
                             False)
-        return emit_kernel(req, "k", None).definition
+        return emit_kernel(req, "k", PORTABLE).definition
 
     assert "k_units" in source("conv2d", [(1, 3, 8, 8), (4, 3, 3, 3)], (1, 4, 6, 6))
     assert "k_units" not in source("conv2d", [(1, 3, 8, 8), (4, 3, 3, 3)], (1, 4, 6, 6), "f16")
@@ -271,7 +276,7 @@ def test_tiled_kernels_selected():
         inf = get("max_pool2d").infer([TensorType(t, out)], {"kernel": 2})
         pool = KernelRequest("max_pool2d", "normal", (TensorType(t, out),), TensorType(t, pool_out),
                              tuple(sorted(inf.attrs.items())), (), None, False)
-        return emit_kernel(replace(conv, output=pool.output, pool=pool), "k", None).definition
+        return emit_kernel(replace(conv, output=pool.output, pool=pool), "k", PORTABLE).definition
 
     band = pooled([(1, 16, 40, 40), (32, 16, 3, 3)], (1, 32, 40, 40), (1, 32, 20, 20), padding=1)
     assert "pooled output row r, output-channel block ob" in band and "k_pad(xp, g->in, nb" in band

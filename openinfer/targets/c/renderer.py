@@ -661,6 +661,14 @@ class CRenderer(HostRenderer):
     #: the vector type and intrinsic prefix those tiles are written in
     tile_vec: dict[str, str] | None = None
 
+    @classmethod
+    def for_kernels(cls, device) -> CRenderer:
+        """A renderer that emits kernels alone (no program): what the kernel emitters read is the
+        device and its kernel family. For tests and tools that build one kernel at a time."""
+        renderer = cls.__new__(cls)
+        renderer.device, renderer.family = device, device.family
+        return renderer
+
     # ------------------------------------------------------------------ kernels
     def kernel(self, req: P.KernelRequest, name: str) -> KernelSource:
         """The C source of one kernel; ISA subclasses return specialised versions when they can."""
