@@ -69,7 +69,7 @@ def plan(target: str, toolchain, widest: str, slow: bool) -> list[SweepCase]:
     every case with GCC -O3 on that target; a quarter of them with GCC -O3 on x86_64-generic; on
     every other pair a sixteenth; each share with the first case of every op and fused path and
     every case of the fused paths the target renders (`slow`, OI_SLOW=1: every case everywhere).
-    (The shares keep the default suite near 25 minutes on 2 cores.)"""
+    (The shares bound the default suite's time: docs/synthesis.md has the figure.)"""
     from compilers import PRIMARY, sampled
 
     every = catalogue()
