@@ -760,3 +760,19 @@ def _all_cases() -> tuple[ConformanceCase, ...]:
 def generate_cases(ops: set[str] | None = None) -> list[ConformanceCase]:
     """Every conformance case (or those of `ops`), in a fixed order; ids are unique."""
     return [c for c in _all_cases() if ops is None or c.op in ops]
+
+
+def dtype_and_mode_sample(cases: list[ConformanceCase]) -> list[ConformanceCase]:
+    """Each (op, input dtype) once, and each mode of an op once per kind of input dtype (float,
+    signed, unsigned, bool, ...) and packing: every kernel family, type path and mode."""
+    dtypes: set[tuple] = set()
+    modes: set[tuple] = set()
+    out = []
+    for c in cases:
+        d = c.input_dtypes[0]
+        by_dtype, by_mode = (c.op, d.name), (c.op, c.mode, d.kind, d.is_packed)
+        if by_dtype not in dtypes or by_mode not in modes:
+            dtypes.add(by_dtype)
+            modes.add(by_mode)
+            out.append(c)
+    return out

@@ -10,24 +10,25 @@ import os
 import re
 from pathlib import Path
 
-from .cases import generate_cases
+from .cases import dtype_and_mode_sample, generate_cases
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: file -> phrases holding counts: {cases} every case, {subset} each (op, input dtype, mode) once
-#: (the default Vulkan selection), {ops} the ops covered
+#: file -> phrases holding counts: {cases} every case, {subset} the default Vulkan selection
+#: (`dtype_and_mode_sample`), {ops} the ops covered
 PHRASES = {
     "docs/vulkan.md": ["the registry's conformance cases (all {ops} ops, every dtype and mode)",
-                       "by default each (op, input dtype, mode) once ({subset} cases)",
+                       "per kind of dtype and packing ({subset} cases, two builds)",
                        "`OI_SLOW=1` runs all {cases} cases"],
     "tests/vulkan/test_vulkan_conformance.py": ["OI_SLOW=1 every case ({cases}); default: a deterministic subset "
-                                                "with each (op, input dtype, mode) once ({subset} cases)"],
+                                                "with each (op, input dtype) once and each (op, mode) once per "
+                                                "dtype kind and packing ({subset} cases)"],
 }
 
 
 def counts() -> dict[str, int]:
     cases = generate_cases()
-    return {"cases": len(cases), "subset": len({(c.op, c.input_dtypes[0].name, c.mode) for c in cases}),
+    return {"cases": len(cases), "subset": len(dtype_and_mode_sample(cases)),
             "ops": len({c.op for c in cases})}
 
 

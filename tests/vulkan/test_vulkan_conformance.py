@@ -12,8 +12,9 @@ also matches when it equals the result with f32 subnormals flushed to zero: Vulk
 device flush them (lavapipe does not, and on lavapipe no case may need that allowance).
 
     OI_SLOW=1              every case (5365); default: a deterministic subset with each
-                           (op, input dtype, mode) once (1523 cases)
-    OI_VK_CONF_CHUNK=N     cases per chunk (default 500)
+                           (op, input dtype) once and each (op, mode) once per dtype
+                           kind and packing (1104 cases)
+    OI_VK_CONF_CHUNK=N     cases per chunk (default 600: the default subset in two builds)
     OI_VK_CACHE=DIR        keep builds in DIR between sessions
 """
 
@@ -32,31 +33,19 @@ TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from conformance.cases import ConformanceCase, assert_matches, flushing_expected, generate_cases  # noqa: E402
+from conformance.cases import ConformanceCase, assert_matches, dtype_and_mode_sample, flushing_expected, generate_cases  # noqa: E402
 from conformance.oracle import expected  # noqa: E402
 from synth.test_c_conformance import case_graph, chunks, empty_model, output_var  # noqa: E402
 
 from .conftest import ON_LAVAPIPE, VK_ARCH  # noqa: E402
 
 SLOW = os.environ.get("OI_SLOW") == "1"
-CHUNK = int(os.environ.get("OI_VK_CONF_CHUNK", "500"))
+CHUNK = int(os.environ.get("OI_VK_CONF_CHUNK", "600"))
 CASES = generate_cases()
 OPS = list(dict.fromkeys(c.op for c in CASES))
 
 
-def vk_subset(cases: list[ConformanceCase]) -> list[ConformanceCase]:
-    """Each (op, input dtype, mode) once: every kernel family, type path and mode."""
-    seen: set[tuple] = set()
-    out = []
-    for c in cases:
-        key = (c.op, c.input_dtypes[0].name, c.mode)
-        if key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
-
-
-SELECTED = CASES if SLOW else vk_subset(CASES)
+SELECTED = CASES if SLOW else dtype_and_mode_sample(CASES)
 MAY_FLUSH = not json.loads(VK_ARCH.read_text()).get("features", {}).get("denorm_preserve_fp32", False)
 
 
