@@ -29,6 +29,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..synth.program import KernelRequest
+
 
 class NotExpressible(Exception):  # noqa: N818  (a verdict, not an error: the caller falls back)
     """A language has no form for a primitive (the vector kernels have no bitwise operations, no
@@ -131,8 +133,22 @@ class Lang(ABC):
 
 
 class InfixLang(Lang):
-    """What C and GLSL spell alike: infix operators, `?:` and parentheses. (The vector intrinsics
-    implement `Lang` from scratch, so that no primitive reaches them in infix by default.)"""
+    """What C and GLSL spell alike: infix operators, `?:` and parentheses; and the rendering of a
+    request's formula. (The vector intrinsics implement `Lang` from scratch, so that no primitive
+    reaches them in infix by default.)"""
+
+    # a scalar language's context (its dataclass fields)
+    req: KernelRequest
+    ct: str                     # the compute type's name in the language
+    xs: tuple[str, ...]         # the loaded operands
+    lines: list[str]            # the statements `let` makes
+
+    def neutral(self, *operands: str) -> tuple[list[str], str, str]:
+        """The table's formula for the request's op over `operands` (default: the loaded x0, x1,
+        ...): (statements, value, value's type: the compute type, or int)."""
+        op = OPS[self.req.op]
+        value = op.formula(self, *(operands or self.xs))
+        return list(self.lines), value, "int" if op.int_valued else self.ct
 
     def int_const(self, value: int) -> str:
         return str(value)

@@ -22,9 +22,9 @@ from ..elementwise import OPS, Lang, NotExpressible
 #: the prelude's `math` section (templates/x86/prelude.c.j2); its `log` section serves lrn, and an
 #: element-wise log, pow or rounding has no vector kernel
 _MATH = {"exp": "oiv_exp", "tanh": "oiv_tanh", "erf": "oiv_erf"}
-#: the comparisons the vector kernels make, ordered (false on NaN) as C's; `!=` (true on NaN:
-#: _CMP_NEQ_UQ), filter's, has no vector kernel
-_PREDICATES = {"==": "_CMP_EQ_OQ", ">=": "_CMP_GE_OQ", ">": "_CMP_GT_OQ", "<": "_CMP_LT_OQ", "<=": "_CMP_LE_OQ"}
+#: the comparisons the vector formulas make, ordered (false on NaN) as C's; another comes with its
+#: formula and tests (filter's `!=`, true on NaN, would be _CMP_NEQ_UQ: it has no vector kernel)
+_PREDICATES = {"==": "_CMP_EQ_OQ", ">=": "_CMP_GE_OQ"}
 _ARITH = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
 #: the constants the chain template declares (chain.c.j2 `constants()`)
 _NAMED = {0.0: "zero", 1.0: "one", 0.5: "half"}

@@ -97,12 +97,6 @@ class Ctx(InfixLang):
     def classify(self, test: str, x: str) -> str:
         return f"{test}({x})"
 
-    def neutral(self, *operands: str) -> Result:
-        """The table's formula for the op, over `operands` (default: the loaded x0, x1, ...)."""
-        op = OPS[self.req.op]
-        value = op.formula(self, *(operands or self.xs))
-        return list(self.lines), value, "int" if op.int_valued else self.ct
-
 
 _DELTAS: dict[str, Callable[[Ctx], Result]] = {}
 

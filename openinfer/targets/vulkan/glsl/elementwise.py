@@ -73,8 +73,9 @@ class Ew(InfixLang):
         return self.lit(0)
 
     def attr(self, name: str, wrap: bool = False) -> str:
-        """(A formula's attributes are bounds: integer values saturate to the type; `wrap` for a
-        value that is stored, which wraps.)"""
+        """`wrap`: an integer value that is stored (div's mask) wraps to the type; without it an
+        integer saturates, as a bound (clamp's limits) does. (The table's formulas read integer
+        attributes only as bounds.)"""
         return self.k.attr(name, self.ct, wrap)
 
     def static(self, name: str):
@@ -113,12 +114,6 @@ class Ew(InfixLang):
 
     def classify(self, test: str, x: str) -> str:
         return f"({_isfn(self, test)}({x}) ? 1 : 0)"
-
-    def neutral(self) -> Result:
-        """The table's formula for the op over the loaded x0, x1, ..."""
-        op = OPS[self.req.op]
-        value = op.formula(self, *self.xs)
-        return list(self.lines), value, "int" if op.int_valued else self.ct
 
 
 _DELTAS: dict[str, Callable[[Ew], Result]] = {}
