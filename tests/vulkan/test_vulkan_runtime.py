@@ -145,7 +145,7 @@ def test_bisect_names_the_first_diverging_node_on_vulkan(example, monkeypatch):
     def wrong_relu(c):
         return [], f"({c.xs[0]} + {c.lit(1)})", c.ct
 
-    monkeypatch.setitem(elementwise._EXPR, "relu", wrong_relu)
+    monkeypatch.setitem(elementwise._DELTAS, "relu", wrong_relu)
     model, graph = example("mlp_regression")
     sim = Simulator(model, graph, arch=LAVAPIPE)
     report = bisect(sim.bound, sim, seed=5, step=1)

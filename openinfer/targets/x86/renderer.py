@@ -39,10 +39,12 @@ from ...errors import SynthesisError
 from ...ops.shapes import matmul_operand_shapes
 from ...synth.program import KernelRequest
 from ..c.kernels import KernelSource, KernelText, prototype
-from ..c.kernels.common import ctype, literal, par_rows, static_attr
+from ..c.kernels.common import ctype, par_rows, static_attr
 from ..c.kernels.nn import conv_tiled, emit_conv, lrn_context, pool_context
 from ..c.renderer import CRenderer, CTarget
+from ..elementwise import OPS
 from ..env import render
+from .elementwise import VectorConst, VectorStep, attr_value, vector_step
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,7 @@ class X86Target(CTarget):
         ReLU), applied to each tile in registers: in a CNN's step on two threads the ReLU's own
         pass cost more than on one (1.0-1.6 us each: it read back a conv output the other thread
         had written)."""
-        if req.mode != "normal" or _epilogue(req) is None:
+        if req.mode != "normal" or _epilogue(self.renderer_class.vec, req) is None:
             return False
         if req.op in ("conv1d", "conv2d"):
             return len(req.epilogue.inputs) == 1 and conv_tiled(req)
@@ -246,25 +248,7 @@ def _dtype(req: KernelRequest) -> str | None:
     return names.pop()
 
 
-def _is_runtime(req: KernelRequest, attr: str) -> bool:
-    return any(a == attr for a, _ in req.runtime_attrs)
-
-
-def _attr_value(req: KernelRequest, attr: str) -> str:
-    """C float expression of a scalar attribute: a literal, or the runtime parameter."""
-    if _is_runtime(req, attr):
-        return f"(float)rt_{attr}"
-    return literal(req.output.dtype, req.attr(attr))
-
-
 # ---------------------------------------------------------------------------------------- element-wise
-
-_MATH = ("exp", "tanh", "erf", "sigmoid", "silu", "gelu")
-_ELEMENTWISE = ("add", "sub", "mul", "div", "fma", "min", "max", "neg", "abs", "recip", "sqrt", "rsqrt", "relu",
-                "clamp", *_MATH)
-_ATTRS = {"div": ("div_by_zero_mask",), "recip": ("div_by_zero_mask",), "relu": ("alpha", "clamp_max", "clamp_min"),
-          "clamp": ("min", "max")}
-
 
 def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[int, int, list[str]] | None:
     """The output as [rows, inner] with each input `full`, `row`, `col` or `scalar` in that view,
@@ -321,83 +305,70 @@ def _units(rows: int, inner: int, lanes: int, par_elems: int) -> dict:
             "parallel": capacity(rows) * cap >= par_elems and capacity(units) > grain}
 
 
-def _step(req: KernelRequest, j: int, args: list[str]) -> tuple[dict, list[dict]] | None:
-    """Template description of element-wise op `req` as step j with vector arguments `args`,
-    and the float constants it needs (named k<j>_<attr>); None if it has no vector form."""
-    if req.op not in _ELEMENTWISE or _dtype(req) != "f32" or req.acc:
-        return None
-    consts = {}
-    for a in _ATTRS.get(req.op, ()):
-        # relu's default clamps are infinite: IEEE min(y, +inf) and max(y, -inf) are y, NaN included
-        unbounded = {"clamp_max": math.inf, "clamp_min": -math.inf}.get(a)
-        if unbounded is not None and not _is_runtime(req, a) and float(req.attr(a)) == unbounded:
-            continue
-        consts[a] = {"name": f"k{j}_{a}", "value": _attr_value(req, a)}
-    step = {"op": req.op, "args": args, "approximate": req.attr("approximate"),
-            "consts": {a: c["name"] for a, c in consts.items()}}
-    return step, list(consts.values())
-
-
-def _chain(req: KernelRequest) -> tuple[list[dict], list[dict]] | None:
-    """Template steps and float constants of an element-wise request, one op or a fused chain
-    whose arguments are x<i> (input i) or s<j> (step j's value); None if a step has no vector form."""
+def _chain(vec: Vec, req: KernelRequest) -> list[VectorStep] | None:
+    """The vector steps of an element-wise request, one op or a fused chain whose arguments are
+    x<i> (input i) or s<j> (step j's value); None if a step has no vector form (x86/elementwise.py)
+    or is not f32 (or accumulates)."""
     if req.op == "fused":
         chain = [(step, [f"x{i}" if src == "in" else f"s{i}" for src, i in args])
                  for step, args in zip(req.chain, req.chain_args, strict=True)]
     else:
         chain = [(req, [f"x{i}" for i in range(len(req.inputs))])]
-    steps, consts = [], []
+    steps = []
     for j, (step_req, args) in enumerate(chain):
-        described = _step(step_req, j, args)
-        if described is None:
+        step = vector_step(vec.pre, step_req, j, args) if _dtype(step_req) == "f32" and not step_req.acc else None
+        if step is None:
             return None
-        steps.append(described[0])
-        consts += described[1]
-    return steps, consts
+        steps.append(step)
+    return steps
 
 
-def _used_kinds(steps: list[dict], kinds: list[str]) -> list[str]:
+def _consts(steps: list[VectorStep]) -> list[VectorConst]:
+    return [c for s in steps for c in s.consts]
+
+
+def _used_kinds(steps: list[VectorStep], kinds: list[str]) -> list[str]:
     """kinds with the inputs no step reads marked `unused`."""
-    used = {int(a[1:]) for s in steps for a in s["args"] if a[0] == "x"}
+    used = {int(a[1:]) for s in steps for a in s.args if a[0] == "x"}
     return [kind if i in used else "unused" for i, kind in enumerate(kinds)]
 
 
-@emitter(*_ELEMENTWISE, "fused")
+@emitter(*OPS, "fused")
 def _elementwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
+    """An element-wise op or fused chain whose every step has a vector form; any other takes the
+    portable kernel."""
     out = req.output
     if _dtype(req) != "f32" or out.numel == 0:
         return None
     view = rows_view(out.shape, [t.shape for t in req.inputs])
-    described = _chain(req)
-    if view is None or described is None:
+    steps = _chain(r.vec, req)
+    if view is None or steps is None:
         return None
     rows, inner, kinds = view
-    steps, consts = described
-    math_ops = any(s["op"] in _MATH for s in steps)
+    math_ops = any(s.math for s in steps)
     return r.render("elementwise.c.j2", req, name, ("core", "math") if math_ops else ("core",),
-                    inputs=_used_kinds(steps, kinds), inner=inner, steps=steps, consts=consts,
+                    inputs=_used_kinds(steps, kinds), inner=inner, steps=steps, consts=_consts(steps),
                     sizes=req.sizes if isinstance(inner, Dim) else (),     # what the workers read: a run-time row
                     **_units(rows, inner, r.vec.lanes, _PAR_ELEMS_MATH if math_ops else _PAR_ELEMS))
 
 
-def _epilogue(req: KernelRequest) -> dict | None:
+def _epilogue(vec: Vec, req: KernelRequest) -> dict | None:
     """The template description of a matmul's epilogue (templates/x86/epilogue.c.j2), None if
     the request has none; the `takes_epilogue` predicate only accepts chains that have one."""
     epi = req.epilogue
     if epi is None or _dtype(epi) != "f32" or epi.runtime_attrs:
         return None
     view = rows_view(epi.output.shape, [t.shape for t in epi.inputs])
-    described = _chain(epi)
-    if view is None or described is None:
+    steps = _chain(vec, epi)
+    if view is None or steps is None:
         return None
     _, inner, kinds = view
     if isinstance(inner, Dim):
         return None         # the epilogue's row pieces are static (a dynamic one stays a kernel of its own)
-    steps, consts = described
     # the epilogue's input 0 is the product; its inputs after it are the kernel's "epilogue" operands
     params = [f"in{i}" for i in req.operand_indices("epilogue")]
-    return {"inner": inner, "inputs": _used_kinds(steps, kinds), "params": params, "steps": steps, "consts": consts,
-            "math": any(s["op"] in _MATH for s in steps),
+    return {"inner": inner, "inputs": _used_kinds(steps, kinds), "params": params, "steps": steps,
+            "consts": _consts(steps), "math": any(s.math for s in steps),
             "init": f", .epi = {{{', '.join([*params, 'out'])}}}"}      # the kernel args' designated initializer
 
 
@@ -543,7 +514,7 @@ def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
         rows = [mr, *range(1, mr)]
     else:
         rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
-    epi = _epilogue(req)
+    epi = _epilogue(r.vec, req)
     packed_b = 1 in req.packed
     # a B that is not pre-packed is packed per K slice into the thread's workspace (oi_kctx_scratch)
     scratch = 0 if packed_b else capacity(kc) * capacity(nc) * 4
@@ -562,7 +533,7 @@ def _conv(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     rows with this target's pooling kernel. Without either, None: the portable kernel
     (openinfer/targets/c/kernels/nn.py), which takes this target's intrinsics tile itself (and a
     request whose epilogue this cannot render fails in `kernel`, never drops its chain)."""
-    epi = _epilogue(req)
+    epi = _epilogue(r.vec, req)
     if not conv_tiled(req) or (epi is None and req.epilogue is not None) or (epi is None and req.pool is None):
         return None
     return emit_conv(req, name, r, {**epi, "sections": _sections(epi, "core")} if epi else None)
@@ -608,7 +579,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
     K is sliced only where K and N are static (a slice past a run-time K would have no rows)."""
     m, n, k, nbatch, offsets, dtype = mm.m, mm.n, mm.k, mm.nbatch, mm.offsets, mm.dtype
     lanes = r.vec.lanes
-    epi = _epilogue(req)
+    epi = _epilogue(r.vec, req)
     want = -(-2 * r.device.threads // nbatch) if parallel else 1
     ksplit, kr = 1, k
     ta = mm.ta
@@ -677,7 +648,7 @@ def _rowwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     if _dtype(req) != "f32" or req.inputs[0].numel == 0 or (req.op == "softmax" and axis != len(shape) - 1):
         return None
     rows = math.prod(shape[:axis])
-    eps = _attr_value(req, "eps") if req.op != "softmax" else None
+    eps = attr_value(req, "eps") if req.op != "softmax" else None
     return r.render("rowwise.c.j2", req, name, ("core", "math") if req.op == "softmax" else ("core",), op=req.op,
                     n=n, rows=rows, eps=eps, has_gamma=len(req.inputs) > 1, has_beta=len(req.inputs) > 2,
                     sizes=req.sizes if isinstance(n, Dim) else (),      # what the workers read: a run-time row length
@@ -752,7 +723,7 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     zp = req.own_inputs[3] if len(req.own_inputs) > 3 else None
     wt = w.dtype.name
     bits = 4 if wt in ("i4", "u4") else 8
-    epi = _epilogue(req)
+    epi = _epilogue(r.vec, req)
     line = 128 if bits == 4 else 64
     mb = capacity(m)
     if isinstance(m, Dim):      # run-time rows: whole groups, and a kernel for every height of the last one

@@ -1,9 +1,10 @@
 """Element-wise GLSL kernels: one expression per op over compute-typed operands x0, x1, ...
 
-Mirrors openinfer/reference/kernels/elementwise.py and cast.py (and the C emitter's structure): each
-`_EXPR` entry maps a context to (statements, value, value's compute type); operands are loaded
-in the working dtype's compute type (the accumulator in accumulate mode, else T) and the
-skeleton stores the value with the reference's rounding / wrapping.
+The expression is the op's formula in the element-wise table (openinfer/targets/elementwise.py)
+rendered in GLSL by `Ew`, or this file's delta for the op where GLSL needs code of its own.
+Operands are loaded in the working dtype's compute type (the accumulator in accumulate mode, else
+T) and the skeleton stores the value with the reference's rounding / wrapping (as the C emitter,
+openinfer/reference/kernels/elementwise.py and cast.py).
 
 Integer division guards its divisor (0 and -1 never reach the hardware divide: on CPU devices
 such as lavapipe INT_MIN / -1 and x / 0 trap), and literals that a driver could fold into
@@ -14,31 +15,48 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ....dtypes import DTypeInfo, Kind
+from ....errors import SynthesisError
 from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
+from ...elementwise import OPS, InfixLang, check_deltas
 from ...geometry import arange_index, broadcast_strides
 from .reduce import emit_all_finite
 from .registry import Body, family
 from .types import FLOAT_CT, KernelCtx, conv, index_expr, lit, round_to, signed
 
+Result = tuple[list[str], str, str]        # (statements, value, value's compute type)
+
 
 @dataclass(frozen=True)
-class Ew:
+class Ew(InfixLang):
+    """One op's expression in GLSL: the request, the kernel's context (features, push constants),
+    the dtypes and operands, and the table's primitives in GLSL (the statements a formula's
+    `let`s make collect in `lines`)."""
+
     req: KernelRequest
     k: KernelCtx
     t: DTypeInfo        # input 0's dtype (T)
     w: DTypeInfo        # working dtype: the accumulator or T
     ct: str             # operands' compute type
     xs: tuple[str, ...]
+    lines: list[str] = field(default_factory=list)
 
     @property
     def is_float(self) -> bool:
         return self.ct in FLOAT_CT
+
+    @property
+    def is_bool(self) -> bool:
+        return self.w.kind is Kind.BOOL
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.ct in ("uint", "uint64_t")
 
     @property
     def d(self) -> bool:
@@ -55,36 +73,104 @@ class Ew:
         return self.lit(0)
 
     def attr(self, name: str, wrap: bool = False) -> str:
+        """`wrap`: an integer value that is stored (div's mask) wraps to the type; without it an
+        integer saturates, as a bound (clamp's limits) does. (The table's formulas read integer
+        attributes only as bounds.)"""
         return self.k.attr(name, self.ct, wrap)
 
+    def static(self, name: str):
+        return self.k.static(name)
 
-Result = tuple[list[str], str, str]
-_EXPR: dict[str, Callable[[Ew], Result]] = {}
-_DOC: dict[str, str] = {}
+    def let(self, name: str, value: str) -> str:
+        self.lines.append(f"{self.ct} {name} = {value};")
+        return name
+
+    def call(self, fn: str, *args: str) -> str:
+        x = args[0]
+        if fn in ("exp", "log", "tanh", "erf", "pow"):     # fdlibm ports (templates/vulkan/glsl/oi_common.glsl)
+            return f"{self.f(fn)}({', '.join(args)})"
+        if fn == "abs":
+            return f"abs({x})"
+        if fn == "sqrt":
+            return _sqrt(self, x)
+        if fn in ("floor", "ceil", "trunc"):
+            return _signed(self, f"{_rounding_fn(self, fn)}({x})", x)
+        if fn == "round":       # half away from zero, exact: no x + 0.5
+            t = self.let("t", f"{_rounding_fn(self, 'trunc')}({x})")
+            return _signed(self, f"(abs({x} - {t}) >= {self.lit(0.5)} ? {t} + sign({x}) : {t})", x)
+        raise SynthesisError(f"internal: GLSL has no element-wise function `{fn}`")
+
+    def minimum(self, a: str, b: str) -> str:
+        return f"{_minmax_fn(self, False)}({a}, {b})"
+
+    def maximum(self, a: str, b: str) -> str:
+        return f"{_minmax_fn(self, True)}({a}, {b})"
+
+    def compare_zero(self, sym: str, x: str) -> str:
+        return f"{x} {sym} {self.zero()}"
+
+    def flag(self, cond: str) -> str:
+        return f"({cond} ? 1 : 0)"
+
+    def classify(self, test: str, x: str) -> str:
+        return f"({_isfn(self, test)}({x}) ? 1 : 0)"
 
 
-def expr(*ops: str, doc: str = ""):
-    def deco(f):
+_DELTAS: dict[str, Callable[[Ew], Result]] = {}
+
+#: kernel comments that say how GLSL computes an op, in place of the table's doc
+_NOTES = {
+    "pow": "oi_powf / oi_pow_d (templates/vulkan/glsl/oi_common.glsl): C99's special cases, then exp(y * log|x|)",
+    **{op: "fdlibm ports in the compute type (templates/vulkan/glsl/oi_common.glsl)" for op in ("exp", "log", "tanh")},
+    "erf": "erf (fdlibm) in the compute type",
+    **{op: "rounding to an integral value; a zero result has the input's sign" for op in ("floor", "ceil", "trunc")},
+    "round": "round half away from zero (exact: no x + 0.5); a zero result has the input's sign",
+}
+
+
+def delta(*ops: str):
+    """Register GLSL's own expression for `ops` (table ops whose GLSL needs code of its own)."""
+    def deco(f: Callable[[Ew], Result]) -> Callable[[Ew], Result]:
         for op in ops:
-            _EXPR[op] = f
-            _DOC[op] = doc
+            _DELTAS[op] = f
         return f
     return deco
+
+
+def expression(c: Ew) -> Result:
+    """The op's value in GLSL: its delta, else the table's formula."""
+    own = _DELTAS.get(c.req.op)
+    return own(c) if own is not None else c.neutral()
 
 
 def _minmax_fn(c: Ew, is_max: bool) -> str:
     return ("oi_max_d" if is_max else "oi_min_d") if c.d else ("oi_maxf" if is_max else "oi_minf")
 
 
+def _isfn(c: Ew, name: str) -> str:
+    return f"oi_{name}_d" if c.d else f"oi_{name}"
+
+
+def _signed(c: Ew, r: str, x: str) -> str:
+    """r with x's sign: a rounding's zero keeps its input's sign on any driver (oi_sign_of)."""
+    return f"oi_sign_of{'_d' if c.d else ''}({r}, {x})"
+
+
+#: GLSL's roundings, and common.glsl's exact f64 ones (some drivers' f64 trunc is wrong near 2^52)
+_ROUNDING_F = {"trunc": "trunc", "floor": "floor", "ceil": "ceil", "nearest": "roundEven"}
+_ROUNDING_D = {"trunc": "oi_trunc_d", "floor": "oi_floor_d", "ceil": "oi_ceil_d", "nearest": "oi_round_even_d"}
+
+
+def _rounding_fn(c: Ew, mode: str) -> str:
+    return (_ROUNDING_D if c.d else _ROUNDING_F)[mode]
+
+
+def _sqrt(c: Ew, x: str) -> str:
+    nan = "OI_NAN_D" if c.d else "OI_NAN"
+    return f"(({x} == {c.zero()} || {_isfn(c, 'isnan')}({x})) ? {x} : ({x} < {c.zero()} ? {nan} : sqrt({x})))"
+
+
 # ------------------------------------------------------------------------------------ arithmetic
-
-@expr("add", "sub", "mul", doc="a (+ - *) b; bool: OR / AND; integers wrap")
-def _arith(c: Ew) -> Result:
-    a, b = c.xs
-    if c.w.kind is Kind.BOOL:
-        return [], f"({a} {'|' if c.req.op == 'add' else '&'} {b})", "int"
-    return [], f"({a} {dict(add='+', sub='-', mul='*')[c.req.op]} {b})", c.ct
-
 
 def _safe_divisor(c: Ew, b: str) -> str:
     one = c.lit(1)
@@ -93,18 +179,18 @@ def _safe_divisor(c: Ew, b: str) -> str:
     return f"({b} == {c.zero()} ? {one} : {b})"
 
 
-@expr("div", doc="a / b; b == 0 gives div_by_zero_mask; integers truncate, INT_MIN / -1 wraps")
+@delta("div")
 def _div(c: Ew) -> Result:
+    if c.is_float:
+        return c.neutral()
     a, b = c.xs
     mask = c.attr("div_by_zero_mask", wrap=True)
-    if c.is_float:
-        return [], f"({b} == {c.zero()} ? {mask} : {a} / {b})", c.ct
     lines = [f"{c.ct} d = {_safe_divisor(c, b)};"]
     q = f"({b} == {c.lit(-1)} ? {c.zero()} - {a} : {a} / d)" if signed(c.ct) else f"{a} / d"
     return lines, f"({b} == {c.zero()} ? {mask} : {q})", c.ct
 
 
-@expr("floor_div", doc="a // b (floor); b == 0 gives div_by_zero_mask; INT_MIN // -1 wraps")
+@delta("floor_div")
 def _floor_div(c: Ew) -> Result:
     a, b = c.xs
     mask = c.attr("div_by_zero_mask", wrap=True)
@@ -116,7 +202,7 @@ def _floor_div(c: Ew) -> Result:
     return lines, f"({b} == {c.zero()} ? {mask} : q)", c.ct
 
 
-@expr("rem", doc="truncated remainder (sign of a); a % 0 = 0, INT_MIN % -1 = 0")
+@delta("rem")
 def _rem(c: Ew) -> Result:
     a, b = c.xs
     lines = [f"{c.ct} d = {_safe_divisor(c, b)};"]
@@ -125,7 +211,7 @@ def _rem(c: Ew) -> Result:
     return lines, f"({b} == {c.zero()} ? {c.zero()} : {a} % d)", c.ct
 
 
-@expr("fma", doc="a * b + c: in double (the product exact below f64), rounded once on store")
+@delta("fma")
 def _fma(c: Ew) -> Result:
     a, b, d = c.xs
     if c.d:
@@ -136,31 +222,11 @@ def _fma(c: Ew) -> Result:
     return [], f"fma({a}, {b}, {d})", c.ct      # single rounding in f32: within the op's tolerance
 
 
-@expr("neg", doc="-x; integers wrap (-INT_MIN = INT_MIN)")
-def _neg(c: Ew) -> Result:
-    return [], (f"-{c.xs[0]}" if c.is_float else f"({c.zero()} - {c.xs[0]})"), c.ct
-
-
-@expr("recip", doc="1 / x; x == 0 gives div_by_zero_mask")
-def _recip(c: Ew) -> Result:
-    x = c.xs[0]
-    return [], f"({x} == {c.zero()} ? {c.attr('div_by_zero_mask', wrap=True)} : {c.lit(1)} / {x})", c.ct
-
-
-@expr("abs", doc="|x|; integers wrap (abs(INT_MIN) = INT_MIN) unless accumulating wider")
-def _abs(c: Ew) -> Result:
-    x = c.xs[0]
-    if c.is_float:
-        return [], f"abs({x})", c.ct
-    return [], f"({x} < {c.zero()} ? {c.zero()} - {x} : {x})", c.ct
-
-
-@expr("relu", doc="y = x >= 0 ? x : alpha * x, then min(y, clamp_max), then max(y, clamp_min)")
+@delta("relu")
 def _relu(c: Ew) -> Result:
     x = c.xs[0]
     cmax, cmin = c.attr("clamp_max"), c.attr("clamp_min")
     if c.is_float:
-        mx, mn = _minmax_fn(c, True), _minmax_fn(c, False)
         if c.k.runtime_dtype("alpha") is None and float(c.req.attr("alpha")) == 0.0:
             # 0 * x spelled out: a driver may fold a literal 0.0 * x to 0 (wrong for inf / NaN)
             z = c.lit(-0.0 if math.copysign(1.0, float(c.req.attr("alpha"))) > 0 else 0.0)
@@ -170,8 +236,8 @@ def _relu(c: Ew) -> Result:
         else:
             neg_part = f"{c.attr('alpha')} * {x}"
         return [f"{c.ct} y = {x} >= {c.zero()} ? {x} : {neg_part};",
-                f"y = {mn}(y, {cmax});",
-                f"y = {mx}(y, {cmin});"], "y", c.ct
+                f"y = {c.minimum('y', cmax)};",
+                f"y = {c.maximum('y', cmin)};"], "y", c.ct
     # integers: alpha * x in double, truncated and saturated to T like `cast`
     alpha_rt = c.k.runtime_dtype("alpha") is not None
     alpha_v = None if alpha_rt else float(c.req.attr("alpha"))
@@ -190,68 +256,9 @@ def _relu(c: Ew) -> Result:
             f"y = y < {cmin} ? {cmin} : y;"], "y", c.ct
 
 
-@expr("sign", doc="-1, 0 or 1 by the sign of x, as i8 (NaN and zeros give 0)")
-def _sign(c: Ew) -> Result:
-    x = c.xs[0]
-    if not c.is_float and not signed(c.ct):
-        return [], f"({x} != {c.zero()} ? 1 : 0)", "int"
-    return [], f"(({x} > {c.zero()} ? 1 : 0) - ({x} < {c.zero()} ? 1 : 0))", "int"
-
-
-@expr("min", "max", doc="element-wise min / max; floats: IEEE 754-2019 (NaN propagates, -0.0 < +0.0)")
-def _minmax(c: Ew) -> Result:
-    a, b = c.xs
-    is_max = c.req.op == "max"
-    if c.is_float:
-        return [], f"{_minmax_fn(c, is_max)}({a}, {b})", c.ct
-    return [], f"({a} {'>' if is_max else '<'} {b} ? {a} : {b})", c.ct
-
-
-@expr("clamp", doc="min(max(x, min), max); floats IEEE (NaN stays NaN); min > max gives max")
-def _clamp(c: Ew) -> Result:
-    x = c.xs[0]
-    lo, hi = c.attr("min"), c.attr("max")
-    if c.is_float:
-        return [], f"{_minmax_fn(c, False)}({_minmax_fn(c, True)}({x}, {lo}), {hi})", c.ct
-    return [f"{c.ct} y = {x} < {lo} ? {lo} : {x};"], f"(y > {hi} ? {hi} : y)", c.ct
-
-
-def _signed(c: Ew, r: str, x: str) -> str:
-    """r with x's sign: a rounding's zero keeps its input's sign on any driver (oi_sign_of)."""
-    return f"oi_sign_of{'_d' if c.d else ''}({r}, {x})"
-
-
-#: GLSL's roundings, and common.glsl's exact f64 ones (some drivers' f64 trunc is wrong near 2^52)
-_ROUNDING_F = {"trunc": "trunc", "floor": "floor", "ceil": "ceil", "nearest": "roundEven"}
-_ROUNDING_D = {"trunc": "oi_trunc_d", "floor": "oi_floor_d", "ceil": "oi_ceil_d", "nearest": "oi_round_even_d"}
-
-
-def _rounding_fn(c: Ew, mode: str) -> str:
-    return (_ROUNDING_D if c.d else _ROUNDING_F)[mode]
-
-
-@expr("floor", "ceil", "trunc", doc="rounding to an integral value; a zero result has the input's sign")
-def _rounding(c: Ew) -> Result:
-    return [], _signed(c, f"{_rounding_fn(c, c.req.op)}({c.xs[0]})", c.xs[0]), c.ct
-
-
-@expr("round", doc="round half away from zero (exact: no x + 0.5); a zero result has the input's sign")
-def _round(c: Ew) -> Result:
-    x = c.xs[0]
-    half = c.lit(0.5)
-    away = f"(abs({x} - t) >= {half} ? t + sign({x}) : t)"
-    return [f"{c.ct} t = {_rounding_fn(c, 'trunc')}({x});"], _signed(c, away, x), c.ct
-
-
 # ------------------------------------------------------------------------------------ bitwise
 
-@expr("and", "or", "xor", doc="bitwise (bool: logical) and / or / xor")
-def _bitwise(c: Ew) -> Result:
-    a, b = c.xs
-    return [], f"({a} {dict(zip(('and', 'or', 'xor'), '&|^', strict=True))[c.req.op]} {b})", c.ct
-
-
-@expr("not", doc="bitwise NOT within the type's width (bool: logical)")
+@delta("not")
 def _not(c: Ew) -> Result:
     x = c.xs[0]
     return [], (f"(1 - {x})" if c.w.kind is Kind.BOOL else f"(~{x})"), c.ct
@@ -263,7 +270,7 @@ def _shift_amount(c: Ew) -> str:
     return f"{int(c.req.attr('bits')) & 63}u"
 
 
-@expr("shl", doc="x << (bits & 63) on the 64-bit pattern, wrapped to T")
+@delta("shl")
 def _shl(c: Ew) -> Result:
     x, s = c.xs[0], _shift_amount(c)
     if c.ct in ("int64_t", "uint64_t"):
@@ -271,7 +278,7 @@ def _shl(c: Ew) -> Result:
     return [], f"({s} >= 32u ? {c.zero()} : {x} << ({s} & 31u))", c.ct
 
 
-@expr("shr", doc="x >> (bits & 63): arithmetic for signed types, logical for unsigned")
+@delta("shr")
 def _shr(c: Ew) -> Result:
     x, s = c.xs[0], _shift_amount(c)
     if c.ct in ("int64_t", "uint64_t"):
@@ -280,7 +287,7 @@ def _shr(c: Ew) -> Result:
     return [], f"({s} >= 32u ? {big} : {x} >> ({s} & 31u))", c.ct
 
 
-@expr("popcount", doc="set bits of x's two's-complement pattern within its width, as u8")
+@delta("popcount")
 def _popcount(c: Ew) -> Result:
     x = c.xs[0]
     if c.ct in ("int64_t", "uint64_t"):
@@ -289,112 +296,20 @@ def _popcount(c: Ew) -> Result:
     return [], f"uint(bitCount(uint({x}){mask}))", "uint"
 
 
-# ------------------------------------------------------------------------------------ comparison
-
-@expr("eq", "ne", "lt", "le", "gt", "ge", doc="comparison as bool (IEEE: NaN compares unequal)")
-def _compare(c: Ew) -> Result:
-    sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[c.req.op]
-    return [], f"({c.xs[0]} {sym} {c.xs[1]} ? 1 : 0)", "int"
-
-
-@expr("filter", doc="cond != 0 ? a : b (a NaN cond counts as non-zero)")
-def _filter(c: Ew) -> Result:
-    a, b, cond = c.xs
-    return [], f"({cond} != {c.zero()} ? {a} : {b})", c.ct
-
-
-def _isfn(c: Ew, name: str) -> str:
-    return f"oi_{name}_d" if c.d else f"oi_{name}"
-
-
-@expr("is_nan", doc="x is NaN")
-def _is_nan(c: Ew) -> Result:
-    return [], f"({_isfn(c, 'isnan')}({c.xs[0]}) ? 1 : 0)", "int"
-
-
-@expr("is_inf", doc="x is +inf or -inf")
-def _is_inf(c: Ew) -> Result:
-    return [], f"({_isfn(c, 'isinf')}({c.xs[0]}) ? 1 : 0)", "int"
-
-
-@expr("is_finite", doc="x is finite (element-wise form)")
-def _is_finite(c: Ew) -> Result:
-    return [], f"({_isfn(c, 'isfinite')}({c.xs[0]}) ? 1 : 0)", "int"
-
-
-@expr("is_neg", doc="x < 0 (-0.0 and NaN are not negative; unsigned: never)")
-def _is_neg(c: Ew) -> Result:
-    if not c.is_float and not signed(c.ct):
-        return [], "0", "int"
-    return [], f"({c.xs[0]} < {c.zero()} ? 1 : 0)", "int"
-
-
 # ------------------------------------------------------------------------------------ math
 
-@expr("pow", doc="oi_powf / oi_pow_d (templates/vulkan/glsl/oi_common.glsl): C99's special cases, then exp(y * log|x|)")
-def _pow(c: Ew) -> Result:
-    return [], f"{c.f('pow')}({c.xs[0]}, {c.xs[1]})", c.ct
-
-
-@expr("exp", "log", "tanh", doc="fdlibm ports in the compute type (templates/vulkan/glsl/oi_common.glsl)")
-def _math(c: Ew) -> Result:
-    return [], f"{c.f(c.req.op)}({c.xs[0]})", c.ct
-
-
-def _sqrt(c: Ew, x: str) -> str:
-    nan = "OI_NAN_D" if c.d else "OI_NAN"
-    return f"(({x} == {c.zero()} || {_isfn(c, 'isnan')}({x})) ? {x} : ({x} < {c.zero()} ? {nan} : sqrt({x})))"
-
-
-@expr("sqrt", doc="square root; sqrt(-0.0) = -0.0, x < 0 gives NaN")
-def _sqrt_e(c: Ew) -> Result:
-    return [], _sqrt(c, c.xs[0]), c.ct
-
-
-@expr("rsqrt", doc="1 / sqrt(x); rsqrt(+-0) = +-inf")
+@delta("rsqrt")
 def _rsqrt(c: Ew) -> Result:
+    """rsqrt(+-0) = +-inf spelled out rather than left to the division."""
     x = c.xs[0]
     inf = "OI_INF_D" if c.d else "OI_INF"
     return [f"{c.ct} r = {_sqrt(c, x)};"], f"({x} == {c.zero()} ? ({_isfn(c, 'signbit')}({x}) ? -{inf} : {inf}) : " \
                                            f"{c.lit(1)} / r)", c.ct
 
 
-def _sigmoid_of(c: Ew, x: str) -> str:
-    one = c.lit(1)
-    return f"({one} / ({one} + {c.f('exp')}(-{x})))"
-
-
-@expr("sigmoid", doc="1 / (1 + exp(-x))")
-def _sigmoid(c: Ew) -> Result:
-    return [], _sigmoid_of(c, c.xs[0]), c.ct
-
-
-@expr("silu", doc="x * (1 / (1 + exp(-x)))")
-def _silu(c: Ew) -> Result:
-    return [], f"{c.xs[0]} * {_sigmoid_of(c, c.xs[0])}", c.ct
-
-
-@expr("erf", doc="erf (fdlibm) in the compute type")
-def _erf(c: Ew) -> Result:
-    return [], f"{c.f('erf')}({c.xs[0]})", c.ct
-
-
-@expr("gelu", doc="0.5 x (1 + erf(x / sqrt 2)), or the tanh approximation")
-def _gelu(c: Ew) -> Result:
-    x = c.xs[0]
-    half, one = c.lit(0.5), c.lit(1)
-    if c.k.static("approximate") == "tanh":
-        k, a = c.lit(float(np.sqrt(2 / np.pi))), c.lit(0.044715)
-        return [f"{c.ct} inner = {k} * ({x} + {a} * {x} * {x} * {x});"], \
-            f"{half} * {x} * ({one} + {c.f('tanh')}(inner))", c.ct
-    r2 = c.lit(float(np.sqrt(2)))
-    return [], f"{half} * {x} * ({one} + {c.f('erf')}({x} / {r2}))", c.ct
-
-
 # ------------------------------------------------------------------------------------ cast, fill
 
-@expr("cast", doc="convert to `to`: floats round on store; float -> int rounds by mode, NaN -> 0, "
-                  "saturates or wraps; to bool: x != 0; bool: 0 or 1")
+@delta("cast")
 def _cast(c: Ew) -> Result:
     src, to = c.t, c.req.output.dtype
     x = c.xs[0]
@@ -426,7 +341,7 @@ def _cast(c: Ew) -> Result:
     return [], x, c.ct                                 # widening integer cast: exact
 
 
-@expr("fill", doc="every element = value (rounded / stored as T)")
+@delta("fill")
 def _fill(c: Ew) -> Result:
     t = c.t
     d = c.k.runtime_dtype("value")
@@ -447,8 +362,7 @@ def _fill(c: Ew) -> Result:
     return [], c.k.push("value", c.ct, host), c.ct
 
 
-@expr("arange", doc="start + i * step along `axis`: integers wrap to T; floats in double (the product "
-                    "rounded, then the sum), rounded once to T")
+@delta("arange")
 def _arange(c: Ew) -> Result:
 
     idx = arange_index(c.req, "i", suffix="u")
@@ -460,6 +374,9 @@ def _arange(c: Ew) -> Result:
     return [], f"({start} + {c.ct}({idx}) * {step})", c.ct
 
 
+check_deltas("GLSL", _DELTAS, _NOTES)
+
+
 # ------------------------------------------------------------------------------------ emitter
 
 def _used(name: str, texts: list[str]) -> bool:
@@ -469,7 +386,7 @@ def _used(name: str, texts: list[str]) -> bool:
     return any(pat.search(s) for s in texts)
 
 
-@family(*_EXPR)
+@family(*OPS)
 def emit(req: KernelRequest, k: KernelCtx) -> Body:
     out = req.output
     if req.op == "is_finite" and out.shape != req.inputs[0].shape:
@@ -477,7 +394,7 @@ def emit(req: KernelRequest, k: KernelCtx) -> Body:
     w = req.acc[-1] if req.acc else req.inputs[0].dtype
     ct = k.ct(w)
     c = Ew(req, k, req.inputs[0].dtype, w, ct, tuple(f"x{i}" for i in range(len(req.inputs))))
-    pre, value, vct = _EXPR[req.op](c)
+    pre, value, vct = expression(c)
     texts = pre + [value]
     lines = []
     for i, t in enumerate(req.inputs):
@@ -488,7 +405,7 @@ def emit(req: KernelRequest, k: KernelCtx) -> Body:
     lines += pre
     lines.append(f"return {value};")
     k.use(vct, "the result")
-    doc = f"{req.op}: {_DOC[req.op]}" + (f" (accumulating in {w.name})" if req.acc else "") + \
+    doc = f"{req.op}: {_NOTES.get(req.op, OPS[req.op].doc)}" + (f" (accumulating in {w.name})" if req.acc else "") + \
         f"; {', '.join(str(t) for t in req.inputs)} -> {out}"
     return Body(value="\n".join(lines), vct=vct, doc=doc)
 
@@ -513,7 +430,7 @@ def _chain(req: KernelRequest, k: KernelCtx, operand) -> tuple[list[str], str, s
         w = step.acc[-1] if step.acc else step.inputs[0].dtype
         ct = sk.ct(w)
         c = Ew(step, sk, step.inputs[0].dtype, w, ct, tuple(f"x{a}" for a in range(len(args))))
-        pre, value, vct = _EXPR[step.op](c)
+        pre, value, vct = expression(c)
         rt = step.output.dtype
         rct = sk.ct(rt)
         lines.append(f"{rct} r{j};")
