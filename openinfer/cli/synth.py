@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..bisect import bisect
-from ..build import build, c_compiler
+from ..build import build, project_compiler
 from ..compare import compare, table
 from ..errors import OpenInferError
 from ..files import check_output_path, write_text
@@ -145,7 +145,7 @@ def _make_escape(path: str) -> str:
 
 
 def build_cmd(args) -> int:
-    cc = c_compiler()
+    cc = project_compiler(Path(args.project))
     print(f"C compiler: {cc.command or 'none found'}" + (f" ({cc.version})" if cc.version else ""), flush=True)
     opts = []
     if args.sanitize:
