@@ -51,15 +51,10 @@ class Emulation:
     def of(cls, device: Device) -> Emulation:
         """The emulation of `device`; SimulationError, one line naming the Debian packages, when a
         tool is missing."""
-        if device.toolchain is None:
-            raise SimulationError(f"cannot run code for {device.name} on this machine: it is for "
-                                  f"{device.architecture}, and the descriptor names no `toolchain` to cross-build "
-                                  "it and emulate it with")
-        compiler = c_compiler(device.toolchain.compiler)
-        problem = missing_tools(device, compiler.command, emulator=True)
+        problem = unavailable(device)
         if problem:
             raise SimulationError(problem)
-        return cls(device, compiler, device.toolchain.emulator)
+        return cls(device, c_compiler(device.toolchain.compiler), device.toolchain.emulator)
 
     def runner_files(self, name: str) -> dict[str, bytes]:
         """The runner's source, for the cache entry beside the program's files."""
@@ -94,6 +89,14 @@ class Emulation:
         """Which CPU the program met: QEMU's, as QEMU_CPU chooses it."""
         cpu = os.environ.get("QEMU_CPU")
         return f" (the CPU {self.emulator} emulates: " + (f"QEMU_CPU={cpu})" if cpu else "its default)")
+
+
+def unavailable(device: Device) -> str | None:
+    """Why this machine cannot cross-build and emulate `device`'s programs (one line), or None."""
+    if device.toolchain is None:
+        return (f"cannot run code for {device.name} on this machine: it is for {device.architecture}, and the "
+                "descriptor names no `toolchain` to cross-build it and emulate it with")
+    return missing_tools(device, c_compiler(device.toolchain.compiler).command, emulator=True)
 
 
 def _environment() -> dict[str, str]:

@@ -220,17 +220,21 @@ def bundled() -> list[Path]:
 
 # ---------------------------------------------------------------------------------------- probing
 
+def _cpuinfo() -> str:
+    """/proc/cpuinfo ("" where there is none)."""
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 def _cpu_flags() -> set[str]:
     """The CPU's features as /proc/cpuinfo lists them: the `flags` line on x86, `Features` on
     Arm (the architecture table says which; Linux lists what AT_HWCAP holds there)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
     arch = isa.ARCHITECTURE.get(host_architecture())
     if arch is None:
         return set()
-    m = re.search(rf"^{arch.cpuinfo_field}\s*:\s*(.*)$", text, re.M)
+    m = re.search(rf"^{arch.cpuinfo_field}\s*:\s*(.*)$", _cpuinfo(), re.M)
     return set(m.group(1).split()) if m else set()
 
 
@@ -304,12 +308,8 @@ def probe_cpu() -> dict:
         size = _cache_size(level, kind)
         if size:
             cache_info[key] = size
-    model = ""
-    try:
-        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
-        model = m.group(1).strip() if m else ""
-    except OSError:
-        pass
+    m = re.search(r"^model name\s*:\s*(.*)$", _cpuinfo(), re.M)
+    model = m.group(1).strip() if m else ""
     doc = {
         "device": {"type": "cpu", "api": "c", "vendor": "probed", "name": model or platform.processor() or "this CPU",
                    "architecture": host_architecture()},
