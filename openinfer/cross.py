@@ -68,9 +68,8 @@ def cross_file_text(device: Device) -> str:
 
 def _require_toolchain(device: Device) -> Toolchain:
     if device.toolchain is None:
-        raise DeviceError(f"{device.name}: its code is for {device.architecture} and this machine is "
-                         f"{host_architecture()}, but the descriptor has no `toolchain` to cross-build it with "
-                         "(devices/schema.json)")
+        raise DeviceError(f"{device.name}: the descriptor has no `toolchain` to cross-build its "
+                         f"{device.architecture} code with (devices/schema.json)")
     return device.toolchain
 
 

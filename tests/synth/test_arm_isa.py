@@ -155,6 +155,15 @@ def test_a_sysroot_reaches_the_compiler():
     assert "sys_root = '/opt/sysroots/aarch64'" in text and "c_args = ['--sysroot=/opt/sysroots/aarch64']" in text
 
 
+def test_the_cross_file_command(capsys):
+    from openinfer.cli import main
+
+    assert main(["devices", "cross-file", "armv7-generic"]) == 0
+    assert capsys.readouterr().out == cross_file_text(devices.load("armv7-generic"))
+    assert main(["devices", "cross-file", "x86_64-avx2"]) == 1
+    assert "has no `toolchain`" in capsys.readouterr().err
+
+
 def _elf_machine(path: Path) -> int:
     """e_machine of an ELF file (0xB7 AArch64, 0x28 Arm, 0x3E x86-64)."""
     return int.from_bytes(path.read_bytes()[18:20], "little")
