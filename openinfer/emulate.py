@@ -218,7 +218,7 @@ class EmulatedLink(ProgramLink):
         while True:
             kind, payload = self._receive()
             if kind == b"r":
-                if failed is not None:      # raised once the step is over: the runner is in step again
+                if failed is not None:      # raised once the runner has finished the step
                     raise failed
                 return struct.unpack("<i", payload[:4])[0]
             if kind != b"n":

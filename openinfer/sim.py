@@ -1,5 +1,5 @@
-"""The compiled simulator: generate, build and load a program through cffi, with the same
-executor API as the NumPy reference, and the comparison of the two (`openinfer sim`).
+"""The compiled simulator: generate, build and load a program (through cffi, or under emulation),
+with the same executor API as the NumPy reference, and the comparison of the two (`openinfer sim`).
 
     sim = Simulator(model, graph, arch="devices/x86_64-avx2.json")
     ex = sim.make_executor(); ex.insert(x=...); ex.run_step(); y = ex.fetch("y")
@@ -201,7 +201,9 @@ def _host_cap_note() -> str:
 
 
 class SimExecutor:
-    """Same methods as ReferenceExecutor, backed by the compiled library."""
+    """Same methods as ReferenceExecutor, backed by the compiled program: one instance of it (one
+    create()), reached through a `ProgramLink` — the library in this process, or the runner under
+    emulation — so everything below is the same for both."""
 
     def __init__(self, sim: Simulator, *, trace: bool | str | None = None):
         self.sim = sim
