@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from .cross import CROSS_FILE, cross_file_compiler, override_file_text
 from .errors import BuildError
 from .outdir import folder_lock
 
@@ -49,8 +50,10 @@ class CCompiler:
         return f"{self.command}\0{self.path}\0{self.version}"
 
 
-def c_compiler() -> CCompiler:
-    cc = os.environ.get("CC", "").strip()
+def c_compiler(default: str | None = None) -> CCompiler:
+    """The compiler of a build: CC, else `default` (a cross build's: the descriptor's toolchain
+    compiler, openinfer/cross.py), else the first of cc, gcc, clang on PATH."""
+    cc = os.environ.get("CC", "").strip() or (default or "")
     words = shlex.split(cc) if cc else []
     if not words:
         found = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
@@ -113,16 +116,27 @@ def _summarize(argv: list[str], out: str) -> str:
     return f"{head}:\n" + "\n".join(out.splitlines()[-40:])
 
 
+def project_compiler(project: Path) -> CCompiler:
+    """The compiler `build` uses for `project`: CC, else its cross file's (a project generated for
+    another architecture), else the native one."""
+    cross = Path(project) / CROSS_FILE
+    return c_compiler(cross_file_compiler(cross) if cross.exists() else None)
+
+
 def build(project: Path, build_dir: Path | None = None, *, options: list[str] | None = None,
           progress: Callable[[str], None] | None = None, timeout: float = 1800.0) -> Path:
     """`meson setup` (once per compiler and options) then `ninja`; returns the build directory.
-    Raises BuildError. The compiler is `CC`'s, as meson takes it (`c_compiler`)."""
+    Raises BuildError. The compiler is `CC`'s, as meson takes it (`c_compiler`); a project with a
+    cross file (openinfer/cross.py) is configured with it, and CC then replaces its compiler."""
     project = Path(project).resolve()
     if not (project / "meson.build").exists():
         raise BuildError(f"{project} has no meson.build (generate it with `openinfer gen` first)")
     build_dir = Path(build_dir).resolve() if build_dir else project / "build"
-    # meson keeps the compiler it found at setup: another CC, or other options, configure afresh
-    wanted = "\n".join([c_compiler().key(), *(options or [])])
+    cross = project / CROSS_FILE
+    cross_text = cross.read_text() if cross.exists() else ""
+    # meson keeps the compiler it found at setup: another CC, other options or another cross file
+    # configure afresh
+    wanted = "\n".join([project_compiler(project).key(), *(options or []), cross_text])
     stamp = build_dir / ".openinfer-options"
     # one build of a project at a time (meson refuses a second process in its build directory)
     with folder_lock(project):
@@ -130,8 +144,16 @@ def build(project: Path, build_dir: Path | None = None, *, options: list[str] | 
         if not configured:
             if os.path.lexists(build_dir):
                 _remove_build_dir(build_dir)
-            _run([tool("meson"), "setup", str(build_dir), str(project), *(options or [])], project, timeout,
-                 progress)
+            setup = [tool("meson"), "setup", str(build_dir), str(project), *(options or [])]
+            if cross_text:
+                setup += ["--cross-file", str(cross)]
+                cc = os.environ.get("CC", "").strip()
+                if cc:   # meson reads CC for the build machine only in a cross build: a second file
+                    build_dir.mkdir(parents=True)
+                    override = build_dir / "openinfer-cc-cross.ini"
+                    override.write_text(override_file_text(cc))
+                    setup += ["--cross-file", str(override)]
+            _run(setup, project, timeout, progress)
             stamp.write_text(wanted)
         _run([tool("ninja"), "-C", str(build_dir)], project, timeout, progress)
     return build_dir

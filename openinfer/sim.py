@@ -1,5 +1,5 @@
-"""The compiled simulator: generate, build and load a program through cffi, with the same
-executor API as the NumPy reference, and the comparison of the two (`openinfer sim`).
+"""The compiled simulator: generate, build and load a program (through cffi, or under emulation),
+with the same executor API as the NumPy reference, and the comparison of the two (`openinfer sim`).
 
     sim = Simulator(model, graph, arch="devices/x86_64-avx2.json")
     ex = sim.make_executor(); ex.insert(x=...); ex.run_step(); y = ex.fetch("y")
@@ -7,6 +7,10 @@ executor API as the NumPy reference, and the comparison of the two (`openinfer s
 Builds are cached under $OI_CACHE_DIR (default ~/.cache/openinfer/sim), keyed by the generated
 files, the build options and the C compiler (`CC`, resolved, and its version), so creating the same
 simulator twice builds once, and another compiler or option builds anew.
+
+A CPU descriptor of another architecture (aarch64 on an x86-64 machine) is cross-built and run
+under QEMU in a child process (openinfer/emulate.py), behind the same executor: the executor
+drives a `ProgramLink` (openinfer/link.py), the library in this process or the emulated one.
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from .build import build, c_compiler, library_path
+from .cross import is_foreign
 from .dims import shape_sizevars
+from .emulate import Emulation
 from .errors import ExecutionError, SimulationError
 from .ir import nodes as ir
 from .ir.bind import rebind
 from .ir.describe import describe
+from .link import _CDEF, LibraryLink, ProgramLink
 from .numerics import from_storage, storage_dtype, to_storage
 from .outdir import folder_lock
 from .reference.executor import check_sizes, coerce
@@ -47,30 +54,6 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "openinfer" / "sim"
 
 
-#: The generated program's functions as the simulator calls them: the declarations of NAME.h at
-#: PROGRAM_ABI_VERSION (openinfer/targets/base.py; tests/synth/test_program_abi.py holds them
-#: against a generated header).
-_CDEF = """
-typedef struct oi_var_info {{ const char *name; uint32_t dtype; uint32_t kind; uint32_t ndim; uint64_t dims[8];
-                              uint64_t nbytes; uint32_t settable; uint32_t gettable; }} oi_var_info;
-typedef void (*oi_trace_hook)(void *user, int32_t node_index, const char *block, uint64_t duration_ns);
-int {p}_create(const char *oinf_path, void **out);
-int {p}_set(void *model, int var, const void *src, size_t bytes);
-int {p}_step(void *model);
-int {p}_get(void *model, int var, void *dst, size_t bytes);
-int {p}_bind(void *model, int var, void *memory, size_t bytes);
-int {p}_reset(void *model);
-int {p}_shape(void *model, int var, uint64_t *dims, size_t max_dims);
-int {p}_set_size(void *model, int size, uint64_t value);
-uint64_t {p}_get_size(void *model, int size);
-void {p}_destroy(void *model);
-const char *{p}_error(const void *model);
-void {p}_set_trace_hook(void *model, oi_trace_hook hook, void *user);
-const char *oi_status_str(int status);
-int oi_cpu_require(uint32_t required, char *buf, size_t cap);
-"""
-
-
 @dataclass(frozen=True)
 class _Var:
     id: int
@@ -87,33 +70,59 @@ class Simulator:
         from .api import bind_inputs
 
         synthesizer = Synthesizer.from_arch(arch)
-        missing = synthesizer.device.missing_on_host()
+        device = synthesizer.device
+        #: how this machine runs a program of another architecture (None: in this process)
+        self.emulation = Emulation.of(device) if is_foreign(device) else None
+        missing = device.missing_on_host() if self.emulation is None else []
         if missing:     # refused before anything is built or loaded: its code would die with SIGILL here
-            raise SimulationError(f"cannot run code for {synthesizer.device.name} ({Path(str(arch)).stem}) on this "
+            raise SimulationError(f"cannot run code for {device.name} ({Path(str(arch)).stem}) on this "
                                   f"machine: its CPU lacks {', '.join(missing)}" + _host_cap_note())
         self.model, self.graph, self.bound = bind_inputs(model, graph, sizevars, dynamic)
         self.plan = synthesizer.synthesize(self.model, self.graph, sizevars=sizevars, dynamic=dynamic, outputs=outputs)
         self.program = self.plan.program
+        name = self.program.name
         opts = list(build_options or [])
+        files = dict(self.plan.files)
+        compiler = c_compiler()
+        if self.emulation is not None:     # a static library, linked into the runner QEMU runs
+            files.update(self.emulation.runner_files(name))
+            opts.append("-Ddefault_library=static")
+            compiler = self.emulation.compiler
         digest = hashlib.sha256()
-        for k in sorted(self.plan.files):
-            digest.update(k.encode() + b"\0" + self.plan.files[k] + b"\0")
-        digest.update("\0".join([c_compiler().key(), *opts]).encode())
-        self.project = cache_root() / f"{self.program.name}-{digest.hexdigest()[:16]}"
-        lib = self.project / "build" / f"lib{self.program.name}.so"
+        for k in sorted(files):
+            digest.update(k.encode() + b"\0" + files[k] + b"\0")
+        digest.update("\0".join([compiler.key(), *opts]).encode())
+        self.project = cache_root() / f"{name}-{digest.hexdigest()[:16]}"
+        build_dir = self.project / "build"
+        built = build_dir / (f"{name}_runner" if self.emulation is not None else f"lib{name}.so")
         # the entry is locked while it is checked and built: another process (or thread) making the
         # same simulator waits, then finds the library built, and never loads one still being linked
         with folder_lock(self.project):
-            if not lib.exists():
-                write_tree(self.project, self.plan.files)
+            if not built.exists():
+                write_tree(self.project, files)
                 build(self.project, options=opts, progress=progress)
+                if self.emulation is not None:
+                    self.emulation.link_runner(self.project, build_dir, name)
             os.utime(self.project)      # its last use, which `openinfer cache clean --older-than` reads
-        self.library = library_path(self.project / "build", self.program.name)
+        #: what was built: the library loaded here, or the runner executable QEMU runs
+        self.library = built if self.emulation is not None else library_path(build_dir, name)
         self._trace = trace
+        self.prefix = f"oi_{name}"
+        #: the OI_CPU_* features its kernels were compiled for (the header's *_CPU_FEATURES)
+        self.cpu_mask = device.cpu_feature_mask
+        self.vars = {v.name: v for v in self.program.vars}
+        self.node_outputs = _node_outputs(self.program)
+        self.nodes = {n.index: n for b in self.graph.blocks.values() for n in ir.walk(b.nodes)}
+        #: the loaded library (None under emulation: nothing is loaded into this process)
+        self.ffi = self.lib = self._vk_ffi = self._vk_lib = None
+        if self.emulation is None:
+            self._load()
+
+    def _load(self) -> None:
+        """Load the library into this process (cffi), with the Vulkan HAL's counters."""
         import cffi
 
         self.ffi = cffi.FFI()
-        self.prefix = f"oi_{self.program.name}"
         self.ffi.cdef(_CDEF.format(p=self.prefix))
         self.lib = self.ffi.dlopen(str(self.library))
         # the Vulkan HAL's counters: validation messages, commands, waits (exported by Vulkan libraries only)
@@ -123,17 +132,17 @@ class Simulator:
             "wait_ns")))
         self._vk_ffi.cdef("uint32_t oi_vk_stage_profile(uint64_t *, uint32_t *, uint32_t *, uint32_t);")
         self._vk_lib = self._vk_ffi.dlopen(str(self.library))
-        self._cpu_mask = synthesizer.device.cpu_feature_mask
-        self.vars = {v.name: v for v in self.program.vars}
-        self.node_outputs = _node_outputs(self.program)
-        self.nodes = {n.index: n for b in self.graph.blocks.values() for n in ir.walk(b.nodes)}
 
-    def cpu_missing(self) -> str:
-        """The library's own check (cpuid in the HAL): the CPU features its kernels need that this
-        CPU lacks, "" when it may run here."""
-        buf = self.ffi.new("char[]", 256)
-        self.lib.oi_cpu_require(self._cpu_mask, buf, 256)
-        return self.ffi.string(buf).decode()
+    def open_link(self) -> ProgramLink:
+        """A new instance of the program, not yet created: in this process, or under emulation."""
+        model_path = str(self.model.path) if self.model is not None else None
+        if self.emulation is not None:
+            return self.emulation.open(self.library, model_path)
+        return LibraryLink(self.ffi, self.lib, self.prefix, model_path)
+
+    def cpu_note(self) -> str:
+        """Which CPU a program's CPU check met, for messages."""
+        return self.emulation.cpu_note() if self.emulation is not None else _host_cap_note()
 
     def make_executor(self) -> SimExecutor:
         return SimExecutor(self, trace=self._trace)
@@ -141,6 +150,8 @@ class Simulator:
     def validation_messages(self) -> int | None:
         """Vulkan targets: warnings and errors the Khronos validation layer reported in this process
         (OI_VK_VALIDATION=1 enables it); None for libraries without the Vulkan HAL."""
+        if self._vk_lib is None:
+            return None
         try:
             fn = self._vk_lib.oi_vk_validation_messages
         except AttributeError:
@@ -158,6 +169,8 @@ class Simulator:
         nanoseconds the host waited for the device
         (wait_ns; hal/include/oi_hal_vulkan.h); {} for other libraries. Differences taken around
         steps give their cost per step."""
+        if self._vk_lib is None:
+            return {}
         try:
             return {kind: int(getattr(self._vk_lib, f"oi_vk_{kind}")())
                     for kind in ("submissions", "replays", "dispatches", "transfers", "copy_kernels", "barriers",
@@ -165,12 +178,13 @@ class Simulator:
         except AttributeError:
             return {}
 
-
     def vk_stage_profile(self) -> list[tuple[float, int, int]]:
         """Vulkan targets run with OI_VK_PROFILE=1 (set before the executor is made): the last
         submission's stages (the commands between two barriers) as (device microseconds,
         kernels, transfers), from GPU timestamps (hal/include/oi_hal_vulkan.h,
         oi_vk_stage_profile); [] when nothing was profiled or the library has no Vulkan HAL."""
+        if self._vk_lib is None:
+            return []
         try:
             fn = self._vk_lib.oi_vk_stage_profile
         except AttributeError:
@@ -187,24 +201,17 @@ def _host_cap_note() -> str:
 
 
 class SimExecutor:
-    """Same methods as ReferenceExecutor, backed by the compiled library."""
+    """Same methods as ReferenceExecutor, backed by the compiled program: one instance of it (one
+    create()), reached through a `ProgramLink` — the library in this process, or the runner under
+    emulation — so everything below is the same for both."""
 
     def __init__(self, sim: Simulator, *, trace: bool | str | None = None):
         self.sim = sim
-        self.ffi = sim.ffi
-        self.lib = sim.lib
-        p = sim.prefix
-        self._fn = {name: getattr(sim.lib, f"{p}_{name}") for name in
-                    ("create", "set", "step", "get", "reset", "destroy", "error", "set_trace_hook", "shape",
-                     "set_size", "get_size", "bind")}
-        out = self.ffi.new("void **")
-        model_path = str(sim.model.path) if sim.model is not None else self.ffi.NULL
-        self._check(self._fn["create"](model_path.encode() if isinstance(model_path, str) else model_path, out),
-                    "create", handle=None)
-        # the destructor holds the library, so the library is never unloaded before the handle is
-        # destroyed (at interpreter exit the collection order is otherwise arbitrary)
-        lib, destroy = self.lib, self._fn["destroy"]
-        self._handle = self.ffi.gc(out[0], lambda handle, lib=lib: destroy(handle))
+        #: the program instance the calls go to: in this process, or under emulation
+        self.link = sim.open_link()
+        self._created = False
+        self._check(self.link.create(), "create")
+        self._created = True
         env = trace_mode()
         self._trace_mode = env if trace is None else ("full" if trace == "full" else ("1" if trace else None))
         self._print = env is not None
@@ -226,16 +233,16 @@ class SimExecutor:
         self._sized = {name for name, info in sim.vars.items() if shape_sizevars(info.shape)}
 
     # ------------------------------------------------------------------ errors
-    def _check(self, status: int, what: str, handle="self") -> None:
+    def _check(self, status: int, what: str) -> None:
         if status == 0:
             return
-        text = self.ffi.string(self.lib.oi_status_str(status)).decode()
+        text = self.link.status_text(status)
         detail = ""
-        h = self._handle if handle == "self" else handle
-        if h is not None:
-            detail = self.ffi.string(self._fn["error"](h)).decode()
-        elif what == "create" and self.sim.cpu_missing():
-            detail = f"this CPU lacks {self.sim.cpu_missing()}" + _host_cap_note()
+        if self._created:
+            detail = self.link.error()
+        elif what == "create":
+            missing = self.link.missing_cpu_features(self.sim.cpu_mask)
+            detail = f"this CPU lacks {missing}" + self.sim.cpu_note() if missing else ""
         raise (ExecutionError if what in ("step", "set", "get", "bind") else SimulationError)(
             f"{self.sim.prefix}_{what} failed: {text}" + (f" — {detail}" if detail else ""))
 
@@ -256,7 +263,7 @@ class SimExecutor:
                 data = v            # already the stored bytes: no conversion, no copy (the common case)
             else:
                 data = np.frombuffer(to_storage(coerce(bound, v), info.dtype), np.uint8)
-            self._check(self._fn["set"](self._handle, info.id, self.ffi.from_buffer(data), data.nbytes), "set")
+            self._check(self.link.set(info.id, data), "set")
 
     def bind(self, name: str, array: np.ndarray | None) -> None:
         """Puts variable `name` in `array`'s memory for the following steps (None: back in the
@@ -270,7 +277,7 @@ class SimExecutor:
             raise ExecutionError(f"cannot bind `{name}`: not an input or observable variable of the compiled program")
         info, native = entry
         if array is None:
-            self._check(self._fn["bind"](self._handle, info.id, self.ffi.NULL, 0), "bind")
+            self._check(self.link.bind(info.id, None), "bind")
             self._bound_arrays.pop(name, None)
             return
         shape = tuple(self._bound.vars[name].shape)        # at the current sizes
@@ -281,7 +288,7 @@ class SimExecutor:
             got = (f"{array.dtype}{list(array.shape)}" if isinstance(array, np.ndarray) else type(array).__name__)
             raise ExecutionError(f"cannot bind `{name}`: needs a writable C-contiguous {want[0]}{list(want[1])} "
                                  f"array, got {got}")
-        self._check(self._fn["bind"](self._handle, info.id, self.ffi.from_buffer(array), array.nbytes), "bind")
+        self._check(self.link.bind(info.id, array), "bind")
         self._bound_arrays[name] = array
         if name in self._inputs and not self._first_step_started:
             self._inserted_before_first_step.add(name)
@@ -290,7 +297,7 @@ class SimExecutor:
         """As ReferenceExecutor.set_sizes: `NAME_set_size` for each, then insert again."""
         check_sizes(sizes, self._size_ids)
         for name, value in sizes.items():
-            self._check(self._fn["set_size"](self._handle, self._size_ids[name], int(value)), "set")
+            self._check(self.link.set_size(self._size_ids[name], int(value)), "set")
         want = {**self._sizes, **{k: int(v) for k, v in sizes.items()}}
         if want != self._sizes:
             self._bound = rebind(self.sim.bound, want)
@@ -298,12 +305,12 @@ class SimExecutor:
 
     def sizes(self) -> dict[str, int]:
         """The library's current sizes (a cache read may have set one during the last step)."""
-        return {name: int(self._fn["get_size"](self._handle, i)) for name, i in self._size_ids.items()}
+        return {name: self.link.get_size(i) for name, i in self._size_ids.items()}
 
     def run_step(self) -> None:
         self._first_step_started = True
         if self._trace_mode is None and self._observer is None:     # nothing to record: the bare call
-            status = self._fn["step"](self._handle)
+            status = self.link.step(None)
             self._step += 1
             self._check(status, "step")
             return
@@ -315,25 +322,19 @@ class SimExecutor:
         events: list[TraceEvent] = []
         want = self._trace_mode is not None or self._observer is not None
 
-        def on_node(_user, index, block, duration):
+        def on_node(index: int, block: str, duration: int) -> None:
             node = self.sim.nodes.get(index)
             if node is None:
                 return
-            events.append(TraceEvent(_KIND[type(node)], index, node.uuid, self.ffi.string(block).decode(),
-                                     describe(node), node.op if isinstance(node, ir.Op) else None, (), (),
-                                     0, int(duration), self._step))
+            events.append(TraceEvent(_KIND[type(node)], index, node.uuid, block, describe(node),
+                                     node.op if isinstance(node, ir.Op) else None, (), (), 0, duration, self._step))
             if self._observer is not None:
                 self._observer(index)
 
-        if want:      # (a cffi callback is not free: made only when a hook is wanted)
-            hook = self.ffi.callback("void(void *, int32_t, const char *, uint64_t)", on_node)
-            self._fn["set_trace_hook"](self._handle, hook, self.ffi.NULL)
         self._first_step_started = True
         try:
-            status = self._fn["step"](self._handle)
+            status = self.link.step(on_node if want else None)
         finally:
-            if want:
-                self._fn["set_trace_hook"](self._handle, self.ffi.NULL, self.ffi.NULL)
             self._step += 1
         if self._trace_mode:
             self._events.extend(events)
@@ -354,23 +355,22 @@ class SimExecutor:
             raise ExecutionError(f"cannot fetch `{name}`: it has no value yet (run a step first)")
         shape = info.shape
         if info.dynamic_shape or name in self._sized:
-            dims = self.ffi.new("uint64_t[]", max(1, len(shape)))
-            self._check(self._fn["shape"](self._handle, info.id, dims, len(shape)), "get")
-            shape = tuple(int(dims[k]) for k in range(len(shape)))
+            status, shape = self.link.shape(info.id, len(shape))
+            self._check(status, "get")
         if native is not None:       # read straight into the result
             out = np.empty(shape, native)
-            self._check(self._fn["get"](self._handle, info.id, self.ffi.from_buffer(out), out.nbytes), "get")
+            self._check(self.link.get(info.id, out), "get")
             return out
         n = info.dtype.storage_nbytes(int(np.prod(shape, dtype=np.int64)))
         buf = np.empty(n, dtype=np.uint8)
-        self._check(self._fn["get"](self._handle, info.id, self.ffi.from_buffer(buf), n), "get")
+        self._check(self.link.get(info.id, buf), "get")
         return np.array(from_storage(buf, info.dtype, shape), copy=True)
 
     def trace(self) -> list[TraceEvent]:
         return list(self._events)
 
     def reset(self) -> None:
-        self._check(self._fn["reset"](self._handle), "reset")
+        self._check(self.link.reset(), "reset")
 
     def observe(self, fn: Callable[[int], None] | None) -> None:
         """Call fn(node_index) after every node of the next steps (None stops); fetch works inside."""

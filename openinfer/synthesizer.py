@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
+from .cross import CROSS_FILE, cross_file_text, is_foreign
 from .dims import Dim, capacity, shape_sizevars
 from .errors import SynthesisError
 from .resources import hal_dir, templates_dir
@@ -122,6 +123,9 @@ class Synthesizer:
         files["memory-plan.txt"] = (mem.table() + "\n\n" + mem.diagram() + "\n").encode()
         for path in target.hal_sources():
             files[f"hal/{path.relative_to(hal_dir()).as_posix()}"] = path.read_bytes()
+        if is_foreign(self.device) and self.device.toolchain is not None:
+            # built here for another architecture: `openinfer build` cross-compiles with it
+            files[CROSS_FILE] = cross_file_text(self.device).encode()
         inputs = []
         if embed_weights:
             files[f"{name}.oinf"] = Path(m.path).read_bytes()

@@ -119,10 +119,16 @@ def assert_matches_reference(model, graph, *, arch, steps: int = 1, seed: int = 
 
 def missing_here(arch) -> str | None:
     """Why this machine may not run code for `arch` (a descriptor path or bundled name), or None.
-    OI_HOST_ISA=avx2 / generic makes it answer as a smaller CPU would."""
+    OI_HOST_ISA=avx2 / generic makes it answer as a smaller CPU would. A CPU of another
+    architecture runs under emulation (openinfer/emulate.py): what is missing is then a tool."""
+    from .cross import is_foreign
+    from .emulate import unavailable
     from .targets import devices
 
-    missing = devices.load(arch).missing_on_host()
+    device = devices.load(arch)
+    if is_foreign(device):
+        return unavailable(device)
+    missing = device.missing_on_host()
     if not missing:
         return None
     cap = devices.host_isa_cap()

@@ -21,6 +21,13 @@ venv="$root/.venv"
 # CPU device, the Khronos validation layer) for the GPU target.
 system_packages=(gcc clang libc6-dev pkg-config python3-venv glslc spirv-tools libvulkan-dev
                  mesa-vulkan-drivers vulkan-validationlayers)
+# The Arm descriptors (devices/aarch64-*.json, armv7-generic.json) on an x86-64 machine: their
+# cross compilers and C libraries, and QEMU's user-mode emulators that run what they build
+# (`openinfer sim`, the tests; docs/synthesis.md, "Arm targets").
+if [ "$(uname -m)" = x86_64 ]; then
+    system_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
+                      qemu-user)
+fi
 
 log() { printf '[openinfer setup] %s\n' "$*" >&2; }
 

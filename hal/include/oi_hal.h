@@ -188,23 +188,29 @@ static inline void *oi_kctx_scratch(const oi_kctx *ctx) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * CPU features. Code compiled for AVX2 or AVX-512 dies with SIGILL on a CPU without them, at
- * whichever such instruction comes first; so a generated program's create() checks the features
- * its kernels were compiled for (its header's *_CPU_FEATURES) before it runs anything else, and
- * fails with OI_ERR_UNSUPPORTED_CPU. A feature counts only when the CPU has it (cpuid) and the OS
- * saves its registers on a context switch (XCR0); these functions are compiled for baseline
- * x86-64 whatever the program's flags, so the check itself runs on any x86-64 CPU.
+ * CPU features. Code compiled for AVX2, AVX-512 or Armv8.2-A dies with SIGILL on a CPU without
+ * them, at whichever such instruction comes first; so a generated program's create() checks the
+ * features its kernels were compiled for (its header's *_CPU_FEATURES) before it runs anything
+ * else, and fails with OI_ERR_UNSUPPORTED_CPU. On x86-64 a feature counts only when the CPU has it
+ * (cpuid) and the OS saves its registers on a context switch (XCR0); on Linux/AArch64 when the
+ * kernel reports it in the auxiliary vector (getauxval(AT_HWCAP), AT_HWCAP2), which it does only
+ * for what it supports. These functions are compiled for the architecture's baseline (x86-64,
+ * Armv8-A) whatever the program's flags, so the check itself runs on any CPU of it. Other
+ * architectures (32-bit Arm included: its one descriptor is portable C) report no feature.
  *
- * OI_HOST_ISA=avx512|avx2|generic in the environment caps what is reported, so that a test suite
- * can run as on a smaller CPU; it never adds a feature the CPU lacks (an unknown value counts as
- * generic, the safe side). Bit values are stable: generated headers record their program's mask.
+ * OI_HOST_ISA=<a family of OI_CPU_FAMILIES> in the environment caps what is reported, so that a
+ * test suite can run as on a smaller CPU; it never adds a feature the CPU lacks (an unknown value
+ * counts as generic, the safe side). Bit values are stable: generated headers record their
+ * program's mask.
  *
  * OI_CPU_FEATURE_TABLE is the one list the HAL reads (openinfer/targets/isa.py states the same
  * rows for the generator; tests/synth/test_isa_table.py holds them together): per feature its
  * bit, its name as descriptors spell it, the kernel family that brings it (OI_HOST_ISA=<an
- * earlier family of OI_CPU_FAMILIES, narrowest first> hides it), and where x86 reports it:
- * cpuid leaf, sub-leaf, register (0 eax .. 3 edx), bit, and the XCR0 state the OS must save for
- * it (0: none). A new feature of a known architecture is a bit and a row here.
+ * earlier family of OI_CPU_FAMILIES, narrowest first> hides it), where x86 reports it: cpuid
+ * leaf (0: not an x86 feature), sub-leaf, register (0 eax .. 3 edx), bit, and the XCR0 state the
+ * OS must save for it (0: none); and where Linux/AArch64 reports it: the auxiliary-vector word
+ * (1 AT_HWCAP, 2 AT_HWCAP2; 0: not an AArch64 feature) and its bit there (HWCAP_* of the kernel's
+ * arch/arm64/include/uapi/asm/hwcap.h). A new feature of a known architecture is a bit and a row.
  * ---------------------------------------------------------------------------------------- */
 #define OI_CPU_AVX         (1u << 0)
 #define OI_CPU_AVX2        (1u << 1)
@@ -217,22 +223,30 @@ static inline void *oi_kctx_scratch(const oi_kctx *ctx) {
 #define OI_CPU_AVX512_BF16 (1u << 8)
 #define OI_CPU_AVX512_FP16 (1u << 9)
 #define OI_CPU_SSE42       (1u << 10)
+#define OI_CPU_ASIMD       (1u << 11)
+#define OI_CPU_ASIMDDP     (1u << 12)
+#define OI_CPU_FPHP        (1u << 13)
+#define OI_CPU_ASIMDHP     (1u << 14)
 
-#define OI_CPU_FAMILIES(X) X("generic") X("avx2") X("avx512")
+#define OI_CPU_FAMILIES(X) X("generic") X("avx2") X("avx512") X("neon") X("v82")
 
-/*   X(bit,               name,          family,    leaf, sub, reg, bit, xcr0) */
+/*   X(bit,               name,          family,    leaf, sub, reg, bit, xcr0, auxv, bit) */
 #define OI_CPU_FEATURE_TABLE(X) \
-    X(OI_CPU_SSE42,       "sse4.2",      "generic", 1, 0, 2, 20, 0x00) \
-    X(OI_CPU_AVX,         "avx",         "avx2",    1, 0, 2, 28, 0x06) \
-    X(OI_CPU_AVX2,        "avx2",        "avx2",    7, 0, 1, 5,  0x06) \
-    X(OI_CPU_FMA,         "fma",         "avx2",    1, 0, 2, 12, 0x06) \
-    X(OI_CPU_F16C,        "f16c",        "avx2",    1, 0, 2, 29, 0x06) \
-    X(OI_CPU_AVX512F,     "avx512f",     "avx512",  7, 0, 1, 16, 0xE6) \
-    X(OI_CPU_AVX512BW,    "avx512bw",    "avx512",  7, 0, 1, 30, 0xE6) \
-    X(OI_CPU_AVX512VL,    "avx512vl",    "avx512",  7, 0, 1, 31, 0xE6) \
-    X(OI_CPU_AVX512DQ,    "avx512dq",    "avx512",  7, 0, 1, 17, 0xE6) \
-    X(OI_CPU_AVX512_BF16, "avx512_bf16", "avx512",  7, 1, 0, 5,  0xE6) \
-    X(OI_CPU_AVX512_FP16, "avx512_fp16", "avx512",  7, 0, 3, 23, 0xE6)
+    X(OI_CPU_SSE42,       "sse4.2",      "generic", 1, 0, 2, 20, 0x00, 0, 0)  \
+    X(OI_CPU_AVX,         "avx",         "avx2",    1, 0, 2, 28, 0x06, 0, 0)  \
+    X(OI_CPU_AVX2,        "avx2",        "avx2",    7, 0, 1, 5,  0x06, 0, 0)  \
+    X(OI_CPU_FMA,         "fma",         "avx2",    1, 0, 2, 12, 0x06, 0, 0)  \
+    X(OI_CPU_F16C,        "f16c",        "avx2",    1, 0, 2, 29, 0x06, 0, 0)  \
+    X(OI_CPU_AVX512F,     "avx512f",     "avx512",  7, 0, 1, 16, 0xE6, 0, 0)  \
+    X(OI_CPU_AVX512BW,    "avx512bw",    "avx512",  7, 0, 1, 30, 0xE6, 0, 0)  \
+    X(OI_CPU_AVX512VL,    "avx512vl",    "avx512",  7, 0, 1, 31, 0xE6, 0, 0)  \
+    X(OI_CPU_AVX512DQ,    "avx512dq",    "avx512",  7, 0, 1, 17, 0xE6, 0, 0)  \
+    X(OI_CPU_AVX512_BF16, "avx512_bf16", "avx512",  7, 1, 0, 5,  0xE6, 0, 0)  \
+    X(OI_CPU_AVX512_FP16, "avx512_fp16", "avx512",  7, 0, 3, 23, 0xE6, 0, 0)  \
+    X(OI_CPU_ASIMD,       "asimd",       "neon",    0, 0, 0, 0,  0x00, 1, 1)  \
+    X(OI_CPU_ASIMDDP,     "asimddp",     "v82",     0, 0, 0, 0,  0x00, 1, 20) \
+    X(OI_CPU_FPHP,        "fphp",        "v82",     0, 0, 0, 0,  0x00, 1, 9)  \
+    X(OI_CPU_ASIMDHP,     "asimdhp",     "v82",     0, 0, 0, 0,  0x00, 1, 10)
 
 /* The OI_CPU_* features of this CPU and OS (0 on other architectures), capped by OI_HOST_ISA. */
 uint32_t oi_cpu_features(void);

@@ -17,6 +17,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>           /* getauxval(): the CPU features Linux reports (oi_cpu_detect) */
+#endif
 
 const char *oi_status_str(oi_status status) {
     switch (status) {
@@ -1128,10 +1131,10 @@ OI_BASELINE static uint64_t oi_xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
-/* Every feature of OI_CPU_FEATURE_TABLE whose cpuid bit is set and whose register state the OS
- * saves: the OS must enable XSAVE (OSXSAVE, leaf 1 ecx bit 27) and save the SSE+AVX state (XCR0
- * bits 1-2) before any VEX-encoded instruction may run; AVX-512 also needs the opmask and ZMM
- * state (bits 5-7). */
+/* Every x86 feature of OI_CPU_FEATURE_TABLE (a row with a cpuid leaf) whose cpuid bit is set and
+ * whose register state the OS saves: the OS must enable XSAVE (OSXSAVE, leaf 1 ecx bit 27) and
+ * save the SSE+AVX state (XCR0 bits 1-2) before any VEX-encoded instruction may run; AVX-512 also
+ * needs the opmask and ZMM state (bits 5-7). */
 OI_BASELINE static uint32_t oi_cpu_detect(void) {
     uint32_t r[4], leaf1[4], leaf7[4] = {0, 0, 0, 0}, leaf7_1[4] = {0, 0, 0, 0}, out = 0;
     oi_cpuid(0, 0, r);
@@ -1142,10 +1145,11 @@ OI_BASELINE static uint32_t oi_cpu_detect(void) {
         if (leaf7[0] >= 1) oi_cpuid(7, 1, leaf7_1);
     }
     const uint64_t xcr0 = (leaf1[2] & (1u << 27)) ? oi_xcr0() : 0;
-#define OI_DETECT(bit, name, family, leaf, sub, reg, cpuid_bit, state)                                \
+#define OI_DETECT(bit, name, family, leaf, sub, reg, cpuid_bit, state, auxv, auxv_bit)                \
     {                                                                                                 \
         const uint32_t *regs = (leaf) == 1 ? leaf1 : (sub) == 0 ? leaf7 : leaf7_1;                     \
-        if ((regs[reg] & (1u << (cpuid_bit))) && (xcr0 & (uint64_t)(state)) == (uint64_t)(state))     \
+        if ((leaf) != 0 && (regs[reg] & (1u << (cpuid_bit)))                                          \
+            && (xcr0 & (uint64_t)(state)) == (uint64_t)(state))                                       \
             out |= (bit);                                                                             \
     }
     OI_CPU_FEATURE_TABLE(OI_DETECT)
@@ -1158,6 +1162,30 @@ OI_BASELINE static int oi_cpu_is_amd(void) {
     oi_cpuid(0, 0, r);
     return r[1] == 0x68747541u && r[3] == 0x69746e65u && r[2] == 0x444d4163u;   /* "AuthenticAMD" */
 }
+#elif defined(__aarch64__) && defined(__linux__)
+/* Baseline Armv8-A code whatever -march the program is compiled with (as on x86-64 above), where
+ * the compiler takes the attribute (GCC; Clang before 16 knows no `arch=` for AArch64). Without it
+ * the check is still safe: it is integer and string code, which the Armv8.2-A extensions a
+ * descriptor lists (dot product, f16 arithmetic) give a compiler no instruction for. */
+#if defined(__clang__)
+#define OI_BASELINE
+#else
+#define OI_BASELINE __attribute__((target("arch=armv8-a")))
+#endif
+
+/* Every AArch64 feature of OI_CPU_FEATURE_TABLE (a row with an auxiliary-vector word) whose HWCAP
+ * bit Linux sets: the kernel reports a feature only when it lets user space use it. */
+OI_BASELINE static uint32_t oi_cpu_detect(void) {
+    const unsigned long words[3] = {0, getauxval(AT_HWCAP), getauxval(AT_HWCAP2)};
+    uint32_t out = 0;
+#define OI_DETECT(bit, name, family, leaf, sub, reg, cpuid_bit, state, auxv, auxv_bit) \
+    if ((auxv) != 0 && ((words[auxv] >> (auxv_bit)) & 1u)) out |= (bit);
+    OI_CPU_FEATURE_TABLE(OI_DETECT)
+#undef OI_DETECT
+    return out;
+}
+
+static int oi_cpu_is_amd(void) { return 0; }
 #else
 #define OI_BASELINE
 static uint32_t oi_cpu_detect(void) { return 0; }
@@ -1178,7 +1206,7 @@ OI_BASELINE static uint32_t oi_cpu_cap_mask(const char *cap) {
         if (strcmp(cap, families[i]) == 0) last = i;
     uint32_t mask = 0;
     for (size_t i = 0; i <= last; i++) {
-#define OI_IN_FAMILY(bit, name, family, leaf, sub, reg, cpuid_bit, state) \
+#define OI_IN_FAMILY(bit, name, family, leaf, sub, reg, cpuid_bit, state, auxv, auxv_bit) \
         if (strcmp(family, families[i]) == 0) mask |= (bit);
         OI_CPU_FEATURE_TABLE(OI_IN_FAMILY)
 #undef OI_IN_FAMILY
@@ -1207,7 +1235,7 @@ OI_BASELINE int oi_cpu_stream_prefetch(void) {
 
 OI_BASELINE oi_status oi_cpu_require(uint32_t required, char *buf, size_t cap) {
     static const struct { uint32_t bit; const char *name; } names[] = {
-#define OI_NAME(bit, name, family, leaf, sub, reg, cpuid_bit, state) {bit, name},
+#define OI_NAME(bit, name, family, leaf, sub, reg, cpuid_bit, state, auxv, auxv_bit) {bit, name},
         OI_CPU_FEATURE_TABLE(OI_NAME)
 #undef OI_NAME
     };

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..cross import cross_file_text
 from ..errors import OpenInferError
 from ..files import check_output_path, write_text
 from ..targets.base import target_for
@@ -32,8 +33,18 @@ def register(sub) -> None:
                                         "kernels itself passes the same flags.")
     flags.add_argument("arch", metavar="ARCH", help="a path or a bundled name")
     flags.set_defaults(handler=devices_cflags)
+    cross = dsub.add_parser("cross-file", help="print a CPU descriptor's meson cross file",
+                            description="Print the meson cross file that builds a CPU descriptor's code on a "
+                                        "machine of another architecture, from its `toolchain` (the file "
+                                        "`openinfer gen` writes beside such a project): for a meson project "
+                                        "that compiles generated sources itself, `meson setup build "
+                                        "--cross-file FILE`.")
+    cross.add_argument("arch", metavar="ARCH", help="a path or a bundled name (aarch64-neon, armv7-generic, ...)")
+    cross.add_argument("--out", "-o", metavar="FILE", help="write it here (default: print)")
+    cross.set_defaults(handler=devices_cross_file)
     probe = dsub.add_parser("probe", help="describe this machine's CPU (and Vulkan devices)",
-                            description="Write a descriptor for this machine's CPU from /proc/cpuinfo and sysfs: "
+                            description="Write a descriptor for this machine's CPU from /proc/cpuinfo (`flags` "
+                                        "on x86-64, `Features` on Arm) and sysfs: "
                                         "ISA features, vector width, cache sizes, thread count and compiler flags; "
                                         "and one per Vulkan device (limits and features as the driver reports "
                                         "them, through the Vulkan loader).")
@@ -59,6 +70,17 @@ def devices_show(args) -> int:
 
 def devices_cflags(args) -> int:
     print(" ".join(load_device(args.arch).cflags))
+    return 0
+
+
+def devices_cross_file(args) -> int:
+    check_output_path(args.out, "--out")
+    text = cross_file_text(load_device(args.arch))
+    if args.out is None:
+        print(text, end="")
+    else:
+        write_text(args.out, text)
+        print(f"wrote {args.out}")
     return 0
 
 

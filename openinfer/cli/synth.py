@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..bisect import bisect
-from ..build import build, c_compiler
+from ..build import build, project_compiler
 from ..compare import compare, table
 from ..errors import OpenInferError
 from ..files import check_output_path, write_text
@@ -22,8 +22,10 @@ from .args import add_graph_args, add_io_args, check_io_args, dynamic, input_fil
 GEN_HELP = """\
 Synthesize GRAPH on MODEL for the device described by --arch into a complete meson project
 in --out: <name>.h (the C ABI), <name>.c (host schedule), <name>_kernels.c, meson.build, the HAL
-sources, <name>.json (ABI manifest) and memory-plan.txt. Only files whose content changed are
-rewritten, so a build over the output only redoes what changed.
+sources, <name>.json (ABI manifest) and memory-plan.txt; for a CPU of another architecture than
+this machine's (aarch64 here on x86-64), meson-cross.ini, the cross file `openinfer build` uses
+(from the descriptor's `toolchain`). Only files whose content changed are rewritten, so a build
+over the output only redoes what changed.
 
 examples:
   openinfer gen examples/mlp_regression.oig --model mlp.oinf --arch devices/x86_64-avx2.json -o out/mlp
@@ -32,13 +34,16 @@ examples:
 BUILD_HELP = """\
 Configure (meson setup, once) and build (ninja) a project written by `openinfer gen`, showing
 progress; compiler errors are listed as file:line:col: message. The C compiler is the one meson
-takes: the CC environment variable, else cc. The project builds at -O3 (meson's release
-buildtype); -D passes a meson option (-Doptimization=2). Another CC, a new version of the
-compiler behind it, or other options configure the build directory afresh.
+takes: the CC environment variable, else cc. A project with a meson-cross.ini (generated for
+another architecture) is cross-built with it: its compiler is the descriptor's toolchain
+compiler, which CC, when set, replaces (as for a native build). The project builds at -O3
+(meson's release buildtype); -D passes a meson option (-Doptimization=2). Another CC, a new
+version of the compiler behind it, or other options configure the build directory afresh.
 
 examples:
   openinfer build out/mlp                      # -> out/mlp/build/libmlp_regression.so
-  CC=clang openinfer build out/mlp -Doptimization=2"""
+  CC=clang openinfer build out/mlp -Doptimization=2
+  openinfer build out/mlp-arm                  # generated for aarch64-neon: aarch64-linux-gnu-gcc"""
 
 SIM_HELP = """\
 Generate, build and load GRAPH for --arch, run --steps steps beside the NumPy reference with the
@@ -48,10 +53,14 @@ node on both engines and the first node whose output diverges is reported with i
 location. --inputs FILE.npz feeds both engines your inputs instead of random ones (`x` for every
 step or `step0/x`, ... per step, checked as `openinfer run --help` describes); --save-outputs
 FILE.npz writes the generated program's outputs (`y`, or `step0/y`, ... for several steps).
+A CPU descriptor of another architecture (aarch64-neon, armv7-generic on an x86-64 machine) is
+cross-built with its toolchain and run under its QEMU emulator (QEMU_CPU picks the emulated CPU),
+compared and bisected the same way.
 
 examples:
   openinfer sim examples/mlp_regression.oig --model mlp.oinf --arch devices/x86_64-avx512.json --steps 3
-  openinfer sim g.oig --model m.oinf --arch x86_64-avx2 --inputs in.npz --save-outputs out.npz"""
+  openinfer sim g.oig --model m.oinf --arch x86_64-avx2 --inputs in.npz --save-outputs out.npz
+  QEMU_CPU=cortex-a76 openinfer sim g.oig --model m.oinf --arch aarch64-v82"""
 
 
 def register(sub) -> None:
@@ -145,7 +154,7 @@ def _make_escape(path: str) -> str:
 
 
 def build_cmd(args) -> int:
-    cc = c_compiler()
+    cc = project_compiler(Path(args.project))
     print(f"C compiler: {cc.command or 'none found'}" + (f" ({cc.version})" if cc.version else ""), flush=True)
     opts = []
     if args.sanitize:

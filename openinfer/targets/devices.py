@@ -70,7 +70,7 @@ def validate(doc: dict) -> None:
     """Raise DeviceError naming the field if `doc` does not follow devices/schema.json."""
     _check(doc, schema(), "")
     dev = doc["device"]
-    cpu_only, gpu_only = ("isa", "cache", "threads", "compiler"), ("limits", "features", "memory")
+    cpu_only, gpu_only = ("isa", "cache", "threads", "compiler", "toolchain"), ("limits", "features", "memory")
     if dev["type"] == "cpu":
         if dev["api"] != "c":
             raise DeviceError("device.api: a cpu device uses api \"c\"")
@@ -86,6 +86,17 @@ def validate(doc: dict) -> None:
         bad = [k for k in cpu_only if k in doc]
     if bad:
         raise DeviceError(f"{bad[0]}: not a field of a {dev['type']} device")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A CPU descriptor's `toolchain`: the cross compiler and emulator for its architecture."""
+
+    triple: str                   # GNU target triple: the binutils' prefix (aarch64-linux-gnu-ar)
+    compiler: str                 # the C compiler command (CC replaces it: openinfer/cross.py)
+    sysroot: str | None           # the target's headers and libraries, when the compiler needs one
+    emulator: str                 # the QEMU user-mode binary that runs its programs here
+    packages: tuple[str, ...]     # Debian packages that provide the above (named when one is missing)
 
 
 @dataclass(frozen=True)
@@ -152,10 +163,20 @@ class Device:
         capped by OI_HOST_ISA), or the architecture when it is another one."""
         if not self.is_cpu:
             return []
-        if platform.machine() not in isa.MACHINES.get(self.architecture, (self.architecture,)):
+        if self.architecture != host_architecture():
             return [f"architecture {self.architecture} (this machine is {platform.machine() or 'unknown'})"]
         have = host_features()
         return [f.name for f in isa.FEATURES if f.name in self.features and f.name not in have]
+
+    @property
+    def toolchain(self) -> Toolchain | None:
+        """CPU: how to build and run its code on a machine of another architecture (None when the
+        descriptor does not say)."""
+        doc = self.doc.get("toolchain")
+        if doc is None:
+            return None
+        return Toolchain(doc["triple"], doc["compiler"], doc.get("sysroot"), doc["emulator"],
+                         tuple(doc.get("packages", ())))
 
     @property
     def threads(self) -> int:
@@ -199,12 +220,21 @@ def bundled() -> list[Path]:
 
 # ---------------------------------------------------------------------------------------- probing
 
-def _cpu_flags() -> set[str]:
+def _cpuinfo() -> str:
+    """/proc/cpuinfo ("" where there is none)."""
     try:
-        text = Path("/proc/cpuinfo").read_text()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
+        return ""
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU's features as /proc/cpuinfo lists them: the `flags` line on x86, `Features` on
+    Arm (the architecture table says which; Linux lists what AT_HWCAP holds there)."""
+    arch = isa.ARCHITECTURE.get(host_architecture())
+    if arch is None:
         return set()
-    m = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
+    m = re.search(rf"^{arch.cpuinfo_field}\s*:\s*(.*)$", _cpuinfo(), re.M)
     return set(m.group(1).split()) if m else set()
 
 
@@ -230,17 +260,19 @@ def hal_cpu_bits() -> dict[str, int]:
 
 
 def host_isa_cap() -> str | None:
-    """OI_HOST_ISA, checked: run as on a smaller CPU (tests, demos); None when unset."""
+    """OI_HOST_ISA, checked: run as on a smaller CPU (tests, demos); None when unset. A family of
+    this machine's architecture (or the portable one): another's would mean nothing here."""
     cap = os.environ.get("OI_HOST_ISA") or None
-    if cap is not None and cap not in isa.FAMILY:
-        raise DeviceError(f"OI_HOST_ISA={cap!r}: expected one of {', '.join(reversed(isa.FAMILY))}")
+    arch = host_architecture()
+    here = [f.name for f in isa.FAMILIES if f.architecture in (arch, isa.ANY)]
+    if cap is not None and cap not in here:
+        raise DeviceError(f"OI_HOST_ISA={cap!r}: expected one of {', '.join(reversed(here))}")
     return cap
 
 
 def host_architecture() -> str:
     """This machine's architecture as descriptors name it (platform.machine() otherwise)."""
-    machine = platform.machine()
-    return next((arch for arch, names in isa.MACHINES.items() if machine in names), machine)
+    return isa.architecture_of_machine(platform.machine())
 
 
 def host_features() -> frozenset[str]:
@@ -254,12 +286,15 @@ def host_features() -> frozenset[str]:
 
 
 def best_host_target() -> str:
-    """The bundled CPU descriptor with the widest kernels this machine may run."""
+    """The bundled CPU descriptor with the widest kernels this machine may run: a family of its
+    architecture, else its architecture's portable C (x86_64-generic on an architecture the
+    table lacks)."""
     arch = host_architecture()
     for family in reversed(isa.FAMILIES):
-        if family.architecture in (arch, isa.ANY) and not load(family.descriptor).missing_on_host():
+        if family.architecture == arch and not load(family.descriptor).missing_on_host():
             return family.descriptor
-    return isa.FAMILIES[0].descriptor
+    known = isa.ARCHITECTURE.get(arch, isa.ARCHITECTURE["x86_64"])
+    return known.portable
 
 
 def probe_cpu() -> dict:
@@ -273,15 +308,11 @@ def probe_cpu() -> dict:
         size = _cache_size(level, kind)
         if size:
             cache_info[key] = size
-    model = ""
-    try:
-        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
-        model = m.group(1).strip() if m else ""
-    except OSError:
-        pass
+    m = re.search(r"^model name\s*:\s*(.*)$", _cpuinfo(), re.M)
+    model = m.group(1).strip() if m else ""
     doc = {
         "device": {"type": "cpu", "api": "c", "vendor": "probed", "name": model or platform.processor() or "this CPU",
-                   "architecture": platform.machine()},
+                   "architecture": host_architecture()},
         "isa": {"features": features, "vector_bits": family.vector_bits},
         "cache": cache_info,
         "threads": os.cpu_count() or 1,

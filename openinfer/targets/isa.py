@@ -1,12 +1,14 @@
 """The ISA table: every fact about CPU instruction sets, stated once.
 
-Two tables. `FEATURES` has a row per ISA extension a descriptor may list (`isa.features`): the
+Three tables. `FEATURES` has a row per ISA extension a descriptor may list (`isa.features`): the
 HAL's bit for it (hal/include/oi_hal.h OI_CPU_*, which generated code checks at create()), the
 flag the kernel reports in /proc/cpuinfo, the compiler flag that enables it, and the kernel
 family that introduces it (what OI_HOST_ISA takes away). `FAMILIES` has a row per CPU kernel
 family, narrowest first: its architecture, the features its kernels need, the vector width they
 are written for, the headers they include, the target wing that renders them
-(openinfer/targets/<wing>/) and the bundled descriptor that selects it.
+(openinfer/targets/<wing>/) and the bundled descriptor that selects it. `ARCHITECTURES` has a
+row per CPU architecture a descriptor may name (`device.architecture`): how Python and meson
+spell it, where /proc/cpuinfo lists its features, and its bundled portable-C descriptor.
 
 Everything else reads these rows: descriptor validation and `Device.isa`
 (openinfer/targets/devices.py), host probing and OI_HOST_ISA, the generated header's feature
@@ -57,6 +59,14 @@ FEATURES: tuple[Feature, ...] = (
     Feature("avx512dq", "OI_CPU_AVX512DQ", "avx512dq", "-mavx512dq", "avx512"),
     Feature("avx512_bf16", "OI_CPU_AVX512_BF16", "avx512_bf16", None, "avx512"),
     Feature("avx512_fp16", "OI_CPU_AVX512_FP16", "avx512_fp16", None, "avx512"),
+    # AArch64 (Linux reports them in AT_HWCAP; /proc/cpuinfo's `Features` line spells them so).
+    # No compiler flag: Advanced SIMD is baseline Armv8-A, and the Armv8.2-A extensions are
+    # enabled together by one -march (a descriptor's `compiler.cflags`), which flags of single
+    # features cannot compose.
+    Feature("asimd", "OI_CPU_ASIMD", "asimd", None, "neon"),
+    Feature("asimddp", "OI_CPU_ASIMDDP", "asimddp", None, "v82"),       # SDOT/UDOT (dot product)
+    Feature("fphp", "OI_CPU_FPHP", "fphp", None, "v82"),                # scalar f16 arithmetic
+    Feature("asimdhp", "OI_CPU_ASIMDHP", "asimdhp", None, "v82"),       # vector f16 arithmetic
 )
 
 #: The feature a descriptor lists when it wants portable C only (it needs nothing of the CPU).
@@ -70,13 +80,41 @@ FAMILIES: tuple[Family, ...] = (
     Family("avx2", "x86_64", frozenset({"avx2", "fma"}), 256, ("immintrin.h",), "x86", "x86_64-avx2"),
     Family("avx512", "x86_64", frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"}), 512,
            ("immintrin.h",), "x86", "x86_64-avx512"),
+    # AArch64: rendered by the portable C wing until NEON kernels of their own exist; their
+    # descriptors still list the features, so create() checks the CPU for what -march allowed
+    # the compiler to use.
+    Family("neon", "aarch64", frozenset({"asimd"}), 128, (), "c", "aarch64-neon"),
+    Family("v82", "aarch64", frozenset({"asimd", "asimddp", "fphp", "asimdhp"}), 128, (), "c", "aarch64-v82"),
 )
 
-#: platform.machine() spellings of each architecture
-MACHINES = {"x86_64": ("x86_64", "AMD64")}
+
+@dataclass(frozen=True)
+class Architecture:
+    """One CPU architecture: a value of `device.architecture`."""
+
+    name: str                     # as descriptors spell it ("aarch64")
+    machines: tuple[str, ...]     # platform.machine() spellings of it
+    cpuinfo_field: str            # the /proc/cpuinfo line that lists the CPU's features
+    meson_cpu_family: str         # meson's `cpu_family` (a cross file's [host_machine])
+    meson_cpu: str                # meson's `cpu`
+    portable: str                 # the bundled portable-C descriptor for it (best_host_target's last resort)
+
+
+ARCHITECTURES: tuple[Architecture, ...] = (
+    Architecture("x86_64", ("x86_64", "AMD64"), "flags", "x86_64", "x86_64", "x86_64-generic"),
+    Architecture("aarch64", ("aarch64", "arm64", "ARM64"), "Features", "aarch64", "aarch64", "aarch64-generic"),
+    # 32-bit Arm, hard-float ABI; its one descriptor is portable C, so no feature of it is read
+    Architecture("armv7", ("armv7l", "armv8l"), "Features", "arm", "armv7", "armv7-generic"),
+)
 
 FEATURE = {f.name: f for f in FEATURES}
 FAMILY = {f.name: f for f in FAMILIES}
+ARCHITECTURE = {a.name: a for a in ARCHITECTURES}
+
+
+def architecture_of_machine(machine: str) -> str:
+    """The descriptors' name of a platform.machine() value (itself when the table lacks it)."""
+    return next((a.name for a in ARCHITECTURES if machine in a.machines), machine)
 
 
 def feature_names() -> list[str]:

@@ -1,6 +1,7 @@
 """OpenInfer inside users' builds, for real: the meson subproject consumer and the Makefile
 consumer build, rebuild nothing when nothing changed, regenerate when the graph or the device
-descriptor changes, and their programs print what the reference computes."""
+descriptor changes, and their programs print what the reference computes; cross-built for AArch64,
+they print it under QEMU (the meson consumer's cross build with OI_SLOW=1)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openinfer.cross import is_foreign
+from openinfer.emulate import unavailable
 from openinfer.reference.executor import Reference
 from openinfer.targets.devices import best_host_target
+from openinfer.targets.devices import load as load_device
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
@@ -26,8 +30,8 @@ def env() -> dict:
     return dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
-def sh(argv, cwd) -> str:
-    run = subprocess.run(argv, cwd=cwd, env=env(), capture_output=True, text=True)
+def sh(argv, cwd, **extra_env) -> str:
+    run = subprocess.run(argv, cwd=cwd, env=dict(env(), **extra_env), capture_output=True, text=True)
     assert run.returncode == 0, f"{argv} failed:\n{run.stdout}\n{run.stderr}"
     return run.stdout + run.stderr
 
@@ -124,6 +128,44 @@ def test_makefile_consumer(workspace, example_models, example):
     # the depfile lists the device descriptor and the templates: changing a template regenerates
     dep = (proj / "build" / "mlp_regression.d").read_text()
     assert f"{best_host_target()}.json" in dep and "model.c.j2" in dep and "oi_hal.c" in dep
+
+
+def _cross_problem() -> str | None:
+    """Why the consumers cannot be cross-built for AArch64 and run under QEMU here, or None."""
+    device = load_device("aarch64-neon")
+    return "this machine builds AArch64 natively" if not is_foreign(device) else unavailable(device)
+
+
+def test_makefile_consumer_cross_builds_for_aarch64(workspace, example_models, example):
+    """The documented `CC=aarch64-linux-gnu-gcc LDFLAGS=-static make ... ARCH=aarch64-neon`, run
+    under QEMU."""
+    problem = _cross_problem()
+    if problem:
+        pytest.skip(problem)
+    proj = workspace / "make-consumer"
+    model = example_models / "mlp_regression.oinf"
+    sh(["make", f"MODEL={model}", "OPENINFER=openinfer", "ARCH=aarch64-neon", "OUT=build"], proj,
+       CC="aarch64-linux-gnu-gcc", LDFLAGS="-static")
+    emulator = load_device("aarch64-neon").toolchain.emulator
+    check_output(sh([emulator, str(proj / "build" / "mlp_demo"), str(model)], proj), expected_rows(example))
+
+
+@pytest.mark.skipif(os.environ.get("OI_SLOW") != "1", reason="OI_SLOW=1: the Makefile consumer's cross build "
+                    "covers the default suite")
+def test_meson_subproject_consumer_cross_builds_for_aarch64(workspace, example_models, example):
+    """The meson consumer configured with the cross file `openinfer devices cross-file` prints
+    (linked statically, so that QEMU needs no target libraries)."""
+    problem = _cross_problem()
+    if problem:
+        pytest.skip(problem)
+    proj = workspace / "meson-consumer"
+    model = example_models / "mlp_regression.oinf"
+    sh(["openinfer", "devices", "cross-file", "aarch64-neon", "-o", "aarch64.ini"], proj)
+    sh(["meson", "setup", "build-arm", "--cross-file", "aarch64.ini", f"-Dmodel={model}",
+        f"-Darch={REPO / 'devices' / 'aarch64-neon.json'}", "-Dvulkan=disabled", "-Dc_link_args=-static"], proj)
+    sh(["ninja", "-C", "build-arm"], proj)
+    emulator = load_device("aarch64-neon").toolchain.emulator
+    check_output(sh([emulator, str(proj / "build-arm" / "mlp_demo"), str(model)], proj), expected_rows(example))
 
 
 def test_configuring_the_example_in_place_leaves_the_checkout_clean(tmp_path, example_models):

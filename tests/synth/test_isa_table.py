@@ -69,6 +69,7 @@ def test_host_caps_follow_the_family_order():
     assert isa.hidden_by_cap(isa.FAMILIES[-1].name) == frozenset()
     assert isa.hidden_by_cap("avx2") == {f.name for f in isa.FEATURES if f.family == "avx512"}
     assert isa.hidden_by_cap("generic") == {f.name for f in isa.FEATURES if f.family != "generic"}
+    assert isa.hidden_by_cap("neon") == {"asimddp", "fphp", "asimdhp"}      # of its architecture only
 
 
 def test_probed_descriptor_is_valid_and_names_its_family(monkeypatch):

@@ -77,7 +77,7 @@ def main() -> int:
             keep.append(ex)
             checks[f"generated {arch}"] = compare("c", lookup("f32"), expected, ex.fetch("c"), terms)
             fns[f"generated {arch}"] = ex.run_step
-            fns[f"generated {arch} raw"] = partial(ex._fn["step"], ex._handle)   # the C entry point alone
+            fns[f"generated {arch} raw"] = partial(ex.link.fn["step"], ex.link.handle)   # the C entry point alone
         best = interleaved_best(fns, repeat, time.thread_time if args.clock == "cpu" else time.perf_counter)
     flop = 2.0 * n ** 3
     rows = []

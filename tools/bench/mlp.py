@@ -93,8 +93,8 @@ def worker(impl: str, threads: int, repeat: int, steps: int, clock: str) -> dict
             return ex.fetch("y")
 
         # the raw C entry points: set() the input, step(); no Python executor around them
-        set_fn, step_fn, handle = ex._fn["set"], ex._fn["step"], ex._handle
-        xid, xbuf = ex.sim.vars["x"].id, ex.ffi.from_buffer(x)
+        set_fn, step_fn, handle = ex.link.fn["set"], ex.link.fn["step"], ex.link.handle
+        xid, xbuf = ex.sim.vars["x"].id, ex.link.ffi.from_buffer(x)
 
         def step_raw():
             set_fn(handle, xid, xbuf, x.nbytes)

@@ -109,8 +109,8 @@ class Ours:
         for feeds in wl.feeds:
             bufs = [(k, sim.vars[k].id, to_storage(coerce(sim.bound.vars[k], v), sim.vars[k].dtype)) for k, v in
                     feeds.items()]
-            self.raw_feeds.append([(self.ex._fn["bind" if k in self.bind_in else "set"], i,
-                                    self.ex.ffi.from_buffer(b), len(b), b) for k, i, b in bufs])
+            self.raw_feeds.append([(self.ex.link.fn["bind" if k in self.bind_in else "set"], i,
+                                    self.ex.link.ffi.from_buffer(b), len(b), b) for k, i, b in bufs])
 
     def _bindable(self, name, array) -> bool:
         from openinfer.errors import ExecutionError
@@ -138,10 +138,10 @@ class Ours:
         return {n: outs[n] if n in outs else self.ex.fetch(n) for n in self.outputs}
 
     def raw_step(self, index: int):
-        handle = self.ex._handle
+        handle = self.ex.link.handle
         for fn, var, buf, n, _ in self.raw_feeds[index]:
             fn(handle, var, buf, n)
-        if self.ex._fn["step"](handle):
+        if self.ex.link.fn["step"](handle):
             raise RuntimeError("step() failed")
 
 

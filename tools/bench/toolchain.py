@@ -129,9 +129,9 @@ def main(argv=None) -> int:
 
     t = best(lambda: [sim_step() for _ in range(1000)], args.repeat) / 1000
     rows.append(("compiled mlp_regression: insert + run_step + fetch (cffi)", t * 1e6, "us"))
-    step_fn, handle = sim_ex._fn["step"], sim_ex._handle
-    set_fn = sim_ex._fn["set"]
-    buf = sim_ex.ffi.from_buffer(x)
+    step_fn, handle = sim_ex.link.fn["step"], sim_ex.link.handle
+    set_fn = sim_ex.link.fn["set"]
+    buf = sim_ex.link.ffi.from_buffer(x)
     t = best(lambda: [(set_fn(handle, 0, buf, x.nbytes), step_fn(handle)) for _ in range(5000)], args.repeat) / 5000
     rows.append(("compiled mlp_regression: raw set + step call", t * 1e6, "us"))
 

@@ -1,0 +1,102 @@
+"""The ARM descriptors through gen, build and sim: natively on an ARM machine, else cross-built and
+run under QEMU (openinfer/emulate.py), each output compared with the reference.
+
+The generated C builds clean (-Wall -Wextra -Werror) with the cross compilers, every example
+matches the reference on each descriptor, and a sample of the C conformance cases passes on the
+portable aarch64 and armv7 code (32-bit `size_t` and `long` on armv7). A descriptor this machine
+cannot run (no cross compiler, no QEMU) is skipped by tests/conftest.py, the reason naming the
+Debian packages.
+
+    OI_SLOW=1   every example on every ARM descriptor (default: one example each), and a larger
+                conformance sample (default: every op and mode once)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from conformance.cases import assert_matches  # noqa: E402
+from conformance.oracle import expected  # noqa: E402
+from test_c_conformance import CASES, chunks, run_chunk, subset  # noqa: E402
+from test_examples_targets import EXAMPLES, STEPS  # noqa: E402
+
+from openinfer.compare import compare, table  # noqa: E402
+from openinfer.inputs import outputs_of, random_inputs  # noqa: E402
+from openinfer.reference.executor import Reference  # noqa: E402
+from openinfer.sim import Simulator  # noqa: E402
+
+SLOW = os.environ.get("OI_SLOW") == "1"
+ARM = ("aarch64-generic", "aarch64-neon", "aarch64-v82", "armv7-generic")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sim_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OI_CACHE_DIR", str(tmp_path_factory.mktemp("arm-cache")))
+        yield
+
+
+#: the default suite's runs: one example per descriptor, for what each is likeliest to break
+#: (32-bit sizes and packed integers on armv7, persistent tables and branches on aarch64)
+DEFAULT_RUNS = (("cache_window_slice", "aarch64-generic"), ("kv_cache_decode", "aarch64-neon"),
+                ("stability_guard", "aarch64-v82"), ("quantized_linear", "armv7-generic"))
+
+
+def _runs() -> list[tuple[str, str]]:
+    """(example, descriptor): every pair with OI_SLOW=1, else DEFAULT_RUNS."""
+    return [(name, arch) for name in EXAMPLES for arch in ARM] if SLOW else list(DEFAULT_RUNS)
+
+
+@pytest.mark.parametrize(("name", "arch"), _runs())
+def test_example_matches_reference(example, name, arch):
+    model, graph = example(name)
+    ref = Reference(model, graph)
+    ex_ref = ref.make_executor()
+    ex_sim = Simulator(model, graph, arch=arch).make_executor()
+    for step in range(STEPS.get(name, 3)):
+        inputs = random_inputs(ref.bound, 11, step)
+        for ex in (ex_ref, ex_sim):
+            ex.insert(**inputs)
+            ex.run_step()
+        rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in outputs_of(ref.bound)]
+        assert all(r.ok for r in rows), f"{name} on {arch}, step {step}:\n{table(rows)}"
+
+
+def conformance_sample(arch: str) -> list:
+    """Every op and mode once: the first case of each on aarch64, the last on armv7, so that the
+    two take other dtypes; OI_SLOW=1: the AVX targets' subset (every op, dtype and mode, and a
+    quarter of the rest)."""
+    if SLOW:
+        return subset(CASES)
+    by_key: dict[tuple, object] = {}
+    for case in CASES:
+        key = (case.op, case.mode)
+        if arch.startswith("armv7") or key not in by_key:
+            by_key[key] = case
+    return list(by_key.values())
+
+
+@pytest.mark.parametrize("arch", ["aarch64-generic", "armv7-generic"])
+def test_conformance_sample(arch):
+    cases = conformance_sample(arch)
+    results: dict = {}
+    for i, group in enumerate(chunks(cases)):
+        results.update(run_chunk(group, f"arm_conf_{i}", arch))
+    failures = []
+    for case in cases:
+        got = results[case.id]
+        if isinstance(got, BaseException):
+            failures.append(f"{case.id} did not run: {type(got).__name__}: {got}")
+            continue
+        try:
+            assert_matches(case, got, expected(case))
+        except AssertionError as exc:
+            failures.append(str(exc))
+    assert not failures, f"{len(failures)} of {len(cases)} cases fail on {arch}:\n" + "\n".join(failures[:25])
