@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import os
 import shlex
 import shutil
 import subprocess
@@ -98,8 +99,15 @@ def missing_tools(device: Device, compiler: str, *, emulator: bool) -> str | Non
     tc = _require_toolchain(device)
     words = shlex.split(compiler)
     problem = None
+    machine = _target_machine(words) if words and shutil.which(words[0]) else ""
     if not words or shutil.which(words[0]) is None:
         problem = f"the cross compiler `{compiler}` is not installed"
+    elif machine and not machine.startswith(tc.triple.split("-")[0]):
+        # a CC left set for native builds (CI images often set one) would otherwise fail deep in
+        # meson with the host compiler refusing the target's -march
+        problem = (f"`{compiler}` builds for {machine}, not {tc.triple}"
+                   + (" (CC, when set, is the compiler of cross builds too: unset it or name a cross compiler)"
+                      if os.environ.get("CC", "").strip() else ""))
     elif not _has_static_libc(words):
         problem = f"`{compiler}` has no C library for {device.architecture} (libc.a)"
     elif emulator and shutil.which(tc.emulator) is None:
@@ -108,6 +116,15 @@ def missing_tools(device: Device, compiler: str, *, emulator: bool) -> str | Non
         return None
     hint = f" (Debian: apt-get install {' '.join(tc.packages)})" if tc.packages else ""
     return f"cannot build and run code for {device.name} on this {host_architecture()} machine: {problem}{hint}"
+
+
+def _target_machine(words: list[str]) -> str:
+    """The compiler's target triple (`-dumpmachine`), "" when it does not say."""
+    try:
+        out = subprocess.run([*words, "-dumpmachine"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def _has_static_libc(words: list[str]) -> bool:

@@ -42,16 +42,28 @@ class Toolchain:
 
     @contextmanager
     def active(self) -> Iterator[None]:
-        """`CC` set to this compiler for a `with` block (builds started in it use it)."""
+        """`CC` set to this compiler for a `with` block (builds started in it use it). The
+        environment is the process's: enter it once, around any threads that build (entered in
+        several threads at once, the saves and restores interleave and leave a `CC` behind, which
+        later cross builds take for their compiler), so a second entry is an error."""
+        global _active
+        if _active is not None:
+            raise RuntimeError(f"toolchain {_active.name} is already active: enter one around the threads")
         saved = os.environ.get("CC")
         os.environ["CC"] = self.cc
+        _active = self
         try:
             yield
         finally:
+            _active = None
             if saved is None:
                 os.environ.pop("CC", None)
             else:
                 os.environ["CC"] = saved
+
+
+#: the toolchain whose `active()` block is running, if any
+_active: Toolchain | None = None
 
 
 TOOLCHAINS = (Toolchain("gcc", "2"), Toolchain("gcc", "3"), Toolchain("clang", "2"), Toolchain("clang", "3"))

@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     import os
     os.environ["OI_CACHE_DIR"] = str(out / "cache")
     toolchain = Toolchain(args.cc, args.opt)
-    failures, sim = run([case], args.arch, toolchain, References(out), out, "case")
+    with toolchain.active():
+        failures, sim = run([case], args.arch, toolchain, References(out), out, "case")
     print(f"{case.id}: {case.desc}\n{args.arch} [{toolchain.name}], built in {sim.project}")
     for f in failures:
         print(f"  FAIL at {f.threads} thread(s): {f.detail}")

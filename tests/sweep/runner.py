@@ -126,8 +126,9 @@ def _dtypes(cases: list[SweepCase]) -> dict[str, str]:
 
 def run(cases: list[SweepCase], target: str, toolchain, refs: References, workdir: Path,
         name: str) -> tuple[list[Failure], object]:
-    """Build `cases` as one program for `target` with `toolchain` (tests/compilers.py), run it at
-    each of THREADS, compare with the reference. Returns the failures and the Simulator."""
+    """Build `cases` as one program for `target` with `toolchain` (tests/compilers.py; the caller
+    has it active, once around any threads), run it at each of THREADS, compare with the
+    reference. Returns the failures and the Simulator."""
     from openinfer.sim import Simulator
 
     expected, magnitudes = refs.of(cases)
@@ -135,8 +136,7 @@ def run(cases: list[SweepCase], target: str, toolchain, refs: References, workdi
     model = write_model(workdir / f"{name}.oinf", consts, _dtypes(cases))
     reads = {f"c{k}_{v.name}" for k, c in enumerate(cases) for v in c.outputs}
     arch = REPO / "devices" / f"{target}.json"
-    with toolchain.active():
-        sim = Simulator(model, oi.graph(text), arch=arch, outputs=reads, build_options=toolchain.build_options)
+    sim = Simulator(model, oi.graph(text), arch=arch, outputs=reads, build_options=toolchain.build_options)
     failures = []
     for threads in THREADS:
         ex = _executor(sim, threads)

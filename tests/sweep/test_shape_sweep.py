@@ -46,7 +46,7 @@ def test_sweep_matches_the_reference(target, toolchain, references, tmp_path, mo
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
     cases = plan(target, toolchain, best_host_target(), SLOW)
     groups = [cases[i:i + CHUNK] for i in range(0, len(cases), CHUNK)]
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+    with toolchain.active(), ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
         results = list(pool.map(lambda g: run(g[1], target, toolchain, references, tmp_path, f"sweep{g[0]}"),
                                 enumerate(groups)))
     failures = [f for fs, _ in results for f in fs]

@@ -160,6 +160,9 @@ PACKAGES = r"\(Debian: apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cro
     ({"compiler": "no-such-aarch64-gcc"}, None, "the cross compiler `no-such-aarch64-gcc` is not installed"),
     ({}, "no-such-cc", "the cross compiler `no-such-cc` is not installed"),       # CC replaces it
     ({"emulator": "qemu-no-such"}, None, "the emulator `qemu-no-such` is not installed"),
+    # a CC left set for native builds: the host compiler is refused before meson runs it
+    ({}, "gcc", r"`gcc` builds for x86_64-linux-gnu, not aarch64-linux-gnu \(CC, when set, is the compiler of "
+                r"cross builds too: unset it or name a cross compiler\)"),
 ])
 def test_a_missing_tool_is_one_line_naming_the_packages(example_models, monkeypatch, toolchain, cc, message):
     if cc is None:

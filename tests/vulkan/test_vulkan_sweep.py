@@ -28,7 +28,8 @@ def test_sweep_matches_the_reference_on_vulkan(tmp_path):
     cases = vulkan_plan(SLOW)
     refs, failures, requests = References(tmp_path), [], []
     for i in range(0, len(cases), CHUNK):
-        fs, sim = run(cases[i:i + CHUNK], VK_ARCH.stem, PRIMARY, refs, tmp_path, f"vk_sweep{i}")
+        with PRIMARY.active():
+            fs, sim = run(cases[i:i + CHUNK], VK_ARCH.stem, PRIMARY, refs, tmp_path, f"vk_sweep{i}")
         assert sim.validation_messages() == 0, "the validation layer reported messages (see stderr)"
         failures += fs
         requests += list(sim.program.kernels)
