@@ -1,0 +1,127 @@
+"""The NEON wing's kernels (openinfer/targets/arm/) against the reference, cross-built and run
+under qemu-aarch64 (openinfer/emulate.py; natively on an AArch64 machine): element-wise ops and
+fused chains with the vector exp / tanh / erf, the f32 GEMM (every microkernel edge: rows and
+columns one short of, at and one past the 8 x 12 tile and its vectors; K across a K slice) and
+the GEMVs, with their epilogues, and the dequantizing GEMV of i8 / u8 weights on Armv8.0-A and,
+with SDOT, on Armv8.2-A (also run as a Cortex-A53, which lacks the dot product: create() refuses
+the v8.2 program). Every build is -Wall -Wextra -Werror (the Simulator's); one graph per test
+keeps the builds few.
+
+    OI_SLOW=1   also the Armv8.2-A descriptor for every kernel (default: the v8.2-only ones)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from test_avx_kernels import BINARY, UNARY, decls, run, special  # noqa: E402
+
+from openinfer.targets import devices  # noqa: E402
+from openinfer.targets.arm import NeonRenderer, V82Renderer  # noqa: E402
+from openinfer.targets.base import target_for  # noqa: E402
+
+SLOW = os.environ.get("OI_SLOW") == "1"
+DEVICES = ("aarch64-neon", "aarch64-v82") if SLOW else ("aarch64-neon",)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sim_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OI_CACHE_DIR", str(tmp_path_factory.mktemp("neon-cache")))
+        yield
+
+
+def test_renderer_follows_the_device_isa():
+    assert target_for(devices.load("aarch64-neon")).renderer_class is NeonRenderer
+    assert target_for(devices.load("aarch64-v82")).renderer_class is V82Renderer
+    assert target_for(devices.load("aarch64-generic")).renderer_class.__name__ == "CRenderer"
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
+@pytest.mark.parametrize("device", DEVICES)
+def test_elementwise(tmp_path, device):
+    rng = np.random.default_rng(1)
+    # 7 x 37: partial vectors on every row; 5: one whole vector and one lane; 3: shorter than a vector
+    shapes = {"x": (7, 37), "z": (7, 37), "brow": (37,), "bcol": (7, 1), "bs": (1,), "u": (5,), "w": (3,),
+              "big": (67, 1031)}
+    inputs = {k: rng.uniform(-4, 4, s).astype(np.float32) for k, s in shapes.items()}
+    special(inputs["x"])
+    inputs["z"][0, :6] = [0.0, -0.0, np.nan, 2.0, -0.0, 0.0]
+    inputs["x"][1] = rng.uniform(-90, 90, 37)           # exp overflow / underflow, saturated tanh
+    inputs["x"][2] = rng.uniform(-1e-3, 1e-3, 37)        # small |x|: polynomial branches
+    ops = UNARY + BINARY
+    outs = {f"y{i}": (7, 37) for i in range(len(ops))}
+    body = "".join(f"  op {o} >> y{i};\n" for i, o in enumerate(ops))
+    body += "  op exp(u) >> u;\n  op mul(w, w) >> w;\n  op add(brow, z) >> z;\n  op silu(big) >> big;\n"
+    outs["h"] = outs["t"] = outs["f"] = (7, 37)
+    body += ("  op add(x, brow) >> h;\n  op relu(h, alpha=0.1) >> h;\n  op mul(h, bcol) >> h;\n  op gelu(h) >> h;\n"
+             "  op sub(z, x) >> t;\n  op exp(t) >> t;\n  op div(t, brow) >> f;\n")
+    text = decls("dynamic", shapes) + decls("volatile", outs) + f"block entry {{\n{body}  return;\n}}\n"
+    sim = run(tmp_path, device, text, {}, inputs, [*outs, "u", "w", "z", "big"], threads=("1", "2"))
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    fused = [i for i, k in enumerate(sim.program.kernels) if k.op == "fused"]
+    assert len(fused) == 2 and all(f"_k{i}_fused_units" in source for i in fused)
+    assert "vfmaq_f32" in source and "oiv_exp" in source          # the NEON kernels, not the portable ones
+
+
+def _out_shape(a, b):
+    return np.matmul(np.zeros(a, np.float32), np.zeros(b, np.float32)).shape
+
+
+#: (A, B, B constant): GEMM edges around the 8 x 12 tile (rows 7, 8, 9, 17; columns 11, 12, 13, 4,
+#: 5, 25), K across the 128-row K slice (127, 129, 257), batches; vecmats of 1-4 rows with columns
+#: around the 16-column block and its vectors, K around the 4-row step; matvecs around 4 rows
+MATMULS = {
+    "g_tile": ((8, 5), (5, 12), False),
+    "g_edges": ((9, 127), (127, 13), False),
+    "g_short": ((7, 3), (3, 11), True),
+    "g_rows17": ((17, 129), (129, 25), True),
+    "g_narrow": ((33, 7), (7, 5), False),
+    "g_four": ((10, 9), (9, 4), False),
+    "g_kslices": ((31, 257), (257, 47), True),
+    "g_parallel": ((130, 300), (300, 257), True),
+    "g_batch_shared_b": ((3, 5, 17), (17, 40), True),
+    "g_batch_both": ((2, 3, 17, 9), (3, 9, 31), False),
+    "v_row": ((1, 65), (65, 129), True),
+    "v_rows": ((3, 257), (257, 63), True),
+    "v_four": ((4, 5), (5, 17), True),
+    "v_two": ((2, 3), (3, 15), False),
+    "v_1d": ((127,), (127, 3), True),
+    "v_1d_batch": ((9,), (2, 9, 33), False),
+    "v_wide": ((1, 1024), (1024, 2049), True),
+    "mv": ((13, 67), (67, 1), True),
+    "mv_short": ((3, 7), (7, 1), False),
+    "mv_1d": ((33, 12), (12,), False),
+    "mv_big": ((1031, 301), (301,), True),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul(tmp_path, device):
+    rng = np.random.default_rng(2)
+    weights, inputs, dyn, const, outs, body, terms = {}, {}, {}, {}, {}, [], {}
+    for name, (sa, sb, constant) in MATMULS.items():
+        a = rng.standard_normal(sa).astype(np.float32)
+        b = rng.standard_normal(sb).astype(np.float32)
+        terms[name] = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+        (weights if constant else inputs)[f"{name}_b"] = b
+        (const if constant else dyn)[f"{name}_b"] = sb
+        inputs[f"{name}_a"], dyn[f"{name}_a"] = a, sa
+        outs[name] = _out_shape(sa, sb)
+        body.append(f"  op matmul({name}_a, {name}_b) >> {name};\n")
+    inputs["sq"], dyn["sq"] = rng.standard_normal((19, 19)).astype(np.float32), (19, 19)
+    terms["sq"] = np.abs(inputs["sq"].astype(np.float64)) @ np.abs(inputs["sq"].astype(np.float64))
+    body.append("  op matmul(sq, sq) >> sq;\n")
+    text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
+            + "block entry {\n" + "".join(body) + "  return;\n}\n")
+    sim = run(tmp_path, device, text, weights, inputs, [*outs, "sq"], threads=("1", "2"), terms=terms)
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert "vfmaq_laneq_f32" in source and "_uk8x3(" in source
