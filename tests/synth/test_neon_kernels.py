@@ -24,6 +24,8 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 from test_avx_kernels import BINARY, UNARY, decls, run, special  # noqa: E402
 
+import openinfer as oi  # noqa: E402
+from openinfer.synth.program import Call  # noqa: E402
 from openinfer.targets import devices  # noqa: E402
 from openinfer.targets.arm import NeonRenderer, V82Renderer  # noqa: E402
 from openinfer.targets.base import target_for  # noqa: E402
@@ -125,3 +127,71 @@ def test_matmul(tmp_path, device):
     sim = run(tmp_path, device, text, weights, inputs, [*outs, "sq"], threads=("1", "2"), terms=terms)
     source = next(sim.project.glob("*_kernels.c")).read_text()
     assert "vfmaq_laneq_f32" in source and "_uk8x3(" in source
+
+
+#: matmul epilogues (arm/renderer.py `takes_epilogue`): every chain below joins its matmul except
+#: ar @ w's (a GEMM whose chain reads the output's old value). Paths: vecmat (1 and 3 rows of A),
+#: matvec, the GEMM with 3 K slices and an edge tile, a batch of A rows sharing B; the chains'
+#: inputs full, row (bias), col, scalar, the output itself (a residual in place), with exp / erf.
+EPILOGUES = """
+dynamic {
+    x: f32[1, 65]; r: f32[1, 129]; x3: f32[3, 71]; r3: f32[3, 101]; c3: f32[3, 1]; s1: f32[1];
+    v: f32[257]; rv: f32[37]; a: f32[31, 300]; c31: f32[31, 47]; col31: f32[31, 1]; ab: f32[2, 17, 9];
+    r17: f32[2, 17, 31]; ar: f32[40, 65]; res: f32[40, 129];
+}
+constant {
+    w: f32[65, 129]; b: f32[129]; w3: f32[71, 101];
+    wv: f32[37, 257]; wa: f32[300, 47]; ba: f32[47]; wb: f32[9, 31];
+}
+volatile {
+    y1: f32[1, 129]; y2: f32[1, 129]; t3: f32[3, 101]; o3: f32[3, 101]; mv: f32[37]; g: f32[31, 47];
+    g2: f32[31, 47]; gb: f32[2, 17, 31]; gr: f32[40, 129];
+}
+block entry {
+    op matmul(x, w) >> y1;
+    op add(r, y1) >> r;
+    op matmul(x, w) >> y2;
+    op add(y2, b) >> y2;
+    op gelu(y2) >> y2;
+    op matmul(x3, w3) >> t3;
+    op add(r3, t3) >> r3;
+    op silu(r3) >> r3;
+    op matmul(x3, w3) >> o3;
+    op mul(o3, c3) >> o3;
+    op add(o3, s1) >> o3;
+    op matmul(wv, v) >> mv;
+    op add(rv, mv) >> rv;
+    op relu(rv) >> rv;
+    op matmul(a, wa) >> g;
+    op add(g, ba) >> g;
+    op gelu(g) >> g;
+    op matmul(a, wa) >> g2;
+    op add(g2, c31) >> g2;
+    op mul(g2, col31) >> g2;
+    op matmul(ab, wb) >> gb;
+    op add(gb, r17) >> gb;
+    op matmul(ar, w) >> gr;
+    op add(res, gr) >> res;
+    return;
+}
+"""
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_epilogues(tmp_path, device):
+    rng = np.random.default_rng(11)
+    graph = oi.graph(EPILOGUES)
+    shapes = {name: tuple(int(d) for d in v.dims) for name, v in graph.vars.items()}
+    weights = {n: rng.standard_normal(shapes[n]).astype(np.float32) for n in ("w", "b", "w3", "wv", "wa", "ba", "wb")}
+    inputs = {n: rng.standard_normal(shapes[n]).astype(np.float32)
+              for n in ("x", "r", "x3", "r3", "c3", "s1", "v", "rv", "a", "c31", "col31", "ab", "r17", "ar", "res")}
+    special(inputs["r"])                # NaN, infinities, signed zeros through a residual
+    special(inputs["c31"])
+    outputs = ["r", "y2", "r3", "o3", "rv", "g", "g2", "gb", "res"]
+    sim = run(tmp_path, device, EPILOGUES, weights, inputs, outputs, threads=("1", "2"), only_outputs=True)
+    fused = sorted(s.desc.split(";")[0] for s in sim.plan.program.blocks["entry"]
+                   if isinstance(s, Call) and sim.plan.program.kernels[s.kernel].epilogue)
+    assert fused == sorted(f"op matmul({a},{b}) >> {o}" for a, b, o in (
+        ("x", "w", "y1"), ("x", "w", "y2"), ("x3", "w3", "t3"), ("x3", "w3", "o3"), ("wv", "v", "mv"),
+        ("a", "wa", "g"), ("a", "wa", "g2"), ("ab", "wb", "gb")))

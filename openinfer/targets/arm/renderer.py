@@ -28,9 +28,22 @@ from ..c.renderer import CRenderer, CTarget
 from ..elementwise import OPS
 from ..env import render
 from ..x86.elementwise import VectorStep
-from ..x86.renderer import (_PAR_ELEMS, _PAR_ELEMS_MATH, _PAR_MACS, _PAR_STREAM_BYTES, MatmulProblem, Vec,
-                            chain_consts, common_dtype, gemm_blocking, matmul_problem, round_up, row_units,
-                            rows_view, used_kinds)
+from ..x86.renderer import (
+    _PAR_ELEMS,
+    _PAR_ELEMS_MATH,
+    _PAR_MACS,
+    _PAR_STREAM_BYTES,
+    MatmulProblem,
+    Vec,
+    chain_consts,
+    common_dtype,
+    gemm_blocking,
+    matmul_problem,
+    round_up,
+    row_units,
+    rows_view,
+    used_kinds,
+)
 from .elementwise import neon_step
 
 #: the templates' vector: four f32 lanes, 32 registers (`Vec.regs` counts x86's)
