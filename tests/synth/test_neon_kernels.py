@@ -23,8 +23,13 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 from test_avx_kernels import BINARY, UNARY, decls, run, special  # noqa: E402
+from test_dequant_avx import _dot  # noqa: E402
 
 import openinfer as oi  # noqa: E402
+from openinfer.compare import compare, table  # noqa: E402
+from openinfer.dtypes import lookup  # noqa: E402
+from openinfer.oinf.values import TensorSpec  # noqa: E402
+from openinfer.sim import Simulator  # noqa: E402
 from openinfer.synth.program import Call  # noqa: E402
 from openinfer.targets import devices  # noqa: E402
 from openinfer.targets.arm import NeonRenderer, V82Renderer  # noqa: E402
@@ -195,3 +200,80 @@ def test_matmul_epilogues(tmp_path, device):
     assert fused == sorted(f"op matmul({a},{b}) >> {o}" for a, b, o in (
         ("x", "w", "y1"), ("x", "w", "y2"), ("x3", "w3", "t3"), ("x3", "w3", "o3"), ("wv", "v", "mv"),
         ("a", "wa", "g"), ("a", "wa", "g2"), ("ab", "wb", "gb")))
+
+
+#: dequant_matmul: name -> (M or None for 1-D x, K, N, per channel?, zero point?, weight dtype). K around
+#: the SDOT step (4 rows) and its 16-row digit vectors, N around the 16-column block; 5 rows of x
+#: take the portable kernel.
+DEQUANT = {
+    "v1d": (None, 67, 33, True, False, "i8"),
+    "k1": (1, 1, 17, False, True, "u8"),
+    "k15": (3, 15, 16, True, True, "i8"),
+    "k17": (4, 17, 15, False, False, "u8"),
+    "k33": (2, 33, 47, True, True, "u8"),
+    "k64": (1, 64, 100, False, True, "i8"),
+    "par": (1, 1031, 300, True, True, "i8"),      # over the pool in column chunks
+    "m5": (5, 20, 20, True, True, "i8"),
+}
+
+
+def _dequant_graph(rng):
+    weights, inputs, dyn, const, outs, body, want, terms = {}, {}, [], [], [], [], {}, {}
+    for name, (m, k, n, per_channel, zp, wt) in DEQUANT.items():
+        lo, hi = (-128, 127) if wt == "i8" else (0, 255)
+        w = rng.integers(lo, hi + 1, (k, n)).astype(np.int8 if wt == "i8" else np.uint8)
+        w[0, :2] = lo, hi
+        xs = (k,) if m is None else (m, k)
+        x = rng.standard_normal(xs).astype(np.float32)
+        x.reshape(-1)[0] = 40.0             # one large |x|: the others' digits are small
+        nc = n if per_channel else 1
+        s = rng.uniform(0.01, 0.2, nc).astype(np.float32)
+        weights[f"w_{name}"], weights[f"s_{name}"] = TensorSpec(w, dtype=wt), s
+        const += [f"w_{name}: {wt}[{k}, {n}];", f"s_{name}: f32[{nc}];"]
+        args, deq = f"x_{name}, w_{name}, s_{name}", w.astype(np.float64)
+        if zp:
+            z = rng.integers(lo // 2, hi // 2 + 1, nc).astype(np.int32)
+            weights[f"z_{name}"] = z
+            const.append(f"z_{name}: i32[{nc}];")
+            args += f", z_{name}"
+            deq = deq - z
+        inputs[f"x_{name}"] = x
+        dyn.append(f"x_{name}: f32[{', '.join(map(str, xs))}];")
+        outs.append(f"y_{name}: f32[{', '.join(map(str, (n,) if m is None else (m, n)))}];")
+        body.append(f"  op dequant_matmul({args}) >> y_{name};\n")
+        want[f"y_{name}"], terms[f"y_{name}"] = _dot(x, deq * s.astype(np.float64))
+    # an infinity in x (the f32 sums), and an epilogue (bias, GELU) after a zero-pointed u8 GEMV
+    inputs["x_k15"][1, 3] = np.inf
+    want["y_k15"], terms["y_k15"] = _dot(inputs["x_k15"], (weights["w_k15"].data.astype(np.float64)
+                                                          - weights["z_k15"]) * weights["s_k15"])
+    weights["bias"] = rng.standard_normal(47).astype(np.float32)
+    const.append("bias: f32[47];")
+    outs.append("e: f32[2, 47];")
+    body.append("  op dequant_matmul(x_k33, w_k33, s_k33, z_k33) >> e;\n  op add(e, bias) >> e;\n  op gelu(e) >> e;\n")
+    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
+            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
+    return text, weights, inputs, want, terms
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", ("aarch64-neon", "aarch64-v82"))
+def test_dequant_gemv(tmp_path, device):
+    text, weights, inputs, want, terms = _dequant_graph(np.random.default_rng(5))
+    model = tmp_path / "model.oinf"
+    oi.write_oinf(model, weights)
+    sim = Simulator(oi.ModelLoader.open(model), oi.graph(text), arch=device)
+    for threads in ("1", "2"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("OI_NUM_THREADS", threads)
+            ex = sim.make_executor()
+        ex.insert(**inputs)
+        ex.run_step()
+        f32 = lookup("f32")
+        rows = [compare(n, f32, want[n].astype(np.float32), ex.fetch(n), terms[n]) for n in want]
+        assert all(r.ok for r in rows), f"{device} threads={threads}\n" + table(rows)
+        e = ex.fetch("e")
+        assert np.isfinite(e).all()
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert ("vdotq_laneq_s32" in source) == (device == "aarch64-v82")
+    # every case but M = 5 has the NEON kernel, and so has the epilogue's GEMV
+    assert source.count("_f32(const") == len(DEQUANT)

@@ -115,6 +115,8 @@ class NeonTarget(CTarget):
         read no operand aliasing the output."""
         if req.mode != "normal" or req.sizes or _epilogue(req) is None:
             return False
+        if req.op == "dequant_matmul":
+            return _dequant_problem(req) is not None
         if req.op != "matmul":
             return False
         mm = _matmul(self.renderer_class, self.device, req)
@@ -230,3 +232,47 @@ def _matmul_kernel(r: NeonRenderer, req: KernelRequest, name: str) -> str | None
                     batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols], row_kernels=rows,
                     full_nv=n >= nr, edge=cols[-1] if n % nr else None, parallel=parallel, **common)
     return KernelText(text, kc * nc * 4)
+
+
+# ---------------------------------------------------------------------------------------- dequant_matmul
+
+#: Rows of x up to which dequant_matmul takes the GEMV (a decoder's few tokens); more take the portable kernel.
+_DQ_ROWS = 4
+#: Most K of the SDOT path: the three int8 digits of a row of x live on the stack (3 * K bytes).
+_DQ_SDOT_K = 16384
+
+
+def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
+    """(M, K, N) of a request the dequantizing GEMV covers: f32 x of at most _DQ_ROWS rows with
+    i8 / u8 weights into f32, static extents; None for any other."""
+    x, w = req.own_inputs[:2]
+    k, n = w.shape
+    m = x.shape[0] if len(x.shape) == 2 else 1
+    covered = (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc and not req.sizes
+               and w.dtype.name in ("i8", "u8") and 0 not in (m, n, k) and m <= _DQ_ROWS)
+    return (m, k, n) if covered else None
+
+
+@emitter("dequant_matmul")
+def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """The requests `_dequant_problem` covers: column chunks of w over the pool, each computing
+    every row of x; on Armv8.2-A (`sdot`) with x as 24-bit integers in three int8 digits
+    multiplied by SDOT (templates/arm/dequant.c.j2)."""
+    problem = _dequant_problem(req)
+    if problem is None:
+        return None
+    m, k, n = problem
+    x, w, scale = req.own_inputs[:3]
+    zp = req.own_inputs[3] if len(req.own_inputs) > 3 else None
+    epi = _epilogue(req)
+    parallel = m * n * k >= _PAR_MACS or k * n >= _PAR_STREAM_BYTES
+    want = 2 * r.device.threads if parallel else 1
+    cw = round_up(-(-n // want), 16)
+    nunits = -(-n // cw)
+    doc = (f"dequant_matmul: f32{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}, "
+           f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale{', zero point' if zp else ''}) "
+           f"-> f32{list(req.output.shape)}")
+    return r.render("dequant.c.j2", req, name, _sections(epi, "core"), doc=doc, m=m, n=n, k=k, epi=epi,
+                    signed=w.dtype.name == "i8", zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
+                    scale_channel=scale.numel > 1, cw=cw, nunits=nunits, parallel=parallel and nunits > 1,
+                    dot=r.sdot and k <= _DQ_SDOT_K)
