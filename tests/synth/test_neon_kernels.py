@@ -28,6 +28,7 @@ from test_dequant_avx import _dot  # noqa: E402
 import openinfer as oi  # noqa: E402
 from openinfer.compare import compare, table  # noqa: E402
 from openinfer.dtypes import lookup  # noqa: E402
+from openinfer.errors import SimulationError  # noqa: E402
 from openinfer.oinf.values import TensorSpec  # noqa: E402
 from openinfer.sim import Simulator  # noqa: E402
 from openinfer.synth.program import Call  # noqa: E402
@@ -275,5 +276,10 @@ def test_dequant_gemv(tmp_path, device):
         assert np.isfinite(e).all()
     source = next(sim.project.glob("*_kernels.c")).read_text()
     assert ("vdotq_laneq_s32" in source) == (device == "aarch64-v82")
+    if device == "aarch64-v82":         # the SDOT program never runs on a CPU without the dot product
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("QEMU_CPU", "cortex-a53")
+            with pytest.raises(SimulationError, match="lacks asimddp"):
+                sim.make_executor()
     # every case but M = 5 has the NEON kernel, and so has the epilogue's GEMV
     assert source.count("_f32(const") == len(DEQUANT)
