@@ -283,3 +283,40 @@ def test_dequant_gemv(tmp_path, device):
                 sim.make_executor()
     # every case but M = 5 has the NEON kernel, and so has the epilogue's GEMV
     assert source.count("_f32(const") == len(DEQUANT)
+
+
+#: row lengths around the 4-lane vector and the 2-vector sum step: 1, 3, 4, 5, 7, 8, 9, 127
+ROW_LENGTHS = (1, 3, 4, 5, 7, 8, 9, 127)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rows_and_reductions(tmp_path, device):
+    """softmax, layer_norm, rms_norm and the axis reductions over rows of every length around the
+    vector (NaN rows, signed-zero maxima, a softmax far from 0), the reductions also over a
+    leading axis (the output row accumulated in place), and large ones over the pool."""
+    rng = np.random.default_rng(3)
+    shapes, ops = {}, {}
+    for n in ROW_LENGTHS:
+        shapes.update({f"x{n}": (3, n), f"g{n}": (n,), f"b{n}": (n,)})
+        ops.update({f"sm{n}": (f"softmax(x{n})", (3, n)), f"ln{n}": (f"layer_norm(x{n}, g{n}, b{n})", (3, n)),
+                    f"lnp{n}": (f"layer_norm(x{n}, eps=0.01)", (3, n)), f"rms{n}": (f"rms_norm(x{n}, g{n})", (3, n)),
+                    f"rmsp{n}": (f"rms_norm(x{n})", (3, n))})
+        for red in ("sum", "mean", "max", "min"):
+            ops[f"{red}{n}"] = (f"{red}_axis(x{n}, axes=[1])", (3,))
+            ops[f"{red}_lead{n}"] = (f"{red}_axis(x{n}, axes=[0])", (n,))
+    shapes.update(z=(2, 3, 5), big=(64, 4099), wide=(65, 509))
+    ops.update(ln_axis=("layer_norm(z, axis=1)", (2, 3, 5)), max_two=("max_axis(z, axes=[1, 2])", (2,)),
+               min_mid=("min_axis(z, axes=[1])", (2, 5)), rms_big=("rms_norm(big)", (64, 4099)),
+               sum_big=("sum_axis(big, axes=[1])", (64,)), sm_wide=("softmax(wide)", (65, 509)))
+    inputs = {k: rng.uniform(-6, 6, s).astype(np.float32) for k, s in shapes.items()}
+    inputs["x127"][0, 3] = np.nan                           # a NaN row
+    inputs["x9"][1, :] = -0.0
+    inputs["x9"][1, 8] = 0.0                                # max +0.0 in the partial vector
+    inputs["x5"][2, :] = -0.0                               # max -0.0
+    inputs["x7"][0] = rng.uniform(-1e4, 1e4, 7)             # softmax far from 0
+    outs = {k: s for k, (_, s) in ops.items()}
+    body = "".join(f"  op {o} >> {k};\n" for k, (o, _) in ops.items())
+    text = decls("dynamic", shapes) + decls("volatile", outs) + f"block entry {{\n{body}  return;\n}}\n"
+    sim = run(tmp_path, device, text, {}, inputs, list(outs), threads=("1", "2"))
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert source.count("_rows(void *arg") == len(ops)      # every one is a NEON row / reduction kernel

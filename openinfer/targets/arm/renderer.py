@@ -19,15 +19,17 @@ dequant_matmul of f32 x with i8 / u8 weights.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ...errors import SynthesisError
 from ...synth.program import KernelRequest
 from ..c.kernels import KernelSource, KernelText, prototype
+from ..c.kernels.common import par_rows
 from ..c.renderer import CRenderer, CTarget
 from ..elementwise import OPS
 from ..env import render
-from ..x86.elementwise import VectorStep
+from ..x86.elementwise import VectorStep, attr_value
 from ..x86.renderer import (
     _PAR_ELEMS,
     _PAR_ELEMS_MATH,
@@ -232,6 +234,36 @@ def _matmul_kernel(r: NeonRenderer, req: KernelRequest, name: str) -> str | None
                     batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols], row_kernels=rows,
                     full_nv=n >= nr, edge=cols[-1] if n % nr else None, parallel=parallel, **common)
     return KernelText(text, kc * nc * 4)
+
+
+# ---------------------------------------------------------------------------------------- reductions, rows
+
+@emitter("sum_axis", "mean_axis", "max_axis", "min_axis")
+def _reduce(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 over a contiguous run of axes (templates/arm/reduce.c.j2)."""
+    shape = req.inputs[0].shape
+    axes = tuple(req.attr("axes"))
+    if common_dtype(req) != "f32" or req.inputs[0].numel == 0 or list(axes) != list(range(axes[0], axes[-1] + 1)):
+        return None
+    outer = math.prod(shape[:axes[0]])
+    red = math.prod(shape[axes[0]:axes[-1] + 1])
+    inner = math.prod(shape[axes[-1] + 1:])
+    return r.render("reduce.c.j2", req, name, ("core",), op=req.op.removesuffix("_axis"), outer=outer, red=red,
+                    inner=inner, **par_rows(outer, red * inner, _PAR_ELEMS))
+
+
+@emitter("softmax", "layer_norm", "rms_norm")
+def _rowwise(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """softmax over the last axis, layer_norm and rms_norm, f32 (templates/arm/rowwise.c.j2)."""
+    shape = req.inputs[0].shape
+    axis = req.attr("axis")
+    if common_dtype(req) != "f32" or req.inputs[0].numel == 0 or (req.op == "softmax" and axis != len(shape) - 1):
+        return None
+    n, rows = math.prod(shape[axis:]), math.prod(shape[:axis])
+    eps = attr_value(req, "eps") if req.op != "softmax" else None
+    return r.render("rowwise.c.j2", req, name, ("core", "math") if req.op == "softmax" else ("core",), op=req.op,
+                    n=n, rows=rows, eps=eps, has_gamma=len(req.inputs) > 1, has_beta=len(req.inputs) > 2,
+                    **par_rows(rows, n, _PAR_ELEMS_MATH if req.op == "softmax" else _PAR_ELEMS))
 
 
 # ---------------------------------------------------------------------------------------- dequant_matmul
