@@ -12,7 +12,10 @@ keeps the builds few.
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -285,6 +288,16 @@ def test_dequant_gemv(tmp_path, device):
     assert source.count("_f32(const") == len(DEQUANT)
 
 
+def _builds_at_o2(sim: Simulator) -> None:
+    """The kernels of `sim` (built at meson's -O3) also compile warning-free at -O2."""
+    build = sim.project / "build"
+    entry = next(e for e in json.loads((build / "compile_commands.json").read_text()) if "_kernels.c" in e["file"])
+    args = [a for a in shlex.split(entry["command"]) if a != "-O3"] + ["-O2", "-o", os.devnull]
+    out = args.index("-o")
+    del args[out:out + 2]       # meson's object path (the last "-o" writes nowhere)
+    subprocess.run(args, cwd=entry["directory"], check=True)
+
+
 #: row lengths around the 4-lane vector and the 2-vector sum step: 1, 3, 4, 5, 7, 8, 9, 127
 ROW_LENGTHS = (1, 3, 4, 5, 7, 8, 9, 127)
 
@@ -320,3 +333,73 @@ def test_rows_and_reductions(tmp_path, device):
     sim = run(tmp_path, device, text, {}, inputs, list(outs), threads=("1", "2"))
     source = next(sim.project.glob("*_kernels.c")).read_text()
     assert source.count("_rows(void *arg") == len(ops)      # every one is a NEON row / reduction kernel
+    _builds_at_o2(sim)
+
+
+
+#: name -> (x, w, attributes, bias?, epilogue): widths around the 4-lane vector and the 8-column
+#: tile (3, 4, 5, 7, 8, 9, 11, 14 outputs), odd and prime channel counts (3, 5, 17: an edge block
+#: of 1 channel after two of 8), taps not a multiple of 4, H-only padding, strides 2 and 3
+#: (LD2 / LD3), dilation, groups, an unpadded input read in place, conv1d; epilogues of the sums
+CONVS = {
+    "c32": ((1, 32, 14, 14), (32, 32, 3, 3), {"padding": 1}, True, "relu"),
+    "c_hpad": ((1, 5, 9, 13), (17, 5, 3, 3), {"padding": [1, 0]}, True, None),
+    "c_s2": ((2, 3, 15, 17), (8, 3, 3, 3), {"stride": 2, "padding": 1}, False, "gelu"),
+    "c_dil": ((1, 4, 12, 11), (5, 4, 3, 3), {"dilation": 2, "padding": 2}, True, None),
+    "c_1x1": ((1, 17, 7, 7), (9, 17, 1, 1), {}, False, None),
+    "c_inplace": ((1, 3, 10, 10), (4, 3, 3, 3), {}, True, None),
+    "c_dw": ((1, 8, 9, 9), (8, 1, 3, 3), {"padding": 1, "groups": 8}, True, "relu"),
+    "c_w3": ((1, 2, 3, 3), (3, 2, 3, 3), {"padding": 1}, False, None),
+    "c_w4": ((1, 2, 4, 4), (5, 2, 3, 3), {"padding": 1}, True, None),
+    "c_w9": ((1, 3, 5, 9), (7, 3, 3, 3), {"padding": 1}, False, None),
+    "c_1d": ((2, 5, 31), (7, 5, 5), {"stride": 3, "padding": 2}, True, "relu"),
+}
+#: OI_SLOW=1: 5 x 5 taps, stride 4 (LD4), four-sided padding, a wider image, grouped channels
+CONVS_SLOW = {
+    "c_5x5": ((1, 6, 17, 19), (11, 6, 5, 5), {"padding": 2}, True, None),
+    "c_s4": ((1, 3, 23, 29), (5, 3, 3, 3), {"stride": 4, "padding": [1, 2, 0, 1]}, False, "relu"),
+    "c_wide": ((1, 16, 28, 28), (24, 16, 3, 3), {"padding": 1}, True, "silu"),
+    "c_groups": ((1, 12, 10, 10), (9, 4, 3, 3), {"padding": 1, "groups": 3}, True, None),
+    "c_1d_dil": ((1, 4, 40), (6, 4, 3), {"dilation": 3, "padding": [0, 2]}, False, None),
+}
+
+
+def _conv_out(xs, ws, attrs) -> tuple[int, ...]:
+    nd = len(xs) - 2
+
+    def pairs(v, default):
+        v = attrs.get(v, default)
+        return [v] * nd if isinstance(v, int) else list(v)
+    stride, dil, pad = pairs("stride", 1), pairs("dilation", 1), pairs("padding", 0)
+    pad = pad * 2 if len(pad) == nd else pad
+    return (xs[0], ws[0], *((xs[2 + i] + pad[i] + pad[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // stride[i] + 1
+                            for i in range(nd)))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv(tmp_path, device):
+    rng = np.random.default_rng(7)
+    weights, inputs, dyn, const, outs, body = {}, {}, {}, {}, {}, []
+    for name, (xs, ws, attrs, bias, epi) in {**CONVS, **(CONVS_SLOW if SLOW else {})}.items():
+        inputs[f"{name}_x"], dyn[f"{name}_x"] = rng.standard_normal(xs).astype(np.float32), xs
+        weights[f"{name}_w"], const[f"{name}_w"] = rng.standard_normal(ws).astype(np.float32), ws
+        args = f"{name}_x, {name}_w"
+        if bias:
+            weights[f"{name}_b"], const[f"{name}_b"] = rng.standard_normal(ws[0]).astype(np.float32), (ws[0],)
+            args += f", {name}_b"
+        args += "".join(f", {k}={v}" for k, v in attrs.items())
+        body.append(f"  op conv{len(xs) - 2}d({args}) >> {name};\n")
+        if epi:
+            body.append(f"  op {epi}({name}) >> {name};\n")
+        outs[name] = _conv_out(xs, ws, attrs)
+    special(inputs["c_hpad_x"])             # NaN, infinities, signed zeros through the sums
+    text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
+            + "block entry {\n" + "".join(body) + "  return;\n}\n")
+    sim = run(tmp_path, device, text, weights, inputs, list(outs), threads=("1", "2"), only_outputs=True)
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    convs = [k for k in sim.program.kernels if k.op.startswith("conv")]
+    assert len(convs) == len(outs) and source.count("_off[") >= len(outs)     # every one the NEON kernel
+    assert sum(k.epilogue is not None for k in convs) == sum(c[4] is not None for c in CONVS.values()) + (
+        SLOW and sum(c[4] is not None for c in CONVS_SLOW.values()))
+    _builds_at_o2(sim)

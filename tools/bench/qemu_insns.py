@@ -7,8 +7,10 @@ qemu-aarch64 with a tiny TCG plugin (tools/bench/qemu_insn_count.c, built with t
 that counts the guest instructions executed. The count of one step is (count after 3 steps -
 count after 1 step) / 2, which leaves out create() (packing, the pool) and the runner. One
 thread (OI_NUM_THREADS=1). Cases: a 256^3 f32 GEMM (both operands inputs), an f32 GEMV
-[1, 1024] @ [1024, 1024], the i8 dequantizing GEMV of the same shape (per-channel scale). The
-GEMM's FMA lower bound on 128-bit NEON is M N K / 4 FMLA instructions.
+[1, 1024] @ [1024, 1024], the i8 dequantizing GEMV of the same shape (per-channel scale), 3 x 3
+pad-1 convolutions with bias (32 -> 32 channels on 14 x 14, 16 -> 32 on 28 x 28; constant
+weights). The FMA lower bound of the GEMM and the convolutions on 128-bit NEON is their
+multiply-adds / 4 FMLA instructions. `--cases` picks some.
 """
 
 from __future__ import annotations
@@ -42,7 +44,15 @@ CASES = {
                      "block entry {\n  op dequant_matmul(x, w, s) >> y;\n  return;\n}\n", {"w": "i8", "s": "f32"},
                      ("x",)),
 }
-FMA_BOUND = {"gemm_256": 256 ** 3 // 4}
+for _name, _c, _o, _hw in (("conv_32x14x14", 32, 32, 14), ("conv_16x28x28", 16, 32, 28)):
+    # 3 x 3, padding 1, bias, constant weights: the CNN block's convolution
+    CASES[_name] = (f"dynamic {{ x: f32[1, {_c}, {_hw}, {_hw}]; }}\n"
+                    f"constant {{ w: f32[{_o}, {_c}, 3, 3]; b: f32[{_o}]; }}\n"
+                    f"volatile {{ y: f32[1, {_o}, {_hw}, {_hw}]; }}\n"
+                    "block entry {\n  op conv2d(x, w, b, padding=1) >> y;\n  return;\n}\n",
+                    {"w": "f32", "b": "f32"}, ("x",))
+FMA_BOUND = {"gemm_256": 256 ** 3 // 4, "conv_32x14x14": 32 * 32 * 9 * 14 * 14 // 4,
+             "conv_16x28x28": 16 * 32 * 9 * 28 * 28 // 4}
 
 
 def _weights(kinds: dict[str, str], graph, rng) -> dict:
@@ -77,6 +87,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", nargs="?", type=Path)
     ap.add_argument("--arch", nargs="+", default=["aarch64-generic", "aarch64-neon", "aarch64-v82"])
+    ap.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="oi-insns-"))
     plugin = tmp / "libinsn.so"
@@ -92,7 +103,8 @@ def main() -> None:
                       OI_NUM_THREADS="1", OI_CACHE_DIR=str(tmp / "cache"))
     rng = np.random.default_rng(0)
     results: dict[str, dict[str, int]] = {}
-    for case, (text, kinds, dynamic) in CASES.items():
+    for case in args.cases:
+        text, kinds, dynamic = CASES[case]
         graph = oi.graph(text)
         model_path = tmp / f"{case}.oinf"
         oi.write_oinf(model_path, _weights(kinds, graph, rng) or {"unused": np.zeros(1, np.float32)})

@@ -2,6 +2,7 @@
 
 renderer.py      `NeonTarget` (registered as "arm"), `NeonRenderer`, `V82Renderer` and the emitters
 elementwise.py   the element-wise table in NEON intrinsics (`NeonLang`)
+conv.py          the convolution's geometry and tiles (templates/arm/conv.c.j2)
 """
 
 from ..base import register

@@ -13,8 +13,10 @@ work units, the matmul problem and the GEMM blocking, the pool thresholds); the 
 NEON's own. Covered (f32, static extents; a run-time extent takes the portable kernel):
 element-wise ops and fused chains (same shape, bias and per-row broadcasts, in place, vector exp /
 tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked microkernel using FMLA by lane,
-the vecmat and matvec GEMVs; no transposed operands) with element-wise epilogues, and
-dequant_matmul of f32 x with i8 / u8 weights.
+the vecmat and matvec GEMVs; no transposed operands) with element-wise epilogues,
+dequant_matmul of f32 x with i8 / u8 weights, sum/mean/max/min over contiguous axes, softmax over
+the last axis, layer_norm and rms_norm, and conv1d / conv2d (openinfer/targets/arm/conv.py: tiles
+in registers over a padded copy, column strides 1-4) with epilogues of the sums.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from ..x86.renderer import (
     rows_view,
     used_kinds,
 )
+from .conv import conv_geometry, conv_kernel
 from .elementwise import neon_step
 
 #: the templates' vector: four f32 lanes, 32 registers (`Vec.regs` counts x86's)
@@ -111,7 +114,8 @@ class NeonTarget(CTarget):
 
     def takes_epilogue(self, req: KernelRequest) -> bool:
         """Which kernels apply an element-wise chain to their result as they store it
-        (openinfer/synth/fusion.py): the f32 matmuls this wing renders and its dequantizing GEMVs.
+        (openinfer/synth/fusion.py): the f32 matmuls this wing renders, its dequantizing GEMVs
+        and its convolutions (chains of the sums alone, applied to a tile in registers).
         The GEMVs store chain(piece) from a scratch piece (the chain may read the output's old
         value); the GEMM applies the chain to its finished rows in place, so it takes chains that
         read no operand aliasing the output."""
@@ -119,6 +123,8 @@ class NeonTarget(CTarget):
             return False
         if req.op == "dequant_matmul":
             return _dequant_problem(req) is not None
+        if req.op in ("conv1d", "conv2d"):
+            return len(req.epilogue.inputs) == 1 and conv_geometry(req) is not None
         if req.op != "matmul":
             return False
         mm = _matmul(self.renderer_class, self.device, req)
@@ -234,6 +240,18 @@ def _matmul_kernel(r: NeonRenderer, req: KernelRequest, name: str) -> str | None
                     batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols], row_kernels=rows,
                     full_nv=n >= nr, edge=cols[-1] if n % nr else None, parallel=parallel, **common)
     return KernelText(text, kc * nc * 4)
+
+
+# ---------------------------------------------------------------------------------------- conv
+
+@emitter("conv1d", "conv2d")
+def _conv(r: NeonRenderer, req: KernelRequest, name: str) -> KernelText | None:
+    """f32 convolutions (openinfer/targets/arm/conv.py), with their epilogue."""
+    g = conv_geometry(req)
+    epi = _epilogue(req)
+    if g is None or (req.epilogue is not None and epi is None):
+        return None
+    return conv_kernel(r, req, name, g, epi, _sections(epi, "core"))
 
 
 # ---------------------------------------------------------------------------------------- reductions, rows
