@@ -403,3 +403,33 @@ def test_conv(tmp_path, device):
     assert sum(k.epilogue is not None for k in convs) == sum(c[4] is not None for c in CONVS.values()) + (
         SLOW and sum(c[4] is not None for c in CONVS_SLOW.values()))
     _builds_at_o2(sim)
+
+
+#: name -> (x, op and attributes, output): strides 1 and 2 with and without padding, windows of
+#: 2 and 3, widths around the vector (LD2 stops where it would read past a row), odd planes
+POOLS = {
+    "mp2": ((2, 3, 16, 17), "max_pool2d(mp2_x, kernel=[2, 2], stride=[2, 2])", (2, 3, 8, 8)),
+    "mp3": ((1, 5, 13, 19), "max_pool2d(mp3_x, kernel=[3, 3], stride=[2, 2], padding=[1, 1])", (1, 5, 7, 10)),
+    "mp_s1": ((1, 3, 7, 9), "max_pool2d(mp_s1_x, kernel=[3, 3], stride=[1, 1], padding=[1, 1])", (1, 3, 7, 9)),
+    "ap2": ((1, 4, 10, 18), "avg_pool2d(ap2_x, kernel=[2, 2], stride=[2, 2])", (1, 4, 5, 9)),
+    "ap3": ((1, 3, 11, 21), "avg_pool2d(ap3_x, kernel=[3, 3], stride=[2, 2], padding=[1, 1])", (1, 3, 6, 11)),
+    "ap_cnt": ((1, 2, 9, 12), "avg_pool2d(ap_cnt_x, kernel=[3, 3], stride=[1, 1], padding=[1, 1], "
+               "count_include_pad=true)", (1, 2, 9, 12)),
+}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", DEVICES)
+def test_pool(tmp_path, device):
+    rng = np.random.default_rng(9)
+    inputs = {f"{k}_x": rng.standard_normal(xs).astype(np.float32) for k, (xs, _, _) in POOLS.items()}
+    special(inputs["mp2_x"])
+    inputs["mp3_x"][0, 0, 2:4, 4:8] = -0.0                 # signed zeros in a window's maximum
+    inputs["mp3_x"][0, 0, 3, 5] = 0.0
+    text = (decls("dynamic", {f"{k}_x": xs for k, (xs, _, _) in POOLS.items()})
+            + decls("volatile", {k: s for k, (_, _, s) in POOLS.items()})
+            + "block entry {\n" + "".join(f"  op {o} >> {k};\n" for k, (_, o, _) in POOLS.items()) + "  return;\n}\n")
+    sim = run(tmp_path, device, text, {}, inputs, list(POOLS), threads=("1", "2"))
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert source.count("ov + OIV_LANES <=") == len(POOLS)          # every one has the NEON interior
+    _builds_at_o2(sim)

@@ -16,7 +16,8 @@ tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked microkernel usi
 the vecmat and matvec GEMVs; no transposed operands) with element-wise epilogues,
 dequant_matmul of f32 x with i8 / u8 weights, sum/mean/max/min over contiguous axes, softmax over
 the last axis, layer_norm and rms_norm, and conv1d / conv2d (openinfer/targets/arm/conv.py: tiles
-in registers over a padded copy, column strides 1-4) with epilogues of the sums.
+in registers over a padded copy, column strides 1-4) with epilogues of the sums, and max / avg
+pooling (column stride 1 or 2).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ...errors import SynthesisError
 from ...synth.program import KernelRequest
 from ..c.kernels import KernelSource, KernelText, prototype
 from ..c.kernels.common import par_rows
+from ..c.kernels.nn import pool_context
 from ..c.renderer import CRenderer, CTarget
 from ..elementwise import OPS
 from ..env import render
@@ -252,6 +254,20 @@ def _conv(r: NeonRenderer, req: KernelRequest, name: str) -> KernelText | None:
     if g is None or (req.epilogue is not None and epi is None):
         return None
     return conv_kernel(r, req, name, g, epi, _sections(epi, "core"))
+
+
+@emitter("max_pool2d", "avg_pool2d")
+def _pool(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 pooling at column stride 1 or 2 whose rows have at least a vector of outputs with the
+    window inside (templates/arm/pool.c.j2); the borders are the portable loop's."""
+    ctx = pool_context(req, name)
+    if common_dtype(req) != "f32" or ctx["sw"] not in (1, 2):
+        return None
+    # stride 2: LD2 reads the float after a window's last; the vectors stop where it is in the row
+    vec_hi = ctx["iw_hi"] if ctx["sw"] == 1 else min(ctx["iw_hi"], (ctx["w"] - 1 - ctx["kw"] + ctx["pl"]) // 2 + 1)
+    if vec_hi - ctx["iw_lo"] < r.vec.lanes:
+        return None
+    return render("arm/pool.c.j2", v=r.vec, sections=("core",), interior_from="ov", vec_hi=vec_hi, **ctx)
 
 
 # ---------------------------------------------------------------------------------------- reductions, rows
