@@ -80,11 +80,11 @@ FAMILIES: tuple[Family, ...] = (
     Family("avx2", "x86_64", frozenset({"avx2", "fma"}), 256, ("immintrin.h",), "x86", "x86_64-avx2"),
     Family("avx512", "x86_64", frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"}), 512,
            ("immintrin.h",), "x86", "x86_64-avx512"),
-    # AArch64: rendered by the portable C wing until NEON kernels of their own exist; their
-    # descriptors still list the features, so create() checks the CPU for what -march allowed
-    # the compiler to use.
-    Family("neon", "aarch64", frozenset({"asimd"}), 128, (), "c", "aarch64-neon"),
-    Family("v82", "aarch64", frozenset({"asimd", "asimddp", "fphp", "asimdhp"}), 128, (), "c", "aarch64-v82"),
+    # AArch64: the NEON wing's kernels (SDOT in the dequantizing GEMV where v8.2 has it); the
+    # descriptors list every feature -march lets the compiler use, so create() checks the CPU for it.
+    Family("neon", "aarch64", frozenset({"asimd"}), 128, ("arm_neon.h",), "arm", "aarch64-neon"),
+    Family("v82", "aarch64", frozenset({"asimd", "asimddp", "fphp", "asimdhp"}), 128, ("arm_neon.h",), "arm",
+           "aarch64-v82"),
 )
 
 

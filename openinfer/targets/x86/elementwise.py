@@ -201,14 +201,17 @@ def _gelu(v: VectorLang, x: str) -> str:
     return v.arith("*", half_x, v.arith("+", one, v.call("erf", v.arith("*", x, v.set1("0.70710678118f")))))
 
 
-def vector_step(pre: str, req: KernelRequest, j: int, args: list[str]) -> VectorStep | None:
+def vector_step(pre: str, req: KernelRequest, j: int, args: list[str],
+                lang: type[VectorLang] = VectorLang) -> VectorStep | None:
     """Element-wise op `req` (f32) as step j of a chain over the vector arguments `args` (x<i>:
-    input i, s<k>: step k's value); None if the vector kernels have no form for it."""
+    input i, s<k>: step k's value); None if the vector kernels have no form for it. `lang`: the
+    intrinsics the step is spelled in (the NEON wing's subclass; the deltas are written against
+    VectorLang's primitives, so they serve every vector ISA)."""
     own = _DELTAS.get(req.op)
     formula = own or OPS[req.op].formula
     if formula is None:
         return None
-    lang = VectorLang(pre, req, j)
+    lang = lang(pre, req, j)
     try:
         value = formula(lang, *args)
     except NotExpressible:

@@ -25,7 +25,7 @@ the request takes the portable kernel. Every emitter here takes run-time extents
 GEMV paths run-time M, N and K, the dequantizing GEMVs run-time rows of x, the element-wise, row
 and reduction kernels and lrn any run-time extents, pooling a run-time batch and plane. The one
 dynamic request refused for being dynamic is a run-time count of products that share no B
-(`_matmul_problem`); the others a static build would refuse too.
+(`matmul_problem`); the others a static build would refuse too.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ class X86Target(CTarget):
             return _dequant_problem(req) is not None
         if req.op != "matmul":
             return False
-        mm = _matmul_problem(self.renderer_class, self.device, req)
+        mm = matmul_problem(self.renderer_class, self.device, req)
         if mm is None or mm.dtype != "f32":
             return False
         return mm.gemv or (mm.gemm and not req.epilogue.aliased)
@@ -239,7 +239,7 @@ class X86Target(CTarget):
 RENDERERS: dict[str, type[Avx2Renderer]] = {"avx2": Avx2Renderer, "avx512": Avx512Renderer}
 
 
-def _dtype(req: KernelRequest) -> str | None:
+def common_dtype(req: KernelRequest) -> str | None:
     """The one dtype of every operand and the output, if they share one and any accumulator is
     f32 (which for f32 operands is their own semantics); else None."""
     names = {t.dtype.name for t in (*req.inputs, req.output)}
@@ -291,7 +291,7 @@ def rows_view(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tupl
 ROW_CHUNK = 16384
 
 
-def _units(rows: int, inner: int, lanes: int, par_elems: int) -> dict:
+def row_units(rows: int, inner: int, lanes: int, par_elems: int) -> dict:
     """Work units of a [rows, inner] kernel: row chunks of at most ROW_CHUNK elements; how many
     units one pool claim takes so each is worth waking a thread for; whether to use the pool.
     (Dynamic sizes: the chunks and the pool decided at their bounds, the counts of rows and chunks
@@ -316,18 +316,18 @@ def _chain(vec: Vec, req: KernelRequest) -> list[VectorStep] | None:
         chain = [(req, [f"x{i}" for i in range(len(req.inputs))])]
     steps = []
     for j, (step_req, args) in enumerate(chain):
-        step = vector_step(vec.pre, step_req, j, args) if _dtype(step_req) == "f32" and not step_req.acc else None
+        step = vector_step(vec.pre, step_req, j, args) if common_dtype(step_req) == "f32" and not step_req.acc else None
         if step is None:
             return None
         steps.append(step)
     return steps
 
 
-def _consts(steps: list[VectorStep]) -> list[VectorConst]:
+def chain_consts(steps: list[VectorStep]) -> list[VectorConst]:
     return [c for s in steps for c in s.consts]
 
 
-def _used_kinds(steps: list[VectorStep], kinds: list[str]) -> list[str]:
+def used_kinds(steps: list[VectorStep], kinds: list[str]) -> list[str]:
     """kinds with the inputs no step reads marked `unused`."""
     used = {int(a[1:]) for s in steps for a in s.args if a[0] == "x"}
     return [kind if i in used else "unused" for i, kind in enumerate(kinds)]
@@ -338,7 +338,7 @@ def _elementwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     """An element-wise op or fused chain whose every step has a vector form; any other takes the
     portable kernel."""
     out = req.output
-    if _dtype(req) != "f32" or out.numel == 0:
+    if common_dtype(req) != "f32" or out.numel == 0:
         return None
     view = rows_view(out.shape, [t.shape for t in req.inputs])
     steps = _chain(r.vec, req)
@@ -347,16 +347,16 @@ def _elementwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     rows, inner, kinds = view
     math_ops = any(s.math for s in steps)
     return r.render("elementwise.c.j2", req, name, ("core", "math") if math_ops else ("core",),
-                    inputs=_used_kinds(steps, kinds), inner=inner, steps=steps, consts=_consts(steps),
+                    inputs=used_kinds(steps, kinds), inner=inner, steps=steps, consts=chain_consts(steps),
                     sizes=req.sizes if isinstance(inner, Dim) else (),     # what the workers read: a run-time row
-                    **_units(rows, inner, r.vec.lanes, _PAR_ELEMS_MATH if math_ops else _PAR_ELEMS))
+                    **row_units(rows, inner, r.vec.lanes, _PAR_ELEMS_MATH if math_ops else _PAR_ELEMS))
 
 
 def _epilogue(vec: Vec, req: KernelRequest) -> dict | None:
     """The template description of a matmul's epilogue (templates/x86/epilogue.c.j2), None if
     the request has none; the `takes_epilogue` predicate only accepts chains that have one."""
     epi = req.epilogue
-    if epi is None or _dtype(epi) != "f32" or epi.runtime_attrs:
+    if epi is None or common_dtype(epi) != "f32" or epi.runtime_attrs:
         return None
     view = rows_view(epi.output.shape, [t.shape for t in epi.inputs])
     steps = _chain(vec, epi)
@@ -367,8 +367,8 @@ def _epilogue(vec: Vec, req: KernelRequest) -> dict | None:
         return None         # the epilogue's row pieces are static (a dynamic one stays a kernel of its own)
     # the epilogue's input 0 is the product; its inputs after it are the kernel's "epilogue" operands
     params = [f"in{i}" for i in req.operand_indices("epilogue")]
-    return {"inner": inner, "inputs": _used_kinds(steps, kinds), "params": params, "steps": steps,
-            "consts": _consts(steps), "math": any(s.math for s in steps),
+    return {"inner": inner, "inputs": used_kinds(steps, kinds), "params": params, "steps": steps,
+            "consts": chain_consts(steps), "math": any(s.math for s in steps),
             "init": f", .epi = {{{', '.join([*params, 'out'])}}}"}      # the kernel args' designated initializer
 
 
@@ -379,7 +379,7 @@ def _sections(epi: dict | None, *sections: str) -> tuple[str, ...]:
 
 # ---------------------------------------------------------------------------------------- matmul
 
-def _round_up(x: int, step: int) -> int:
+def round_up(x: int, step: int) -> int:
     return -(-x // step) * step
 
 
@@ -411,11 +411,11 @@ def gemm_blocking(nr: int, device, m: int, n: int, k: int) -> tuple[int, int]:
     limit = max(nr, l2 // 2 // (4 * GEMM_KC) // nr * nr)
     n_cap = capacity(n)
     blocks = -(-n_cap // limit)
-    return min(GEMM_KC, capacity(k)), _round_up(-(-n_cap // blocks), nr)
+    return min(GEMM_KC, capacity(k)), round_up(-(-n_cap // blocks), nr)
 
 
 @dataclass(frozen=True)
-class _MatmulProblem:
+class MatmulProblem:
     """A matmul request as the kernels see it: [m, k] @ [k, n] per batch item, A rows of items
     that share one B stacked into m. `ta` / `tb`: A is stored [k, m] / B is stored [n, k]
     (transpose_a / transpose_b), only where that differs in memory from the plain layout (a
@@ -444,10 +444,10 @@ class _MatmulProblem:
         return not self.gemv and self.n != 1 and self.dtype == "f32"
 
 
-def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> _MatmulProblem | None:
+def matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> MatmulProblem | None:
     """The request as the matmul kernels see it, None where none covers it: other dtypes, an
     empty product, a dynamic count of products that share no B (M, N and K may be dynamic)."""
-    dtype = _dtype(req)
+    dtype = common_dtype(req)
     if dtype not in ("f32", "f16", "bf16"):
         return None
     if dtype != "f32" and not (req.acc and (dtype == "bf16" or "f16c" in device.features or r.vec.bits == 512)):
@@ -470,23 +470,23 @@ def _matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelReq
     if isinstance(nbatch, Dim):
         return None         # the work units are laid out for a static count of products
     offsets = {"a_batch": _batch_offset(batch, a_bat, m * k), "b_batch": _batch_offset(batch, b_bat, k * n)}
-    return _MatmulProblem(m, n, k, nbatch, offsets, dtype, ta, tb)
+    return MatmulProblem(m, n, k, nbatch, offsets, dtype, ta, tb)
 
 
 def _packed_b_elems(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> int | None:
     """Elements of B in the GEMM's packed layout when the request takes the GEMM path with one B
     for every batch item (a weight matrix), else None."""
-    mm = _matmul_problem(r, device, req) if req.op == "matmul" else None
+    mm = matmul_problem(r, device, req) if req.op == "matmul" else None
     if mm is None or not mm.gemm or mm.nbatch != 1 or len(req.inputs[1].shape) != 2:
         return None
     if isinstance(mm.k, Dim) or isinstance(mm.n, Dim):
         return None         # (a constant's run-time first rows: packed by create(), which runs at no size)
-    return mm.k * _round_up(mm.n, r.gemm_nv * r.vec.lanes)
+    return mm.k * round_up(mm.n, r.gemm_nv * r.vec.lanes)
 
 
 @emitter("matmul")
 def _matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
-    mm = _matmul_problem(r, r.device, req)
+    mm = matmul_problem(r, r.device, req)
     if mm is None:
         return None
     m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
@@ -544,11 +544,11 @@ def _k_slices(k: int, want: int, step: int, sums: int, threads: int) -> tuple[in
     fewer where the extra slices' `sums` f32 values each would pass _SPLIT_K_SUMS; then a multiple
     of the device's threads, so that each streams as many (3 slices over 2 threads left one
     thread streaming alone for a third of the MLP's [1, 1024] @ [1024, 4096])."""
-    kr = _round_up(-(-k // want), step)
+    kr = round_up(-(-k // want), step)
     ksplit = min(-(-k // kr), 1 + _SPLIT_K_SUMS // sums)
     if ksplit > threads:
         ksplit -= ksplit % threads
-    kr = _round_up(-(-k // ksplit), step)
+    kr = round_up(-(-k // ksplit), step)
     return -(-k // kr), kr
 
 
@@ -565,7 +565,7 @@ def _resident_chains(vec: Vec, m: int, n: int, ku: int) -> int:
     return chains if vectors * chains <= vec.regs // 2 else 0
 
 
-def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, parallel: bool) -> str:
+def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: MatmulProblem, parallel: bool) -> str:
     """vecmat (few rows of A) or matvec (one column of B); work split into at least two units per
     device thread when the product is large enough to parallelise: row blocks of A (matvec),
     column chunks of B, or, where those chunks would cut B's rows into pieces shorter than
@@ -593,7 +593,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
     if n == 1 or mm.tb:
         # the matrix (a, or b as stored [n, k]) has `mrows` rows along K, dotted with `vecs` vectors
         mrows, vecs = (m, 1) if n == 1 else (n, m)
-        rows = _round_up(-(-capacity(mrows) // want), 4)   # (run-time rows: blocks as at their bound)
+        rows = round_up(-(-capacity(mrows) // want), 4)   # (run-time rows: blocks as at their bound)
         nunits = -(-mrows // rows)
         extra = {"kind": "matvec", "rows": rows, "mrows": mrows, "vecs": vecs}
     else:
@@ -601,7 +601,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
         mb = capacity(m)
         ku = {mk: max(2, _VECMAT_KU // mk) for mk in (range(1, mb + 1) if isinstance(m, Dim) else (m,))}
         cw = max(lanes, 4096 // mb // lanes * lanes)       # C chunk of at most 16 KiB stays in L1
-        split_cw = min(cw, _round_up(-(-capacity(n) // want), lanes))
+        split_cw = min(cw, round_up(-(-capacity(n) // want), lanes))
         # (K slices: for a static K and N, whose slices all have rows; slices of ku(1) rows: every
         # kernel's ku divides it)
         if want > 1 and split_cw * 4 < _MIN_ROW_PIECE and dtype == "f32" and nbatch == 1 \
@@ -609,7 +609,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
             ksplit, kr = _k_slices(k, want, max(ku.values()), mb * n, r.device.threads)
         if ksplit == 1:
             cw, kr = split_cw, k
-        cw = min(cw, _round_up(capacity(n), lanes))
+        cw = min(cw, round_up(capacity(n), lanes))
         nunits = -(-n // cw)
         # C's row stride: the output's, or a scratch chunk's (a half output's f32 sums; an epilogue's product)
         ldc = n if dtype == "f32" and (epi is None or ksplit > 1) else cw
@@ -629,7 +629,7 @@ def _gemv(r: Avx2Renderer, req: KernelRequest, name: str, mm: _MatmulProblem, pa
 def _reduce(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     shape = req.inputs[0].shape
     axes = tuple(req.attr("axes"))
-    if _dtype(req) != "f32" or req.inputs[0].numel == 0 or list(axes) != list(range(axes[0], axes[-1] + 1)):
+    if common_dtype(req) != "f32" or req.inputs[0].numel == 0 or list(axes) != list(range(axes[0], axes[-1] + 1)):
         return None
     outer = math.prod(shape[:axes[0]])
     red = math.prod(shape[axes[0]:axes[-1] + 1])
@@ -645,7 +645,7 @@ def _rowwise(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     shape = req.inputs[0].shape
     axis = req.attr("axis")
     n = math.prod(shape[axis:])
-    if _dtype(req) != "f32" or req.inputs[0].numel == 0 or (req.op == "softmax" and axis != len(shape) - 1):
+    if common_dtype(req) != "f32" or req.inputs[0].numel == 0 or (req.op == "softmax" and axis != len(shape) - 1):
         return None
     rows = math.prod(shape[:axis])
     eps = attr_value(req, "eps") if req.op != "softmax" else None
@@ -694,7 +694,7 @@ def _pool(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     vector of outputs with the window inside (at a dynamic width's bound); the others, and the
     borders, are the portable loop's."""
     ctx = pool_context(req, name)
-    if _dtype(req) != "f32" or ctx["sw"] not in (1, 2) or ctx["inside_cols"] < r.vec.lanes:
+    if common_dtype(req) != "f32" or ctx["sw"] not in (1, 2) or ctx["inside_cols"] < r.vec.lanes:
         return None
     return render("x86/pool.c.j2", v=r.vec, sections=("core",), interior_from="ov", **ctx)
 
@@ -705,7 +705,7 @@ def _lrn(r: Avx2Renderer, req: KernelRequest, name: str) -> str | None:
     would be NaN); the others are the portable kernel's. Any extent may be a run-time one: a
     run-time plane ends in a partial vector of a run-time count."""
     ctx = lrn_context(req, name)
-    if _dtype(req) != "f32" or req.runtime_attrs or req.attr("beta") == 0:
+    if common_dtype(req) != "f32" or req.runtime_attrs or req.attr("beta") == 0:
         return None
     hw = ctx["hw"]
     return render("x86/lrn.c.j2", v=r.vec, sections=("core", "math", "log"),
@@ -735,13 +735,13 @@ def _dequant_matmul(r: Avx2Renderer, req: KernelRequest, name: str) -> str | Non
     parallel = mb * n * k >= _PAR_MACS or k * n * bits // 8 >= _PAR_STREAM_BYTES
     want = -(-2 * r.device.threads // capacity(groups)) if parallel else 1
     cw = max(line, 4096 // min(mb, _DQ_MR) // line * line)  # the f32 sums of a chunk: <= 16 KiB
-    split_cw = min(cw, _round_up(-(-n // want), line))
+    split_cw = min(cw, round_up(-(-n // want), line))
     ksplit, kr = 1, k
     if want > 1 and split_cw * bits // 8 < _MIN_ROW_PIECE:    # narrow w: slices of K, as the f32 vecmat
         ksplit, kr = _k_slices(k, want, 8, mb * n, r.device.threads)   # (8: a multiple of every kernel's ku)
     if ksplit == 1:
         cw, kr = split_cw, k
-    cw = min(cw, _round_up(n, line))
+    cw = min(cw, round_up(n, line))
     nunits = -(-n // cw)
     units = groups * nunits * ksplit
     doc = (f"dequant_matmul: f32{list(x.shape)} @ dequantize({wt}{list(w.shape)}, "

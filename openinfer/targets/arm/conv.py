@@ -1,0 +1,67 @@
+"""The NEON convolution (templates/arm/conv.c.j2): f32 conv1d / conv2d with static extents, any
+padding, dilation and groups, column stride 1-4, with an element-wise epilogue over the sums.
+Any other request takes the portable kernel (openinfer/targets/c/kernels/nn.py)."""
+
+from __future__ import annotations
+
+from ...synth.program import KernelRequest
+from ..c.kernels import KernelText
+from ..c.kernels.common import static_attr
+from ..geometry import ConvGeometry
+from ..x86.renderer import common_dtype, round_up
+
+#: Output channels x vectors of columns of a tile: 16 accumulators, the 8 weight vectors of a
+#: 4-tap step and 2 input vectors take 26 of the 32 registers (8 x 3 would need 35 and spill):
+#: 8 + 4 x 2 loads per 64 FMLAs.
+_OCB, _NV = 8, 2
+#: Multiply-adds below which a convolution stays on the calling thread, and the least a pool
+#: claim carries (the portable kernel's, openinfer/targets/c/kernels/nn.py).
+_PAR_MACS = 1 << 18
+_GRAIN_MACS = 1 << 17
+
+
+def conv_geometry(req: KernelRequest) -> ConvGeometry | None:
+    """The geometry of a convolution this kernel covers: f32, static, not in place, a column
+    stride the de-interleaving loads take (1-4); None for any other."""
+    if req.op not in ("conv1d", "conv2d") or common_dtype(req) != "f32" or req.aliased or req.sizes \
+            or req.pool is not None or req.output.numel == 0 or req.runtime_attrs:
+        return None
+    g = ConvGeometry.of(req, static_attr(req, "stride"), static_attr(req, "dilation"), static_attr(req, "padding"),
+                        static_attr(req, "groups"))
+    return g if 1 <= g.sw <= 4 else None
+
+
+def conv_kernel(r, req: KernelRequest, name: str, g: ConvGeometry, epi: dict | None,
+                sections: tuple[str, ...]) -> KernelText:
+    """The kernel of a request `conv_geometry` covers, with the epilogue `epi` (the NEON renderer
+    `r`'s description, openinfer/targets/arm/renderer.py `_epilogue`) and prelude `sections`."""
+    ow4 = round_up(g.ow, 4)
+    # a padded row: every tile's whole-vector loads, the de-interleaving ones' sw floats a lane
+    cols = g.sw * ow4 + (g.kw - 1) * g.dw
+    hp = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1
+    padded = not (g.pt == 0 and g.pl == 0 and cols <= g.w and hp <= g.h)
+    rs, rows = (cols, hp) if padded else (g.w, g.h)
+    plane = rows * rs
+    lo = min(g.pl, rs)                      # padded columns [lo, hi) are input columns from lo - pl
+    hi = max(lo, min(g.pl + g.w, rs))
+    offsets = [4 * (ci * plane + i * g.dh * rs + j * g.dw)      # in bytes
+               for ci in range(g.cg) for i in range(g.kh) for j in range(g.kw)]
+    full_vectors = g.ow // 4
+    ocb = min(_OCB, g.og)
+    nobg = -(-g.og // ocb)
+    nob = nobg * (g.c // g.cg)
+    units = g.n * nob * g.oh
+    macs_unit = ocb * g.ow * g.cg * g.kh * g.kw
+    bias = len(req.own_inputs) > 2
+    stride, dil, pad = (list(static_attr(req, a)) for a in ("stride", "dilation", "padding"))
+    doc = (f"{req.op}: {req.inputs[0]} * {req.inputs[1]}" + (" + bias" if bias else "") + f", stride {stride}, "
+           f"padding {pad}, dilation {dil}, groups {static_attr(req, 'groups')} -> {req.own_output}"
+           + (f", then {' -> '.join(s.op for s in epi['steps'])}" if epi else ""))
+    text = r.render("conv.c.j2", req, name, sections, doc=doc, n=g.n, c=g.c, h=g.h, w=g.w, o=g.o,
+                    cg=g.cg, og=g.og, kh=g.kh, kw=g.kw, oh=g.oh, ow=g.ow, sh=g.sh, sw=g.sw, dh=g.dh, dw=g.dw,
+                    pt=g.pt, pl=g.pl, bias=bias, epi=epi, padded=padded, rs=rs, hp=hp, plane=plane, lo=lo, hi=hi,
+                    offsets=offsets, ocb=ocb, nv=_NV, nobg=nobg, nob=nob, units=units,
+                    full_tiles=full_vectors // _NV, edge_nv=full_vectors % _NV + (g.ow % 4 > 0),
+                    edge_last=g.ow % 4 or 4, parallel=units * macs_unit >= _PAR_MACS and units > 1,
+                    grain=max(1, -(-_GRAIN_MACS // macs_unit)))
+    return KernelText(text, g.n * g.c * plane * 4 if padded else 0)

@@ -1,0 +1,344 @@
+"""The NEON wing: AArch64 Advanced SIMD kernels, the hot f32 ops as intrinsics, everything else
+from the portable C wing.
+
+`NeonTarget` (openinfer/targets/base.py's interface) says which fusions these kernels absorb and
+picks the renderer of the descriptor's kernel family (openinfer/targets/isa.py rows with wing
+"arm"). `NeonRenderer` overrides `CRenderer.kernel()` only, as the x86 wing's renderer does: an op
+with an emitter here whose request it covers gets a kernel rendered from templates/arm/; any other
+request falls back to the portable C family. `V82Renderer` (Armv8.2-A with the dot product) differs
+in the dequantizing GEMV, which multiplies 8-bit weights with SDOT.
+
+The emitters reuse the x86 wing's decisions where they are ISA-neutral (the element-wise view and
+work units, the matmul problem and the GEMM blocking, the pool thresholds); the templates are
+NEON's own. Covered (f32, static extents; a run-time extent takes the portable kernel):
+element-wise ops and fused chains (same shape, bias and per-row broadcasts, in place, vector exp /
+tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked microkernel using FMLA by lane,
+the vecmat and matvec GEMVs; no transposed operands) with element-wise epilogues,
+dequant_matmul of f32 x with i8 / u8 weights, sum/mean/max/min over contiguous axes, softmax over
+the last axis, layer_norm and rms_norm, and conv1d / conv2d (openinfer/targets/arm/conv.py: tiles
+in registers over a padded copy, column strides 1-4) with epilogues of the sums, and max / avg
+pooling (column stride 1 or 2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ...errors import SynthesisError
+from ...synth.program import KernelRequest
+from ..c.kernels import KernelSource, KernelText, prototype
+from ..c.kernels.common import par_rows
+from ..c.kernels.nn import pool_context
+from ..c.renderer import CRenderer, CTarget
+from ..elementwise import OPS
+from ..env import render
+from ..x86.elementwise import VectorStep, attr_value
+from ..x86.renderer import (
+    _PAR_ELEMS,
+    _PAR_ELEMS_MATH,
+    _PAR_MACS,
+    _PAR_STREAM_BYTES,
+    MatmulProblem,
+    Vec,
+    chain_consts,
+    common_dtype,
+    gemm_blocking,
+    matmul_problem,
+    round_up,
+    row_units,
+    rows_view,
+    used_kinds,
+)
+from .conv import conv_geometry, conv_kernel
+from .elementwise import neon_step
+
+#: the templates' vector: four f32 lanes, 32 registers (`Vec.regs` counts x86's)
+NEON = Vec("neon", 128, "float32x4_t", "int32x4_t", "", "")
+#: Up to this many rows of A, matmul streams B once (vecmat) instead of packing it for the GEMM.
+_SKINNY = 4
+#: Columns of B one vecmat block keeps in registers for all of K (4 vectors x 4 rows of A = 16 sums).
+_VECMAT_NB = 16
+#: Rows of A one matvec block dots with x.
+_MATVEC_RB = 4
+
+Emitter = Callable[["NeonRenderer", KernelRequest, str], "str | None"]
+_EMITTERS: dict[str, Emitter] = {}
+
+
+def emitter(*ops: str):
+    def deco(fn: Emitter) -> Emitter:
+        for op in ops:
+            _EMITTERS[op] = fn
+        return fn
+    return deco
+
+
+class NeonRenderer(CRenderer):
+    """Armv8.0-A: 128-bit Advanced SIMD, 32 vector registers, fused multiply-add."""
+
+    vec = NEON
+    #: GEMM microkernel: MR rows of C by NV vectors. 8 x 12 keeps 24 of the 32 registers
+    #: accumulating, 3 hold B and 2 the 8 values of A one k step multiplies by lane (FMLA by
+    #: element): 5 loads per 24 FMLAs, no broadcasts.
+    gemm_mr, gemm_nv = 8, 3
+    #: whether the dequantizing GEMV multiplies 8-bit weights with SDOT (Armv8.2-A dot product)
+    sdot = False
+
+    def kernel(self, req: KernelRequest, name: str) -> KernelSource:
+        emit = _EMITTERS.get(req.op)
+        body = emit(self, req, name) if emit is not None and not req.sizes else None
+        if body is None:
+            if req.packed or req.epilogue or req.pool:
+                what = "packed inputs" if req.packed else "an epilogue" if req.epilogue else "a pool"
+                raise SynthesisError(f"internal: {name} takes {what} but has no NEON kernel")
+            return super().kernel(req, name)
+        scratch = body.scratch if isinstance(body, KernelText) else 0
+        return KernelSource(name, prototype(req, name), body, (), scratch=scratch)
+
+    def render(self, template: str, req: KernelRequest, name: str, sections: tuple[str, ...], **ctx) -> str:
+        return render(f"arm/{template}", v=self.vec, sdot=self.sdot, sections=sections, name=name,
+                      proto=prototype(req, name), **ctx)
+
+
+class V82Renderer(NeonRenderer):
+    """Armv8.2-A with the dot product (SDOT / UDOT) and f16 arithmetic."""
+
+    sdot = True
+
+
+class NeonTarget(CTarget):
+    """The NEON kernel families (openinfer/targets/isa.py rows with wing "arm")."""
+
+    @property
+    def renderer_class(self) -> type[NeonRenderer]:
+        return RENDERERS[self.device.isa]
+
+    def takes_epilogue(self, req: KernelRequest) -> bool:
+        """Which kernels apply an element-wise chain to their result as they store it
+        (openinfer/synth/fusion.py): the f32 matmuls this wing renders, its dequantizing GEMVs
+        and its convolutions (chains of the sums alone, applied to a tile in registers).
+        The GEMVs store chain(piece) from a scratch piece (the chain may read the output's old
+        value); the GEMM applies the chain to its finished rows in place, so it takes chains that
+        read no operand aliasing the output."""
+        if req.mode != "normal" or req.sizes or _epilogue(req) is None:
+            return False
+        if req.op == "dequant_matmul":
+            return _dequant_problem(req) is not None
+        if req.op in ("conv1d", "conv2d"):
+            return len(req.epilogue.inputs) == 1 and conv_geometry(req) is not None
+        if req.op != "matmul":
+            return False
+        mm = _matmul(self.renderer_class, self.device, req)
+        return mm is not None and (mm.gemv or not req.epilogue.aliased)
+
+
+#: The renderer of each kernel family of this wing
+RENDERERS: dict[str, type[NeonRenderer]] = {"neon": NeonRenderer, "v82": V82Renderer}
+
+
+# ---------------------------------------------------------------------------------------- element-wise
+
+def _chain(req: KernelRequest) -> list[VectorStep] | None:
+    """The NEON steps of an element-wise request, one op or a fused chain; None if a step has no
+    vector form or is not f32 (or accumulates)."""
+    if req.op == "fused":
+        chain = [(step, [f"x{i}" if src == "in" else f"s{i}" for src, i in args])
+                 for step, args in zip(req.chain, req.chain_args, strict=True)]
+    else:
+        chain = [(req, [f"x{i}" for i in range(len(req.inputs))])]
+    steps = []
+    for j, (step_req, args) in enumerate(chain):
+        step = neon_step(step_req, j, args) if common_dtype(step_req) == "f32" and not step_req.acc else None
+        if step is None:
+            return None
+        steps.append(step)
+    return steps
+
+
+@emitter(*OPS, "fused")
+def _elementwise(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """An element-wise op or fused chain whose every step has a NEON form."""
+    out = req.output
+    if common_dtype(req) != "f32" or out.numel == 0:
+        return None
+    view = rows_view(out.shape, [t.shape for t in req.inputs])
+    steps = _chain(req)
+    if view is None or steps is None:
+        return None
+    rows, inner, kinds = view
+    math_ops = any(s.math for s in steps)
+    return r.render("elementwise.c.j2", req, name, ("core", "math") if math_ops else ("core",),
+                    inputs=used_kinds(steps, kinds), inner=inner, steps=steps, consts=chain_consts(steps),
+                    **row_units(rows, inner, r.vec.lanes, _PAR_ELEMS_MATH if math_ops else _PAR_ELEMS))
+
+
+def _epilogue(req: KernelRequest) -> dict | None:
+    """The template description of a kernel's epilogue (templates/arm/epilogue.c.j2), None if it
+    has none or one this wing cannot render (x86/renderer.py `_epilogue` describes the fields)."""
+    epi = req.epilogue
+    if epi is None or common_dtype(epi) != "f32" or epi.runtime_attrs or epi.sizes:
+        return None
+    view = rows_view(epi.output.shape, [t.shape for t in epi.inputs])
+    steps = _chain(epi)
+    if view is None or steps is None:
+        return None
+    _, inner, kinds = view
+    params = [f"in{i}" for i in req.operand_indices("epilogue")]
+    return {"inner": inner, "inputs": used_kinds(steps, kinds), "params": params, "steps": steps,
+            "consts": chain_consts(steps), "math": any(s.math for s in steps),
+            "init": f", .epi = {{{', '.join([*params, 'out'])}}}"}
+
+
+def _sections(epi: dict | None, *sections: str) -> tuple[str, ...]:
+    return sections + ("math",) if epi and epi["math"] else sections
+
+
+# ---------------------------------------------------------------------------------------- matmul
+
+def _matmul(r: type[NeonRenderer] | NeonRenderer, device, req: KernelRequest) -> MatmulProblem | None:
+    """The request as the NEON matmul kernels see it: f32, static, operands as stored (no
+    transposes); None for any other."""
+    mm = matmul_problem(r, device, req) if not req.sizes else None
+    if mm is None or mm.dtype != "f32" or mm.ta or mm.tb:
+        return None
+    return mm
+
+
+@emitter("matmul")
+def _matmul_kernel(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    mm = _matmul(r, r.device, req)
+    if mm is None:
+        return None
+    m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
+    epi = _epilogue(req)
+    parallel = nbatch * m * n * k >= _PAR_MACS
+    sections = _sections(epi, "core")
+    common = {"m": m, "n": n, "k": k, "epi": epi, **mm.offsets}
+    if n == 1:
+        # out[i] = dot(A[i, :], x): blocks of rows of A, parallel when A is worth streaming in pieces
+        parallel = parallel or nbatch * m * k * 4 >= _PAR_STREAM_BYTES
+        want = 2 * r.device.threads if parallel else 1
+        rb = round_up(-(-m // want), _MATVEC_RB)
+        nunits = -(-m // rb)
+        return r.render("gemv.c.j2", req, name, sections, kind="matvec", rb=rb, nunits=nunits,
+                        units=nbatch * nunits, parallel=parallel and nbatch * nunits > 1, **common)
+    if m <= _SKINNY:
+        # C[m, :] = A[m, :] B: column chunks of B, each block of its columns summed in registers over all of K
+        parallel = parallel or nbatch * k * n * 4 >= _PAR_STREAM_BYTES
+        want = 2 * r.device.threads if parallel else 1
+        cw = round_up(-(-n // want), _VECMAT_NB)
+        nunits = -(-n // cw)
+        return r.render("gemv.c.j2", req, name, sections, kind="vecmat", cw=cw, nb=_VECMAT_NB, nunits=nunits,
+                        units=nbatch * nunits, parallel=parallel and nbatch * nunits > 1, **common)
+    mr, nv, lanes = r.gemm_mr, r.gemm_nv, r.vec.lanes
+    nr = nv * lanes
+    kc, nc = gemm_blocking(nr, r.device, m, n, k)
+    cols = [(nv, 0)] if n >= nr else []
+    if n % nr:
+        cols.append((-(-(n % nr) // lanes), n % lanes))
+    rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
+    text = r.render("gemm.c.j2", req, name, sections, mr=mr, nv=nv, nr=nr, kc=kc, nc=nc, nblocks=-(-n // nc),
+                    batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols], row_kernels=rows,
+                    full_nv=n >= nr, edge=cols[-1] if n % nr else None, parallel=parallel, **common)
+    return KernelText(text, kc * nc * 4)
+
+
+# ---------------------------------------------------------------------------------------- conv
+
+@emitter("conv1d", "conv2d")
+def _conv(r: NeonRenderer, req: KernelRequest, name: str) -> KernelText | None:
+    """f32 convolutions (openinfer/targets/arm/conv.py), with their epilogue."""
+    g = conv_geometry(req)
+    epi = _epilogue(req)
+    if g is None or (req.epilogue is not None and epi is None):
+        return None
+    return conv_kernel(r, req, name, g, epi, _sections(epi, "core"))
+
+
+@emitter("max_pool2d", "avg_pool2d")
+def _pool(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 pooling at column stride 1 or 2 whose rows have at least a vector of outputs with the
+    window inside (templates/arm/pool.c.j2); the borders are the portable loop's."""
+    ctx = pool_context(req, name)
+    if common_dtype(req) != "f32" or ctx["sw"] not in (1, 2):
+        return None
+    # stride 2: LD2 reads the float after a window's last; the vectors stop where it is in the row
+    vec_hi = ctx["iw_hi"] if ctx["sw"] == 1 else min(ctx["iw_hi"], (ctx["w"] - 1 - ctx["kw"] + ctx["pl"]) // 2 + 1)
+    if vec_hi - ctx["iw_lo"] < r.vec.lanes:
+        return None
+    return render("arm/pool.c.j2", v=r.vec, sections=("core",), interior_from="ov", vec_hi=vec_hi, **ctx)
+
+
+# ---------------------------------------------------------------------------------------- reductions, rows
+
+@emitter("sum_axis", "mean_axis", "max_axis", "min_axis")
+def _reduce(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 over a contiguous run of axes (templates/arm/reduce.c.j2)."""
+    shape = req.inputs[0].shape
+    axes = tuple(req.attr("axes"))
+    if common_dtype(req) != "f32" or req.inputs[0].numel == 0 or list(axes) != list(range(axes[0], axes[-1] + 1)):
+        return None
+    outer = math.prod(shape[:axes[0]])
+    red = math.prod(shape[axes[0]:axes[-1] + 1])
+    inner = math.prod(shape[axes[-1] + 1:])
+    return r.render("reduce.c.j2", req, name, ("core",), op=req.op.removesuffix("_axis"), outer=outer, red=red,
+                    inner=inner, **par_rows(outer, red * inner, _PAR_ELEMS))
+
+
+@emitter("softmax", "layer_norm", "rms_norm")
+def _rowwise(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """softmax over the last axis, layer_norm and rms_norm, f32 (templates/arm/rowwise.c.j2)."""
+    shape = req.inputs[0].shape
+    axis = req.attr("axis")
+    if common_dtype(req) != "f32" or req.inputs[0].numel == 0 or (req.op == "softmax" and axis != len(shape) - 1):
+        return None
+    n, rows = math.prod(shape[axis:]), math.prod(shape[:axis])
+    eps = attr_value(req, "eps") if req.op != "softmax" else None
+    return r.render("rowwise.c.j2", req, name, ("core", "math") if req.op == "softmax" else ("core",), op=req.op,
+                    n=n, rows=rows, eps=eps, has_gamma=len(req.inputs) > 1, has_beta=len(req.inputs) > 2,
+                    **par_rows(rows, n, _PAR_ELEMS_MATH if req.op == "softmax" else _PAR_ELEMS))
+
+
+# ---------------------------------------------------------------------------------------- dequant_matmul
+
+#: Rows of x up to which dequant_matmul takes the GEMV (a decoder's few tokens); more take the portable kernel.
+_DQ_ROWS = 4
+#: Most K of the SDOT path: the three int8 digits of a row of x live on the stack (3 * K bytes).
+_DQ_SDOT_K = 16384
+
+
+def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
+    """(M, K, N) of a request the dequantizing GEMV covers: f32 x of at most _DQ_ROWS rows with
+    i8 / u8 weights into f32, static extents; None for any other."""
+    x, w = req.own_inputs[:2]
+    k, n = w.shape
+    m = x.shape[0] if len(x.shape) == 2 else 1
+    covered = (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc and not req.sizes
+               and w.dtype.name in ("i8", "u8") and 0 not in (m, n, k) and m <= _DQ_ROWS)
+    return (m, k, n) if covered else None
+
+
+@emitter("dequant_matmul")
+def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """The requests `_dequant_problem` covers: column chunks of w over the pool, each computing
+    every row of x; on Armv8.2-A (`sdot`) with x as 24-bit integers in three int8 digits
+    multiplied by SDOT (templates/arm/dequant.c.j2)."""
+    problem = _dequant_problem(req)
+    if problem is None:
+        return None
+    m, k, n = problem
+    x, w, scale = req.own_inputs[:3]
+    zp = req.own_inputs[3] if len(req.own_inputs) > 3 else None
+    epi = _epilogue(req)
+    parallel = m * n * k >= _PAR_MACS or k * n >= _PAR_STREAM_BYTES
+    want = 2 * r.device.threads if parallel else 1
+    cw = round_up(-(-n // want), 16)
+    nunits = -(-n // cw)
+    doc = (f"dequant_matmul: f32{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}, "
+           f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale{', zero point' if zp else ''}) "
+           f"-> f32{list(req.output.shape)}")
+    return r.render("dequant.c.j2", req, name, _sections(epi, "core"), doc=doc, m=m, n=n, k=k, epi=epi,
+                    signed=w.dtype.name == "i8", zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
+                    scale_channel=scale.numel > 1, cw=cw, nunits=nunits, parallel=parallel and nunits > 1,
+                    dot=r.sdot and k <= _DQ_SDOT_K)

@@ -1,0 +1,435 @@
+"""The NEON wing's kernels (openinfer/targets/arm/) against the reference, cross-built and run
+under qemu-aarch64 (openinfer/emulate.py; natively on an AArch64 machine): element-wise ops and
+fused chains with the vector exp / tanh / erf, the f32 GEMM (every microkernel edge: rows and
+columns one short of, at and one past the 8 x 12 tile and its vectors; K across a K slice) and
+the GEMVs, with their epilogues, and the dequantizing GEMV of i8 / u8 weights on Armv8.0-A and,
+with SDOT, on Armv8.2-A (also run as a Cortex-A53, which lacks the dot product: create() refuses
+the v8.2 program). Every build is -Wall -Wextra -Werror (the Simulator's); one graph per test
+keeps the builds few.
+
+    OI_SLOW=1   also the Armv8.2-A descriptor for every kernel (default: the v8.2-only ones)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from test_avx_kernels import BINARY, UNARY, decls, run, special  # noqa: E402
+from test_dequant_avx import _dot  # noqa: E402
+
+import openinfer as oi  # noqa: E402
+from openinfer.compare import compare, table  # noqa: E402
+from openinfer.dtypes import lookup  # noqa: E402
+from openinfer.errors import SimulationError  # noqa: E402
+from openinfer.oinf.values import TensorSpec  # noqa: E402
+from openinfer.sim import Simulator  # noqa: E402
+from openinfer.synth.program import Call  # noqa: E402
+from openinfer.targets import devices  # noqa: E402
+from openinfer.targets.arm import NeonRenderer, V82Renderer  # noqa: E402
+from openinfer.targets.base import target_for  # noqa: E402
+
+SLOW = os.environ.get("OI_SLOW") == "1"
+DEVICES = ("aarch64-neon", "aarch64-v82") if SLOW else ("aarch64-neon",)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sim_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OI_CACHE_DIR", str(tmp_path_factory.mktemp("neon-cache")))
+        yield
+
+
+def test_renderer_follows_the_device_isa():
+    assert target_for(devices.load("aarch64-neon")).renderer_class is NeonRenderer
+    assert target_for(devices.load("aarch64-v82")).renderer_class is V82Renderer
+    assert target_for(devices.load("aarch64-generic")).renderer_class.__name__ == "CRenderer"
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
+@pytest.mark.parametrize("device", DEVICES)
+def test_elementwise(tmp_path, device):
+    rng = np.random.default_rng(1)
+    # 7 x 37: partial vectors on every row; 5: one whole vector and one lane; 3: shorter than a vector
+    shapes = {"x": (7, 37), "z": (7, 37), "brow": (37,), "bcol": (7, 1), "bs": (1,), "u": (5,), "w": (3,),
+              "big": (67, 1031)}
+    inputs = {k: rng.uniform(-4, 4, s).astype(np.float32) for k, s in shapes.items()}
+    special(inputs["x"])
+    inputs["z"][0, :6] = [0.0, -0.0, np.nan, 2.0, -0.0, 0.0]
+    inputs["x"][1] = rng.uniform(-90, 90, 37)           # exp overflow / underflow, saturated tanh
+    inputs["x"][2] = rng.uniform(-1e-3, 1e-3, 37)        # small |x|: polynomial branches
+    ops = UNARY + BINARY
+    outs = {f"y{i}": (7, 37) for i in range(len(ops))}
+    body = "".join(f"  op {o} >> y{i};\n" for i, o in enumerate(ops))
+    body += "  op exp(u) >> u;\n  op mul(w, w) >> w;\n  op add(brow, z) >> z;\n  op silu(big) >> big;\n"
+    outs["h"] = outs["t"] = outs["f"] = (7, 37)
+    body += ("  op add(x, brow) >> h;\n  op relu(h, alpha=0.1) >> h;\n  op mul(h, bcol) >> h;\n  op gelu(h) >> h;\n"
+             "  op sub(z, x) >> t;\n  op exp(t) >> t;\n  op div(t, brow) >> f;\n")
+    text = decls("dynamic", shapes) + decls("volatile", outs) + f"block entry {{\n{body}  return;\n}}\n"
+    sim = run(tmp_path, device, text, {}, inputs, [*outs, "u", "w", "z", "big"], threads=("1", "2"))
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    fused = [i for i, k in enumerate(sim.program.kernels) if k.op == "fused"]
+    assert len(fused) == 2 and all(f"_k{i}_fused_units" in source for i in fused)
+    assert "vfmaq_f32" in source and "oiv_exp" in source          # the NEON kernels, not the portable ones
+
+
+def _out_shape(a, b):
+    return np.matmul(np.zeros(a, np.float32), np.zeros(b, np.float32)).shape
+
+
+#: (A, B, B constant): GEMM edges around the 8 x 12 tile (rows 7, 8, 9, 17; columns 11, 12, 13, 4,
+#: 5, 25), K across the 128-row K slice (127, 129, 257), batches; vecmats of 1-4 rows with columns
+#: around the 16-column block and its vectors, K around the 4-row step; matvecs around 4 rows
+MATMULS = {
+    "g_tile": ((8, 5), (5, 12), False),
+    "g_edges": ((9, 127), (127, 13), False),
+    "g_short": ((7, 3), (3, 11), True),
+    "g_rows17": ((17, 129), (129, 25), True),
+    "g_narrow": ((33, 7), (7, 5), False),
+    "g_four": ((10, 9), (9, 4), False),
+    "g_kslices": ((31, 257), (257, 47), True),
+    "g_parallel": ((130, 300), (300, 257), True),
+    "g_batch_shared_b": ((3, 5, 17), (17, 40), True),
+    "g_batch_both": ((2, 3, 17, 9), (3, 9, 31), False),
+    "v_row": ((1, 65), (65, 129), True),
+    "v_rows": ((3, 257), (257, 63), True),
+    "v_four": ((4, 5), (5, 17), True),
+    "v_two": ((2, 3), (3, 15), False),
+    "v_1d": ((127,), (127, 3), True),
+    "v_1d_batch": ((9,), (2, 9, 33), False),
+    "v_wide": ((1, 1024), (1024, 2049), True),
+    "mv": ((13, 67), (67, 1), True),
+    "mv_short": ((3, 7), (7, 1), False),
+    "mv_1d": ((33, 12), (12,), False),
+    "mv_big": ((1031, 301), (301,), True),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul(tmp_path, device):
+    rng = np.random.default_rng(2)
+    weights, inputs, dyn, const, outs, body, terms = {}, {}, {}, {}, {}, [], {}
+    for name, (sa, sb, constant) in MATMULS.items():
+        a = rng.standard_normal(sa).astype(np.float32)
+        b = rng.standard_normal(sb).astype(np.float32)
+        terms[name] = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+        (weights if constant else inputs)[f"{name}_b"] = b
+        (const if constant else dyn)[f"{name}_b"] = sb
+        inputs[f"{name}_a"], dyn[f"{name}_a"] = a, sa
+        outs[name] = _out_shape(sa, sb)
+        body.append(f"  op matmul({name}_a, {name}_b) >> {name};\n")
+    inputs["sq"], dyn["sq"] = rng.standard_normal((19, 19)).astype(np.float32), (19, 19)
+    terms["sq"] = np.abs(inputs["sq"].astype(np.float64)) @ np.abs(inputs["sq"].astype(np.float64))
+    body.append("  op matmul(sq, sq) >> sq;\n")
+    text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
+            + "block entry {\n" + "".join(body) + "  return;\n}\n")
+    sim = run(tmp_path, device, text, weights, inputs, [*outs, "sq"], threads=("1", "2"), terms=terms)
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert "vfmaq_laneq_f32" in source and "_uk8x3(" in source
+
+
+#: matmul epilogues (arm/renderer.py `takes_epilogue`): every chain below joins its matmul except
+#: ar @ w's (a GEMM whose chain reads the output's old value). Paths: vecmat (1 and 3 rows of A),
+#: matvec, the GEMM with 3 K slices and an edge tile, a batch of A rows sharing B; the chains'
+#: inputs full, row (bias), col, scalar, the output itself (a residual in place), with exp / erf.
+EPILOGUES = """
+dynamic {
+    x: f32[1, 65]; r: f32[1, 129]; x3: f32[3, 71]; r3: f32[3, 101]; c3: f32[3, 1]; s1: f32[1];
+    v: f32[257]; rv: f32[37]; a: f32[31, 300]; c31: f32[31, 47]; col31: f32[31, 1]; ab: f32[2, 17, 9];
+    r17: f32[2, 17, 31]; ar: f32[40, 65]; res: f32[40, 129];
+}
+constant {
+    w: f32[65, 129]; b: f32[129]; w3: f32[71, 101];
+    wv: f32[37, 257]; wa: f32[300, 47]; ba: f32[47]; wb: f32[9, 31];
+}
+volatile {
+    y1: f32[1, 129]; y2: f32[1, 129]; t3: f32[3, 101]; o3: f32[3, 101]; mv: f32[37]; g: f32[31, 47];
+    g2: f32[31, 47]; gb: f32[2, 17, 31]; gr: f32[40, 129];
+}
+block entry {
+    op matmul(x, w) >> y1;
+    op add(r, y1) >> r;
+    op matmul(x, w) >> y2;
+    op add(y2, b) >> y2;
+    op gelu(y2) >> y2;
+    op matmul(x3, w3) >> t3;
+    op add(r3, t3) >> r3;
+    op silu(r3) >> r3;
+    op matmul(x3, w3) >> o3;
+    op mul(o3, c3) >> o3;
+    op add(o3, s1) >> o3;
+    op matmul(wv, v) >> mv;
+    op add(rv, mv) >> rv;
+    op relu(rv) >> rv;
+    op matmul(a, wa) >> g;
+    op add(g, ba) >> g;
+    op gelu(g) >> g;
+    op matmul(a, wa) >> g2;
+    op add(g2, c31) >> g2;
+    op mul(g2, col31) >> g2;
+    op matmul(ab, wb) >> gb;
+    op add(gb, r17) >> gb;
+    op matmul(ar, w) >> gr;
+    op add(res, gr) >> res;
+    return;
+}
+"""
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_epilogues(tmp_path, device):
+    rng = np.random.default_rng(11)
+    graph = oi.graph(EPILOGUES)
+    shapes = {name: tuple(int(d) for d in v.dims) for name, v in graph.vars.items()}
+    weights = {n: rng.standard_normal(shapes[n]).astype(np.float32) for n in ("w", "b", "w3", "wv", "wa", "ba", "wb")}
+    inputs = {n: rng.standard_normal(shapes[n]).astype(np.float32)
+              for n in ("x", "r", "x3", "r3", "c3", "s1", "v", "rv", "a", "c31", "col31", "ab", "r17", "ar", "res")}
+    special(inputs["r"])                # NaN, infinities, signed zeros through a residual
+    special(inputs["c31"])
+    outputs = ["r", "y2", "r3", "o3", "rv", "g", "g2", "gb", "res"]
+    sim = run(tmp_path, device, EPILOGUES, weights, inputs, outputs, threads=("1", "2"), only_outputs=True)
+    fused = sorted(s.desc.split(";")[0] for s in sim.plan.program.blocks["entry"]
+                   if isinstance(s, Call) and sim.plan.program.kernels[s.kernel].epilogue)
+    assert fused == sorted(f"op matmul({a},{b}) >> {o}" for a, b, o in (
+        ("x", "w", "y1"), ("x", "w", "y2"), ("x3", "w3", "t3"), ("x3", "w3", "o3"), ("wv", "v", "mv"),
+        ("a", "wa", "g"), ("a", "wa", "g2"), ("ab", "wb", "gb")))
+
+
+#: dequant_matmul: name -> (M or None for 1-D x, K, N, per channel?, zero point?, weight dtype). K around
+#: the SDOT step (4 rows) and its 16-row digit vectors, N around the 16-column block; 5 rows of x
+#: take the portable kernel.
+DEQUANT = {
+    "v1d": (None, 67, 33, True, False, "i8"),
+    "k1": (1, 1, 17, False, True, "u8"),
+    "k15": (3, 15, 16, True, True, "i8"),
+    "k17": (4, 17, 15, False, False, "u8"),
+    "k33": (2, 33, 47, True, True, "u8"),
+    "k64": (1, 64, 100, False, True, "i8"),
+    "par": (1, 1031, 300, True, True, "i8"),      # over the pool in column chunks
+    "m5": (5, 20, 20, True, True, "i8"),
+}
+
+
+def _dequant_graph(rng):
+    weights, inputs, dyn, const, outs, body, want, terms = {}, {}, [], [], [], [], {}, {}
+    for name, (m, k, n, per_channel, zp, wt) in DEQUANT.items():
+        lo, hi = (-128, 127) if wt == "i8" else (0, 255)
+        w = rng.integers(lo, hi + 1, (k, n)).astype(np.int8 if wt == "i8" else np.uint8)
+        w[0, :2] = lo, hi
+        xs = (k,) if m is None else (m, k)
+        x = rng.standard_normal(xs).astype(np.float32)
+        x.reshape(-1)[0] = 40.0             # one large |x|: the others' digits are small
+        nc = n if per_channel else 1
+        s = rng.uniform(0.01, 0.2, nc).astype(np.float32)
+        weights[f"w_{name}"], weights[f"s_{name}"] = TensorSpec(w, dtype=wt), s
+        const += [f"w_{name}: {wt}[{k}, {n}];", f"s_{name}: f32[{nc}];"]
+        args, deq = f"x_{name}, w_{name}, s_{name}", w.astype(np.float64)
+        if zp:
+            z = rng.integers(lo // 2, hi // 2 + 1, nc).astype(np.int32)
+            weights[f"z_{name}"] = z
+            const.append(f"z_{name}: i32[{nc}];")
+            args += f", z_{name}"
+            deq = deq - z
+        inputs[f"x_{name}"] = x
+        dyn.append(f"x_{name}: f32[{', '.join(map(str, xs))}];")
+        outs.append(f"y_{name}: f32[{', '.join(map(str, (n,) if m is None else (m, n)))}];")
+        body.append(f"  op dequant_matmul({args}) >> y_{name};\n")
+        want[f"y_{name}"], terms[f"y_{name}"] = _dot(x, deq * s.astype(np.float64))
+    # an infinity in x (the f32 sums), and an epilogue (bias, GELU) after a zero-pointed u8 GEMV
+    inputs["x_k15"][1, 3] = np.inf
+    want["y_k15"], terms["y_k15"] = _dot(inputs["x_k15"], (weights["w_k15"].data.astype(np.float64)
+                                                          - weights["z_k15"]) * weights["s_k15"])
+    weights["bias"] = rng.standard_normal(47).astype(np.float32)
+    const.append("bias: f32[47];")
+    outs.append("e: f32[2, 47];")
+    body.append("  op dequant_matmul(x_k33, w_k33, s_k33, z_k33) >> e;\n  op add(e, bias) >> e;\n  op gelu(e) >> e;\n")
+    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
+            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
+    return text, weights, inputs, want, terms
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", ("aarch64-neon", "aarch64-v82"))
+def test_dequant_gemv(tmp_path, device):
+    text, weights, inputs, want, terms = _dequant_graph(np.random.default_rng(5))
+    model = tmp_path / "model.oinf"
+    oi.write_oinf(model, weights)
+    sim = Simulator(oi.ModelLoader.open(model), oi.graph(text), arch=device)
+    for threads in ("1", "2"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("OI_NUM_THREADS", threads)
+            ex = sim.make_executor()
+        ex.insert(**inputs)
+        ex.run_step()
+        f32 = lookup("f32")
+        rows = [compare(n, f32, want[n].astype(np.float32), ex.fetch(n), terms[n]) for n in want]
+        assert all(r.ok for r in rows), f"{device} threads={threads}\n" + table(rows)
+        e = ex.fetch("e")
+        assert np.isfinite(e).all()
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert ("vdotq_laneq_s32" in source) == (device == "aarch64-v82")
+    if device == "aarch64-v82":         # the SDOT program never runs on a CPU without the dot product
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("QEMU_CPU", "cortex-a53")
+            with pytest.raises(SimulationError, match="lacks asimddp"):
+                sim.make_executor()
+    # every case but M = 5 has the NEON kernel, and so has the epilogue's GEMV
+    assert source.count("_f32(const") == len(DEQUANT)
+
+
+def _builds_at_o2(sim: Simulator) -> None:
+    """The kernels of `sim` (built at meson's -O3) also compile warning-free at -O2."""
+    build = sim.project / "build"
+    entry = next(e for e in json.loads((build / "compile_commands.json").read_text()) if "_kernels.c" in e["file"])
+    args = [a for a in shlex.split(entry["command"]) if a != "-O3"] + ["-O2", "-o", os.devnull]
+    out = args.index("-o")
+    del args[out:out + 2]       # meson's object path (the last "-o" writes nowhere)
+    subprocess.run(args, cwd=entry["directory"], check=True)
+
+
+#: row lengths around the 4-lane vector and the 2-vector sum step: 1, 3, 4, 5, 7, 8, 9, 127
+ROW_LENGTHS = (1, 3, 4, 5, 7, 8, 9, 127)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rows_and_reductions(tmp_path, device):
+    """softmax, layer_norm, rms_norm and the axis reductions over rows of every length around the
+    vector (NaN rows, signed-zero maxima, a softmax far from 0), the reductions also over a
+    leading axis (the output row accumulated in place), and large ones over the pool."""
+    rng = np.random.default_rng(3)
+    shapes, ops = {}, {}
+    for n in ROW_LENGTHS:
+        shapes.update({f"x{n}": (3, n), f"g{n}": (n,), f"b{n}": (n,)})
+        ops.update({f"sm{n}": (f"softmax(x{n})", (3, n)), f"ln{n}": (f"layer_norm(x{n}, g{n}, b{n})", (3, n)),
+                    f"lnp{n}": (f"layer_norm(x{n}, eps=0.01)", (3, n)), f"rms{n}": (f"rms_norm(x{n}, g{n})", (3, n)),
+                    f"rmsp{n}": (f"rms_norm(x{n})", (3, n))})
+        for red in ("sum", "mean", "max", "min"):
+            ops[f"{red}{n}"] = (f"{red}_axis(x{n}, axes=[1])", (3,))
+            ops[f"{red}_lead{n}"] = (f"{red}_axis(x{n}, axes=[0])", (n,))
+    shapes.update(z=(2, 3, 5), big=(64, 4099), wide=(65, 509))
+    ops.update(ln_axis=("layer_norm(z, axis=1)", (2, 3, 5)), max_two=("max_axis(z, axes=[1, 2])", (2,)),
+               min_mid=("min_axis(z, axes=[1])", (2, 5)), rms_big=("rms_norm(big)", (64, 4099)),
+               sum_big=("sum_axis(big, axes=[1])", (64,)), sm_wide=("softmax(wide)", (65, 509)))
+    inputs = {k: rng.uniform(-6, 6, s).astype(np.float32) for k, s in shapes.items()}
+    inputs["x127"][0, 3] = np.nan                           # a NaN row
+    inputs["x9"][1, :] = -0.0
+    inputs["x9"][1, 8] = 0.0                                # max +0.0 in the partial vector
+    inputs["x5"][2, :] = -0.0                               # max -0.0
+    inputs["x7"][0] = rng.uniform(-1e4, 1e4, 7)             # softmax far from 0
+    outs = {k: s for k, (_, s) in ops.items()}
+    body = "".join(f"  op {o} >> {k};\n" for k, (o, _) in ops.items())
+    text = decls("dynamic", shapes) + decls("volatile", outs) + f"block entry {{\n{body}  return;\n}}\n"
+    sim = run(tmp_path, device, text, {}, inputs, list(outs), threads=("1", "2"))
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert source.count("_rows(void *arg") == len(ops)      # every one is a NEON row / reduction kernel
+    _builds_at_o2(sim)
+
+
+
+#: name -> (x, w, attributes, bias?, epilogue): widths around the 4-lane vector and the 8-column
+#: tile (3, 4, 5, 7, 8, 9, 11, 14 outputs), odd and prime channel counts (3, 5, 17: an edge block
+#: of 1 channel after two of 8), taps not a multiple of 4, H-only padding, strides 2 and 3
+#: (LD2 / LD3), dilation, groups, an unpadded input read in place, conv1d; epilogues of the sums
+CONVS = {
+    "c32": ((1, 32, 14, 14), (32, 32, 3, 3), {"padding": 1}, True, "relu"),
+    "c_hpad": ((1, 5, 9, 13), (17, 5, 3, 3), {"padding": [1, 0]}, True, None),
+    "c_s2": ((2, 3, 15, 17), (8, 3, 3, 3), {"stride": 2, "padding": 1}, False, "gelu"),
+    "c_dil": ((1, 4, 12, 11), (5, 4, 3, 3), {"dilation": 2, "padding": 2}, True, None),
+    "c_1x1": ((1, 17, 7, 7), (9, 17, 1, 1), {}, False, None),
+    "c_inplace": ((1, 3, 10, 10), (4, 3, 3, 3), {}, True, None),
+    "c_dw": ((1, 8, 9, 9), (8, 1, 3, 3), {"padding": 1, "groups": 8}, True, "relu"),
+    "c_w3": ((1, 2, 3, 3), (3, 2, 3, 3), {"padding": 1}, False, None),
+    "c_w4": ((1, 2, 4, 4), (5, 2, 3, 3), {"padding": 1}, True, None),
+    "c_w9": ((1, 3, 5, 9), (7, 3, 3, 3), {"padding": 1}, False, None),
+    "c_1d": ((2, 5, 31), (7, 5, 5), {"stride": 3, "padding": 2}, True, "relu"),
+}
+#: OI_SLOW=1: 5 x 5 taps, stride 4 (LD4), four-sided padding, a wider image, grouped channels
+CONVS_SLOW = {
+    "c_5x5": ((1, 6, 17, 19), (11, 6, 5, 5), {"padding": 2}, True, None),
+    "c_s4": ((1, 3, 23, 29), (5, 3, 3, 3), {"stride": 4, "padding": [1, 2, 0, 1]}, False, "relu"),
+    "c_wide": ((1, 16, 28, 28), (24, 16, 3, 3), {"padding": 1}, True, "silu"),
+    "c_groups": ((1, 12, 10, 10), (9, 4, 3, 3), {"padding": 1, "groups": 3}, True, None),
+    "c_1d_dil": ((1, 4, 40), (6, 4, 3), {"dilation": 3, "padding": [0, 2]}, False, None),
+}
+
+
+def _conv_out(xs, ws, attrs) -> tuple[int, ...]:
+    nd = len(xs) - 2
+
+    def pairs(v, default):
+        v = attrs.get(v, default)
+        return [v] * nd if isinstance(v, int) else list(v)
+    stride, dil, pad = pairs("stride", 1), pairs("dilation", 1), pairs("padding", 0)
+    pad = pad * 2 if len(pad) == nd else pad
+    return (xs[0], ws[0], *((xs[2 + i] + pad[i] + pad[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // stride[i] + 1
+                            for i in range(nd)))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv(tmp_path, device):
+    rng = np.random.default_rng(7)
+    weights, inputs, dyn, const, outs, body = {}, {}, {}, {}, {}, []
+    for name, (xs, ws, attrs, bias, epi) in {**CONVS, **(CONVS_SLOW if SLOW else {})}.items():
+        inputs[f"{name}_x"], dyn[f"{name}_x"] = rng.standard_normal(xs).astype(np.float32), xs
+        weights[f"{name}_w"], const[f"{name}_w"] = rng.standard_normal(ws).astype(np.float32), ws
+        args = f"{name}_x, {name}_w"
+        if bias:
+            weights[f"{name}_b"], const[f"{name}_b"] = rng.standard_normal(ws[0]).astype(np.float32), (ws[0],)
+            args += f", {name}_b"
+        args += "".join(f", {k}={v}" for k, v in attrs.items())
+        body.append(f"  op conv{len(xs) - 2}d({args}) >> {name};\n")
+        if epi:
+            body.append(f"  op {epi}({name}) >> {name};\n")
+        outs[name] = _conv_out(xs, ws, attrs)
+    special(inputs["c_hpad_x"])             # NaN, infinities, signed zeros through the sums
+    text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
+            + "block entry {\n" + "".join(body) + "  return;\n}\n")
+    sim = run(tmp_path, device, text, weights, inputs, list(outs), threads=("1", "2"), only_outputs=True)
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    convs = [k for k in sim.program.kernels if k.op.startswith("conv")]
+    assert len(convs) == len(outs) and source.count("_off[") >= len(outs)     # every one the NEON kernel
+    assert sum(k.epilogue is not None for k in convs) == sum(c[4] is not None for c in CONVS.values()) + (
+        SLOW and sum(c[4] is not None for c in CONVS_SLOW.values()))
+    _builds_at_o2(sim)
+
+
+#: name -> (x, op and attributes, output): strides 1 and 2 with and without padding, windows of
+#: 2 and 3, widths around the vector (LD2 stops where it would read past a row), odd planes
+POOLS = {
+    "mp2": ((2, 3, 16, 17), "max_pool2d(mp2_x, kernel=[2, 2], stride=[2, 2])", (2, 3, 8, 8)),
+    "mp3": ((1, 5, 13, 19), "max_pool2d(mp3_x, kernel=[3, 3], stride=[2, 2], padding=[1, 1])", (1, 5, 7, 10)),
+    "mp_s1": ((1, 3, 7, 9), "max_pool2d(mp_s1_x, kernel=[3, 3], stride=[1, 1], padding=[1, 1])", (1, 3, 7, 9)),
+    "ap2": ((1, 4, 10, 18), "avg_pool2d(ap2_x, kernel=[2, 2], stride=[2, 2])", (1, 4, 5, 9)),
+    "ap3": ((1, 3, 11, 21), "avg_pool2d(ap3_x, kernel=[3, 3], stride=[2, 2], padding=[1, 1])", (1, 3, 6, 11)),
+    "ap_cnt": ((1, 2, 9, 12), "avg_pool2d(ap_cnt_x, kernel=[3, 3], stride=[1, 1], padding=[1, 1], "
+               "count_include_pad=true)", (1, 2, 9, 12)),
+}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", DEVICES)
+def test_pool(tmp_path, device):
+    rng = np.random.default_rng(9)
+    inputs = {f"{k}_x": rng.standard_normal(xs).astype(np.float32) for k, (xs, _, _) in POOLS.items()}
+    special(inputs["mp2_x"])
+    inputs["mp3_x"][0, 0, 2:4, 4:8] = -0.0                 # signed zeros in a window's maximum
+    inputs["mp3_x"][0, 0, 3, 5] = 0.0
+    text = (decls("dynamic", {f"{k}_x": xs for k, (xs, _, _) in POOLS.items()})
+            + decls("volatile", {k: s for k, (_, _, s) in POOLS.items()})
+            + "block entry {\n" + "".join(f"  op {o} >> {k};\n" for k, (_, o, _) in POOLS.items()) + "  return;\n}\n")
+    sim = run(tmp_path, device, text, {}, inputs, list(POOLS), threads=("1", "2"))
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert source.count("ov + OIV_LANES <=") == len(POOLS)          # every one has the NEON interior
+    _builds_at_o2(sim)

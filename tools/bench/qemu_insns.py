@@ -1,0 +1,129 @@
+"""Guest instruction counts of the ARM kernels under QEMU: the NEON wing against the portable C.
+
+    python tools/bench/qemu_insns.py [results.json] [--arch aarch64-generic aarch64-neon aarch64-v82]
+
+No ARM hardware here, so the measure is instructions, not time: each program runs under
+qemu-aarch64 with a tiny TCG plugin (tools/bench/qemu_insn_count.c, built with the host's gcc)
+that counts the guest instructions executed. The count of one step is (count after 3 steps -
+count after 1 step) / 2, which leaves out create() (packing, the pool) and the runner. One
+thread (OI_NUM_THREADS=1). Cases: a 256^3 f32 GEMM (both operands inputs), an f32 GEMV
+[1, 1024] @ [1024, 1024], the i8 dequantizing GEMV of the same shape (per-channel scale), 3 x 3
+pad-1 convolutions with bias (32 -> 32 channels on 14 x 14, 16 -> 32 on 28 x 28; constant
+weights). The FMA lower bound of the GEMM and the convolutions on 128-bit NEON is their
+multiply-adds / 4 FMLA instructions. `--cases` picks some.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import openinfer as oi  # noqa: E402
+from openinfer.oinf.values import TensorSpec  # noqa: E402
+from openinfer.sim import Simulator  # noqa: E402
+
+CASES = {
+    "gemm_256": ("dynamic { a: f32[256, 256]; b: f32[256, 256]; }\nvolatile { y: f32[256, 256]; }\n"
+                 "block entry {\n  op matmul(a, b) >> y;\n  return;\n}\n", {}, ("a", "b")),
+    "gemv_f32_1024": ("dynamic { x: f32[1, 1024]; }\nconstant { w: f32[1024, 1024]; }\nvolatile { y: f32[1, 1024]; }\n"
+                      "block entry {\n  op matmul(x, w) >> y;\n  return;\n}\n", {"w": "f32"}, ("x",)),
+    "gemv_i8_1024": ("dynamic { x: f32[1, 1024]; }\nconstant { w: i8[1024, 1024]; s: f32[1024]; }\n"
+                     "volatile { y: f32[1, 1024]; }\n"
+                     "block entry {\n  op dequant_matmul(x, w, s) >> y;\n  return;\n}\n", {"w": "i8", "s": "f32"},
+                     ("x",)),
+}
+for _name, _c, _o, _hw in (("conv_32x14x14", 32, 32, 14), ("conv_16x28x28", 16, 32, 28)):
+    # 3 x 3, padding 1, bias, constant weights: the CNN block's convolution
+    CASES[_name] = (f"dynamic {{ x: f32[1, {_c}, {_hw}, {_hw}]; }}\n"
+                    f"constant {{ w: f32[{_o}, {_c}, 3, 3]; b: f32[{_o}]; }}\n"
+                    f"volatile {{ y: f32[1, {_o}, {_hw}, {_hw}]; }}\n"
+                    "block entry {\n  op conv2d(x, w, b, padding=1) >> y;\n  return;\n}\n",
+                    {"w": "f32", "b": "f32"}, ("x",))
+FMA_BOUND = {"gemm_256": 256 ** 3 // 4, "conv_32x14x14": 32 * 32 * 9 * 14 * 14 // 4,
+             "conv_16x28x28": 16 * 32 * 9 * 28 * 28 // 4}
+
+
+def _weights(kinds: dict[str, str], graph, rng) -> dict:
+    out = {}
+    for name, kind in kinds.items():
+        shape = tuple(int(d) for d in graph.vars[name].dims)
+        if kind == "i8":
+            out[name] = TensorSpec(rng.integers(-128, 128, shape).astype(np.int8), dtype="i8")
+        else:
+            out[name] = rng.uniform(0.5, 1.5, shape).astype(np.float32)
+    return out
+
+
+def _count(sim: Simulator, inputs: dict, steps: int, counts: Path) -> int:
+    """Guest instructions of create() and `steps` steps (the plugin appends them when the runner ends)."""
+    counts.write_text("")
+    ex = sim.make_executor()
+    for _ in range(steps):
+        ex.insert(**inputs)
+        ex.run_step()
+    del ex
+    gc.collect()
+    for _ in range(600):
+        text = counts.read_text().strip()
+        if text:
+            return int(text.splitlines()[-1])
+        subprocess.run(["sleep", "0.1"], check=True)
+    raise RuntimeError("no instruction count: the runner did not end")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", type=Path)
+    ap.add_argument("--arch", nargs="+", default=["aarch64-generic", "aarch64-neon", "aarch64-v82"])
+    ap.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="oi-insns-"))
+    plugin = tmp / "libinsn.so"
+    source = Path(__file__).with_name("qemu_insn_count.c")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(plugin), str(source)], check=True)
+    qemu = shutil.which("qemu-aarch64")
+    wrapper = tmp / "bin" / "qemu-aarch64"       # the descriptors' emulator, with the plugin
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {qemu} -plugin {plugin} "$@"\n')
+    wrapper.chmod(0o755)
+    counts = tmp / "count.txt"
+    os.environ.update(PATH=f"{wrapper.parent}:{os.environ['PATH']}", OI_INSN_COUNT_FILE=str(counts),
+                      OI_NUM_THREADS="1", OI_CACHE_DIR=str(tmp / "cache"))
+    rng = np.random.default_rng(0)
+    results: dict[str, dict[str, int]] = {}
+    for case in args.cases:
+        text, kinds, dynamic = CASES[case]
+        graph = oi.graph(text)
+        model_path = tmp / f"{case}.oinf"
+        oi.write_oinf(model_path, _weights(kinds, graph, rng) or {"unused": np.zeros(1, np.float32)})
+        model = oi.ModelLoader.open(model_path)
+        inputs = {n: rng.uniform(-1, 1, tuple(int(d) for d in graph.vars[n].dims)).astype(np.float32) for n in dynamic}
+        for arch in args.arch:
+            sim = Simulator(model, graph, arch=arch)
+            one, three = _count(sim, inputs, 1, counts), _count(sim, inputs, 3, counts)
+            results.setdefault(case, {})[arch] = (three - one) // 2
+    print(f"{'case':16} " + " ".join(f"{a:>16}" for a in args.arch) + "   (guest instructions per step)")
+    for case, row in results.items():
+        line = f"{case:16} " + " ".join(f"{row[a]:>16,}" for a in args.arch)
+        if case in FMA_BOUND:
+            line += "   FMA bound " + ", ".join(f"{a}: {row[a] / FMA_BOUND[case]:.2f}x" for a in args.arch)
+        print(line)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
