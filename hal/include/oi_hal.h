@@ -106,6 +106,13 @@ typedef struct oi_oinf {
  * weights crosses 512x less often (oi_hal.c, advise_huge). oi_aligned_alloc puts buffers of 4 MiB
  * or more on such pages too. */
 oi_status oi_oinf_open(const char *path, oi_oinf *out);
+/* Opens a package file by mapping it, whatever its size: pages are read when a kernel first
+ * touches them, and, the file being their backing store, the kernel may drop them again under
+ * memory pressure. The huge pages oi_oinf_open reads a large file into are anonymous memory,
+ * which is never evicted: a 1.5 GB model on a 2 GB board would not fit. A descriptor's
+ * `preferences.weights_memory: "mapped"` makes the generated create() use this (the default on
+ * the Arm descriptors), at the cost of more TLB misses while weights stream. */
+oi_status oi_oinf_map(const char *path, oi_oinf *out);
 oi_status oi_oinf_open_memory(const void *image, uint64_t size, oi_oinf *out);
 void oi_oinf_close(oi_oinf *file);
 

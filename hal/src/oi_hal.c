@@ -504,7 +504,9 @@ static void *read_into_huge_pages(int fd, size_t bytes) {
 }
 #endif
 
-oi_status oi_oinf_open(const char *path, oi_oinf *out) {
+/* oi_oinf_open and oi_oinf_map: `read_in` chooses reading a large file onto huge pages over
+ * mapping it. */
+static oi_status open_file(const char *path, oi_oinf *out, int read_in) {
     if (!path || !out) return OI_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -521,7 +523,7 @@ oi_status oi_oinf_open(const char *path, oi_oinf *out) {
     void *p = MAP_FAILED;
     out->mapped = 1;
 #ifdef MADV_HUGEPAGE
-    if ((uint64_t)st.st_size >= OI_HUGE_MIN && (uint64_t)st.st_size <= SIZE_MAX - 2 * OI_HUGE_PAGE) {
+    if (read_in && (uint64_t)st.st_size >= OI_HUGE_MIN && (uint64_t)st.st_size <= SIZE_MAX - 2 * OI_HUGE_PAGE) {
         p = read_into_huge_pages(fd, (size_t)st.st_size);
         if (p != MAP_FAILED) out->mapped = 2;
     }
@@ -534,6 +536,14 @@ oi_status oi_oinf_open(const char *path, oi_oinf *out) {
     oi_status s = parse(out);
     if (s != OI_OK) oi_oinf_close(out);
     return s;
+}
+
+oi_status oi_oinf_open(const char *path, oi_oinf *out) {
+    return open_file(path, out, 1);
+}
+
+oi_status oi_oinf_map(const char *path, oi_oinf *out) {
+    return open_file(path, out, 0);
 }
 
 void oi_oinf_close(oi_oinf *f) {

@@ -565,6 +565,7 @@ class HostRenderer:
             "blocks": blocks, "inputs": inputs, "inputs_bytes": max(1, (len(inputs) + 7) // 8), "gets": gets,
             "bindables": bindables,
             "nodes": nodes, "threads": self.device.threads, "embedded": self.embed, "hal_abi": hal_abi_version(),
+            "map_weights": self.device.preferences.get("weights_memory") == "mapped",
             "cpu_features": " | ".join(self.device.cpu_feature_macros) or "0u",
             "dynamic_vars": [{"cname": c_name(v.name), "shape": list(v.shape)} for v in p.vars if v.dynamic_shape],
             "sizes": self.size_views(inputs),
