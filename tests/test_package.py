@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,11 @@ def test_wheel_install_is_self_contained(tmp_path):
     out = subprocess.run([sys.executable, str(script), "devices", "list"], capture_output=True, text=True,
                          check=True, cwd=tmp_path, env=env).stdout
     assert "x86_64-avx512" in out
+
+
+def test_every_package_of_the_source_tree_is_installed():
+    """tool.setuptools.packages lists every folder of openinfer/ with an __init__.py (a new target
+    wing left out installs without its code: `openinfer devices list` then fails on its descriptors)."""
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "openinfer").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)

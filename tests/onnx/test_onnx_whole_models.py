@@ -22,7 +22,8 @@ MODELS = {"bert": ("last_hidden_state", {"sdpa", "layer_norm", "gelu"}, 2e-5, 1e
           "gpt2": ("logits", {"sdpa", "layer_norm", "gelu"}, 2e-5, 1e-4),
           "llama": ("logits", {"sdpa", "rms_norm", "silu"}, 2e-5, 1e-4),
           "resnet": ("logits", {"conv2d", "max_pool2d"}, 2e-5, 1e-4)}
-TARGETS = sorted({"x86_64-generic", best_host_target()})
+#: the portable C, the host's widest target, and the NEON wing (under QEMU on another machine)
+TARGETS = sorted({"x86_64-generic", best_host_target(), "aarch64-neon"})
 
 
 def _ops(text: str) -> set[str]:
