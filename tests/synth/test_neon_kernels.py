@@ -4,10 +4,14 @@ fused chains with the vector exp / tanh / erf, the f32 GEMM (every microkernel e
 columns one short of, at and one past the 8 x 12 tile and its vectors; K across a K slice) and
 the GEMVs, with their epilogues, and the dequantizing GEMV of i8 / u8 weights on Armv8.0-A and,
 with SDOT, on Armv8.2-A (also run as a Cortex-A53, which lacks the dot product: create() refuses
-the v8.2 program). Every build is -Wall -Wextra -Werror (the Simulator's); one graph per test
+the v8.2 program); softmax, layer_norm, rms_norm and the axis reductions over rows of every
+length around the vector; convolutions (tile, channel-block and vector edges, padding, strides,
+dilation, groups, conv1d, epilogues) and pooling. Every build is -Wall -Wextra -Werror (the
+Simulator's, at -O3; the rows, conv and pool kernels also compile at -O2); one graph per test
 keeps the builds few.
 
-    OI_SLOW=1   also the Armv8.2-A descriptor for every kernel (default: the v8.2-only ones)
+    OI_SLOW=1   also the Armv8.2-A descriptor for every kernel (default: the v8.2-only ones),
+                and more convolutions (5 x 5, stride 4, four-sided padding, groups)
 """
 
 from __future__ import annotations
@@ -354,6 +358,8 @@ CONVS = {
     "c_w9": ((1, 3, 5, 9), (7, 3, 3, 3), {"padding": 1}, False, None),
     "c_1d": ((2, 5, 31), (7, 5, 5), {"stride": 3, "padding": 2}, True, "relu"),
 }
+#: convolutions whose weights are inputs: packed on every call (the others' by create())
+CONV_DYNAMIC_W = {"c_w9", "c_1d", "c_groups"}
 #: OI_SLOW=1: 5 x 5 taps, stride 4 (LD4), four-sided padding, a wider image, grouped channels
 CONVS_SLOW = {
     "c_5x5": ((1, 6, 17, 19), (11, 6, 5, 5), {"padding": 2}, True, None),
@@ -383,7 +389,11 @@ def test_conv(tmp_path, device):
     weights, inputs, dyn, const, outs, body = {}, {}, {}, {}, {}, []
     for name, (xs, ws, attrs, bias, epi) in {**CONVS, **(CONVS_SLOW if SLOW else {})}.items():
         inputs[f"{name}_x"], dyn[f"{name}_x"] = rng.standard_normal(xs).astype(np.float32), xs
-        weights[f"{name}_w"], const[f"{name}_w"] = rng.standard_normal(ws).astype(np.float32), ws
+        w = rng.standard_normal(ws).astype(np.float32)
+        if name in CONV_DYNAMIC_W:
+            inputs[f"{name}_w"], dyn[f"{name}_w"] = w, ws
+        else:
+            weights[f"{name}_w"], const[f"{name}_w"] = w, ws
         args = f"{name}_x, {name}_w"
         if bias:
             weights[f"{name}_b"], const[f"{name}_b"] = rng.standard_normal(ws[0]).astype(np.float32), (ws[0],)
@@ -400,6 +410,7 @@ def test_conv(tmp_path, device):
     source = next(sim.project.glob("*_kernels.c")).read_text()
     convs = [k for k in sim.program.kernels if k.op.startswith("conv")]
     assert len(convs) == len(outs) and source.count("_off[") >= len(outs)     # every one the NEON kernel
+    assert source.count("_pack1(const float") == len(outs) - len(CONV_DYNAMIC_W & set(outs))
     assert sum(k.epilogue is not None for k in convs) == sum(c[4] is not None for c in CONVS.values()) + (
         SLOW and sum(c[4] is not None for c in CONVS_SLOW.values()))
     _builds_at_o2(sim)

@@ -1,6 +1,7 @@
 """Guest instruction counts of the ARM kernels under QEMU: the NEON wing against the portable C.
 
     python tools/bench/qemu_insns.py [results.json] [--arch aarch64-generic aarch64-neon aarch64-v82]
+                                     [--cases CASE ...]
 
 No ARM hardware here, so the measure is instructions, not time: each program runs under
 qemu-aarch64 with a tiny TCG plugin (tools/bench/qemu_insn_count.c, built with the host's gcc)
@@ -45,7 +46,7 @@ CASES = {
                      ("x",)),
 }
 for _name, _c, _o, _hw in (("conv_32x14x14", 32, 32, 14), ("conv_16x28x28", 16, 32, 28)):
-    # 3 x 3, padding 1, bias, constant weights: the CNN block's convolution
+    # 3 x 3, padding 1, bias, constant weights: a small CNN's convolutions
     CASES[_name] = (f"dynamic {{ x: f32[1, {_c}, {_hw}, {_hw}]; }}\n"
                     f"constant {{ w: f32[{_o}, {_c}, 3, 3]; b: f32[{_o}]; }}\n"
                     f"volatile {{ y: f32[1, {_o}, {_hw}, {_hw}]; }}\n"

@@ -10,10 +10,14 @@ from ..c.kernels.common import static_attr
 from ..geometry import ConvGeometry
 from ..x86.renderer import common_dtype, round_up
 
-#: Output channels x vectors of columns of a tile: 16 accumulators, the 8 weight vectors of a
-#: 4-tap step and 2 input vectors take 26 of the 32 registers (8 x 3 would need 35 and spill):
-#: 8 + 4 x 2 loads per 64 FMLAs.
-_OCB, _NV = 8, 2
+#: Output channels x vectors of columns of a tile, over weights packed [tap][channel]: 24
+#: accumulators, the 2 weight vectors of a tap and its 3 input vectors take 29 of the 32
+#: registers; 3 loads (and 1 of the input offset) per 24 FMLAs. Under QEMU's count, the 3 x 3
+#: convolutions of tools/bench/qemu_insns.py (32 channels on 14 x 14; 16 -> 32 on 28 x 28):
+#: this tile 718,064 / 1,243,932 instructions; 8 x 2 over the same packing 718,065 / 1,285,140;
+#: 8 x 2 over unpacked weights (a weight vector holding 4 taps of a channel, FMLA by lane over
+#: 4 taps a step) 718,019 / 1,301,226.
+_OCB, _NV = 8, 3
 #: Multiply-adds below which a convolution stays on the calling thread, and the least a pool
 #: claim carries (the portable kernel's, openinfer/targets/c/kernels/nn.py).
 _PAR_MACS = 1 << 18
@@ -31,6 +35,12 @@ def conv_geometry(req: KernelRequest) -> ConvGeometry | None:
     return g if 1 <= g.sw <= 4 else None
 
 
+def packed_elems(g: ConvGeometry) -> int:
+    """Elements of the packed weights: per block of output channels, [taps][lanes of the block]."""
+    ocb = min(_OCB, g.og)
+    return -(-g.og // ocb) * (g.c // g.cg) * g.cg * g.kh * g.kw * round_up(ocb, 4)
+
+
 def conv_kernel(r, req: KernelRequest, name: str, g: ConvGeometry, epi: dict | None,
                 sections: tuple[str, ...]) -> KernelText:
     """The kernel of a request `conv_geometry` covers, with the epilogue `epi` (the NEON renderer
@@ -46,8 +56,17 @@ def conv_kernel(r, req: KernelRequest, name: str, g: ConvGeometry, epi: dict | N
     hi = max(lo, min(g.pl + g.w, rs))
     offsets = [4 * (ci * plane + i * g.dh * rs + j * g.dw)      # in bytes
                for ci in range(g.cg) for i in range(g.kh) for j in range(g.kw)]
-    full_vectors = g.ow // 4
+    # a row's vectors: tiles of _NV, then one of the rest; the tile holding a partial vector is
+    # the edge tile (its stores take a count) whatever its width. (A rest of 1 after a tile of 3
+    # as 2 + 2 cost more under QEMU's count: 794,673 against 718,064 instructions for 32
+    # channels on 14 x 14, 1,297,244 against 1,243,932 for 16 -> 32 on 28 x 28.)
+    full_tiles, rest = divmod(-(-g.ow // 4), _NV)
+    if not rest and g.ow % 4:
+        full_tiles, rest = full_tiles - 1, _NV
+    edges = [(full_tiles * _NV * 4, rest, g.ow % 4 or 4)] if rest else []
     ocb = min(_OCB, g.og)
+    prepacked = 1 in req.packed
+    pad_bytes = round_up(g.n * g.c * plane * 4, 64) if padded else 0
     nobg = -(-g.og // ocb)
     nob = nobg * (g.c // g.cg)
     units = g.n * nob * g.oh
@@ -60,8 +79,8 @@ def conv_kernel(r, req: KernelRequest, name: str, g: ConvGeometry, epi: dict | N
     text = r.render("conv.c.j2", req, name, sections, doc=doc, n=g.n, c=g.c, h=g.h, w=g.w, o=g.o,
                     cg=g.cg, og=g.og, kh=g.kh, kw=g.kw, oh=g.oh, ow=g.ow, sh=g.sh, sw=g.sw, dh=g.dh, dw=g.dw,
                     pt=g.pt, pl=g.pl, bias=bias, epi=epi, padded=padded, rs=rs, hp=hp, plane=plane, lo=lo, hi=hi,
-                    offsets=offsets, ocb=ocb, nv=_NV, nobg=nobg, nob=nob, units=units,
-                    full_tiles=full_vectors // _NV, edge_nv=full_vectors % _NV + (g.ow % 4 > 0),
-                    edge_last=g.ow % 4 or 4, parallel=units * macs_unit >= _PAR_MACS and units > 1,
+                    offsets=offsets, ocb=ocb, wp=round_up(ocb, 4), prepacked=prepacked, w_at=pad_bytes, nv=_NV,
+                    nobg=nobg, nob=nob, units=units,
+                    full_tiles=full_tiles, edges=edges, parallel=units * macs_unit >= _PAR_MACS and units > 1,
                     grain=max(1, -(-_GRAIN_MACS // macs_unit)))
-    return KernelText(text, g.n * g.c * plane * 4 if padded else 0)
+    return KernelText(text, pad_bytes + (0 if prepacked else packed_elems(g) * 4))

@@ -45,12 +45,13 @@ from ..x86.renderer import (
     common_dtype,
     gemm_blocking,
     matmul_problem,
+    pack_prototype,
     round_up,
     row_units,
     rows_view,
     used_kinds,
 )
-from .conv import conv_geometry, conv_kernel
+from .conv import conv_geometry, conv_kernel, packed_elems
 from .elementwise import neon_step
 
 #: the templates' vector: four f32 lanes, 32 registers (`Vec.regs` counts x86's)
@@ -94,7 +95,8 @@ class NeonRenderer(CRenderer):
                 raise SynthesisError(f"internal: {name} takes {what} but has no NEON kernel")
             return super().kernel(req, name)
         scratch = body.scratch if isinstance(body, KernelText) else 0
-        return KernelSource(name, prototype(req, name), body, (), scratch=scratch)
+        return KernelSource(name, prototype(req, name), body, tuple(pack_prototype(req, name, i) for i in req.packed),
+                            scratch=scratch)
 
     def render(self, template: str, req: KernelRequest, name: str, sections: tuple[str, ...], **ctx) -> str:
         return render(f"arm/{template}", v=self.vec, sdot=self.sdot, sections=sections, name=name,
@@ -131,6 +133,14 @@ class NeonTarget(CTarget):
             return False
         mm = _matmul(self.renderer_class, self.device, req)
         return mm is not None and (mm.gemv or not req.epilogue.aliased)
+
+
+    def packed_inputs(self, req: KernelRequest) -> dict[int, int]:
+        """openinfer/synth/prepack.py: a constant weight of a convolution arrives in its blocks
+        of output channels (openinfer/targets/arm/conv.py), packed once by create() instead of
+        on every call."""
+        g = conv_geometry(req) if req.mode == "normal" else None
+        return {} if g is None else {1: packed_elems(g)}
 
 
 #: The renderer of each kernel family of this wing
