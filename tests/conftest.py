@@ -18,11 +18,30 @@ _CPU_TARGETS = {p.stem for p in (REPO / "devices").glob("*.json")
                 if p.stem != "schema" and json.loads(p.read_text())["device"]["type"] == "cpu"}
 
 
+#: The test files that take longest (measured on 2 cores), longest first. pytest-xdist hands files
+#: out in collection order (`--dist loadfile`, tools/dev.sh): started first, they leave the short
+#: files to fill in around them, instead of one core finishing a long file alone at the end
+#: (longest-processing-time-first scheduling).
+LONGEST_FIRST = ("tests/synth/test_c_conformance.py", "tests/vulkan/test_vulkan_conformance.py",
+                 "tests/onnx/test_onnx_node_cases.py", "tests/sweep/test_shape_sweep.py",
+                 "tests/synth/test_dynamic_sizes.py", "tests/synth/test_nn_kernels.py",
+                 "tests/synth/test_examples_targets.py", "tests/vulkan/test_vulkan_dynamic.py",
+                 "tests/synth/test_dynamic_avx.py", "tests/synth/test_neon_kernels.py",
+                 "tests/synth/test_arm_targets.py", "tests/onnx/test_onnx_zoo.py",
+                 "tests/onnx/test_onnx_whole_models.py", "tests/synth/test_compiler_matrix.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests pick their targets from the host: a test parametrised on a CPU descriptor whose code
-    this machine may not run (as OI_HOST_ISA caps it; for another architecture's, without its cross
-    compiler or emulator) is skipped, the reason naming what is missing."""
+    """The longest files first (LONGEST_FIRST; the rest in collection order). Tests pick their
+    targets from the host: a test parametrised on a CPU descriptor whose code this machine may not
+    run (as OI_HOST_ISA caps it; for another architecture's, without its cross compiler or
+    emulator) is skipped, the reason naming what is missing."""
     from openinfer.testing import missing_here
+
+    stale = [f for f in LONGEST_FIRST if not (REPO / f).is_file()]
+    assert not stale, f"tests/conftest.py LONGEST_FIRST names files that are gone: {stale}"
+    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
     reasons: dict[str, str | None] = {}
     for item in items:
