@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import SynthesisError
@@ -117,3 +118,22 @@ def target_for(device: Device) -> Target:
         except ModuleNotFoundError as exc:
             raise SynthesisError(f"{device.name}: no target wing openinfer/targets/{wing}/") from exc
     return _WINGS[wing](device)
+
+
+class EmitterTable:
+    """A vector wing's kernels by op: `@table.emitter("matmul")` registers a function
+    (renderer, request, kernel name) -> C source, or None when it cannot render that request (the
+    renderer then falls back to the portable kernels). One per wing (x86, arm)."""
+
+    def __init__(self) -> None:
+        self._by_op: dict[str, Callable] = {}
+
+    def emitter(self, *ops: str):
+        def deco(fn: Callable) -> Callable:
+            for op in ops:
+                self._by_op[op] = fn
+            return fn
+        return deco
+
+    def get(self, op: str) -> Callable | None:
+        return self._by_op.get(op)

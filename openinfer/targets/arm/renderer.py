@@ -23,10 +23,10 @@ pooling (column stride 1 or 2).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from ...errors import SynthesisError
 from ...synth.program import KernelRequest
+from ..base import EmitterTable
 from ..c.kernels import KernelSource, KernelText, prototype
 from ..c.kernels.common import par_rows
 from ..c.kernels.nn import pool_context
@@ -63,16 +63,8 @@ _VECMAT_NB = 16
 #: Rows of A one matvec block dots with x.
 _MATVEC_RB = 4
 
-Emitter = Callable[["NeonRenderer", KernelRequest, str], "str | None"]
-_EMITTERS: dict[str, Emitter] = {}
-
-
-def emitter(*ops: str):
-    def deco(fn: Emitter) -> Emitter:
-        for op in ops:
-            _EMITTERS[op] = fn
-        return fn
-    return deco
+_EMITTERS = EmitterTable()
+emitter = _EMITTERS.emitter
 
 
 class NeonRenderer(CRenderer):

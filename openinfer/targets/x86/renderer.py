@@ -31,13 +31,13 @@ dynamic request refused for being dynamic is a run-time count of products that s
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...dims import Dim, DynamicDimError, capacity
 from ...errors import SynthesisError
 from ...ops.shapes import matmul_operand_shapes
 from ...synth.program import KernelRequest
+from ..base import EmitterTable
 from ..c.kernels import KernelSource, KernelText, prototype
 from ..c.kernels.common import ctype, par_rows, static_attr
 from ..c.kernels.nn import conv_tiled, emit_conv, lrn_context, pool_context
@@ -100,16 +100,8 @@ _SKINNY = 4
 #: Rows of B x rows of A one vecmat pass handles (the A values stay in registers).
 _VECMAT_KU = 8
 
-Emitter = Callable[["Avx2Renderer", KernelRequest, str], "str | None"]
-_EMITTERS: dict[str, Emitter] = {}
-
-
-def emitter(*ops: str):
-    def deco(fn: Emitter) -> Emitter:
-        for op in ops:
-            _EMITTERS[op] = fn
-        return fn
-    return deco
+_EMITTERS = EmitterTable()
+emitter = _EMITTERS.emitter
 
 
 def pack_prototype(req: KernelRequest, name: str, i: int) -> str:
