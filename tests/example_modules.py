@@ -20,3 +20,9 @@ def load_example(name: str) -> ModuleType:
         sys.modules[key] = module
         spec.loader.exec_module(module)
     return sys.modules[key]
+
+
+#: The CPU targets the flagship models (tests/flagship/) are checked on: each vector wing, and
+#: the portable kernels. Each runs where the host may run it (tests/conftest.py skips the rest
+#: with the reason); the Arm ones cross-built and run under QEMU on an x86 host.
+FLAGSHIP_TARGETS = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512", "aarch64-neon", "aarch64-v82")

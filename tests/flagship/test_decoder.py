@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from example_modules import load_example
+from example_modules import FLAGSHIP_TARGETS, load_example
 
 import openinfer as oi
 from openinfer.reference.executor import Reference
@@ -100,7 +100,7 @@ def test_the_cache_overflows_after_max_seq_steps(files):
         ex.run_step()
 
 
-@pytest.mark.parametrize("target", ["x86_64-generic", "x86_64-avx2", "x86_64-avx512"])
+@pytest.mark.parametrize("target", FLAGSHIP_TARGETS)
 def test_every_cpu_target_matches_the_reference(files, target, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sim-cache"))
     graph, model_path = files
@@ -143,7 +143,7 @@ def test_quantized_decoder_stores_int_weights_and_equals_numpy(quant_files):
         assert int(ex.fetch("next")[0]) == best
 
 
-@pytest.mark.parametrize("target", ["x86_64-generic", "x86_64-avx2", "x86_64-avx512"])
+@pytest.mark.parametrize("target", FLAGSHIP_TARGETS)
 def test_quantized_decoder_on_every_cpu_target(quant_files, target, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sim-cache"))
     _, (graph, model_path) = quant_files

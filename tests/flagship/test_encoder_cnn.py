@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from example_modules import load_example
+from example_modules import FLAGSHIP_TARGETS, load_example
 
 import openinfer as oi
 from openinfer.reference.executor import Reference
@@ -113,7 +113,7 @@ def test_streaming_conv_equals_the_conv_of_the_whole_stream(built):
         np.testing.assert_allclose(ex.fetch("state").reshape(-1), h, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("target", ["x86_64-generic", "x86_64-avx2", "x86_64-avx512"])
+@pytest.mark.parametrize("target", FLAGSHIP_TARGETS)
 @pytest.mark.parametrize("name", ["encoder", "cnn", "stream"])
 def test_targets_match_the_reference(built, name, target, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sim-cache"))
