@@ -23,12 +23,12 @@ SLOW = os.environ.get("OI_SLOW") == "1"
 
 @dataclass(frozen=True)
 class Toolchain:
-    cc: str          # the compiler command (CC)
+    cc: str | None   # the compiler command (CC); None: the one a cross descriptor names ("cross")
     opt: str         # meson's optimization level
 
     @property
     def name(self) -> str:
-        return f"{self.cc}-O{self.opt}"
+        return f"{self.cc or 'cross'}-O{self.opt}"
 
     @property
     def build_options(self) -> list[str]:
@@ -36,7 +36,7 @@ class Toolchain:
 
     def missing(self) -> str | None:
         """Why this toolchain cannot run here (None: it can)."""
-        if shutil.which(self.cc) is None:
+        if self.cc is not None and shutil.which(self.cc) is None:
             return f"{self.cc} is not installed (bash tools/dev.sh installs it)"
         return None
 
@@ -50,7 +50,10 @@ class Toolchain:
         if _active is not None:
             raise RuntimeError(f"toolchain {_active.name} is already active: enter one around the threads")
         saved = os.environ.get("CC")
-        os.environ["CC"] = self.cc
+        if self.cc is None:
+            os.environ.pop("CC", None)      # a host CC would be refused for a cross build
+        else:
+            os.environ["CC"] = self.cc
         _active = self
         try:
             yield
@@ -70,6 +73,11 @@ TOOLCHAINS = (Toolchain("gcc", "2"), Toolchain("gcc", "3"), Toolchain("clang", "
 #: the toolchain of the default suite's full runs: GCC at -O3 (meson's release level), the one
 #: that miscompiled
 PRIMARY = Toolchain("gcc", "3")
+
+
+#: what the Arm descriptors are checked with on another host: the cross compiler each names
+#: (its toolchain block), at meson's release level
+CROSS = Toolchain(None, "3")
 
 
 def by_name(name: str) -> Toolchain:

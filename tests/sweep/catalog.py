@@ -80,6 +80,24 @@ def plan(target: str, toolchain, widest: str, slow: bool) -> list[SweepCase]:
                  target.removeprefix("x86_64-"))
 
 
+#: the Arm targets the sweep samples, each with its descriptor's cross compiler (tests/compilers.py
+#: `CROSS`; natively on an Arm host), run under QEMU on another host
+ARM_TARGETS = ("aarch64-generic", "aarch64-neon", "aarch64-v82", "armv7-generic")
+
+
+def arm_plan(target: str, slow: bool) -> list[SweepCase]:
+    """The cases an Arm target takes: a deterministic sixteenth, the first case of every op and
+    fused path, and every case of the fused paths its kernel family renders (`slow`: every case).
+    Each program runs under emulation, some 10x slower to build and run than the host's."""
+    from compilers import sampled
+
+    from openinfer.targets import devices
+
+    if slow:
+        return list(catalogue())
+    return share(catalogue(), lambda c: sampled(c.id, target, every=16), devices.load(target).isa)
+
+
 def vulkan_plan(slow: bool) -> list[SweepCase]:
     """The cases the Vulkan run takes: a deterministic thirty-second, the first case of every op
     and fused path, and every case of the fused paths Vulkan renders (`slow`: every case)."""

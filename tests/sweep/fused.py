@@ -17,10 +17,11 @@ from .widths import around
 
 #: fused path -> (targets rendering it, how a kernel request that took it looks)
 PATHS: dict[str, tuple[tuple[str, ...], Callable]] = {
-    "chain": (("generic", "avx2", "avx512", "vulkan"), lambda r: r.op == "fused"),
-    "matmul+epilogue": (("avx2", "avx512", "vulkan"), lambda r: r.op in ("matmul", "dequant_matmul")
+    "chain": (("generic", "avx2", "avx512", "neon", "v82", "vulkan"), lambda r: r.op == "fused"),
+    "matmul+epilogue": (("avx2", "avx512", "neon", "v82", "vulkan"), lambda r: r.op in ("matmul", "dequant_matmul")
                         and r.epilogue is not None),
-    "conv+epilogue": (("avx2", "avx512"), lambda r: r.op in ("conv1d", "conv2d") and r.epilogue is not None),
+    "conv+epilogue": (("avx2", "avx512", "neon", "v82"), lambda r: r.op in ("conv1d", "conv2d")
+                      and r.epilogue is not None),
     "conv+pool": (("avx2", "avx512"), lambda r: r.op == "conv2d" and r.pool is not None),
     "norm+gemv": (("vulkan",), lambda r: r.prologue is not None and r.prologue.op == "rms_norm"),
     "elementwise+gemv": (("vulkan",), lambda r: r.prologue is not None and r.prologue.op != "rms_norm"),

@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE.parents[1]))      # the checkout this script is in, 
 
 from compilers import TOOLCHAINS, Toolchain  # noqa: E402
 
-from sweep.catalog import CPU_TARGETS, by_id, catalogue, key_of, plan, vulkan_plan  # noqa: E402
+from sweep.catalog import ARM_TARGETS, CPU_TARGETS, arm_plan, by_id, catalogue, key_of, plan, vulkan_plan  # noqa: E402
 from sweep.runner import References, program, run  # noqa: E402
 
 
@@ -47,7 +47,9 @@ def count() -> str:
         f"x 2 thread counts, and Vulkan (lavapipe, host code built with {PRIMARY.name})",
         f"default suite: {runs['x86_64-avx512']} case runs on an AVX-512 host, {runs['x86_64-avx2']} on an AVX2 "
         f"host, {runs['x86_64-generic']} on another; Vulkan {len(vulkan_plan(False))}",
-        f"OI_SLOW=1: {everything} case runs on an AVX-512 host; Vulkan {len(cases)}"])
+        f"OI_SLOW=1: {everything} case runs on an AVX-512 host; Vulkan {len(cases)}",
+        f"Arm ({', '.join(ARM_TARGETS)}; each with its cross compiler at -O3, under QEMU): "
+        f"{sum(len(arm_plan(t, False)) for t in ARM_TARGETS)} case runs, OI_SLOW=1 {len(cases) * len(ARM_TARGETS)}"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("case", nargs="?", help="a case id (as a failure names it: conv2d-3, conv+pool-2)")
     ap.add_argument("--arch", default="x86_64-generic", help="a CPU descriptor name (default x86_64-generic)")
-    ap.add_argument("--cc", default="gcc", help="the C compiler (CC), default gcc")
+    ap.add_argument("--cc", help="the C compiler (CC); default gcc, or a cross target's own compiler")
     ap.add_argument("-O", dest="opt", default="3", choices=("0", "1", "2", "3", "s"), help="optimization level")
     ap.add_argument("--out", type=Path, help="where the build goes (default a folder under the temp directory)")
     ap.add_argument("--show", action="store_true", help="print the case's program and stop")
@@ -83,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     import os
     os.environ["OI_CACHE_DIR"] = str(out / "cache")
-    toolchain = Toolchain(args.cc, args.opt)
+    from openinfer.cross import is_foreign
+    from openinfer.targets import devices
+
+    cross = is_foreign(devices.load(args.arch)) and args.cc is None
+    toolchain = Toolchain(None if cross else args.cc or "gcc", args.opt)
     with toolchain.active():
         failures, sim = run([case], args.arch, toolchain, References(out), out, "case")
     print(f"{case.id}: {case.desc}\n{args.arch} [{toolchain.name}], built in {sim.project}")

@@ -45,7 +45,8 @@ class Failure:
 
 def repro_command(case: SweepCase, target: str, toolchain: str) -> str:
     cc, opt = toolchain.rsplit("-O", 1)
-    return (f".venv/bin/python tests/sweep/repro.py {shlex.quote(case.id)} --arch {target} --cc {cc} -O{opt}")
+    compiler = "" if cc == "cross" else f" --cc {cc}"          # a cross target's own compiler
+    return f".venv/bin/python tests/sweep/repro.py {shlex.quote(case.id)} --arch {target}{compiler} -O{opt}"
 
 
 def program(cases: list[SweepCase]) -> tuple[str, dict[str, np.ndarray], dict[str, np.ndarray], list[str]]:

@@ -21,10 +21,11 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from compilers import SLOW, TOOLCHAINS  # noqa: E402
+from compilers import CROSS, SLOW, TOOLCHAINS  # noqa: E402
 
+from openinfer.targets import devices  # noqa: E402
 from openinfer.targets.devices import best_host_target  # noqa: E402
-from sweep.catalog import CPU_TARGETS, catalogue, key_of, plan, registry_ops  # noqa: E402
+from sweep.catalog import ARM_TARGETS, CPU_TARGETS, arm_plan, catalogue, key_of, plan, registry_ops  # noqa: E402
 from sweep.fused import PATHS  # noqa: E402
 from sweep.runner import References, run  # noqa: E402
 from sweep.widths import APPLIES, WIDTHS  # noqa: E402
@@ -43,16 +44,27 @@ def references(tmp_path_factory):
 def test_sweep_matches_the_reference(target, toolchain, references, tmp_path, monkeypatch):
     if toolchain.missing():
         pytest.skip(toolchain.missing())
+    _sweep(target, toolchain, plan(target, toolchain, best_host_target(), SLOW), references, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("target", ARM_TARGETS)
+def test_arm_sweep_matches_the_reference(target, references, tmp_path, monkeypatch):
+    """The Arm targets' share (catalog.py `arm_plan`), cross-built with the compiler each
+    descriptor names and run under QEMU (natively on an Arm host)."""
+    _sweep(target, CROSS, arm_plan(target, SLOW), references, tmp_path, monkeypatch)
+
+
+def _sweep(target, toolchain, cases, references, tmp_path, monkeypatch):
+    """`cases` built for `target` with `toolchain` in chunks, one per core, each compared with the
+    reference; then the fused paths the target renders were taken by some kernel."""
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
-    cases = plan(target, toolchain, best_host_target(), SLOW)
     groups = [cases[i:i + CHUNK] for i in range(0, len(cases), CHUNK)]
     with toolchain.active(), ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
         results = list(pool.map(lambda g: run(g[1], target, toolchain, references, tmp_path, f"sweep{g[0]}"),
                                 enumerate(groups)))
     failures = [f for fs, _ in results for f in fs]
     assert not failures, f"{len(failures)} sweep failure(s):\n" + "\n".join(map(str, failures[:25]))
-    # the fused paths this target renders were taken by some kernel of the programs
-    isa = target.removeprefix("x86_64-")
+    isa = devices.load(target).isa
     requests = [r for _, sim in results for r in sim.program.kernels]
     for path, (renders, taken) in PATHS.items():
         if isa in renders:
