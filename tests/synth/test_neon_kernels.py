@@ -444,3 +444,19 @@ def test_pool(tmp_path, device):
     source = next(sim.project.glob("*_kernels.c")).read_text()
     assert source.count("ov + OIV_LANES <=") == len(POOLS)          # every one has the NEON interior
     _builds_at_o2(sim)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", DEVICES)
+def test_sdpa(tmp_path, device):
+    """The tiled sdpa with NEON tiles (templates/c/ops/sdpa_vector_tile.j2): the f32 cases of
+    tests/synth/test_nn_kernels.py (bool and additive masks, causal, grouped heads, NaN and inf
+    scores, key counts off the 16-key tile, a pool's share), whose sums must equal the portable
+    tile's bit for bit where both run."""
+    from test_nn_kernels import _sdpa_cases, graph_text, run_and_compare
+
+    cases = [(f"sdpa{k}", c) for k, c in enumerate(_sdpa_cases("float32", np.random.default_rng(11)))]
+    sim = run_and_compare(tmp_path / "model.oinf", device, *graph_text(cases))
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert "vfmaq_f32(s0_0, w, x0)" in source and "vdupq_n_f32(qr[" in source and "vdupq_n_f32(sc[" in source
+    _builds_at_o2(sim)

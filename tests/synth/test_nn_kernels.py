@@ -228,7 +228,7 @@ def test_tiled_nn_kernels_match_reference(tmp_path, device):
         assert kernels.count("ov + OIV_LANES <=") == (12 if device == "x86_64-avx2" else 8), device
         # f32 convs with a vector of output columns: the intrinsics tile (templates/x86/conv_tile.j2)
         assert ("_mm256_set1_ps(wr[" if device == "x86_64-avx2" else "_mm512_set1_ps(wr[") in kernels, device
-        # f32 sdpa on AVX2: the intrinsics scores and output tiles (templates/x86/sdpa_tile.j2),
+        # f32 sdpa on AVX2: the intrinsics scores and output tiles (templates/c/ops/sdpa_vector_tile.j2),
         # whose sums must equal the portable tile's
         tiles = kernels.count("_mm256_set1_ps(qr[") + kernels.count("_mm256_set1_ps(sc[")
         assert (tiles > 0) == (device == "x86_64-avx2"), device

@@ -30,7 +30,7 @@ from ..base import EmitterTable
 from ..c.kernels import KernelSource, KernelText, prototype
 from ..c.kernels.common import par_rows
 from ..c.kernels.nn import pool_context
-from ..c.renderer import CRenderer, CTarget
+from ..c.renderer import CRenderer, CTarget, TileVec
 from ..elementwise import OPS
 from ..env import render
 from ..x86.elementwise import VectorStep, attr_value
@@ -77,6 +77,13 @@ class NeonRenderer(CRenderer):
     gemm_mr, gemm_nv = 8, 3
     #: whether the dequantizing GEMV multiplies 8-bit weights with SDOT (Armv8.2-A dot product)
     sdot = False
+    #: the portable tiled sdpa's tiles in NEON (templates/c/ops/sdpa_vector_tile.j2): 4 query
+    #: rows x 4 vectors of keys / of V's columns, 16 of the 32 registers summing, 4 holding the
+    #: loaded row and 1 the broadcast value (GCC vectorises the portable 4 x 4 tile too, but
+    #: through its scalar tail loops and stack sums: instructions below)
+    sdpa_tile = (4, 4)
+    tile_vec = TileVec("float32x4_t", zero="vdupq_n_f32(0.0f)", load="vld1q_f32({p})", store="vst1q_f32({p}, {v})",
+                       dup="vdupq_n_f32({x})", fma="vfmaq_f32({acc}, {a}, {b})", add="vaddq_f32({a}, {b})")
 
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)

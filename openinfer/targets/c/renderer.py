@@ -649,6 +649,21 @@ class HostRenderer:
 
 
 
+@dataclass(frozen=True)
+class TileVec:
+    """The f32 vector a target's tiles of the portable conv and sdpa kernels are written in: its C
+    type and the operations the tiles use, each a C expression whose operands are named in braces
+    (str.format), so one tile template serves every vector ISA."""
+
+    type: str
+    zero: str       # every lane 0
+    load: str       # {p}: the vector at p, unaligned
+    store: str      # {p}, {v}: store v at p, unaligned
+    dup: str        # {x}: x in every lane
+    fma: str        # {a}, {b}, {acc}: acc + a * b, fused
+    add: str        # {a}, {b}
+
+
 class CRenderer(HostRenderer):
     """One program in portable C: the host schedule and one C kernel per kernel request. The
     x86 wing's renderers override `kernel()`, and give the portable conv and sdpa kernels tiles
@@ -657,10 +672,11 @@ class CRenderer(HostRenderer):
     #: a tile the tiled convolution's whole-vector columns use instead of the portable loops
     #: (openinfer/targets/c/kernels/nn.py): (template, output channels, vectors of columns)
     conv_tile: tuple[str, int, int] | None = None
-    #: likewise for the tiled sdpa: (template, query rows, vectors of keys / of V's columns)
-    sdpa_tile: tuple[str, int, int] | None = None
-    #: the vector type and intrinsic prefix those tiles are written in
-    tile_vec: dict[str, str] | None = None
+    #: likewise for the tiled sdpa (templates/c/ops/sdpa_vector_tile.j2): (query rows, vectors of
+    #: keys / of V's columns)
+    sdpa_tile: tuple[int, int] | None = None
+    #: the vector type and operations those tiles are written in
+    tile_vec: TileVec | None = None
 
     @classmethod
     def for_kernels(cls, device) -> CRenderer:

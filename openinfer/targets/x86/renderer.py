@@ -41,7 +41,7 @@ from ..base import EmitterTable
 from ..c.kernels import KernelSource, KernelText, prototype
 from ..c.kernels.common import ctype, par_rows, static_attr
 from ..c.kernels.nn import conv_tiled, emit_conv, lrn_context, pool_context
-from ..c.renderer import CRenderer, CTarget
+from ..c.renderer import CRenderer, CTarget, TileVec
 from ..elementwise import OPS
 from ..env import render
 from .elementwise import VectorConst, VectorStep, attr_value, vector_step
@@ -120,16 +120,19 @@ class Avx2Renderer(CRenderer):
     #: second at ~98% of the FMA peak), 6 x 2 27 / 70, 5 x 2 29 / 67, 3 x 3 32 / 70, 8 x 1 32 /
     #: 78; on an Intel Xeon, its whole step: 78.6, 4 x 2 52.3, 6 x 2 49.6.
     conv_tile = ("x86/conv_tile.j2", 4, 2)
-    #: sdpa tiles written with intrinsics: (template, query rows, vectors of keys / of V's
+    #: sdpa tiles written with intrinsics: (query rows, vectors of keys / of V's
     #: columns). Zen 3 VM, 1 thread, the encoder example's attention (16 heads, 128 queries and
     #: keys, head dim 64, a bool mask), best of 200: GCC's vectorised portable 4 x 4 tile 3.19 ms
     #: (21 GFLOP/s; it kept some of its sums on the stack), intrinsics 4 x 2 2.46, 6 x 2 2.47,
     #: 5 x 2 2.54, 3 x 3 2.56, 4 x 3 2.59, 2 x 4 2.80, 8 x 1 2.98.
-    sdpa_tile = ("x86/sdpa_tile.j2", 4, 2)
+    sdpa_tile = (4, 2)
 
     @property
-    def tile_vec(self) -> dict[str, str]:
-        return {"type": self.vec.t, "pre": self.vec.pre}
+    def tile_vec(self) -> TileVec:
+        pre = self.vec.pre
+        return TileVec(self.vec.t, zero=f"{pre}_setzero_ps()", load=f"{pre}_loadu_ps({{p}})",
+                       store=f"{pre}_storeu_ps({{p}}, {{v}})", dup=f"{pre}_set1_ps({{x}})",
+                       fma=f"{pre}_fmadd_ps({{a}}, {{b}}, {{acc}})", add=f"{pre}_add_ps({{a}}, {{b}})")
     #: GEMM microkernel: MR rows of C by NV vectors, all accumulators in registers. 6x16 keeps
     #: 12 of the 16 ymm registers accumulating (two pipes x FMA latency 4 needs >= 8 chains) with
     #: 2 for B and 1 for the broadcast A value.

@@ -245,7 +245,7 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
         # (`vector_tile`, f32: the renderer's `sdpa_tile`) has its own shape
         vector_tile = renderer.sdpa_tile if ct == "float" else None
         if vector_tile is not None:
-            ib, jv = vector_tile[1:]
+            ib, jv = vector_tile
         else:
             ib, jv = (8, 2) if _vector_bits(renderer) == 512 else (4, 4)
         # query rows per work unit (each transposes its K once): all of them, unless that leaves
@@ -274,7 +274,7 @@ def emit_sdpa(req: KernelRequest, name: str, renderer) -> str:
                       parallel=capacity(units) > 1 and nb * sq_cap * capacity(sk) * (dk + dv) >= _PAR_MACS,
                       exp=f"{name}_exp" if ct == "float" else "exp", mac=f"{name.upper()}_MAC", fma=fn("fma", ct),
                       fast_macro="FP_FAST_FMAF" if ct == "float" else "FP_FAST_FMA",
-                      vector_tile=vector_tile and vector_tile[0], tile_lanes=lanes,
+                      vector_tile=vector_tile and "c/ops/sdpa_vector_tile.j2", tile_lanes=lanes,
                       tile_vec=vector_tile and renderer.tile_vec)
         return KernelText(text, scratch)
     oidx = f"ob + i * {dv} + e"
