@@ -10,8 +10,9 @@ count after 1 step) / 2, which leaves out create() (packing, the pool) and the r
 thread (OI_NUM_THREADS=1). Cases: a 256^3 f32 GEMM (both operands inputs), an f32 GEMV
 [1, 1024] @ [1024, 1024], the i8 dequantizing GEMV of the same shape (per-channel scale), 3 x 3
 pad-1 convolutions with bias (32 -> 32 channels on 14 x 14, 16 -> 32 on 28 x 28; constant
-weights). The FMA lower bound of the GEMM and the convolutions on 128-bit NEON is their
-multiply-adds / 4 FMLA instructions. `--cases` picks some.
+weights), and sdpa over 4 heads of 64 queries and keys, head dim 64. The FMA lower bound of the
+GEMM, the convolutions and sdpa's two products on 128-bit NEON is their multiply-adds / 4 FMLA
+instructions. `--cases` picks some.
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ for _name, _c, _o, _hw in (("conv_32x14x14", 32, 32, 14), ("conv_16x28x28", 16, 
                     f"volatile {{ y: f32[1, {_o}, {_hw}, {_hw}]; }}\n"
                     "block entry {\n  op conv2d(x, w, b, padding=1) >> y;\n  return;\n}\n",
                     {"w": "f32", "b": "f32"}, ("x",))
-FMA_BOUND = {"gemm_256": 256 ** 3 // 4, "conv_32x14x14": 32 * 32 * 9 * 14 * 14 // 4,
+# attention of 4 heads, 64 queries and keys, head dim 64 (the encoder example's shape at a quarter
+# of its length)
+CASES["sdpa_4x64x64"] = ("dynamic { q: f32[4, 64, 64]; k: f32[4, 64, 64]; v: f32[4, 64, 64]; }\n"
+                         "volatile { y: f32[4, 64, 64]; }\n"
+                         "block entry {\n  op sdpa(q, k, v) >> y;\n  return;\n}\n", {}, ("q", "k", "v"))
+FMA_BOUND = {"sdpa_4x64x64": 2 * 4 * 64 * 64 * 64 // 4, "gemm_256": 256 ** 3 // 4, "conv_32x14x14": 32 * 32 * 9 * 14 * 14 // 4,
              "conv_16x28x28": 16 * 32 * 9 * 28 * 28 // 4}
 
 

@@ -83,7 +83,8 @@ class NeonRenderer(CRenderer):
     #: through its scalar tail loops and stack sums: instructions below)
     sdpa_tile = (4, 4)
     tile_vec = TileVec("float32x4_t", zero="vdupq_n_f32(0.0f)", load="vld1q_f32({p})", store="vst1q_f32({p}, {v})",
-                       dup="vdupq_n_f32({x})", fma="vfmaq_f32({acc}, {a}, {b})", add="vaddq_f32({a}, {b})")
+                       dup="vdupq_n_f32({x})", fma="vfmaq_f32({acc}, {a}, {b})", add="vaddq_f32({a}, {b})",
+                       fma_lane="vfmaq_laneq_f32({acc}, {b}, {a}, {lane})")
 
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)

@@ -662,6 +662,9 @@ class TileVec:
     dup: str        # {x}: x in every lane
     fma: str        # {a}, {b}, {acc}: acc + a * b, fused
     add: str        # {a}, {b}
+    #: {a}, {lane}, {b}, {acc}: acc + a[lane] * b, fused, where the ISA multiplies by a lane
+    #: (the tiles then load a row's next weights once instead of broadcasting each)
+    fma_lane: str | None = None
 
 
 class CRenderer(HostRenderer):
