@@ -22,7 +22,7 @@ PATHS: dict[str, tuple[tuple[str, ...], Callable]] = {
                         and r.epilogue is not None),
     "conv+epilogue": (("avx2", "avx512", "neon", "v82"), lambda r: r.op in ("conv1d", "conv2d")
                       and r.epilogue is not None),
-    "conv+pool": (("avx2", "avx512"), lambda r: r.op == "conv2d" and r.pool is not None),
+    "conv+pool": (("avx2", "avx512", "neon", "v82"), lambda r: r.op == "conv2d" and r.pool is not None),
     "norm+gemv": (("vulkan",), lambda r: r.prologue is not None and r.prologue.op == "rms_norm"),
     "elementwise+gemv": (("vulkan",), lambda r: r.prologue is not None and r.prologue.op != "rms_norm"),
     "gemv+rope": (("vulkan",), lambda r: r.epilogue is not None and r.epilogue.op == "rope"),
@@ -76,7 +76,7 @@ def matmul_epilogues() -> list[SweepCase]:
     """A matmul (GEMV and GEMM shapes, K around the GEMM's block) or a dequantizing GEMV, then a
     bias and an activation, or a residual that reads the output's old value (the GEMV paths)."""
     pick, out = Picker("matmul+epilogue"), []
-    ns = [*around("lanes8", "lanes16", "gemm_nr_avx2", "gemm_nr_avx512"), 1]
+    ns = [*around("lanes8", "lanes16", "gemm_nr_avx2", "gemm_nr_avx512", "gemm_nr_neon"), 1]
     shapes = [([1, 3, *around("gemm_mr_avx2"), 4, 9][j % 7], pick.prime(), n) for j, n in enumerate(ns)]
     shapes += [(pick.one_of([2, 7]), k, pick.one_of([9, 17])) for k in around("gemm_kc")]
     for j, (m, k, n) in enumerate(shapes):
@@ -115,8 +115,8 @@ def conv_paths() -> list[SweepCase]:
     (small weights) and in the channel-block order (large ones), padded or not, f32 and f64; and a
     pool that must stay a kernel of its own (overlapping windows)."""
     pick, out = Picker("conv+pool"), []
-    ows = around("lanes4", "lanes8", "lanes16", "conv_owt_avx2")
-    ocs = [1, *around("conv_ocb_avx2", "conv_ocb_avx512", "conv_ocb_max")]
+    ows = around("lanes4", "lanes8", "lanes16", "conv_owt_avx2", "conv_owt_neon")
+    ocs = [1, *around("conv_ocb_avx2", "conv_ocb_avx512", "conv_ocb_neon", "conv_ocb_max")]
     band_oc = cnn._BAND_WEIGHT_BYTES // 4 // (16 * 9)
     # (batch, channels, output channels, output columns (pooled), pooled): the last three are past
     # the pool's threshold, in the channel-block order, then in row bands over two images

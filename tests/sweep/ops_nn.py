@@ -35,9 +35,9 @@ def matmul() -> list[SweepCase]:
     for m in around("skinny", "vk_gemv_m"):
         mm(m, pick.prime(), pick.one_of(around("lanes8", "lanes16")))
     # the GEMM: rows around each microkernel's height, columns around each panel's width, K around its block
-    for m in around("gemm_mr_avx2", "gemm_mr_avx512"):
-        mm(m, pick.prime(), pick.one_of(around("gemm_nr_avx2", "gemm_nr_avx512")))
-    for n in around("gemm_nr_avx2", "gemm_nr_avx512"):
+    for m in around("gemm_mr_avx2", "gemm_mr_avx512", "gemm_mr_neon"):
+        mm(m, pick.prime(), pick.one_of(around("gemm_nr_avx2", "gemm_nr_avx512", "gemm_nr_neon")))
+    for n in around("gemm_nr_avx2", "gemm_nr_avx512", "gemm_nr_neon"):
         mm(pick.one_of([5, 7, 9, 13]), pick.prime(), n)
     for k in around("gemm_kc"):
         mm(pick.one_of([6, 11]), k, pick.one_of([17, 33]))
@@ -109,8 +109,8 @@ _CONV2D = [((3, 3), 1, 1, 1), ((3, 3), 0, 1, 1), ((1, 1), 0, 1, 1), ((3, 1), [1,
 
 def conv() -> list[SweepCase]:
     pick, out = Picker("conv"), []
-    ows = around("lanes4", "lanes8", "lanes16", "conv_owt_avx2")
-    ocs = [1, *around("conv_ocb_avx2", "conv_ocb_avx512", "conv_ocb_max")]
+    ows = around("lanes4", "lanes8", "lanes16", "conv_owt_avx2", "conv_owt_neon")
+    ocs = [1, *around("conv_ocb_avx2", "conv_ocb_avx512", "conv_ocb_neon", "conv_ocb_max")]
     for j, ow in enumerate([*ows, *ows]):
         (kh, kw), pad, stride, dil = _CONV2D[j % len(_CONV2D)]
         groups = (1, 1, 2, 3)[j % 4]
@@ -139,7 +139,7 @@ def conv() -> list[SweepCase]:
     out.append(_conv2d("f32", 2, 8, 12, 17, 31, (3, 3), [1, 1, 2, 0], [2, 1], [1, 2], 2, pick))
     out.append(_conv2d("f32", 1, 16, 24, 47, 47, (1, 1), 0, 1, 1, 1, pick))
     out.append(_conv2d("f64", 1, 12, 16, 29, 17, (3, 3), 1, 1, 1, 1, pick))
-    for j, ow in enumerate(around("lanes4", "lanes8", "lanes16")):
+    for j, ow in enumerate(around("lanes4", "lanes8", "lanes16", "conv_owt_neon")):
         (kh, _), pad, stride, dil = _CONV2D[(3 * j) % len(_CONV2D)]
         pad1 = pad if isinstance(pad, int) else [pad[0], pad[-1]] if len(pad) == 4 else pad[0]
         stride1, dil1 = (stride if isinstance(stride, int) else stride[0]), (dil if isinstance(dil, int) else dil[0])
@@ -196,7 +196,7 @@ def pools() -> list[SweepCase]:
 
 def sdpa() -> list[SweepCase]:
     pick, out = Picker("sdpa"), []
-    keys = [1, *around("lanes8", "lanes16", "sdpa_tile_keys", "vk_sdpa_key_lanes"), 97]
+    keys = [1, *around("lanes8", "lanes16", "sdpa_tile_keys", "sdpa_tile_keys_neon", "vk_sdpa_key_lanes"), 97]
     queries = [1, *around("sdpa_rows", "sdpa_tile_rows")]
     for j, sk in enumerate(keys):
         sq = queries[j % len(queries)]

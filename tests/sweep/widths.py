@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from openinfer.targets.arm import conv as neon_conv
+from openinfer.targets.arm import renderer as neon
 from openinfer.targets.c.kernels import nn as cnn
 from openinfer.targets.vulkan.glsl import linalg as glinalg
 from openinfer.targets.vulkan.glsl import nn as gnn
@@ -39,6 +41,8 @@ def _widths() -> dict[str, Width]:
         Width("gemm_mr_avx512", avx.Avx512Renderer.gemm_mr, "AVX-512 GEMM microkernel rows"),
         Width("gemm_nr_avx2", avx.Avx2Renderer.gemm_nv * avx.AVX2.lanes, "AVX2 GEMM panel columns"),
         Width("gemm_nr_avx512", avx.Avx512Renderer.gemm_nv * avx.AVX512.lanes, "AVX-512 GEMM panel columns"),
+        Width("gemm_mr_neon", neon.NeonRenderer.gemm_mr, "NEON GEMM microkernel rows"),
+        Width("gemm_nr_neon", neon.NeonRenderer.gemm_nv * neon.NEON.lanes, "NEON GEMM panel columns"),
         Width("gemm_kc", avx.GEMM_KC, "GEMM K block"),
         Width("skinny", avx._SKINNY, "rows of A up to which matmul takes the vecmat (GEMV) path"),
         Width("vecmat_ku", avx._VECMAT_KU, "rows of B one vecmat pass handles"),
@@ -46,10 +50,13 @@ def _widths() -> dict[str, Width]:
         Width("conv_ocb_avx2", avx2_tile[1], "output channels of the AVX2 conv tile"),
         Width("conv_ocb_avx512", avx512_tile[1], "output channels of the AVX-512 conv tile"),
         Width("conv_owt_avx2", avx2_tile[2] * avx.AVX2.lanes, "output columns of the AVX2 conv tile"),
+        Width("conv_ocb_neon", neon_conv._OCB, "output channels of the NEON conv tile"),
+        Width("conv_owt_neon", neon_conv._NV * neon.NEON.lanes, "output columns of the NEON conv tile"),
         Width("conv_ocb_max", cnn._MAX_OCB, "output channels of a portable conv tile at most"),
         Width("sdpa_rows", cnn._SDPA_TILED_ROWS, "query rows from which sdpa takes the tiled kernel"),
-        Width("sdpa_tile_rows", sdpa_tile[1], "query rows of the AVX2 sdpa tile"),
-        Width("sdpa_tile_keys", sdpa_tile[2] * avx.AVX2.lanes, "keys of the AVX2 sdpa tile"),
+        Width("sdpa_tile_rows", sdpa_tile[0], "query rows of the AVX2 sdpa tile"),
+        Width("sdpa_tile_keys", sdpa_tile[1] * avx.AVX2.lanes, "keys of the AVX2 sdpa tile"),
+        Width("sdpa_tile_keys_neon", neon.NeonRenderer.sdpa_tile[1] * neon.NEON.lanes, "keys of the NEON sdpa tile"),
         Width("vk_gemv_m", glinalg.GEMV_MAX_M, "rows of A up to which Vulkan takes the GEMV"),
         Width("vk_gemm_tile", glinalg.TUNE["gemm_tiles"][-1][0], "the smallest Vulkan GEMM tile"),
         Width("vk_sdpa_key_lanes", gnn.SDPA_KEY_LANES, "Vulkan sdpa lanes per key"),
@@ -66,14 +73,16 @@ APPLIES: dict[str, tuple[str, ...]] = {
     "reduce": ("lanes4", "lanes8", "lanes16"),
     "rows": ("lanes4", "lanes8", "lanes16", "vk_row_wg"),
     "layout": ("lanes4", "lanes8", "lanes16"),
-    "matmul": ("lanes8", "lanes16", "gemm_mr_avx2", "gemm_mr_avx512", "gemm_nr_avx2", "gemm_nr_avx512", "gemm_kc",
-               "skinny", "vecmat_ku", "vk_gemv_m", "vk_gemm_tile"),
+    "matmul": ("lanes8", "lanes16", "gemm_mr_avx2", "gemm_mr_avx512", "gemm_mr_neon", "gemm_nr_avx2", "gemm_nr_avx512",
+               "gemm_nr_neon", "gemm_kc", "skinny", "vecmat_ku", "vk_gemv_m", "vk_gemm_tile"),
     "dequant": ("lanes8", "lanes16", "dequant_mr", "vk_gemv_m"),
     "gemv": ("lanes8", "lanes16", "skinny", "vk_gemv_m"),          # the Vulkan GEMVs' prologues
     "decode": ("lanes8", "lanes16", "vk_sdpa_key_lanes"),          # sdpa of one query over a cache
-    "conv": ("lanes4", "lanes8", "lanes16", "conv_ocb_avx2", "conv_ocb_avx512", "conv_owt_avx2", "conv_ocb_max"),
+    "conv": ("lanes4", "lanes8", "lanes16", "conv_ocb_avx2", "conv_ocb_avx512", "conv_ocb_neon", "conv_owt_avx2",
+             "conv_owt_neon", "conv_ocb_max"),
     "pool": ("lanes4", "lanes8", "lanes16"),
-    "sdpa": ("lanes8", "lanes16", "sdpa_rows", "sdpa_tile_rows", "sdpa_tile_keys", "vk_sdpa_key_lanes"),
+    "sdpa": ("lanes8", "lanes16", "sdpa_rows", "sdpa_tile_rows", "sdpa_tile_keys", "sdpa_tile_keys_neon",
+             "vk_sdpa_key_lanes"),
     "rope": ("lanes4", "lanes8", "lanes16"),
 }
 

@@ -416,6 +416,46 @@ def test_conv(tmp_path, device):
     _builds_at_o2(sim)
 
 
+#: name -> (x, w, conv attributes, epilogue, pool, pooled output): convolutions that pool their own
+#: result (a last channel block of 1 after two of 8, a conv row the pool drops, groups, 3 x 3
+#: windows), pooled over the pool at 2 threads (the CNN's first: 32 x 32 image, 16 channels)
+CONV_POOLS = {
+    "cp_max": ((1, 5, 14, 13), (17, 5, 3, 3), {"padding": 1}, "relu",
+               "max_pool2d({}, kernel=[2, 2], stride=[2, 2])", (1, 17, 7, 6)),
+    "cp_avg": ((1, 3, 15, 15), (6, 3, 3, 3), {}, None, "avg_pool2d({}, kernel=[3, 3], stride=[3, 3])", (1, 6, 4, 4)),
+    "cp_groups": ((2, 8, 9, 11), (8, 2, 3, 3), {"padding": 1, "groups": 4}, "gelu",
+                  "max_pool2d({}, kernel=[2, 2], stride=[2, 2])", (2, 8, 4, 5)),
+    "cp_cnn": ((1, 3, 32, 32), (16, 3, 3, 3), {"padding": 1}, "relu",
+               "max_pool2d({}, kernel=[2, 2], stride=[2, 2])", (1, 16, 16, 16)),
+}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv_pools_its_result(tmp_path, device):
+    rng = np.random.default_rng(8)
+    weights, inputs, dyn, const, convs, outs, body = {}, {}, {}, {}, {}, {}, []
+    for name, (xs, ws, attrs, epi, pool, pooled) in CONV_POOLS.items():
+        inputs[f"{name}_x"], dyn[f"{name}_x"] = rng.standard_normal(xs).astype(np.float32), xs
+        weights[f"{name}_w"], const[f"{name}_w"] = rng.standard_normal(ws).astype(np.float32), ws
+        weights[f"{name}_b"], const[f"{name}_b"] = rng.standard_normal(ws[0]).astype(np.float32), (ws[0],)
+        args = f"{name}_x, {name}_w, {name}_b" + "".join(f", {k}={v}" for k, v in attrs.items())
+        body.append(f"  op conv2d({args}) >> {name}_c;\n")
+        if epi:
+            body.append(f"  op {epi}({name}_c) >> {name}_c;\n")
+        body.append(f"  op {pool.format(name + '_c')} >> {name};\n")
+        convs[f"{name}_c"], outs[name] = _conv_out(xs, ws, attrs), pooled
+    special(inputs["cp_max_x"])             # NaN, infinities, signed zeros through sums and maxima
+    text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", {**convs, **outs})
+            + "block entry {\n" + "".join(body) + "  return;\n}\n")
+    sim = run(tmp_path, device, text, weights, inputs, list(outs), threads=("1", "2"), only_outputs=True)
+    kernels = [k for k in sim.program.kernels if k.op in ("conv2d", "max_pool2d", "avg_pool2d")]
+    assert all(k.op == "conv2d" and k.pool is not None for k in kernels), [k.op for k in kernels]
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert source.count("_pool(g->ctx, rows") == len(CONV_POOLS) and source.count("_off[") >= len(CONV_POOLS)
+    _builds_at_o2(sim)
+
+
 #: name -> (x, op and attributes, output): strides 1 and 2 with and without padding, windows of
 #: 2 and 3, widths around the vector (LD2 stops where it would read past a row), odd planes
 POOLS = {

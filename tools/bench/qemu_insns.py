@@ -58,8 +58,8 @@ for _name, _c, _o, _hw in (("conv_32x14x14", 32, 32, 14), ("conv_16x28x28", 16, 
 CASES["sdpa_4x64x64"] = ("dynamic { q: f32[4, 64, 64]; k: f32[4, 64, 64]; v: f32[4, 64, 64]; }\n"
                          "volatile { y: f32[4, 64, 64]; }\n"
                          "block entry {\n  op sdpa(q, k, v) >> y;\n  return;\n}\n", {}, ("q", "k", "v"))
-FMA_BOUND = {"sdpa_4x64x64": 2 * 4 * 64 * 64 * 64 // 4, "gemm_256": 256 ** 3 // 4, "conv_32x14x14": 32 * 32 * 9 * 14 * 14 // 4,
-             "conv_16x28x28": 16 * 32 * 9 * 28 * 28 // 4}
+FMA_BOUND = {"sdpa_4x64x64": 2 * 4 * 64 * 64 * 64 // 4, "gemm_256": 256 ** 3 // 4,
+             "conv_32x14x14": 32 * 32 * 9 * 14 * 14 // 4, "conv_16x28x28": 16 * 32 * 9 * 28 * 28 // 4}
 
 
 def _weights(kinds: dict[str, str], graph, rng) -> dict:

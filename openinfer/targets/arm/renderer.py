@@ -51,7 +51,7 @@ from ..x86.renderer import (
     rows_view,
     used_kinds,
 )
-from .conv import conv_geometry, conv_kernel, packed_elems
+from .conv import conv_geometry, conv_kernel, packed_elems, pools_own_result
 from .elementwise import neon_step
 
 #: the templates' vector: four f32 lanes, 32 registers (`Vec.regs` counts x86's)
@@ -134,6 +134,12 @@ class NeonTarget(CTarget):
         mm = _matmul(self.renderer_class, self.device, req)
         return mm is not None and (mm.gemv or not req.epilogue.aliased)
 
+
+    def pools_own_result(self, req: KernelRequest) -> bool:
+        """Which convolutions pool their own result (openinfer/targets/arm/conv.py
+        `pools_own_result`): the 2-D ones this wing renders, followed by a pool whose windows tile
+        their output."""
+        return req.mode == "normal" and conv_geometry(req) is not None and pools_own_result(req)
 
     def packed_inputs(self, req: KernelRequest) -> dict[int, int]:
         """openinfer/synth/prepack.py: a constant weight of a convolution arrives in its blocks

@@ -379,7 +379,7 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias
     pool_kernel = ""
     if pool:
         scratch = rows_at + ocb * rpu * ow * size
-        pool_kernel = _pool_of_rows(pool, f"{name}_pool", rpu, ow, renderer)
+        pool_kernel = pool_of_rows(pool, f"{name}_pool", rpu, ow, renderer)
     text = render("c/ops/conv_tiled.c.j2", proto=prototype(req, name), doc=doc, name=name, ct=ct, n=n, c=c, h=h,
                   w=w, o=o, cg=cg, og=og, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
                   bias=bias, padded=padded, hp=hp, lp=lp, rs=rs, plane=hp * rs, phases=phases,
@@ -392,7 +392,7 @@ def _conv_tiled(req: KernelRequest, name: str, renderer, doc: str, ct: str, bias
     return KernelText(text, scratch)
 
 
-def _pool_of_rows(pool: KernelRequest, name: str, rows: int, width: int, renderer) -> str:
+def pool_of_rows(pool: KernelRequest, name: str, rows: int, width: int, renderer) -> str:
     """A static function `name` that pools one channel's `rows` x `width` convolution rows into
     one pooled row: the target's own pooling kernel (the same values as the separate pool's) for
     that block, which the convolution calls for each channel of a unit."""
