@@ -2,7 +2,7 @@
 under qemu-aarch64 (openinfer/emulate.py; natively on an AArch64 machine): element-wise ops and
 fused chains with the vector exp / tanh / erf, the f32 GEMM (every microkernel edge: rows and
 columns one short of, at and one past the 8 x 12 tile and its vectors; K across a K slice) and
-the GEMVs, with their epilogues, and the dequantizing GEMV of i8 / u8 weights on Armv8.0-A and,
+the GEMVs, with their epilogues, and the dequantizing GEMV of i8 / u8 / i4 / u4 weights on Armv8.0-A and,
 with SDOT, on Armv8.2-A (also run as a Cortex-A53, which lacks the dot product: create() refuses
 the v8.2 program); softmax, layer_norm, rms_norm and the axis reductions over rows of every
 length around the vector; convolutions (tile, channel-block and vector edges, padding, strides,
@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 from test_avx_kernels import BINARY, UNARY, decls, run, special  # noqa: E402
-from test_dequant_avx import _dot  # noqa: E402
+from test_dequant_avx import WTYPES, _dot  # noqa: E402
 
 import openinfer as oi  # noqa: E402
 from openinfer.compare import compare, table  # noqa: E402
@@ -212,7 +212,8 @@ def test_matmul_epilogues(tmp_path, device):
 
 #: dequant_matmul: name -> (M or None for 1-D x, K, N, per channel?, zero point?, weight dtype). K around
 #: the SDOT step (4 rows) and its 16-row digit vectors, N around the 16-column block; 5 rows of x
-#: take the portable kernel.
+#: take the portable kernel. 4-bit: odd N (every other row of w starts mid-byte, a row's last
+#: block mid-byte too) and an even one, every M.
 DEQUANT = {
     "v1d": (None, 67, 33, True, False, "i8"),
     "k1": (1, 1, 17, False, True, "u8"),
@@ -222,15 +223,23 @@ DEQUANT = {
     "k64": (1, 64, 100, False, True, "i8"),
     "par": (1, 1031, 300, True, True, "i8"),      # over the pool in column chunks
     "m5": (5, 20, 20, True, True, "i8"),
+    "i4_v1d": (None, 33, 47, True, False, "i4"),
+    "u4_k15": (1, 15, 17, False, True, "u4"),
+    "i4_k17": (2, 17, 15, True, True, "i4"),
+    "u4_k33": (3, 33, 47, True, False, "u4"),
+    "i4_m4": (4, 31, 32, False, True, "i4"),      # even N: every row starts on a byte
+    "u4_m4": (4, 17, 1, True, True, "u4"),        # one column: a block of one nibble
+    "i4_k1": (3, 1, 15, False, False, "i4"),
+    "u4_par": (1, 1031, 521, True, True, "u4"),   # over the pool in column chunks
 }
 
 
 def _dequant_graph(rng):
     weights, inputs, dyn, const, outs, body, want, terms = {}, {}, [], [], [], [], {}, {}
     for name, (m, k, n, per_channel, zp, wt) in DEQUANT.items():
-        lo, hi = (-128, 127) if wt == "i8" else (0, 255)
-        w = rng.integers(lo, hi + 1, (k, n)).astype(np.int8 if wt == "i8" else np.uint8)
-        w[0, :2] = lo, hi
+        lo, hi = WTYPES[wt]
+        w = rng.integers(lo, hi + 1, (k, n)).astype(np.int8 if wt[0] == "i" else np.uint8)
+        w[0, :2] = (lo, hi)[:n]
         xs = (k,) if m is None else (m, k)
         x = rng.standard_normal(xs).astype(np.float32)
         x.reshape(-1)[0] = 40.0             # one large |x|: the others' digits are small
@@ -251,9 +260,10 @@ def _dequant_graph(rng):
         body.append(f"  op dequant_matmul({args}) >> y_{name};\n")
         want[f"y_{name}"], terms[f"y_{name}"] = _dot(x, deq * s.astype(np.float64))
     # an infinity in x (the f32 sums), and an epilogue (bias, GELU) after a zero-pointed u8 GEMV
-    inputs["x_k15"][1, 3] = np.inf
-    want["y_k15"], terms["y_k15"] = _dot(inputs["x_k15"], (weights["w_k15"].data.astype(np.float64)
-                                                          - weights["z_k15"]) * weights["s_k15"])
+    for name, at in (("k15", (1, 3)), ("i4_k17", (1, 16))):
+        inputs[f"x_{name}"][at] = np.inf
+        want[f"y_{name}"], terms[f"y_{name}"] = _dot(inputs[f"x_{name}"], (
+            weights[f"w_{name}"].data.astype(np.float64) - weights[f"z_{name}"]) * weights[f"s_{name}"])
     weights["bias"] = rng.standard_normal(47).astype(np.float32)
     const.append("bias: f32[47];")
     outs.append("e: f32[2, 47];")

@@ -8,11 +8,11 @@ qemu-aarch64 with a tiny TCG plugin (tools/bench/qemu_insn_count.c, built with t
 that counts the guest instructions executed. The count of one step is (count after 3 steps -
 count after 1 step) / 2, which leaves out create() (packing, the pool) and the runner. One
 thread (OI_NUM_THREADS=1). Cases: a 256^3 f32 GEMM (both operands inputs), an f32 GEMV
-[1, 1024] @ [1024, 1024], the i8 dequantizing GEMV of the same shape (per-channel scale), 3 x 3
-pad-1 convolutions with bias (32 -> 32 channels on 14 x 14, 16 -> 32 on 28 x 28; constant
-weights), and sdpa over 4 heads of 64 queries and keys, head dim 64. The FMA lower bound of the
-GEMM, the convolutions and sdpa's two products on 128-bit NEON is their multiply-adds / 4 FMLA
-instructions. `--cases` picks some.
+[1, 1024] @ [1024, 1024], the i8 and i4 dequantizing GEMVs of the same shape (per-channel
+scale), 3 x 3 pad-1 convolutions with bias (32 -> 32 channels on 14 x 14, 16 -> 32 on 28 x 28;
+constant weights), and sdpa over 4 heads of 64 queries and keys, head dim 64. The FMA lower
+bound of the GEMM, the convolutions and sdpa's two products on 128-bit NEON is their
+multiply-adds / 4 FMLA instructions. `--cases` picks some.
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ CASES = {
                      "volatile { y: f32[1, 1024]; }\n"
                      "block entry {\n  op dequant_matmul(x, w, s) >> y;\n  return;\n}\n", {"w": "i8", "s": "f32"},
                      ("x",)),
+    "gemv_i4_1024": ("dynamic { x: f32[1, 1024]; }\nconstant { w: i4[1024, 1024]; s: f32[1024]; }\n"
+                     "volatile { y: f32[1, 1024]; }\n"
+                     "block entry {\n  op dequant_matmul(x, w, s) >> y;\n  return;\n}\n", {"w": "i4", "s": "f32"},
+                     ("x",)),
 }
 for _name, _c, _o, _hw in (("conv_32x14x14", 32, 32, 14), ("conv_16x28x28", 16, 32, 28)):
     # 3 x 3, padding 1, bias, constant weights: a small CNN's convolutions
@@ -66,8 +70,9 @@ def _weights(kinds: dict[str, str], graph, rng) -> dict:
     out = {}
     for name, kind in kinds.items():
         shape = tuple(int(d) for d in graph.vars[name].dims)
-        if kind == "i8":
-            out[name] = TensorSpec(rng.integers(-128, 128, shape).astype(np.int8), dtype="i8")
+        if kind in ("i8", "i4"):
+            bound = 1 << (int(kind[1:]) - 1)
+            out[name] = TensorSpec(rng.integers(-bound, bound, shape).astype(np.int8), dtype=kind)
         else:
             out[name] = rng.uniform(0.5, 1.5, shape).astype(np.float32)
     return out

@@ -6,7 +6,7 @@ picks the renderer of the descriptor's kernel family (openinfer/targets/isa.py r
 "arm"). `NeonRenderer` overrides `CRenderer.kernel()` only, as the x86 wing's renderer does: an op
 with an emitter here whose request it covers gets a kernel rendered from templates/arm/; any other
 request falls back to the portable C family. `V82Renderer` (Armv8.2-A with the dot product) differs
-in the dequantizing GEMV, which multiplies 8-bit weights with SDOT.
+in the dequantizing GEMV, which multiplies the weights (8-bit, or 4-bit unpacked to int8) with SDOT.
 
 The emitters reuse the x86 wing's decisions where they are ISA-neutral (the element-wise view and
 work units, the matmul problem and the GEMM blocking, the pool thresholds); the templates are
@@ -14,10 +14,12 @@ NEON's own. Covered (f32, static extents; a run-time extent takes the portable k
 element-wise ops and fused chains (same shape, bias and per-row broadcasts, in place, vector exp /
 tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked microkernel using FMLA by lane,
 the vecmat and matvec GEMVs; no transposed operands) with element-wise epilogues,
-dequant_matmul of f32 x with i8 / u8 weights, sum/mean/max/min over contiguous axes, softmax over
-the last axis, layer_norm and rms_norm, and conv1d / conv2d (openinfer/targets/arm/conv.py: tiles
-in registers over a padded copy, column strides 1-4) with epilogues of the sums, and max / avg
-pooling (column stride 1 or 2).
+dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights (up to 4 rows of x: a decoder's GEMV; 4-bit
+weights unpacked to int8 in registers, so both the FMLA and the SDOT paths take them as i8's, and
+any N: a row of odd N starts mid-byte and is read a nibble on), sum/mean/max/min over contiguous
+axes, softmax over the last axis, layer_norm and rms_norm, and conv1d / conv2d
+(openinfer/targets/arm/conv.py: tiles in registers over a padded copy, column strides 1-4) with
+epilogues of the sums, and max / avg pooling (column stride 1 or 2).
 """
 
 from __future__ import annotations
@@ -326,20 +328,21 @@ _DQ_SDOT_K = 16384
 
 def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
     """(M, K, N) of a request the dequantizing GEMV covers: f32 x of at most _DQ_ROWS rows with
-    i8 / u8 weights into f32, static extents; None for any other."""
+    i8 / u8 / i4 / u4 weights into f32, static extents; None for any other."""
     x, w = req.own_inputs[:2]
     k, n = w.shape
     m = x.shape[0] if len(x.shape) == 2 else 1
     covered = (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc and not req.sizes
-               and w.dtype.name in ("i8", "u8") and 0 not in (m, n, k) and m <= _DQ_ROWS)
+               and w.dtype.name in ("i8", "u8", "i4", "u4") and 0 not in (m, n, k) and m <= _DQ_ROWS)
     return (m, k, n) if covered else None
 
 
 @emitter("dequant_matmul")
 def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
     """The requests `_dequant_problem` covers: column chunks of w over the pool, each computing
-    every row of x; on Armv8.2-A (`sdot`) with x as 24-bit integers in three int8 digits
-    multiplied by SDOT (templates/arm/dequant.c.j2)."""
+    every row of x (chunks of whole 16-column blocks: a 4-bit block starts on a byte when N is
+    even); on Armv8.2-A (`sdot`) with x as 24-bit integers in three int8 digits multiplied by SDOT
+    (templates/arm/dequant.c.j2)."""
     problem = _dequant_problem(req)
     if problem is None:
         return None
@@ -347,7 +350,7 @@ def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> str | Non
     x, w, scale = req.own_inputs[:3]
     zp = req.own_inputs[3] if len(req.own_inputs) > 3 else None
     epi = _epilogue(req)
-    parallel = m * n * k >= _PAR_MACS or k * n >= _PAR_STREAM_BYTES
+    parallel = m * n * k >= _PAR_MACS or k * n * w.dtype.bits // 8 >= _PAR_STREAM_BYTES
     want = 2 * r.device.threads if parallel else 1
     cw = round_up(-(-n // want), 16)
     nunits = -(-n // cw)
@@ -355,6 +358,6 @@ def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> str | Non
            f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale{', zero point' if zp else ''}) "
            f"-> f32{list(req.output.shape)}")
     return r.render("dequant.c.j2", req, name, _sections(epi, "core"), doc=doc, m=m, n=n, k=k, epi=epi,
-                    signed=w.dtype.name == "i8", zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
+                    wt=w.dtype.name, zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
                     scale_channel=scale.numel > 1, cw=cw, nunits=nunits, parallel=parallel and nunits > 1,
                     dot=r.sdot and k <= _DQ_SDOT_K)
