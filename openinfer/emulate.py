@@ -10,16 +10,23 @@ the library loaded in-process (openinfer/link.py), so the executor's logic is sh
 
 The emulated CPU is QEMU's: QEMU_CPU chooses it (`QEMU_CPU=cortex-a53` lacks Armv8.2-A's dot
 product); OI_HOST_ISA describes this machine, so it does not reach the emulated program.
+
+A runner that stops answering (a kernel that never ends, a deadlocked pool) would leave the
+caller blocked on its pipe for ever: each reply must arrive within OI_EMULATION_TIMEOUT seconds
+(default `DEFAULT_TIMEOUT`; QEMU runs a program some 10-50x slower than the host would), else
+the runner is killed and the call fails naming the variable to raise.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import signal
 import struct
 import subprocess
 import tempfile
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +40,10 @@ from .errors import BuildError, ExecutionError, SimulationError
 from .link import NodeHook, ProgramLink
 from .targets.devices import Device
 from .targets.env import render
+
+#: Seconds a reply of the emulated runner may take (one step of a model included) unless
+#: OI_EMULATION_TIMEOUT says otherwise.
+DEFAULT_TIMEOUT = 600.0
 
 #: The runner's source in the simulator's cache entry, beside the program (no meson target
 #: builds it: it is linked by `Emulation.link_runner`).
@@ -99,6 +110,20 @@ def unavailable(device: Device) -> str | None:
     return missing_tools(device, c_compiler(device.toolchain.compiler).command, emulator=True)
 
 
+def _timeout() -> float:
+    """OI_EMULATION_TIMEOUT in seconds, else DEFAULT_TIMEOUT; SimulationError for a bad value."""
+    text = os.environ.get("OI_EMULATION_TIMEOUT")
+    if text is None:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise SimulationError(f"OI_EMULATION_TIMEOUT={text!r}: give the seconds a reply may take (a number > 0)")
+    return value
+
+
 def _environment() -> dict[str, str]:
     """The emulated program's environment: this one without OI_HOST_ISA (it caps this machine's
     CPU, not the emulated one)."""
@@ -112,9 +137,11 @@ class EmulatedLink(ProgramLink):
     def __init__(self, argv: list[str]):
         self._argv = argv
         self._stderr = tempfile.TemporaryFile()
+        self._timeout = _timeout()
         try:
+            # unbuffered: each read waits on the pipe itself, so select() sees what is left
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=self._stderr, env=_environment())
+                                          stderr=self._stderr, env=_environment(), bufsize=0)
         except OSError as exc:
             raise SimulationError(f"cannot start {argv[0]}: {exc}") from None
         # the runner ends when its input does: at the latest when this link is collected
@@ -125,21 +152,34 @@ class EmulatedLink(ProgramLink):
 
     # ------------------------------------------------------------------ framing
     def _send(self, kind: bytes, payload: bytes = b"") -> None:
+        frame = memoryview(kind + struct.pack("<I", len(payload)) + payload)
         try:
-            self._proc.stdin.write(kind + struct.pack("<I", len(payload)) + payload)
-            self._proc.stdin.flush()
+            while frame:        # (unbuffered: a write may take part of a large frame)
+                frame = frame[self._proc.stdin.write(frame):]
         except (BrokenPipeError, ValueError):
             raise self._died() from None
 
     def _receive(self) -> tuple[bytes, bytes]:
-        head = self._proc.stdout.read(5)
-        if len(head) < 5:
-            raise self._died()
+        deadline = time.monotonic() + self._timeout
+        head = self._read(5, deadline)
         (n,) = struct.unpack("<I", head[1:])
-        payload = self._proc.stdout.read(n)
-        if len(payload) < n:
-            raise self._died()
-        return head[:1], payload
+        return head[:1], self._read(n, deadline)
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        """Exactly n bytes of the runner's output, by `deadline` (else it is killed)."""
+        out = bytearray()
+        while len(out) < n:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self._proc.stdout], [], [], max(left, 0.0))
+            if not ready:
+                self._proc.kill()
+                raise SimulationError(f"the emulated program ({shlex.join(self._argv)}) did not answer within "
+                                      f"{self._timeout:g} s and was stopped (OI_EMULATION_TIMEOUT sets the limit)")
+            chunk = self._proc.stdout.read(n - len(out))
+            if not chunk:
+                raise self._died()
+            out += chunk
+        return bytes(out)
 
     def _call(self, kind: bytes, payload: bytes = b"") -> tuple[int, bytes]:
         """One request and its reply: (status, data)."""

@@ -12,6 +12,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -186,3 +187,20 @@ def test_the_sim_command_prints_it_as_one_line(example_models, tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("openinfer: error: cannot build and run code for")
     assert "gcc-aarch64-linux-gnu" in err[0]
+
+
+def test_a_runner_that_stops_answering_is_stopped(monkeypatch):
+    """A reply later than OI_EMULATION_TIMEOUT: the runner is killed and the call fails with the
+    variable that sets the limit, instead of blocking for ever (here a "runner" that only sleeps)."""
+    from openinfer.emulate import EmulatedLink
+
+    monkeypatch.setenv("OI_EMULATION_TIMEOUT", "0.5")
+    link = EmulatedLink(["sh", "-c", "sleep 30"])
+    started = time.monotonic()
+    with pytest.raises(SimulationError, match=r"did not answer within 0\.5 s and was stopped "
+                                              r"\(OI_EMULATION_TIMEOUT sets the limit\)"):
+        link.create()
+    assert time.monotonic() - started < 10
+    monkeypatch.setenv("OI_EMULATION_TIMEOUT", "soon")
+    with pytest.raises(SimulationError, match="OI_EMULATION_TIMEOUT='soon': give the seconds"):
+        EmulatedLink(["true"])
