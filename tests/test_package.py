@@ -21,7 +21,8 @@ def test_wheel_install_is_self_contained(tmp_path):
                     "--target", str(target), str(REPO)], check=True, cwd=tmp_path)
     pkg = target / "openinfer"
     for rel in ("templates/c/model.c.j2", "templates/c/meson.build.j2", "hal/include/oi_hal.h",
-                "hal/src/oi_hal.c", "devices/schema.json", "devices/ada_mock.json", "ops/ops.yaml",
+                "hal/src/oi_hal_core.c", "hal/src/oi_hal.c", "hal/src/oi_hal_baremetal.c", "devices/schema.json",
+                "devices/ada_mock.json", "ops/ops.yaml",
                 "reference/kernels/elementwise.py", "targets/c/kernels/elementwise.py"):
         assert (pkg / rel).is_file(), f"{rel} missing from the installed package"
     env = dict(os.environ, PYTHONPATH=str(target))

@@ -1,5 +1,5 @@
 """Differential fuzz of the two `.oinf` readers: the same mutated files through `openinfer oinf
-verify` (openinfer/oinf/verify.py) and the C loader (`oi_oinf_open_memory`, hal/src/oi_hal.c).
+verify` (openinfer/oinf/verify.py) and the C loader (`oi_oinf_open_memory`, hal/src/oi_hal_core.c).
 
     python3 tools/fuzz_oinf.py [--mutants 100000] [--seed 1] [--asan]
 
@@ -46,7 +46,7 @@ from openinfer.oinf import (  # noqa: E402
     verify_file,
 )
 from openinfer.oinf.format import string_size  # noqa: E402
-from openinfer.resources import hal_dir  # noqa: E402
+from openinfer.resources import hal_dir, hal_sources  # noqa: E402
 
 COMPAT_DIR = REPO / "tests" / "data" / "compat"
 DRIVER = Path(__file__).resolve().parent / "fuzz_oinf_driver.c"
@@ -179,7 +179,7 @@ def build_driver(out_dir: Path, asan: bool) -> Path:
     exe = out_dir / ("oinf_driver_asan" if asan else "oinf_driver")
     flags = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"] if asan else ["-O2"]
     subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", *flags, "-I", str(hal_dir() / "include"),
-                    str(DRIVER), str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)], check=True)
+                    str(DRIVER), *hal_sources(), "-pthread", "-o", str(exe)], check=True)
     return exe
 
 

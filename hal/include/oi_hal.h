@@ -113,6 +113,9 @@ oi_status oi_oinf_open(const char *path, oi_oinf *out);
  * `preferences.weights_memory: "mapped"` makes the generated create() use this (the default on
  * the Arm descriptors), at the cost of more TLB misses while weights stream. */
 oi_status oi_oinf_map(const char *path, oi_oinf *out);
+/* Opens a package image in the caller's memory (used in place; it must outlive the oi_oinf): it
+ * must be 8-aligned, as the file's blobs are, else OI_ERR_INVALID_ARGUMENT (an image placed by
+ * hand in a microcontroller's flash at a misaligned address would fault in the first kernel). */
 oi_status oi_oinf_open_memory(const void *image, uint64_t size, oi_oinf *out);
 void oi_oinf_close(oi_oinf *file);
 
@@ -130,6 +133,10 @@ oi_status oi_oinf_require(const oi_oinf *file, const char *name, uint32_t dtype,
  * Time and tracing.
  * ---------------------------------------------------------------------------------------- */
 uint64_t oi_now_ns(void);
+/* The bare-metal HAL only (oi_hal_baremetal.c): a microcontroller has no clock the HAL knows, so
+ * oi_now_ns() returns the user's (a cycle counter scaled to ns: DWT->CYCCNT, SysTick, a timer),
+ * or 0 without one (traces then report zero durations). */
+void oi_set_clock(uint64_t (*now_ns)(void));
 
 /* Called by generated code after each executed node when a hook is installed: `node_index` is
  * the graph node's index, `block` its block name; the hook may read variables through the

@@ -62,7 +62,7 @@ def align8(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-#: Shapes both readers accept (hal/src/oi_hal.c reads dims into a fixed `dims[8]`): at most
+#: Shapes both readers accept (hal/src/oi_hal_core.c reads dims into a fixed `dims[8]`): at most
 #: MAX_DIMS dims, and the product of the non-zero dims below MAX_NUMEL, so the C reader's numel * 64
 #: bits fits a u64 and NumPy can hold the array. Tensors and ndarray metadata alike.
 MAX_DIMS = 8

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import SynthesisError
-from ..resources import hal_dir
+from ..resources import HAL_SOURCES, hal_dir
 from ..synth import program as P
 from ..synth.memplan import MemoryPlan
 from .devices import Device
@@ -83,10 +83,16 @@ class Target(ABC):
     def render(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool) -> dict[str, str]:
         """The program's files (sources, meson.build, shaders), by relative path."""
 
+    #: the platform of the CPU HAL its programs link (openinfer/resources.py HAL_SOURCES): an OS's
+    #: ("posix") or none ("baremetal")
+    hal_platform = "posix"
+
     def hal_sources(self) -> list[Path]:
-        """The HAL files a program of this target compiles: the CPU HAL (a wing adds its own)."""
-        return [p for p in sorted(hal_dir().rglob("*"))
-                if p.is_file() and p.suffix in (".c", ".h") and "vulkan" not in p.name]
+        """The HAL files a program of this target compiles: the CPU HAL's headers and its
+        platform's sources (a wing adds its own)."""
+        hal = hal_dir()
+        headers = [p for p in sorted((hal / "include").glob("*.h")) if "vulkan" not in p.name]
+        return headers + [hal / s for s in HAL_SOURCES[self.hal_platform]]
 
     def source_names(self, name: str) -> tuple[str, ...]:
         """The files of program `name` another build compiles (`gen --emit sources`)."""

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import openinfer as oi
-from openinfer.resources import hal_dir
+from openinfer.resources import hal_dir, hal_sources
 from openinfer.sim import Simulator
 
 HARNESS = r"""
@@ -91,7 +91,7 @@ def harness(tmp_path_factory):
     (d / "main.c").write_text(HARNESS)
     exe = d / "pool_hold"
     subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(hal_dir() / "include"),
-                    str(d / "main.c"), str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)], check=True)
+                    str(d / "main.c"), *hal_sources(), "-pthread", "-o", str(exe)], check=True)
     return exe
 
 

@@ -1,5 +1,5 @@
 """The two `.oinf` readers give the same verdict: `openinfer oinf verify` (the Python reader) and the
-C loader (`oi_oinf_open_memory`, hal/src/oi_hal.c) accept and reject the same files.
+C loader (`oi_oinf_open_memory`, hal/src/oi_hal_core.c) accept and reject the same files.
 
 The differential campaign lives in tools/fuzz_oinf.py (seeds, mutations, the C driver); here it
 runs with a fixed seed and a small budget (plus a smaller one with the driver under ASan/UBSan),

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import openinfer as oi
+from openinfer.resources import hal_sources
 from openinfer.synthesizer import Synthesizer
 
 HARNESS = r"""
@@ -111,7 +112,7 @@ def test_abi_under_asan_and_ubsan(tmp_path, example_models, example):
     subprocess.run(["cc", "-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
                     "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-I", str(out), "-I",
                     str(out / "hal" / "include"), str(out / "main.c"), str(out / "kv.c"), str(out / "kv_kernels.c"),
-                    str(out / "hal" / "src" / "oi_hal.c"), "-lm", "-pthread", "-o", str(exe)], check=True)
+                    *hal_sources(root=out), "-lm", "-pthread", "-o", str(exe)], check=True)
     run = subprocess.run([str(exe), str(good), str(corrupt), str(truncated)], capture_output=True, text=True,
                          env={"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "PATH": "/usr/bin:/bin"})
     assert run.returncode == 0, run.stdout + run.stderr
@@ -124,7 +125,7 @@ def test_abi_under_asan_and_ubsan(tmp_path, example_models, example):
 def test_random_corruptions_of_the_model_never_crash_the_c_reader(tmp_path, example_models):
     """Fuzz the HAL's .oinf reader through oi_oinf_open_memory with byte flips and truncations
     (under ASan): it returns OI_OK or OI_ERR_MODEL_FORMAT, and never reads out of bounds."""
-    from openinfer.resources import hal_dir
+    from openinfer.resources import hal_dir, hal_sources
 
     src = tmp_path / "fuzz.c"
     src.write_text(r"""
@@ -170,7 +171,7 @@ int main(int argc, char **argv) {
 """)
     exe = tmp_path / "fuzz"
     subprocess.run(["cc", "-std=c11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                    "-I", str(hal_dir() / "include"), str(src), str(hal_dir() / "src" / "oi_hal.c"), "-pthread",
+                    "-I", str(hal_dir() / "include"), str(src), *hal_sources(), "-pthread",
                     "-o", str(exe)], check=True)
     for name in ("mlp_regression", "cache_window_slice"):
         run = subprocess.run([str(exe), str(example_models / f"{name}.oinf"), "7"], capture_output=True, text=True)
@@ -194,7 +195,7 @@ def test_c_reader_resolves_quant_keys_and_rejects_bad_payloads(tmp_path):
     Python reader gives), refuses wrong dtypes, sizes and suffixes, and under ASan never reads
     past a payload whose counts were corrupted (random flips over the quant bytes)."""
     from openinfer import QuantParams, TensorSpec, write_oinf
-    from openinfer.resources import hal_dir
+    from openinfer.resources import hal_dir, hal_sources
 
     rng = np.random.default_rng(3)
     scales, zps = rng.uniform(0.01, 1, 6).astype(np.float32), np.arange(-3, 3, dtype=np.int32)
@@ -257,7 +258,7 @@ int main(int argc, char **argv) {
     exe = tmp_path / "quant"
     subprocess.run(["cc", "-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
                     "-fno-sanitize-recover=all", "-I", str(hal_dir() / "include"), str(src),
-                    str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)], check=True)
+                    *hal_sources(), "-pthread", "-o", str(exe)], check=True)
     run = subprocess.run([str(exe), str(path), str(q_off)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()

@@ -19,7 +19,7 @@ import openinfer as oi
 from openinfer.cross import CROSS_FILE, cross_file_text
 from openinfer.emulate import unavailable
 from openinfer.errors import DeviceError
-from openinfer.resources import hal_dir
+from openinfer.resources import hal_dir, hal_sources
 from openinfer.synthesizer import Synthesizer
 from openinfer.targets import devices, isa
 
@@ -214,7 +214,7 @@ def aarch64_features(tmp_path_factory) -> Path:
     exe = d / "features"
     subprocess.run(["aarch64-linux-gnu-gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
                     "-march=armv8.2-a+fp16+dotprod", "-static", "-I", str(hal_dir() / "include"), str(d / "main.c"),
-                    str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)], check=True)
+                    *hal_sources(), "-pthread", "-o", str(exe)], check=True)
     return exe
 
 

@@ -27,7 +27,7 @@ from openinfer.compare import compare, table
 from openinfer.dtypes import lookup
 from openinfer.ops.types import TensorType
 from openinfer.reference.executor import Reference
-from openinfer.resources import hal_dir
+from openinfer.resources import hal_dir, hal_sources
 from openinfer.sim import Simulator
 from openinfer.synth.program import Call, KernelRequest
 from openinfer.synthesizer import Synthesizer
@@ -173,7 +173,7 @@ def _compile(tmp_path: Path, device: str, req: KernelRequest, nargs: int):
     lib = tmp_path / "libk.so"
     proc = subprocess.run([shutil.which("cc") or "gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC",
                            "-shared", *dev.cflags, "-I", str(hal_dir() / "include"), str(c_file),
-                           str(hal_dir() / "src" / "oi_hal.c"), "-o", str(lib), "-lpthread", "-lm"],
+                           *hal_sources(), "-o", str(lib), "-lpthread", "-lm"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     ffi = cffi.FFI()

@@ -21,6 +21,7 @@ from openinfer.dims import Dim, DynamicDimError, evaluate, host_expr, smallest_s
 from openinfer.errors import BindError, ExecutionError
 from openinfer.ir.bind import bind
 from openinfer.reference.executor import Reference
+from openinfer.resources import hal_sources
 from openinfer.synthesizer import Synthesizer
 from openinfer.targets.devices import best_host_target
 from openinfer.testing import skip_unless_runs_here
@@ -283,7 +284,7 @@ def test_every_size_under_asan_and_ubsan(tmp_path, mlp_model):
     subprocess.run(["cc", "-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
                     "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-I", str(out), "-I",
                     str(out / "hal" / "include"), str(out / "main.c"), str(out / "mlp.c"), str(out / "mlp_kernels.c"),
-                    str(out / "hal" / "src" / "oi_hal.c"), "-lm", "-pthread", "-o", str(exe)], check=True)
+                    *hal_sources(root=out), "-lm", "-pthread", "-o", str(exe)], check=True)
     run = subprocess.run([str(exe), str(mlp_model)], capture_output=True, text=True,
                          env={"ASAN_OPTIONS": "detect_leaks=1", "PATH": "/usr/bin:/bin"})
     assert run.returncode == 0, run.stdout + run.stderr
@@ -346,7 +347,7 @@ def test_encoder_at_every_length_under_asan_and_ubsan(arch, tmp_path, built):
     subprocess.run(["cc", "-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", *synth.device.cflags,
                     "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
                     "-I", str(out), "-I", str(out / "hal" / "include"), str(out / "main.c"), str(out / "enc.c"),
-                    str(out / "enc_kernels.c"), str(out / "hal" / "src" / "oi_hal.c"), "-lm", "-pthread",
+                    str(out / "enc_kernels.c"), *hal_sources(root=out), "-lm", "-pthread",
                     "-o", str(exe)], check=True)
     run = subprocess.run([str(exe), str(path)], capture_output=True, text=True,
                          env={"ASAN_OPTIONS": "detect_leaks=1", "PATH": "/usr/bin:/bin", "OI_NUM_THREADS": "2"})

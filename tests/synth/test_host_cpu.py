@@ -16,7 +16,7 @@ import pytest
 
 import openinfer as oi
 from openinfer.errors import DeviceError, SimulationError
-from openinfer.resources import hal_dir
+from openinfer.resources import hal_dir, hal_sources
 from openinfer.synthesizer import Synthesizer
 from openinfer.targets import devices, isa
 
@@ -123,7 +123,7 @@ def features_exe(tmp_path_factory) -> Path:
     exe = d / "features"
     subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-mavx2", "-mfma", "-mavx512f",
                     "-mavx512bw", "-I", str(hal_dir() / "include"), str(d / "main.c"),
-                    str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)], check=True)
+                    *hal_sources(), "-pthread", "-o", str(exe)], check=True)
     return exe
 
 
@@ -164,7 +164,7 @@ def test_hal_stream_prefetch_policy(tmp_path, cap, override, monkeypatch):
     (tmp_path / "main.c").write_text(_PREFETCH_C)
     exe = tmp_path / "prefetch"
     subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(hal_dir() / "include"),
-                    str(tmp_path / "main.c"), str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)],
+                    str(tmp_path / "main.c"), *hal_sources(), "-pthread", "-o", str(exe)],
                    check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("OI_HOST_ISA", "OI_STREAM_PREFETCH")}
     env.update({"OI_HOST_ISA": cap} if cap else {})

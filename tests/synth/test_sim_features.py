@@ -12,6 +12,7 @@ import openinfer as oi
 from openinfer.bisect import bisect
 from openinfer.cli import main
 from openinfer.reference.executor import Reference
+from openinfer.resources import hal_sources
 from openinfer.sim import Simulator
 from openinfer.targets.c.renderer import CRenderer
 
@@ -74,7 +75,7 @@ int main(void) {
     out = tmp_path / "mlp"
     exe = tmp_path / "app"
     subprocess.run(["cc", "-std=c11", "-O1", "-I", str(out), "-I", str(out / "hal" / "include"), str(out / "main.c"),
-                    str(out / "mlp.c"), str(out / "mlp_kernels.c"), str(out / "hal" / "src" / "oi_hal.c"),
+                    str(out / "mlp.c"), str(out / "mlp_kernels.c"), *hal_sources(root=out),
                     str(out / "mlp_weights.S"), "-lm", "-pthread", "-o", str(exe)], check=True, cwd=out)
     y = np.array([float(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True,
                                                    cwd=tmp_path).stdout.split()], np.float32).reshape(4, 8)

@@ -26,6 +26,7 @@ from conftest import EXAMPLES
 
 import openinfer as oi
 from openinfer import Synthesizer
+from openinfer.resources import hal_sources
 
 #: The drivers link with -Wl,--wrap for each allocator: while `counting` is set, every call
 #: adds to `allocations` (step() must make none).
@@ -82,7 +83,7 @@ def build_driver(out: Path, name: str, source: str, cflags) -> Path:
     wrap = "-Wl," + ",".join(f"--wrap={f}" for f in WRAPPED)
     subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", *cflags, "-I", str(out),
                     "-I", str(out / "hal" / "include"), str(out / "main.c"), str(out / f"{name}.c"),
-                    str(out / f"{name}_kernels.c"), str(out / "hal" / "src" / "oi_hal.c"), wrap, "-lm", "-pthread",
+                    str(out / f"{name}_kernels.c"), *hal_sources(root=out), wrap, "-lm", "-pthread",
                     "-o", str(exe)], check=True)
     return exe
 
@@ -163,13 +164,13 @@ def test_pool_runs_every_task_when_its_slots_run_out(tmp_path, threads):
     ASan/UBSan."""
     if shutil.which("cc") is None:
         pytest.skip("needs a C compiler")
-    from openinfer.resources import hal_dir
+    from openinfer.resources import hal_dir, hal_sources
 
     (tmp_path / "pool.c").write_text(POOL_STRESS)
     exe = tmp_path / "pool"
     subprocess.run(["cc", "-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
                     "-fno-sanitize-recover=all", "-I", str(hal_dir() / "include"), str(tmp_path / "pool.c"),
-                    str(hal_dir() / "src" / "oi_hal.c"), "-pthread", "-o", str(exe)], check=True)
+                    *hal_sources(), "-pthread", "-o", str(exe)], check=True)
     run = subprocess.run([str(exe), str(threads), str(40 * threads)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
 

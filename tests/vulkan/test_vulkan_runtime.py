@@ -15,6 +15,7 @@ import pytest
 import openinfer as oi
 from openinfer import dtypes as dt
 from openinfer.errors import BuildError, ExecutionError, SimulationError, SynthesisError
+from openinfer.resources import hal_sources
 from openinfer.sim import Simulator
 from openinfer.synthesizer import Synthesizer
 
@@ -123,7 +124,7 @@ int main(void) {
 }
 ''')
     exe = tmp_path / "bad"
-    subprocess.run(["cc", "-std=c11", "-I", str(REPO / "hal" / "include"), str(src), str(REPO / "hal/src/oi_hal.c"),
+    subprocess.run(["cc", "-std=c11", "-I", str(REPO / "hal" / "include"), str(src), *hal_sources(),
                     str(REPO / "hal/src/oi_hal_vulkan.c"), "-lvulkan", "-lpthread", "-lm", "-o", str(exe)],
                    check=True, capture_output=True, timeout=120)
     proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,

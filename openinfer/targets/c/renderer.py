@@ -18,7 +18,7 @@ from ... import __version__
 from ...dims import Dim, capacity, host_expr, pretty_shape, shape_sizevars
 from ...dtypes import DTypeInfo, Kind
 from ...numerics import to_storage
-from ...resources import hal_dir
+from ...resources import HAL_SOURCES, hal_dir
 from ...synth import program as P
 from ...synth.lower import c_name
 from ...synth.memplan import MemoryPlan, align
@@ -132,6 +132,10 @@ class CTarget(Target):
     def renderer_class(self) -> type[CRenderer]:
         """The class that renders one program for this target's kernel family."""
         return CRenderer
+
+    @property
+    def hal_platform(self) -> str:
+        return self.renderer_class.hal_platform
 
     def renderer(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool = False) -> CRenderer:
         return self.renderer_class(prog, mem, self.device, embed_weights=embed_weights)
@@ -672,6 +676,8 @@ class CRenderer(HostRenderer):
     x86 wing's renderers override `kernel()`, and give the portable conv and sdpa kernels tiles
     of their own."""
 
+    #: the CPU HAL its programs link (openinfer/resources.py HAL_SOURCES): an OS's, or none
+    hal_platform = "posix"
     #: a tile the tiled convolution's whole-vector columns use instead of the portable loops
     #: (openinfer/targets/c/kernels/nn.py): (template, output channels, vectors of columns)
     conv_tile: tuple[str, int, int] | None = None
@@ -709,7 +715,8 @@ class CRenderer(HostRenderer):
             f"{n}.c": render("c/model.c.j2", **ctx),
             f"{n}_kernels.h": render("c/kernels.h.j2", **ctx, kernels=kernels),
             f"{n}_kernels.c": render("c/kernels.c.j2", **ctx, kernels=kernels, family=self.family),
-            "meson.build": render("c/meson.build.j2", **ctx, cflags=list(self.device.cflags)),
+            "meson.build": render("c/meson.build.j2", **ctx, cflags=list(self.device.cflags),
+                                  hal_c=HAL_SOURCES[self.hal_platform]),
         }
         if self.embed:
             out[f"{n}_weights.S"] = render("c/weights.S.j2", **ctx)

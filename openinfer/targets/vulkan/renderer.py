@@ -106,7 +106,8 @@ class VulkanTarget(Target):
 
     def hal_sources(self) -> list[Path]:
         """The CPU HAL and its Vulkan part."""
-        return [p for p in sorted(hal_dir().rglob("*")) if p.is_file() and p.suffix in (".c", ".h")]
+        hal = hal_dir()
+        return [*super().hal_sources(), hal / "include" / "oi_hal_vulkan.h", hal / "src" / "oi_hal_vulkan.c"]
 
     def source_names(self, name: str) -> tuple[str, ...]:
         """NAME.h, NAME.c and NAME_shaders.c (its SPIR-V compiled in: openinfer/synthesizer.py)."""
