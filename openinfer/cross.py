@@ -59,7 +59,7 @@ def cross_file_text(device: Device) -> str:
         f"strip = {_literal(tc.triple + '-strip')}",
         "",
         "[host_machine]",
-        "system = 'linux'",
+        f"system = {_literal('none' if arch.bare_metal else 'linux')}",
         f"cpu_family = {_literal(arch.meson_cpu_family)}",
         f"cpu = {_literal(arch.meson_cpu)}",
         "endian = 'little'",
@@ -68,6 +68,10 @@ def cross_file_text(device: Device) -> str:
         lines += ["", "[properties]", f"sys_root = {_literal(tc.sysroot)}",
                   "", "[built-in options]", f"c_args = {_literal(['--sysroot=' + tc.sysroot])}",
                   f"c_link_args = {_literal(['--sysroot=' + tc.sysroot])}"]
+    elif arch.bare_metal:
+        # meson's sanity check links a program; with no OS, newlib's system calls are stubs
+        # (the library itself is static and links nothing)
+        lines += ["", "[built-in options]", f"c_link_args = {_literal(['--specs=nosys.specs'])}"]
     return "\n".join(lines) + "\n"
 
 

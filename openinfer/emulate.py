@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from .build import CCompiler, c_compiler
 from .cross import missing_tools
 from .errors import BuildError, ExecutionError, SimulationError
 from .link import NodeHook, ProgramLink
+from .synth.program import Program
 from .targets.devices import Device
 from .targets.env import render
 
@@ -60,24 +62,31 @@ class Emulation:
 
     @classmethod
     def of(cls, device: Device) -> Emulation:
-        """The emulation of `device`; SimulationError, one line naming the Debian packages, when a
-        tool is missing."""
+        """The emulation of `device` (a firmware under system emulation for a bare-metal one:
+        openinfer/firmware.py); SimulationError, one line naming the Debian packages, when a tool
+        is missing."""
         problem = unavailable(device)
         if problem:
             raise SimulationError(problem)
+        if device.bare_metal:
+            from .firmware import FirmwareEmulation
+
+            cls = FirmwareEmulation
         return cls(device, c_compiler(device.toolchain.compiler), device.toolchain.emulator)
 
-    def runner_files(self, name: str) -> dict[str, bytes]:
+    def runner_files(self, program: Program) -> dict[str, bytes]:
         """The runner's source, for the cache entry beside the program's files."""
-        text = render("c/runner.c.j2", name=name, prefix=f"oi_{name}", macro=f"OI_{name.upper()}",
-                      version=__version__)
-        return {f"{RUNNER_DIR}/{name}_runner.c": text.encode()}
+        return {f"{RUNNER_DIR}/{program.name}_runner.c": runner_text(program.name)}
+
+    def runner_name(self, name: str) -> str:
+        """The file `link_runner` writes in the build folder."""
+        return f"{name}_runner"
 
     def link_runner(self, project: Path, build_dir: Path, name: str) -> Path:
         """The runner linked with the program's static library (meson built it with
         default_library=static): one static executable, which QEMU runs without the target's
         dynamic loader. Compiled as strictly as the program (-Wall -Wextra -Werror)."""
-        exe = build_dir / f"{name}_runner"
+        exe = build_dir / self.runner_name(name)
         sysroot = self.device.toolchain.sysroot
         argv = [*shlex.split(self.compiler.command), "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
                 *self.device.cflags, *([f"--sysroot={sysroot}"] if sysroot else []),
@@ -100,6 +109,12 @@ class Emulation:
         """Which CPU the program met: QEMU's, as QEMU_CPU chooses it."""
         cpu = os.environ.get("QEMU_CPU")
         return f" (the CPU {self.emulator} emulates: " + (f"QEMU_CPU={cpu})" if cpu else "its default)")
+
+
+def runner_text(name: str, *, baremetal: bool = False, io_bytes: int = 0) -> bytes:
+    """templates/c/runner.c.j2 for program `name` (bare metal: static buffers of `io_bytes`)."""
+    return render("c/runner.c.j2", name=name, prefix=f"oi_{name}", macro=f"OI_{name.upper()}",
+                  version=__version__, baremetal=baremetal, io_bytes=io_bytes).encode()
 
 
 def unavailable(device: Device) -> str | None:
@@ -134,18 +149,31 @@ class EmulatedLink(ProgramLink):
     """The runner under QEMU: each call a request frame on its stdin and a reply on its stdout
     (the protocol is templates/c/runner.c.j2's)."""
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, argv: list[str], *, cwd: Path | None = None, pipes: tuple[Path, Path] | None = None,
+                 cleanup: Callable[[], None] | None = None):
+        """`argv` started in `cwd`; the frames on its stdin and stdout, or (`pipes`: a firmware's)
+        on two named pipes, requests and replies; `cleanup` runs once it has ended."""
         self._argv = argv
         self._stderr = tempfile.TemporaryFile()
         self._timeout = _timeout()
+        std = subprocess.DEVNULL if pipes else subprocess.PIPE
         try:
             # unbuffered: each read waits on the pipe itself, so select() sees what is left
-            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=self._stderr, env=_environment(), bufsize=0)
+            self._proc = subprocess.Popen(argv, stdin=std, stdout=std, stderr=self._stderr, env=_environment(),
+                                          bufsize=0, cwd=cwd)
         except OSError as exc:
+            if cleanup:
+                cleanup()
             raise SimulationError(f"cannot start {argv[0]}: {exc}") from None
+        if pipes:
+            # read-write: opening never waits for the other end (which may never come), and the
+            # reply pipe never reports its end, so a firmware that dies is seen by poll() instead
+            self._out = os.fdopen(os.open(pipes[0], os.O_RDWR), "wb", buffering=0)
+            self._in = os.fdopen(os.open(pipes[1], os.O_RDWR), "rb", buffering=0)
+        else:
+            self._out, self._in = self._proc.stdin, self._proc.stdout
         # the runner ends when its input does: at the latest when this link is collected
-        self._finalizer = weakref.finalize(self, _stop, self._proc, self._stderr)
+        self._finalizer = weakref.finalize(self, _stop, self._proc, self._out, self._in, self._stderr, cleanup)
         self._status_text = ""      # create()'s, and the CPU features it found missing
         self._missing = ""
         self._created = False
@@ -155,7 +183,7 @@ class EmulatedLink(ProgramLink):
         frame = memoryview(kind + struct.pack("<I", len(payload)) + payload)
         try:
             while frame:        # (unbuffered: a write may take part of a large frame)
-                frame = frame[self._proc.stdin.write(frame):]
+                frame = frame[self._out.write(frame):]
         except (BrokenPipeError, ValueError):
             raise self._died() from None
 
@@ -170,12 +198,17 @@ class EmulatedLink(ProgramLink):
         out = bytearray()
         while len(out) < n:
             left = deadline - time.monotonic()
-            ready, _, _ = select.select([self._proc.stdout], [], [], max(left, 0.0))
+            # in slices: a firmware's reply pipe never ends, so its death shows in poll() only
+            ready, _, _ = select.select([self._in], [], [], min(max(left, 0.0), 0.5))
             if not ready:
+                if self._proc.poll() is not None:
+                    raise self._died()
+                if left > 0:
+                    continue
                 self._proc.kill()
                 raise SimulationError(f"the emulated program ({shlex.join(self._argv)}) did not answer within "
                                       f"{self._timeout:g} s and was stopped (OI_EMULATION_TIMEOUT sets the limit)")
-            chunk = self._proc.stdout.read(n - len(out))
+            chunk = self._in.read(n - len(out))
             if not chunk:
                 raise self._died()
             out += chunk
@@ -272,10 +305,10 @@ class EmulatedLink(ProgramLink):
             self._send(b"k")
 
 
-def _stop(proc: subprocess.Popen, stderr) -> None:
+def _stop(proc: subprocess.Popen, out, inp, stderr, cleanup: Callable[[], None] | None) -> None:
     """End the runner: close its input (it destroys its program and exits), kill it if it hangs."""
     try:
-        proc.stdin.close()
+        out.close()
     except OSError:
         pass
     try:
@@ -283,5 +316,7 @@ def _stop(proc: subprocess.Popen, stderr) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    proc.stdout.close()
+    inp.close()
     stderr.close()
+    if cleanup:
+        cleanup()

@@ -85,7 +85,7 @@ class Simulator:
         files = dict(self.plan.files)
         compiler = c_compiler()
         if self.emulation is not None:     # a static library, linked into the runner QEMU runs
-            files.update(self.emulation.runner_files(name))
+            files.update(self.emulation.runner_files(self.program))
             opts.append("-Ddefault_library=static")
             compiler = self.emulation.compiler
         digest = hashlib.sha256()
@@ -94,7 +94,7 @@ class Simulator:
         digest.update("\0".join([compiler.key(), *opts]).encode())
         self.project = cache_root() / f"{name}-{digest.hexdigest()[:16]}"
         build_dir = self.project / "build"
-        built = build_dir / (f"{name}_runner" if self.emulation is not None else f"lib{name}.so")
+        built = build_dir / (self.emulation.runner_name(name) if self.emulation is not None else f"lib{name}.so")
         # the entry is locked while it is checked and built: another process (or thread) making the
         # same simulator waits, then finds the library built, and never loads one still being linked
         with folder_lock(self.project):

@@ -83,16 +83,12 @@ class Target(ABC):
     def render(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool) -> dict[str, str]:
         """The program's files (sources, meson.build, shaders), by relative path."""
 
-    #: the platform of the CPU HAL its programs link (openinfer/resources.py HAL_SOURCES): an OS's
-    #: ("posix") or none ("baremetal")
-    hal_platform = "posix"
-
     def hal_sources(self) -> list[Path]:
         """The HAL files a program of this target compiles: the CPU HAL's headers and its
-        platform's sources (a wing adds its own)."""
+        platform's sources (an OS's, or none: `Device.hal_platform`; a wing adds its own)."""
         hal = hal_dir()
         headers = [p for p in sorted((hal / "include").glob("*.h")) if "vulkan" not in p.name]
-        return headers + [hal / s for s in HAL_SOURCES[self.hal_platform]]
+        return headers + [hal / s for s in HAL_SOURCES[self.device.hal_platform]]
 
     def source_names(self, name: str) -> tuple[str, ...]:
         """The files of program `name` another build compiles (`gen --emit sources`)."""

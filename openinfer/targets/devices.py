@@ -95,8 +95,9 @@ class Toolchain:
     triple: str                   # GNU target triple: the binutils' prefix (aarch64-linux-gnu-ar)
     compiler: str                 # the C compiler command (CC replaces it: openinfer/cross.py)
     sysroot: str | None           # the target's headers and libraries, when the compiler needs one
-    emulator: str                 # the QEMU user-mode binary that runs its programs here
+    emulator: str                 # the QEMU binary that runs its programs here (user mode, or system)
     packages: tuple[str, ...]     # Debian packages that provide the above (named when one is missing)
+    machine: str | None = None    # bare metal: the board QEMU's system emulator models (-M)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,17 @@ class Device:
     def architecture(self) -> str:
         """The CPU architecture its code is for (x86_64 when the descriptor does not say)."""
         return self.doc["device"].get("architecture", "x86_64")
+
+    @property
+    def bare_metal(self) -> bool:
+        """CPU: whether its programs run with no operating system (openinfer/targets/isa.py)."""
+        arch = isa.ARCHITECTURE.get(self.architecture)
+        return self.is_cpu and arch is not None and arch.bare_metal
+
+    @property
+    def hal_platform(self) -> str:
+        """The CPU HAL its programs link (openinfer/resources.py HAL_SOURCES)."""
+        return "baremetal" if self.bare_metal else "posix"
 
     @property
     def family(self) -> isa.Family:
@@ -176,7 +188,7 @@ class Device:
         if doc is None:
             return None
         return Toolchain(doc["triple"], doc["compiler"], doc.get("sysroot"), doc["emulator"],
-                         tuple(doc.get("packages", ())))
+                         tuple(doc.get("packages", ())), doc.get("machine"))
 
     @property
     def threads(self) -> int:

@@ -98,6 +98,10 @@ class Architecture:
     meson_cpu_family: str         # meson's `cpu_family` (a cross file's [host_machine])
     meson_cpu: str                # meson's `cpu`
     portable: str                 # the bundled portable-C descriptor for it (best_host_target's last resort)
+    #: no operating system under its programs (microcontrollers): they link the bare-metal HAL
+    #: (hal/src/oi_hal_baremetal.c), build as a static library, and run here in a firmware
+    #: under QEMU's system emulation (openinfer/firmware.py)
+    bare_metal: bool = False
 
 
 ARCHITECTURES: tuple[Architecture, ...] = (
@@ -105,6 +109,9 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture("aarch64", ("aarch64", "arm64", "ARM64"), "Features", "aarch64", "aarch64", "aarch64-generic"),
     # 32-bit Arm, hard-float ABI; its one descriptor is portable C, so no feature of it is read
     Architecture("armv7", ("armv7l", "armv8l"), "Features", "arm", "armv7", "armv7-generic"),
+    # Cortex-M microcontrollers: Armv7E-M (M4, M7: the DSP extension). Never a host: no machine
+    # spells it, no /proc/cpuinfo lists its features.
+    Architecture("armv7e-m", (), "", "arm", "armv7e-m", "cortex-m4", bare_metal=True),
 )
 
 FEATURE = {f.name: f for f in FEATURES}

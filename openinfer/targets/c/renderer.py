@@ -133,10 +133,6 @@ class CTarget(Target):
         """The class that renders one program for this target's kernel family."""
         return CRenderer
 
-    @property
-    def hal_platform(self) -> str:
-        return self.renderer_class.hal_platform
-
     def renderer(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool = False) -> CRenderer:
         return self.renderer_class(prog, mem, self.device, embed_weights=embed_weights)
 
@@ -676,8 +672,6 @@ class CRenderer(HostRenderer):
     x86 wing's renderers override `kernel()`, and give the portable conv and sdpa kernels tiles
     of their own."""
 
-    #: the CPU HAL its programs link (openinfer/resources.py HAL_SOURCES): an OS's, or none
-    hal_platform = "posix"
     #: a tile the tiled convolution's whole-vector columns use instead of the portable loops
     #: (openinfer/targets/c/kernels/nn.py): (template, output channels, vectors of columns)
     conv_tile: tuple[str, int, int] | None = None
@@ -716,7 +710,7 @@ class CRenderer(HostRenderer):
             f"{n}_kernels.h": render("c/kernels.h.j2", **ctx, kernels=kernels),
             f"{n}_kernels.c": render("c/kernels.c.j2", **ctx, kernels=kernels, family=self.family),
             "meson.build": render("c/meson.build.j2", **ctx, cflags=list(self.device.cflags),
-                                  hal_c=HAL_SOURCES[self.hal_platform]),
+                                  hal_c=HAL_SOURCES[self.device.hal_platform], baremetal=self.device.bare_metal),
         }
         if self.embed:
             out[f"{n}_weights.S"] = render("c/weights.S.j2", **ctx)

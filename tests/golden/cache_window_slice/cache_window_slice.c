@@ -449,7 +449,7 @@ oi_status oi_cache_window_slice_get(oi_cache_window_slice *m, oi_cache_window_sl
 }
 
 oi_status oi_cache_window_slice_shape(const oi_cache_window_slice *m, oi_cache_window_slice_var var, uint64_t *dims, size_t max_dims) {
-    if (!m || !dims || (int)var < 0 || (int)var >= 12 || max_dims < var_info[var].ndim)
+    if (!m || !dims || (unsigned)var >= 12u || max_dims < var_info[var].ndim)
         return OI_ERR_INVALID_ARGUMENT;
     for (uint32_t k = 0; k < var_info[var].ndim; ++k) dims[k] = var_info[var].dims[k];
     switch (var) {
@@ -490,5 +490,5 @@ void oi_cache_window_slice_set_trace_hook(oi_cache_window_slice *m, oi_trace_hoo
 }
 
 const oi_var_info *oi_cache_window_slice_var_info(oi_cache_window_slice_var var) {
-    return (int)var >= 0 && (int)var < 12 ? &var_info[var] : NULL;
+    return (unsigned)var < 12u ? &var_info[var] : NULL;
 }

@@ -344,7 +344,7 @@ oi_status oi_kv_cache_decode_get(oi_kv_cache_decode *m, oi_kv_cache_decode_var v
 }
 
 oi_status oi_kv_cache_decode_shape(const oi_kv_cache_decode *m, oi_kv_cache_decode_var var, uint64_t *dims, size_t max_dims) {
-    if (!m || !dims || (int)var < 0 || (int)var >= 5 || max_dims < var_info[var].ndim)
+    if (!m || !dims || (unsigned)var >= 5u || max_dims < var_info[var].ndim)
         return OI_ERR_INVALID_ARGUMENT;
     for (uint32_t k = 0; k < var_info[var].ndim; ++k) dims[k] = var_info[var].dims[k];
     switch (var) {
@@ -382,5 +382,5 @@ void oi_kv_cache_decode_set_trace_hook(oi_kv_cache_decode *m, oi_trace_hook hook
 }
 
 const oi_var_info *oi_kv_cache_decode_var_info(oi_kv_cache_decode_var var) {
-    return (int)var >= 0 && (int)var < 5 ? &var_info[var] : NULL;
+    return (unsigned)var < 5u ? &var_info[var] : NULL;
 }

@@ -363,7 +363,7 @@ oi_status oi_mlp_regression_get(oi_mlp_regression *m, oi_mlp_regression_var var,
 }
 
 oi_status oi_mlp_regression_shape(const oi_mlp_regression *m, oi_mlp_regression_var var, uint64_t *dims, size_t max_dims) {
-    if (!m || !dims || (int)var < 0 || (int)var >= 7 || max_dims < var_info[var].ndim)
+    if (!m || !dims || (unsigned)var >= 7u || max_dims < var_info[var].ndim)
         return OI_ERR_INVALID_ARGUMENT;
     for (uint32_t k = 0; k < var_info[var].ndim; ++k) dims[k] = var_info[var].dims[k];
     switch (var) {
@@ -401,5 +401,5 @@ void oi_mlp_regression_set_trace_hook(oi_mlp_regression *m, oi_trace_hook hook, 
 }
 
 const oi_var_info *oi_mlp_regression_var_info(oi_mlp_regression_var var) {
-    return (int)var >= 0 && (int)var < 7 ? &var_info[var] : NULL;
+    return (unsigned)var < 7u ? &var_info[var] : NULL;
 }

@@ -429,7 +429,7 @@ oi_status oi_residual_mlp_stack_get(oi_residual_mlp_stack *m, oi_residual_mlp_st
 }
 
 oi_status oi_residual_mlp_stack_shape(const oi_residual_mlp_stack *m, oi_residual_mlp_stack_var var, uint64_t *dims, size_t max_dims) {
-    if (!m || !dims || (int)var < 0 || (int)var >= 4 || max_dims < var_info[var].ndim)
+    if (!m || !dims || (unsigned)var >= 4u || max_dims < var_info[var].ndim)
         return OI_ERR_INVALID_ARGUMENT;
     for (uint32_t k = 0; k < var_info[var].ndim; ++k) dims[k] = var_info[var].dims[k];
     switch (var) {
@@ -467,5 +467,5 @@ void oi_residual_mlp_stack_set_trace_hook(oi_residual_mlp_stack *m, oi_trace_hoo
 }
 
 const oi_var_info *oi_residual_mlp_stack_var_info(oi_residual_mlp_stack_var var) {
-    return (int)var >= 0 && (int)var < 4 ? &var_info[var] : NULL;
+    return (unsigned)var < 4u ? &var_info[var] : NULL;
 }

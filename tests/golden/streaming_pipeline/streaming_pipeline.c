@@ -432,7 +432,7 @@ oi_status oi_streaming_pipeline_get(oi_streaming_pipeline *m, oi_streaming_pipel
 }
 
 oi_status oi_streaming_pipeline_shape(const oi_streaming_pipeline *m, oi_streaming_pipeline_var var, uint64_t *dims, size_t max_dims) {
-    if (!m || !dims || (int)var < 0 || (int)var >= 5 || max_dims < var_info[var].ndim)
+    if (!m || !dims || (unsigned)var >= 5u || max_dims < var_info[var].ndim)
         return OI_ERR_INVALID_ARGUMENT;
     for (uint32_t k = 0; k < var_info[var].ndim; ++k) dims[k] = var_info[var].dims[k];
     switch (var) {
@@ -470,5 +470,5 @@ void oi_streaming_pipeline_set_trace_hook(oi_streaming_pipeline *m, oi_trace_hoo
 }
 
 const oi_var_info *oi_streaming_pipeline_var_info(oi_streaming_pipeline_var var) {
-    return (int)var >= 0 && (int)var < 5 ? &var_info[var] : NULL;
+    return (unsigned)var < 5u ? &var_info[var] : NULL;
 }
