@@ -10,16 +10,27 @@ in the dequantizing GEMV, which multiplies the weights (8-bit, or 4-bit unpacked
 
 The emitters reuse the x86 wing's decisions where they are ISA-neutral (the element-wise view and
 work units, the matmul problem and the GEMM blocking, the pool thresholds); the templates are
-NEON's own. Covered (f32, static extents; a run-time extent takes the portable kernel):
-element-wise ops and fused chains (same shape, bias and per-row broadcasts, in place, vector exp /
-tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked microkernel using FMLA by lane,
-the vecmat and matvec GEMVs; no transposed operands) with element-wise epilogues,
-dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights (up to 4 rows of x: a decoder's GEMV; 4-bit
-weights unpacked to int8 in registers, so both the FMLA and the SDOT paths take them as i8's, and
-any N: a row of odd N starts mid-byte and is read a nibble on), sum/mean/max/min over contiguous
-axes, softmax over the last axis, layer_norm and rms_norm, and conv1d / conv2d
-(openinfer/targets/arm/conv.py: tiles in registers over a padded copy, column strides 1-4) with
-epilogues of the sums, and max / avg pooling (column stride 1 or 2).
+NEON's own. Covered (f32): element-wise ops and fused chains (same shape, bias and per-row
+broadcasts, in place, vector exp / tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked
+microkernel using FMLA by lane, the vecmat and matvec GEMVs; no transposed operands) with
+element-wise epilogues, dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights (up to 4 rows of x:
+a decoder's GEMV; 4-bit weights unpacked to int8 in registers, so both the FMLA and the SDOT paths
+take them as i8's, and any N: a row of odd N starts mid-byte and is read a nibble on),
+sum/mean/max/min over contiguous axes, softmax over the last axis, layer_norm and rms_norm, and
+conv1d / conv2d (openinfer/targets/arm/conv.py: tiles in registers over a padded copy, column
+strides 1-4) with epilogues of the sums, and max / avg pooling (column stride 1 or 2).
+
+Dynamic sizes (openinfer/dims.py), as the x86 wing's (x86/renderer.py describes the design): the
+emitters decide paths, tiling and the pool's split at the bounds (`capacity`) and the templates
+write every extent, stride and offset from a dim as its run-time C expression over `sz_<NAME>`
+(carried to the pool's workers); a decision that cannot be taken that way raises
+DynamicDimError and the request takes the portable kernel. Run-time extents are taken by the
+element-wise kernels and chains, softmax / layer_norm / rms_norm and the reductions (any
+extent), the GEMM (M, N and K), the vecmat (M up to _SKINNY, a unit kernel per row count; N, K)
+and the matvec (rows, K), the dequantizing GEMVs (rows of x up to _DQ_ROWS, an f32-path function
+per row count; K and N static), epilogues over run-time rows (their rows' length static), and
+pooling (a run-time batch and plane; at column stride 2 a static width). Convolutions stay
+static (conv.py): a run-time extent takes the portable kernel.
 """
 
 from __future__ import annotations
