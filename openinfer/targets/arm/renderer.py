@@ -10,22 +10,34 @@ in the dequantizing GEMV, which multiplies the weights (8-bit, or 4-bit unpacked
 
 The emitters reuse the x86 wing's decisions where they are ISA-neutral (the element-wise view and
 work units, the matmul problem and the GEMM blocking, the pool thresholds); the templates are
-NEON's own. Covered (f32, static extents; a run-time extent takes the portable kernel):
-element-wise ops and fused chains (same shape, bias and per-row broadcasts, in place, vector exp /
-tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked microkernel using FMLA by lane,
-the vecmat and matvec GEMVs; no transposed operands) with element-wise epilogues,
-dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights (up to 4 rows of x: a decoder's GEMV; 4-bit
-weights unpacked to int8 in registers, so both the FMLA and the SDOT paths take them as i8's, and
-any N: a row of odd N starts mid-byte and is read a nibble on), sum/mean/max/min over contiguous
-axes, softmax over the last axis, layer_norm and rms_norm, and conv1d / conv2d
-(openinfer/targets/arm/conv.py: tiles in registers over a padded copy, column strides 1-4) with
-epilogues of the sums, and max / avg pooling (column stride 1 or 2).
+NEON's own. Covered (f32): element-wise ops and fused chains (same shape, bias and per-row
+broadcasts, in place, vector exp / tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked
+microkernel using FMLA by lane, the vecmat and matvec GEMVs; no transposed operands) with
+element-wise epilogues, dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights (up to 4 rows of x:
+a decoder's GEMV; 4-bit weights unpacked to int8 in registers, so both the FMLA and the SDOT paths
+take them as i8's, and any N: a row of odd N starts mid-byte and is read a nibble on),
+sum/mean/max/min over contiguous axes, softmax over the last axis, layer_norm and rms_norm, and
+conv1d / conv2d (openinfer/targets/arm/conv.py: tiles in registers over a padded copy, column
+strides 1-4) with epilogues of the sums, and max / avg pooling (column stride 1 or 2).
+
+Dynamic sizes (openinfer/dims.py), as the x86 wing's (x86/renderer.py describes the design): the
+emitters decide paths, tiling and the pool's split at the bounds (`capacity`) and the templates
+write every extent, stride and offset from a dim as its run-time C expression over `sz_<NAME>`
+(carried to the pool's workers); a decision that cannot be taken that way raises
+DynamicDimError and the request takes the portable kernel. Run-time extents are taken by the
+element-wise kernels and chains, softmax / layer_norm / rms_norm and the reductions (any
+extent), the GEMM (M, N and K), the vecmat (M up to _SKINNY, a unit kernel per row count; N, K)
+and the matvec (rows, K), the dequantizing GEMVs (rows of x up to _DQ_ROWS, an f32-path function
+per row count; K and N static), epilogues over run-time rows (their rows' length static), and
+pooling (a run-time batch and plane; at column stride 2 a static width). Convolutions stay
+static (conv.py): a run-time extent takes the portable kernel.
 """
 
 from __future__ import annotations
 
 import math
 
+from ...dims import Dim, DynamicDimError, capacity
 from ...errors import SynthesisError
 from ...synth.program import KernelRequest
 from ..base import EmitterTable
@@ -90,7 +102,12 @@ class NeonRenderer(CRenderer):
 
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)
-        body = emit(self, req, name) if emit is not None and not req.sizes else None
+        try:
+            body = emit(self, req, name) if emit is not None else None
+        except DynamicDimError:
+            # a decision a dynamic size leaves open (the emitters take theirs at the bounds, as the
+            # x86 wing's): the portable kernel, whose loops take any extent
+            body = None
         if body is None:
             if req.packed or req.epilogue or req.pool:
                 what = "packed inputs" if req.packed else "an epilogue" if req.epilogue else "a pool"
@@ -125,7 +142,7 @@ class NeonTarget(CTarget):
         The GEMVs store chain(piece) from a scratch piece (the chain may read the output's old
         value); the GEMM applies the chain to its finished rows in place, so it takes chains that
         read no operand aliasing the output."""
-        if req.mode != "normal" or req.sizes or _epilogue(req) is None:
+        if req.mode != "normal" or _epilogue(req) is None:
             return False
         if req.op == "dequant_matmul":
             return _dequant_problem(req) is not None
@@ -188,18 +205,22 @@ def _elementwise(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
     math_ops = any(s.math for s in steps)
     return r.render("elementwise.c.j2", req, name, ("core", "math") if math_ops else ("core",),
                     inputs=used_kinds(steps, kinds), inner=inner, steps=steps, consts=chain_consts(steps),
+                    sizes=req.sizes if isinstance(inner, Dim) else (),     # what the workers read: a run-time row
                     **row_units(rows, inner, r.vec.lanes, _PAR_ELEMS_MATH if math_ops else _PAR_ELEMS))
 
 
 def _epilogue(req: KernelRequest) -> dict | None:
     """The template description of a kernel's epilogue (templates/arm/epilogue.c.j2), None if it
-    has none or one this wing cannot render (x86/renderer.py `_epilogue` describes the fields)."""
+    has none or one this wing cannot render (x86/renderer.py `_epilogue` describes the fields).
+    Its rows' length is static: a chain over run-time rows of a static length (a run-time row
+    count of the product's) is one, a chain over rows of a run-time length stays a kernel of its
+    own."""
     epi = req.epilogue
-    if epi is None or common_dtype(epi) != "f32" or epi.runtime_attrs or epi.sizes:
+    if epi is None or common_dtype(epi) != "f32" or epi.runtime_attrs:
         return None
     view = rows_view(epi.output.shape, [t.shape for t in epi.inputs])
     steps = _chain(epi)
-    if view is None or steps is None:
+    if view is None or steps is None or isinstance(view[1], Dim):
         return None
     _, inner, kinds = view
     params = [f"in{i}" for i in req.operand_indices("epilogue")]
@@ -215,9 +236,9 @@ def _sections(epi: dict | None, *sections: str) -> tuple[str, ...]:
 # ---------------------------------------------------------------------------------------- matmul
 
 def _matmul(r: type[NeonRenderer] | NeonRenderer, device, req: KernelRequest) -> MatmulProblem | None:
-    """The request as the NEON matmul kernels see it: f32, static, operands as stored (no
-    transposes); None for any other."""
-    mm = matmul_problem(r, device, req) if not req.sizes else None
+    """The request as the NEON matmul kernels see it: f32, operands as stored (no transposes);
+    None for any other. M, N and K may be run-time extents (`matmul_problem`)."""
+    mm = matmul_problem(r, device, req)
     if mm is None or mm.dtype != "f32" or mm.ta or mm.tb:
         return None
     return mm
@@ -225,41 +246,57 @@ def _matmul(r: type[NeonRenderer] | NeonRenderer, device, req: KernelRequest) ->
 
 @emitter("matmul")
 def _matmul_kernel(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """The GEMVs (matvec: one column of B; vecmat: at most _SKINNY rows of A) and the packed GEMM.
+    Dynamic sizes (openinfer/dims.py) are decided at their bounds, as the x86 wing's: the path,
+    the blocks, the column chunks and the pool's split; a vecmat over run-time rows has a
+    kernel per row count, the GEMM a microkernel per edge height and per vector count of a
+    run-time last panel."""
     mm = _matmul(r, r.device, req)
     if mm is None:
         return None
     m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
     epi = _epilogue(req)
-    parallel = nbatch * m * n * k >= _PAR_MACS
+    parallel = capacity(nbatch * m * n * k) >= _PAR_MACS
     sections = _sections(epi, "core")
-    common = {"m": m, "n": n, "k": k, "epi": epi, **mm.offsets}
+    common = {"m": m, "n": n, "k": k, "epi": epi, "sizes": req.sizes, **mm.offsets}
     if n == 1:
         # out[i] = dot(A[i, :], x): blocks of rows of A, parallel when A is worth streaming in pieces
-        parallel = parallel or nbatch * m * k * 4 >= _PAR_STREAM_BYTES
+        parallel = parallel or nbatch * capacity(m * k) * 4 >= _PAR_STREAM_BYTES
         want = 2 * r.device.threads if parallel else 1
-        rb = round_up(-(-m // want), _MATVEC_RB)
+        rb = round_up(-(-capacity(m) // want), _MATVEC_RB)
         nunits = -(-m // rb)
         return r.render("gemv.c.j2", req, name, sections, kind="matvec", rb=rb, nunits=nunits,
-                        units=nbatch * nunits, parallel=parallel and nbatch * nunits > 1, **common)
-    if m <= _SKINNY:
-        # C[m, :] = A[m, :] B: column chunks of B, each block of its columns summed in registers over all of K
-        parallel = parallel or nbatch * k * n * 4 >= _PAR_STREAM_BYTES
+                        units=nbatch * nunits, parallel=parallel and capacity(nbatch * nunits) > 1, **common)
+    if mm.gemv:
+        # C[m, :] = A[m, :] B: column chunks of B, each block of its columns summed in registers over
+        # all of K; run-time rows: a unit kernel for each row count up to their bound
+        parallel = parallel or nbatch * capacity(k * n) * 4 >= _PAR_STREAM_BYTES
         want = 2 * r.device.threads if parallel else 1
-        cw = round_up(-(-n // want), _VECMAT_NB)
+        cw = round_up(-(-capacity(n) // want), _VECMAT_NB)
         nunits = -(-n // cw)
+        counts = range(1, capacity(m) + 1) if isinstance(m, Dim) else (m,)
         return r.render("gemv.c.j2", req, name, sections, kind="vecmat", cw=cw, nb=_VECMAT_NB, nunits=nunits,
-                        units=nbatch * nunits, parallel=parallel and nbatch * nunits > 1, **common)
+                        counts=counts, units=nbatch * nunits, parallel=parallel and capacity(nbatch * nunits) > 1,
+                        **common)
     mr, nv, lanes = r.gemm_mr, r.gemm_nv, r.vec.lanes
     nr = nv * lanes
     kc, nc = gemm_blocking(nr, r.device, m, n, k)
-    cols = [(nv, 0)] if n >= nr else []
-    if n % nr:
-        cols.append((-(-(n % nr) // lanes), n % lanes))
-    rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
+    cols = [(nv, 0)] if capacity(n) >= nr else []
+    edge = None
+    if isinstance(n, Dim):      # run-time columns: the last panel's vectors and partial one at run time
+        edge = "run-time"
+        cols += [(e, edge) for e in range(1, nv + 1)]
+    elif n % nr:
+        edge = (-(-(n % nr) // lanes), n % lanes)
+        cols.append(edge)
+    if isinstance(m, Dim):      # run-time rows: a microkernel for every edge height
+        rows = [mr, *range(1, mr)]
+    else:
+        rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
     text = r.render("gemm.c.j2", req, name, sections, mr=mr, nv=nv, nr=nr, kc=kc, nc=nc, nblocks=-(-n // nc),
                     batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols], row_kernels=rows,
-                    full_nv=n >= nr, edge=cols[-1] if n % nr else None, parallel=parallel, **common)
-    return KernelText(text, kc * nc * 4)
+                    full_nv=capacity(n) >= nr, edge=edge, parallel=parallel, **common)
+    return KernelText(text, capacity(kc * nc) * 4)
 
 
 # ---------------------------------------------------------------------------------------- conv
@@ -277,13 +314,17 @@ def _conv(r: NeonRenderer, req: KernelRequest, name: str) -> KernelText | None:
 @emitter("max_pool2d", "avg_pool2d")
 def _pool(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
     """f32 pooling at column stride 1 or 2 whose rows have at least a vector of outputs with the
-    window inside (templates/arm/pool.c.j2); the borders are the portable loop's."""
+    window inside (templates/arm/pool.c.j2; at a dynamic width's bound); the borders are the
+    portable loop's. A run-time batch or plane: the inside rows and columns come at run time
+    (openinfer/targets/c/kernels/nn.py `pool_context`), except at column stride 2, whose last
+    vector is decided here: a run-time width there takes the portable kernel (a strided output
+    of a run-time width has no DSL spelling yet)."""
     ctx = pool_context(req, name)
-    if common_dtype(req) != "f32" or ctx["sw"] not in (1, 2):
+    if common_dtype(req) != "f32" or ctx["sw"] not in (1, 2) or (ctx["sw"] == 2 and isinstance(ctx["w"], Dim)):
         return None
     # stride 2: LD2 reads the float after a window's last; the vectors stop where it is in the row
     vec_hi = ctx["iw_hi"] if ctx["sw"] == 1 else min(ctx["iw_hi"], (ctx["w"] - 1 - ctx["kw"] + ctx["pl"]) // 2 + 1)
-    if vec_hi - ctx["iw_lo"] < r.vec.lanes:
+    if (ctx["inside_cols"] if ctx["sw"] == 1 else vec_hi - ctx["iw_lo"]) < r.vec.lanes:
         return None
     return render("arm/pool.c.j2", v=r.vec, sections=("core",), interior_from="ov", vec_hi=vec_hi, **ctx)
 
@@ -300,8 +341,10 @@ def _reduce(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
     outer = math.prod(shape[:axes[0]])
     red = math.prod(shape[axes[0]:axes[-1] + 1])
     inner = math.prod(shape[axes[-1] + 1:])
+    # the workers read the sizes where a row's extents are run-time ones
+    sizes = req.sizes if isinstance(red, Dim) or isinstance(inner, Dim) else ()
     return r.render("reduce.c.j2", req, name, ("core",), op=req.op.removesuffix("_axis"), outer=outer, red=red,
-                    inner=inner, **par_rows(outer, red * inner, _PAR_ELEMS))
+                    inner=inner, sizes=sizes, **par_rows(outer, red * inner, _PAR_ELEMS))
 
 
 @emitter("softmax", "layer_norm", "rms_norm")
@@ -315,6 +358,7 @@ def _rowwise(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
     eps = attr_value(req, "eps") if req.op != "softmax" else None
     return r.render("rowwise.c.j2", req, name, ("core", "math") if req.op == "softmax" else ("core",), op=req.op,
                     n=n, rows=rows, eps=eps, has_gamma=len(req.inputs) > 1, has_beta=len(req.inputs) > 2,
+                    sizes=req.sizes if isinstance(n, Dim) else (),      # what the workers read: a run-time row length
                     **par_rows(rows, n, _PAR_ELEMS_MATH if req.op == "softmax" else _PAR_ELEMS))
 
 
@@ -327,13 +371,15 @@ _DQ_SDOT_K = 16384
 
 
 def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
-    """(M, K, N) of a request the dequantizing GEMV covers: f32 x of at most _DQ_ROWS rows with
-    i8 / u8 / i4 / u4 weights into f32, static extents; None for any other."""
+    """(M, K, N) of a request the dequantizing GEMV covers: f32 x of at most _DQ_ROWS rows (M
+    static, or run-time up to that bound) with i8 / u8 / i4 / u4 weights into f32, K and N
+    static; None for any other."""
     x, w = req.own_inputs[:2]
     k, n = w.shape
     m = x.shape[0] if len(x.shape) == 2 else 1
-    covered = (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc and not req.sizes
-               and w.dtype.name in ("i8", "u8", "i4", "u4") and 0 not in (m, n, k) and m <= _DQ_ROWS)
+    covered = (x.dtype.name == "f32" and req.output.dtype.name == "f32" and not req.acc
+               and w.dtype.name in ("i8", "u8", "i4", "u4") and 0 not in (m, n, k) and capacity(m) <= _DQ_ROWS
+               and not isinstance(k, Dim) and not isinstance(n, Dim))
     return (m, k, n) if covered else None
 
 
@@ -350,7 +396,8 @@ def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> str | Non
     x, w, scale = req.own_inputs[:3]
     zp = req.own_inputs[3] if len(req.own_inputs) > 3 else None
     epi = _epilogue(req)
-    parallel = m * n * k >= _PAR_MACS or k * n * w.dtype.bits // 8 >= _PAR_STREAM_BYTES
+    # (run-time rows: decided at their bound; the f32 path has a function per row count)
+    parallel = capacity(m) * n * k >= _PAR_MACS or k * n * w.dtype.bits // 8 >= _PAR_STREAM_BYTES
     want = 2 * r.device.threads if parallel else 1
     cw = round_up(-(-n // want), 16)
     nunits = -(-n // cw)
@@ -360,4 +407,5 @@ def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> str | Non
     return r.render("dequant.c.j2", req, name, _sections(epi, "core"), doc=doc, m=m, n=n, k=k, epi=epi,
                     wt=w.dtype.name, zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
                     scale_channel=scale.numel > 1, cw=cw, nunits=nunits, parallel=parallel and nunits > 1,
-                    dot=r.sdot and k <= _DQ_SDOT_K)
+                    dot=r.sdot and k <= _DQ_SDOT_K, sizes=req.sizes,
+                    counts=range(1, capacity(m) + 1) if isinstance(m, Dim) else (m,))
