@@ -1,0 +1,94 @@
+"""The microcontroller descriptors through gen, build and sim: each program cross-built on the
+bare-metal HAL, linked into a firmware and run under QEMU's system emulation of the descriptor's
+board (openinfer/firmware.py), each output compared with the reference.
+
+Every example matches the reference over several steps (persistent tables, counters and yield /
+await consumers carried across steps in the one firmware, which stays alive), a traced step
+reports every node and bisects clean, the generated C builds clean (-Wall -Wextra -Werror) with
+arm-none-eabi-gcc, and a descriptor this machine cannot run is skipped by tests/conftest.py, the
+reason naming the Debian packages.
+
+    OI_SLOW=1   every example (default: a sample of those likeliest to break)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from test_examples_targets import EXAMPLES, STEPS  # noqa: E402
+
+import openinfer as oi  # noqa: E402
+from openinfer.bisect import bisect  # noqa: E402
+from openinfer.compare import compare, table  # noqa: E402
+from openinfer.errors import SimulationError  # noqa: E402
+from openinfer.inputs import outputs_of, random_inputs  # noqa: E402
+from openinfer.reference.executor import Reference  # noqa: E402
+from openinfer.sim import Simulator  # noqa: E402
+from openinfer.targets import devices  # noqa: E402
+from openinfer.testing import missing_here  # noqa: E402
+
+SLOW = os.environ.get("OI_SLOW") == "1"
+REPO = HERE.parents[1]
+MCU = ("cortex-m4",)
+#: the default suite's examples: persistent tables and counters, a yield / await consumer run
+#: inline on the one thread, packed i4 weights and branches
+DEFAULT_EXAMPLES = ("kv_cache_decode", "streaming_pipeline", "quantized_linear", "stability_guard")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sim_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OI_CACHE_DIR", str(tmp_path_factory.mktemp("mcu-cache")))
+        yield
+
+
+@pytest.mark.parametrize("arch", MCU)
+@pytest.mark.parametrize("name", EXAMPLES if SLOW else DEFAULT_EXAMPLES)
+def test_example_matches_reference(example, name, arch):
+    model, graph = example(name)
+    ref = Reference(model, graph)
+    ex_ref = ref.make_executor()
+    sim = Simulator(model, graph, arch=arch)
+    assert sim.library.name == f"{name}_firmware.elf"
+    source = (Path(sim.project) / f"{name}.c").read_text() + (Path(sim.project) / "meson.build").read_text()
+    assert "pthread" not in source and "static_library(" in source     # no OS under it
+    ex_sim = sim.make_executor()
+    for step in range(STEPS.get(name, 3)):
+        inputs = random_inputs(ref.bound, 11, step)
+        for ex in (ex_ref, ex_sim):
+            ex.insert(**inputs)
+            ex.run_step()
+        rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in outputs_of(ref.bound)]
+        assert all(r.ok for r in rows), f"{name} on {arch}, step {step}:\n{table(rows)}"
+
+
+@pytest.mark.parametrize("arch", MCU)
+def test_trace_and_bisect_in_the_firmware(example_models, arch):
+    model = oi.ModelLoader.open(example_models / "kv_cache_decode.oinf")
+    graph = oi.load_graph(REPO / "examples" / "kv_cache_decode.oig")
+    sim = Simulator(model, graph, arch=arch, trace=True)
+    traced, ref = sim.make_executor(), Reference(model, graph).make_executor()
+    feed = random_inputs(ref.bound, 5, 0)
+    traced.insert(**feed)
+    ref.insert(**feed)
+    events = list(traced.iterate())
+    assert [e.node_index for e in events] == [e.node_index for e in ref.iterate()]
+    report = bisect(sim.bound, sim, seed=1, step=2)      # fetches inside the step, node by node
+    assert report.first is None and report.nodes_compared == len(events) - 1
+
+
+def test_a_missing_tool_is_one_line_naming_the_packages(example_models, monkeypatch):
+    doc = devices.load("cortex-m4").doc
+    device = devices.Device({**doc, "toolchain": {**doc["toolchain"], "emulator": "qemu-system-none"}})
+    if missing_here("cortex-m4") and "qemu-system-none" not in str(missing_here("cortex-m4")):
+        pytest.skip(str(missing_here("cortex-m4")))
+    with pytest.raises(SimulationError, match=r"the emulator `qemu-system-none` is not installed \(Debian: apt-get "
+                                              r"install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm\)$"):
+        Simulator(example_models / "mlp_regression.oinf", REPO / "examples" / "mlp_regression.oig", arch=device)
