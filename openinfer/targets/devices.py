@@ -131,6 +131,12 @@ class Device:
         return self.doc["device"].get("architecture", "x86_64")
 
     @property
+    def single_precision(self) -> bool:
+        """CPU: whether its FPU computes in single precision only (`isa.fpu`): f32 kernels then
+        keep to float arithmetic and float libm instead of double."""
+        return self.is_cpu and self.doc["isa"].get("fpu", "double") == "single"
+
+    @property
     def bare_metal(self) -> bool:
         """CPU: whether its programs run with no operating system (openinfer/targets/isa.py)."""
         arch = isa.ARCHITECTURE.get(self.architecture)

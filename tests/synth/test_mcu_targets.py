@@ -14,9 +14,12 @@ reason naming the Debian packages.
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -32,7 +35,7 @@ from openinfer.inputs import outputs_of, random_inputs  # noqa: E402
 from openinfer.reference.executor import Reference  # noqa: E402
 from openinfer.sim import Simulator  # noqa: E402
 from openinfer.targets import devices  # noqa: E402
-from openinfer.testing import missing_here  # noqa: E402
+from openinfer.testing import assert_matches_reference, missing_here  # noqa: E402
 
 SLOW = os.environ.get("OI_SLOW") == "1"
 REPO = HERE.parents[1]
@@ -92,3 +95,31 @@ def test_a_missing_tool_is_one_line_naming_the_packages(example_models, monkeypa
     with pytest.raises(SimulationError, match=r"the emulator `qemu-system-none` is not installed \(Debian: apt-get "
                                               r"install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm\)$"):
         Simulator(example_models / "mlp_regression.oinf", REPO / "examples" / "mlp_regression.oig", arch=device)
+
+
+#: what a single-precision FPU runs as software: the double routines of the EABI and double libm
+DOUBLE_SYMBOLS = re.compile(r"^(__aeabi_d\w+|__aeabi_f2d|__aeabi_d2f|(erf|exp|expm1|log|log1p|pow|sqrt|sin|cos|tan|"
+                            r"tanh|sinh|cosh|atan|atan2|asin|acos|floor|ceil|round|trunc|fmod|fma|cbrt|hypot)$)")
+
+
+@pytest.mark.parametrize("name", ["encoder", "decoder"])
+def test_flagship_models_match_and_keep_to_single_precision(tmp_path, name):
+    """The BERT-shaped encoder (GELU's erf) and the decoder (rope's angles) on a Cortex-M4F: they
+    match the reference, and the library references no double-precision routine (the FPU has
+    none: each would be a software routine, tens of times slower, in the image)."""
+    from example_modules import load_example
+
+    module = load_example(name)
+    graph, model_path = module.write(module.SIZES["test"], tmp_path)
+    model = oi.ModelLoader.open(model_path)
+    feeds = None
+    if name == "decoder":
+        feeds = [{"token": np.array([t], np.int32)} for t in (3, 17, 200, 5)]
+    assert_matches_reference(model, oi.load_graph(graph), arch="cortex-m4", feeds=feeds)
+    sim = Simulator(model, oi.load_graph(graph), arch="cortex-m4")
+    nm = devices.load("cortex-m4").toolchain.triple + "-nm"
+    lib = Path(sim.project) / "build" / f"lib{sim.program.name}.a"
+    undefined = {line.split()[-1] for line in subprocess.run([nm, "-u", str(lib)], capture_output=True, text=True,
+                                                             check=True).stdout.splitlines() if line.strip()}
+    doubles = sorted(s for s in undefined if DOUBLE_SYMBOLS.match(s))
+    assert not doubles, f"{name} on cortex-m4 references double-precision routines: {doubles}"

@@ -42,6 +42,8 @@ class Ctx(InfixLang):
     ct: str             # operands' C type (compute_ctype(w))
     xs: tuple[str, ...]
     lines: list[str] = field(default_factory=list)
+    #: the CPU computes single precision only (Device.single_precision): float libm, no double
+    single: bool = False
 
     @property
     def is_float(self) -> bool:
@@ -77,8 +79,9 @@ class Ctx(InfixLang):
         return name
 
     def call(self, fn_name: str, *args: str) -> str:
-        if fn_name == "erf" and self.ct != "double":
-            # the reference evaluates erf in f64 and rounds to the compute type
+        if fn_name == "erf" and self.ct != "double" and not self.single:
+            # the reference evaluates erf in f64 and rounds to the compute type (a single-precision
+            # FPU takes erff: within an ulp or two, and no software double routine)
             return f"(float)erf((double)({args[0]}))"
         return f"{fn('fabs' if fn_name == 'abs' else fn_name, self.ct)}({', '.join(args)})"
 
@@ -326,6 +329,11 @@ def _used(name: str, texts: list[str]) -> bool:
     return any(pat.search(s) for s in texts)
 
 
+def _single(renderer) -> bool:
+    """Whether the renderer's CPU computes single precision only (None: a kernel rendered alone)."""
+    return renderer is not None and renderer.device.single_precision
+
+
 @family(*OPS)
 def emit(req: KernelRequest, name: str, renderer) -> str:
     out = req.output
@@ -333,7 +341,8 @@ def emit(req: KernelRequest, name: str, renderer) -> str:
         return emit_all_finite(req, name, renderer)
     w = work(req)
     ct = compute_ctype(w)
-    c = Ctx(req, req.inputs[0].dtype, w, ct, tuple(f"x{i}" for i in range(len(req.inputs))))
+    c = Ctx(req, req.inputs[0].dtype, w, ct, tuple(f"x{i}" for i in range(len(req.inputs))),
+            single=_single(renderer))
     pre, value, vct = expression(c)
     flat = all(t.shape == out.shape for t in req.inputs)
     ostr = contiguous_strides(out.shape)
@@ -384,7 +393,7 @@ def emit_fused(req: KernelRequest, name: str, renderer) -> str:
         w = work(step)
         ct = compute_ctype(w)
         xs = tuple(f"x{k}" for k in range(len(args)))
-        pre, value, vct = expression(Ctx(step, step.inputs[0].dtype, w, ct, xs))
+        pre, value, vct = expression(Ctx(step, step.inputs[0].dtype, w, ct, xs, single=_single(renderer)))
         rct = compute_ctype(step.output.dtype)
         body.append(f"{rct} r{j};")
         body.append(f"{{  /* step {j}: {step.op} -> {step.output.dtype.name} */")

@@ -175,7 +175,12 @@ def emit_rope(req: KernelRequest, name: str, renderer) -> str:
     ia, ib = ("2 * i", "2 * i + 1") if inter else ("i", f"i + {half}")
     la, lb = load(t, "in0", "ia"), load(t, "in0", "ib")
     doc = f"rope of {x} at positions {pos} ({'interleaved pairs' if inter else 'rotate halves'})"
-    return render("c/ops/rope.c.j2", proto=prototype(req, name), doc=doc, ct=ct, half=half, dh=dh, seq=seq,
+    # a single-precision FPU computes the angles in float (Device.single_precision): double would
+    # be software routines there
+    at = "float" if renderer is not None and renderer.device.single_precision and ct == "float" else "double"
+    if at == "float" and freq_expr:
+        freq_expr = f"powf({scalar_attr(req, 'theta', 'float')}, (-2.0f * (float)i) / {float(dh)!r}f)"
+    return render("c/ops/rope.c.j2", proto=prototype(req, name), doc=doc, ct=ct, at=at, half=half, dh=dh, seq=seq,
                   heads=heads, batch=batch, load_pos=load_pos, freqs=freqs, freq_expr=freq_expr, ia=ia, ib=ib,
                   load_a=la, load_b=lb,
                   store_a=store(out, "out", "ia", "xa * cs[i] - xb * sn[i]", ct),
