@@ -143,6 +143,12 @@ class Device:
         return self.is_cpu and arch is not None and arch.bare_metal
 
     @property
+    def pointer_bytes(self) -> int:
+        """CPU: bytes of a pointer in its code (a GPU descriptor's host program: this machine's)."""
+        arch = isa.ARCHITECTURE.get(self.architecture if self.is_cpu else host_architecture())
+        return arch.pointer_bytes if arch is not None else 8
+
+    @property
     def hal_platform(self) -> str:
         """The CPU HAL its programs link (openinfer/resources.py HAL_SOURCES)."""
         return "baremetal" if self.bare_metal else "posix"

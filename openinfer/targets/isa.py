@@ -98,6 +98,9 @@ class Architecture:
     meson_cpu_family: str         # meson's `cpu_family` (a cross file's [host_machine])
     meson_cpu: str                # meson's `cpu`
     portable: str                 # the bundled portable-C descriptor for it (best_host_target's last resort)
+    #: bytes of a pointer (and of size_t): how a generated program's context is laid out
+    #: (openinfer/targets/c/layout.py)
+    pointer_bytes: int = 8
     #: no operating system under its programs (microcontrollers): they link the bare-metal HAL
     #: (hal/src/oi_hal_baremetal.c), build as a static library, and run here in a firmware
     #: under QEMU's system emulation (openinfer/firmware.py)
@@ -108,10 +111,10 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture("x86_64", ("x86_64", "AMD64"), "flags", "x86_64", "x86_64", "x86_64-generic"),
     Architecture("aarch64", ("aarch64", "arm64", "ARM64"), "Features", "aarch64", "aarch64", "aarch64-generic"),
     # 32-bit Arm, hard-float ABI; its one descriptor is portable C, so no feature of it is read
-    Architecture("armv7", ("armv7l", "armv8l"), "Features", "arm", "armv7", "armv7-generic"),
+    Architecture("armv7", ("armv7l", "armv8l"), "Features", "arm", "armv7", "armv7-generic", pointer_bytes=4),
     # Cortex-M microcontrollers: Armv7E-M (M4, M7: the DSP extension). Never a host: no machine
     # spells it, no /proc/cpuinfo lists its features.
-    Architecture("armv7e-m", (), "", "arm", "armv7e-m", "cortex-m4", bare_metal=True),
+    Architecture("armv7e-m", (), "", "arm", "armv7e-m", "cortex-m4", pointer_bytes=4, bare_metal=True),
 )
 
 FEATURE = {f.name: f for f in FEATURES}

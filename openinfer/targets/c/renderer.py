@@ -21,12 +21,13 @@ from ...numerics import to_storage
 from ...resources import HAL_SOURCES, hal_dir
 from ...synth import program as P
 from ...synth.lower import c_name
-from ...synth.memplan import MemoryPlan, align
+from ...synth.memplan import MemoryPlan
 from ...synth.program import dynamic_ranges
 from ..base import PROGRAM_ABI_VERSION, Target
 from ..env import c_string, render
 from .kernels import KernelSource, emit_kernel
 from .kernels.common import ctype
+from .layout import context_bytes
 
 _KIND_CODES = {"dynamic": 0, "volatile": 1, "constant": 2, "persistent": 3}
 
@@ -548,15 +549,12 @@ class HostRenderer:
                          "dynamic": vinfo.dynamic_shape,
                          "elem_bytes": vinfo.dtype.itemsize, "ndim": len(vinfo.shape), "cname": c_name(vinfo.name)})
         nodes = self.node_table()
-        context_bytes = align(4096 + 64 * (len(frame_fields) * (1 + len(p.consumers)) + len(weights)
-                                           + sum(pt["count"] for pt in prefix_tables) + len(persistents) + len(consts))
-                              + 8 * len(bindables))
         return {
             "name": p.name, "prefix": self.prefix, "macro": self.macro, "guard": f"{self.macro}_H",
             "version": __version__, "source": p.source_name or "<graph>", "device": self.device.name,
             "abi_version": PROGRAM_ABI_VERSION,
             "arena_bytes": plan.arena_bytes, "persistent_bytes": plan.persistent_bytes,
-            "weight_bytes": p.weight_bytes, "context_bytes": context_bytes,
+            "weight_bytes": p.weight_bytes,
             "vars": [self.var_view(v) for v in p.vars],
             "frame_fields": [{"field": k, "ctype": v} for k, v in sorted(frame_fields.items())],
             "frame_pointers": frame_pointers, "weights": weights, "prefix_tables": prefix_tables,
@@ -702,7 +700,8 @@ class CRenderer(HostRenderer):
         # caller's lives in the context object, so CONTEXT_BYTES counts it; a whole number of cache
         # lines, so every worker's (at k * scratch_bytes) starts 64-aligned as the first
         scratch = -(-max([k.scratch for k in kernels] + [0]) // 64) * 64
-        ctx = {**ctx, "scratch_bytes": scratch, "context_bytes": ctx["context_bytes"] + scratch}
+        ctx = {**ctx, "scratch_bytes": scratch}
+        ctx["context_bytes"] = context_bytes(ctx, self.device.pointer_bytes)
         n = self.p.name
         out = {
             f"{n}.h": render("c/model.h.j2", **ctx),

@@ -24,7 +24,7 @@ typedef struct frame {
     int32_t *v_start_val;
     float *v_window;
     float *v_x;
-    oi_status status;  /* a consumer's result, read at await */
+    int32_t status;    /* a consumer's oi_status, read at await (int32_t: an enum's size varies by ABI) */
 } frame;
 
 struct oi_cache_window_slice {
@@ -50,7 +50,9 @@ struct oi_cache_window_slice {
     char error[384];
 };
 
-_Static_assert(sizeof(struct oi_cache_window_slice) <= OI_CACHE_WINDOW_SLICE_CONTEXT_BYTES, "context macro too small");
+/* OI_CACHE_WINDOW_SLICE_CONTEXT_BYTES is this struct's size as the generator laid it out for the target's ABI
+ * (openinfer/targets/c/layout.py): exact, so create_in()'s caller reserves no more than it uses */
+_Static_assert(sizeof(struct oi_cache_window_slice) == OI_CACHE_WINDOW_SLICE_CONTEXT_BYTES, "context size differs from the generator's layout");
 
 /* Node descriptions, source locations and blocks, by graph node index (for errors and traces). */
 static const char *const node_desc[12] = {

@@ -34,8 +34,8 @@ extern "C" {
  * create_in() fail with OI_ERR_UNSUPPORTED_CPU on a CPU without them, rather than die at the
  * first such instruction; oi_cpu_require(OI_CACHE_WINDOW_SLICE_CPU_FEATURES, buf, n) names what is missing. */
 #define OI_CACHE_WINDOW_SLICE_CPU_FEATURES (0u)
-/* Bytes of the context object for oi_cache_window_slice_create_in (sizeof of the opaque struct, rounded). */
-#define OI_CACHE_WINDOW_SLICE_CONTEXT_BYTES 4928u
+/* Bytes of the context object for oi_cache_window_slice_create_in: the opaque struct's size on this target. */
+#define OI_CACHE_WINDOW_SLICE_CONTEXT_BYTES 688u
 
 /* Variables, for set()/get(), named as in the graph. Sizes in bytes: oi_cache_window_slice_var_info(). */
 typedef enum oi_cache_window_slice_var {

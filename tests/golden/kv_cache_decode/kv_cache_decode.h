@@ -34,8 +34,8 @@ extern "C" {
  * create_in() fail with OI_ERR_UNSUPPORTED_CPU on a CPU without them, rather than die at the
  * first such instruction; oi_cpu_require(OI_KV_CACHE_DECODE_CPU_FEATURES, buf, n) names what is missing. */
 #define OI_KV_CACHE_DECODE_CPU_FEATURES (0u)
-/* Bytes of the context object for oi_kv_cache_decode_create_in (sizeof of the opaque struct, rounded). */
-#define OI_KV_CACHE_DECODE_CONTEXT_BYTES 4480u
+/* Bytes of the context object for oi_kv_cache_decode_create_in: the opaque struct's size on this target. */
+#define OI_KV_CACHE_DECODE_CONTEXT_BYTES 584u
 
 /* Variables, for set()/get(), named as in the graph. Sizes in bytes: oi_kv_cache_decode_var_info(). */
 typedef enum oi_kv_cache_decode_var {

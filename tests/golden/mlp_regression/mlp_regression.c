@@ -21,7 +21,7 @@ typedef struct frame {
     float *v_h;
     float *v_x;
     float *v_y;
-    oi_status status;  /* a consumer's result, read at await */
+    int32_t status;    /* a consumer's oi_status, read at await (int32_t: an enum's size varies by ABI) */
 } frame;
 
 struct oi_mlp_regression {
@@ -44,7 +44,9 @@ struct oi_mlp_regression {
     char error[384];
 };
 
-_Static_assert(sizeof(struct oi_mlp_regression) <= OI_MLP_REGRESSION_CONTEXT_BYTES, "context macro too small");
+/* OI_MLP_REGRESSION_CONTEXT_BYTES is this struct's size as the generator laid it out for the target's ABI
+ * (openinfer/targets/c/layout.py): exact, so create_in()'s caller reserves no more than it uses */
+_Static_assert(sizeof(struct oi_mlp_regression) == OI_MLP_REGRESSION_CONTEXT_BYTES, "context size differs from the generator's layout");
 
 /* Node descriptions, source locations and blocks, by graph node index (for errors and traces). */
 static const char *const node_desc[6] = {

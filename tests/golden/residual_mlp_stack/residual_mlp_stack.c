@@ -21,7 +21,7 @@ typedef struct frame {
     float *v_h;
     float *v_x;
     float *v_y;
-    oi_status status;  /* a consumer's result, read at await */
+    int32_t status;    /* a consumer's oi_status, read at await (int32_t: an enum's size varies by ABI) */
 } frame;
 
 struct oi_residual_mlp_stack {
@@ -49,7 +49,9 @@ struct oi_residual_mlp_stack {
     char error[384];
 };
 
-_Static_assert(sizeof(struct oi_residual_mlp_stack) <= OI_RESIDUAL_MLP_STACK_CONTEXT_BYTES, "context macro too small");
+/* OI_RESIDUAL_MLP_STACK_CONTEXT_BYTES is this struct's size as the generator laid it out for the target's ABI
+ * (openinfer/targets/c/layout.py): exact, so create_in()'s caller reserves no more than it uses */
+_Static_assert(sizeof(struct oi_residual_mlp_stack) == OI_RESIDUAL_MLP_STACK_CONTEXT_BYTES, "context size differs from the generator's layout");
 
 /* Node descriptions, source locations and blocks, by graph node index (for errors and traces). */
 static const char *const node_desc[7] = {

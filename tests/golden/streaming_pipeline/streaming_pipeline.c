@@ -21,7 +21,7 @@ typedef struct frame {
     float *v_h;
     float *v_h2;
     float *v_x;
-    oi_status status;  /* a consumer's result, read at await */
+    int32_t status;    /* a consumer's oi_status, read at await (int32_t: an enum's size varies by ABI) */
 } frame;
 
 struct oi_streaming_pipeline {
@@ -44,7 +44,9 @@ struct oi_streaming_pipeline {
     char error[384];
 };
 
-_Static_assert(sizeof(struct oi_streaming_pipeline) <= OI_STREAMING_PIPELINE_CONTEXT_BYTES, "context macro too small");
+/* OI_STREAMING_PIPELINE_CONTEXT_BYTES is this struct's size as the generator laid it out for the target's ABI
+ * (openinfer/targets/c/layout.py): exact, so create_in()'s caller reserves no more than it uses */
+_Static_assert(sizeof(struct oi_streaming_pipeline) == OI_STREAMING_PIPELINE_CONTEXT_BYTES, "context size differs from the generator's layout");
 
 /* Node descriptions, source locations and blocks, by graph node index (for errors and traces). */
 static const char *const node_desc[11] = {
@@ -169,9 +171,9 @@ static oi_status join_consumers(oi_streaming_pipeline *m, frame *f) {
     if (!m->pending) return OI_OK;
     oi_pool_wait(m->pool);
     m->pending = 0;
-    if (m->f_reader.status != OI_OK) return m->f_reader.status;
+    if (m->f_reader.status != OI_OK) return (oi_status)m->f_reader.status;
     memcpy(f->v_h2, m->f_reader.v_h2, 256u);
-    if (m->f_writer.status != OI_OK) return m->f_writer.status;
+    if (m->f_writer.status != OI_OK) return (oi_status)m->f_writer.status;
     memcpy(f->v_x, m->f_writer.v_x, 256u);
     return OI_OK;
 }

@@ -34,8 +34,8 @@ extern "C" {
  * create_in() fail with OI_ERR_UNSUPPORTED_CPU on a CPU without them, rather than die at the
  * first such instruction; oi_cpu_require(OI_STREAMING_PIPELINE_CPU_FEATURES, buf, n) names what is missing. */
 #define OI_STREAMING_PIPELINE_CPU_FEATURES (0u)
-/* Bytes of the context object for oi_streaming_pipeline_create_in (sizeof of the opaque struct, rounded). */
-#define OI_STREAMING_PIPELINE_CONTEXT_BYTES 4864u
+/* Bytes of the context object for oi_streaming_pipeline_create_in: the opaque struct's size on this target. */
+#define OI_STREAMING_PIPELINE_CONTEXT_BYTES 656u
 
 /* Variables, for set()/get(), named as in the graph. Sizes in bytes: oi_streaming_pipeline_var_info(). */
 typedef enum oi_streaming_pipeline_var {
