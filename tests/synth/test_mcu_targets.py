@@ -123,3 +123,29 @@ def test_flagship_models_match_and_keep_to_single_precision(tmp_path, name):
                                                              check=True).stdout.splitlines() if line.strip()}
     doubles = sorted(s for s in undefined if DOUBLE_SYMBOLS.match(s))
     assert not doubles, f"{name} on cortex-m4 references double-precision routines: {doubles}"
+
+
+def test_embedded_weights_assemble_for_a_32_bit_core(example_models, tmp_path):
+    """--embed-weights on a Cortex-M4: the image in .rodata.oi_weights (a firmware's linker script
+    can place it), 64-aligned, its size a little-endian uint64_t equal to the file's."""
+    from openinfer.build import build
+    from openinfer.writetree import write_tree
+
+    model = example_models / "mlp_regression.oinf"
+    plan = oi.Synthesizer.from_arch("cortex-m4").synthesize(oi.ModelLoader.open(model),
+                                                            oi.load_graph(REPO / "examples" / "mlp_regression.oig"),
+                                                            name="mlp", embed_weights=True)
+    write_tree(tmp_path, plan.files)
+    build(tmp_path)
+    objdump = devices.load("cortex-m4").toolchain.triple + "-objdump"
+    dump = subprocess.run([objdump, "-h", "-t", str(tmp_path / "build" / "libmlp.a")], capture_output=True,
+                          text=True, check=True).stdout
+    section = next(line.split() for line in dump.splitlines() if ".rodata.oi_weights" in line and "2**" in line)
+    assert section[-1] == "2**6"                                   # 64-aligned
+    size_at = next(int(line.split()[0], 16) for line in dump.splitlines()
+                   if ".rodata.oi_weights" in line and line.endswith(" oi_mlp_embedded_oinf_size"))
+    raw = subprocess.run([objdump, "-s", "-j", ".rodata.oi_weights", str(tmp_path / "build" / "libmlp.a")],
+                         capture_output=True, text=True, check=True).stdout
+    data = bytes.fromhex("".join("".join(line.split()[1:5]) for line in raw.splitlines()
+                                 if line.startswith(" ") and len(line.split()) > 1))
+    assert int.from_bytes(data[size_at:size_at + 8], "little") == model.stat().st_size
