@@ -1,15 +1,15 @@
-"""The NEON wing's kernels (openinfer/targets/arm/) against the reference, cross-built and run
-under qemu-aarch64 (openinfer/emulate.py; natively on an AArch64 machine): element-wise ops and
-fused chains with the vector exp / tanh / erf, the f32 GEMM (every microkernel edge: rows and
-columns one short of, at and one past the 8 x 12 tile and its vectors; K across a K slice) and
-the GEMVs, with their epilogues, also over transposed operands (A^T / B^T packed as stored, x @ W^T
-as the matvec, A^T times a column as the vecmat), and the dequantizing GEMV of i8 / u8 / i4 / u4 weights on Armv8.0-A and,
-with SDOT, on Armv8.2-A (also run as a Cortex-A53, which lacks the dot product: create() refuses
-the v8.2 program); softmax, layer_norm, rms_norm and the axis reductions over rows of every
-length around the vector; convolutions (tile, channel-block and vector edges, padding, strides,
-dilation, groups, conv1d, epilogues), pooling and lrn. Every build is -Wall -Wextra -Werror (the
-Simulator's, at -O3; the rows, conv and pool kernels also compile at -O2); one graph per test
-keeps the builds few.
+"""The NEON wing's kernels (openinfer/targets/arm/) against the reference, cross-built and run under
+qemu-aarch64 (openinfer/emulate.py; natively on an AArch64 machine): element-wise ops and fused
+chains with the vector exp / tanh / erf, the f32 GEMM (every microkernel edge: rows and columns one
+short of, at and one past the 8 x 12 tile and its vectors; K across a K slice) and the GEMVs, with
+their epilogues, also over transposed operands (A^T / B^T packed as stored, x @ W^T as the matvec,
+A^T times a column as the vecmat), and the dequantizing GEMV of i8 / u8 / i4 / u4 weights on
+Armv8.0-A and, with SDOT, on Armv8.2-A (also run as a Cortex-A53, which lacks the dot product:
+create() refuses the v8.2 program); softmax, layer_norm, rms_norm and the axis reductions over rows
+of every length around the vector; convolutions (tile, channel-block and vector edges, padding,
+strides, dilation, groups, conv1d, epilogues), pooling and lrn. Every build is -Wall -Wextra
+-Werror (the Simulator's, at -O3; the rows, conv and pool kernels also compile at -O2); one graph
+per test keeps the builds few.
 
     OI_SLOW=1   also the Armv8.2-A descriptor for every kernel (default: the v8.2-only ones),
                 and more convolutions (5 x 5, stride 4, four-sided padding, groups)
