@@ -4,14 +4,15 @@ only slower, so the numbers alone would not show it), and give the reference's r
 size, cross-built and run under qemu-aarch64 (openinfer/emulate.py), as
 tests/synth/test_neon_kernels.py runs the static ones.
 
-One graph holds every vector path with run-time extents (what tests/dynamic_cases.py spreads
-over cases, one build each, here one build per descriptor): T (bound 40) is a row count, a row
-length, a reduced or inner extent, a GEMM's M, N or K, a GEMV's N or K, a matvec's rows, a pooled
-plane or batch; R (bound 4) is the run-time rows of the vecmat and the dequantizing GEMVs (a
-kernel per row count). The sizes straddle the vector (4), the GEMM tile (8 x 12), the vecmat's
-block (16 columns) and the bound. Each output is checked to be written by the NEON kernel of its
-path, found by its template's functions in <name>_kernels.c (as tests/synth/test_dynamic_avx.py
-does); the Simulator's build is -Wall -Wextra -Werror.
+One graph holds every vector path with run-time extents (what tests/dynamic_cases.py spreads over
+cases, one build each, here one build per descriptor): T (bound 40) is a row count, a row length, a
+reduced or inner extent, a GEMM's M, N or K (also with transposed operands: A^T's row stride), a
+GEMV's N or K, a matvec's rows, a pooled or normalized (lrn) plane or batch; R (bound 4) is the
+run-time rows of the vecmat and the dequantizing GEMVs (a kernel per row count; x @ W^T's rows, the
+matvec's vectors). The sizes straddle the vector (4), the GEMM tile (8 x 12), the vecmat's block
+(16 columns) and the bound. Each output is checked to be written by the NEON kernel of its path,
+found by its template's functions in <name>_kernels.c (as tests/synth/test_dynamic_avx.py does);
+the Simulator's build is -Wall -Wextra -Werror.
 
     OI_SLOW=1   also the Armv8.2-A descriptor (the dequantizing GEMVs' SDOT path over run-time rows)
 """
@@ -43,16 +44,17 @@ dynamic { x: f32[3, T]; r: f32[T]; c: f32[3, 1]; s: f32[T, T]; big: f32[3, T*512
           xr: f32[T, 8]; x3: f32[2, T, 5]; q: f32[T, 8]; k: f32[T, 8]; v: f32[T, 32]; xs: f32[T, 2, 8];
           xp: f32[2, 8]; p1: f32[1, T]; a: f32[8, T]; t: f32[T]; u: f32[8];
           xm: f32[R, 65]; xb: f32[2, R, 8]; xk: f32[R, T]; xd: f32[R, 65];
-          pw: f32[1, 2, 5, T]; ph: f32[1, 2, T, 40]; pb: f32[T, 3, 6, 40]; }
+          pw: f32[1, 2, 5, T]; ph: f32[1, 2, T, 40]; pb: f32[T, 3, 6, 40]; at: f32[T, 3]; }
 constant { gr: f32[8]; w: f32[8, 16]; bw: f32[16]; wm: f32[65, 37]; bm: f32[37]; w3: f32[2, 8, 16];
-           w8: i8[65, 70]; s8: f32[70]; z8: i32[70]; w4: u4[65, 64]; s4: f32[1]; b4: f32[64]; }
+           w8: i8[65, 70]; s8: f32[70]; z8: i32[70]; w4: u4[65, 64]; s4: f32[1]; b4: f32[64]; wt: f32[37, 65]; }
 volatile { y: f32[3, T]; z: f32[3, T]; e: f32[3, T*512]; sm: f32[3, T]; ln: f32[3, T]; rn: f32[T, 8];
            s0: f32[T, 5]; m1: f32[2, 5]; mx1: f32[2, 5]; mn2: f32[2, T]; s12: f32[2]; mr: f32[3];
            kt: f32[8, T]; sc: f32[T, T]; o: f32[T, 32]; yw: f32[T, 16]; ys: f32[T, 2, 16];
            y2: f32[2, T]; o1: f32[1, 32]; av: f32[8]; mv: f32[T];
            ym: f32[R, 37]; yb: f32[2, R, 16]; yk: f32[R, 32]; y8: f32[R, 70]; y4: f32[R, 64];
            m1p: f32[1, 2, 5, T]; a1p: f32[1, 2, 5, T]; mhp: f32[1, 2, T, 40]; ahp: f32[1, 2, T, 20];
-           abp: f32[T, 3, 3, 20]; }
+           abp: f32[T, 3, 3, 20]; sct: f32[T, T]; gat: f32[T, 16]; ymt: f32[R, 37]; y2t: f32[2, T];
+           yat: f32[3, 32]; yac: f32[3]; lp: f32[1, 2, 5, T]; lb: f32[T, 3, 6, 40]; }
 block entry {
     op add(x, r) >> y;
     op gelu(y) >> y;
@@ -93,6 +95,14 @@ block entry {
     op max_pool2d(ph, kernel=3, stride=1, padding=1) >> mhp;
     op avg_pool2d(ph, kernel=[3, 2], stride=[1, 2], padding=[1, 0]) >> ahp;
     op avg_pool2d(pb, kernel=2, stride=2) >> abp;
+    op matmul(q, k, transpose_b=true) >> sct;
+    op matmul(a, w, transpose_a=true) >> gat;
+    op matmul(xm, wt, transpose_b=true) >> ymt;
+    op matmul(xp, k, transpose_b=true) >> y2t;
+    op matmul(at, v, transpose_a=true) >> yat;
+    op matmul(at, t, transpose_a=true) >> yac;
+    op lrn(pw, size=3, alpha=1.0) >> lp;
+    op lrn(pb, size=5, alpha=2.0, beta=0.5) >> lb;
     return;
 }
 """
@@ -107,6 +117,7 @@ PATHS = {
     "rows": ("{name}_rows(",),          # softmax, the norms, the reductions
     "elementwise": ("{name}_units(",),
     "pool": ("ov + OIV_LANES <=",),
+    "lrn": ("oiv_log(d)",),
 }
 
 #: output -> the path of the kernel that writes it (of each, in order, where several do)
@@ -119,6 +130,8 @@ VECTOR = {
     "av": "matvec", "mv": "matvec",
     "y8": "dequant", "y4": "dequant",
     "m1p": "pool", "a1p": "pool", "mhp": "pool", "ahp": "pool", "abp": "pool",
+    "sct": "gemm", "gat": "gemm", "ymt": "matvec", "y2t": "matvec", "yat": "vecmat", "yac": "vecmat",
+    "lp": "lrn", "lb": "lrn",
 }
 
 #: (T, R) of each step: T around the vector (3-5), the GEMM tile's rows and columns (7-9,
@@ -127,7 +140,7 @@ SIZES = [(1, 1), (4, 2), (3, 3), (5, 4), (8, 1), (7, 2), (9, 3), (12, 4), (11, 1
          (15, 1), (40, 4), (39, 3), (2, 1)]
 
 TENSORS = {"gr": (8,), "w": (8, 16), "bw": (16,), "wm": (65, 37), "bm": (37,), "w3": (2, 8, 16), "s8": (70,),
-           "s4": (1,), "b4": (64,)}
+           "s4": (1,), "b4": (64,), "wt": (37, 65)}
 
 
 def write_model(path: Path) -> Path:

@@ -1,14 +1,15 @@
-"""The NEON wing's kernels (openinfer/targets/arm/) against the reference, cross-built and run
-under qemu-aarch64 (openinfer/emulate.py; natively on an AArch64 machine): element-wise ops and
-fused chains with the vector exp / tanh / erf, the f32 GEMM (every microkernel edge: rows and
-columns one short of, at and one past the 8 x 12 tile and its vectors; K across a K slice) and
-the GEMVs, with their epilogues, and the dequantizing GEMV of i8 / u8 / i4 / u4 weights on Armv8.0-A and,
-with SDOT, on Armv8.2-A (also run as a Cortex-A53, which lacks the dot product: create() refuses
-the v8.2 program); softmax, layer_norm, rms_norm and the axis reductions over rows of every
-length around the vector; convolutions (tile, channel-block and vector edges, padding, strides,
-dilation, groups, conv1d, epilogues) and pooling. Every build is -Wall -Wextra -Werror (the
-Simulator's, at -O3; the rows, conv and pool kernels also compile at -O2); one graph per test
-keeps the builds few.
+"""The NEON wing's kernels (openinfer/targets/arm/) against the reference, cross-built and run under
+qemu-aarch64 (openinfer/emulate.py; natively on an AArch64 machine): element-wise ops and fused
+chains with the vector exp / tanh / erf, the f32 GEMM (every microkernel edge: rows and columns one
+short of, at and one past the 8 x 12 tile and its vectors; K across a K slice) and the GEMVs, with
+their epilogues, also over transposed operands (A^T / B^T packed as stored, x @ W^T as the matvec,
+A^T times a column as the vecmat), and the dequantizing GEMV of i8 / u8 / i4 / u4 weights on
+Armv8.0-A and, with SDOT, on Armv8.2-A (also run as a Cortex-A53, which lacks the dot product:
+create() refuses the v8.2 program); softmax, layer_norm, rms_norm and the axis reductions over rows
+of every length around the vector; convolutions (tile, channel-block and vector edges, padding,
+strides, dilation, groups, conv1d, epilogues), pooling and lrn. Every build is -Wall -Wextra
+-Werror (the Simulator's, at -O3; the rows, conv and pool kernels also compile at -O2); one graph
+per test keeps the builds few.
 
     OI_SLOW=1   also the Armv8.2-A descriptor for every kernel (default: the v8.2-only ones),
                 and more convolutions (5 x 5, stride 4, four-sided padding, groups)
@@ -208,6 +209,185 @@ def test_matmul_epilogues(tmp_path, device):
     assert fused == sorted(f"op matmul({a},{b}) >> {o}" for a, b, o in (
         ("x", "w", "y1"), ("x", "w", "y2"), ("x3", "w3", "t3"), ("x3", "w3", "o3"), ("wv", "v", "mv"),
         ("a", "wa", "g"), ("a", "wa", "g2"), ("ab", "wb", "gb")))
+
+
+#: name: (a shape, b shape as stored, b constant?, transposes), arm/renderer.py `_gemv` and the
+#: GEMM's packs: the GEMM from B^T (the TRN 4 x 4 blocks: column counts around the 12-column panel
+#: and its fours, 11 / 12 / 13 and 25, K prime and across the 128-row K slice), from A^T and from
+#: both, rows 7 / 8 / 9 / 17 around the 8-row tile, batched; 2 and 3 rows with both transposed
+#: (the GEMM); a few rows against B^T's stored rows (the matvec form: 1-4 rows, 1-D and batched
+#: x, streamed over the pool); vecmat rows of A^T (2-4 rows, K not a multiple of 4); A^T times a
+#: column (the vecmat with the operands swapped); transposes that change nothing in memory.
+TRANSPOSED = {
+    "tb_tile": ((8, 13), (12, 13), False, "b"),
+    "tb_edges": ((9, 127), (13, 127), True, "b"),
+    "tb_short": ((7, 5), (11, 5), False, "b"),
+    "tb_rows17": ((17, 131), (25, 131), True, "b"),
+    "tb_parallel": ((130, 300), (257, 300), True, "b"),
+    "tb_batch": ((2, 9, 17), (2, 13, 17), False, "b"),
+    "ta_tile": ((13, 8), (13, 12), False, "a"),
+    "ta_edges": ((131, 9), (131, 11), True, "a"),
+    "ta_short": ((5, 7), (5, 13), False, "a"),
+    "ta_batch_shared_b": ((3, 17, 5), (17, 40), True, "a"),
+    "tab_gemm": ((11, 9), (13, 11), False, "ab"),
+    "tab_kslices": ((257, 17), (25, 257), False, "ab"),
+    "tab_batch": ((2, 3, 7, 8), (3, 12, 7), False, "ab"),
+    "tab_small": ((9, 3), (20, 9), False, "ab"),
+    "tab_two": ((7, 2), (13, 7), True, "ab"),
+    "tb_row": ((1, 65), (129, 65), True, "b"),
+    "tb_rows2": ((2, 31), (67, 31), False, "b"),
+    "tb_rows3": ((3, 257), (63, 257), True, "b"),
+    "tb_rows4": ((4, 7), (9, 7), True, "b"),
+    "tb_1d": ((127,), (3, 127), True, "b"),
+    "tb_1d_batch": ((9,), (2, 33, 9), False, "b"),
+    "tb_stream": ((1, 1031), (1031, 1031), True, "b"),
+    "ta_vecmat2": ((257, 2), (257, 63), False, "a"),
+    "ta_vecmat3": ((13, 3), (13, 17), True, "a"),
+    "ta_vecmat4": ((203, 4), (203, 16), True, "a"),
+    "ta_col": ((65, 67), (65, 1), True, "a"),
+    "ta_vec_batch": ((2, 19, 5), (19,), False, "a"),
+    "tab_col": ((65, 67), (1, 65), True, "ab"),
+    "tb_col": ((67, 65), (1, 65), True, "b"),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_transposed(tmp_path, device):
+    rng = np.random.default_rng(12)
+    weights, inputs, dyn, const, outs, body, terms = {}, {}, {}, {}, {}, [], {}
+    for name, (sa, sb, constant, transposed) in TRANSPOSED.items():
+        a = rng.standard_normal(sa).astype(np.float32)
+        b = rng.standard_normal(sb).astype(np.float32)
+        # the operands as multiplied (transposes read the stored arrays with the last two dims swapped)
+        am = np.swapaxes(a, -1, -2) if "a" in transposed else a
+        bm = np.swapaxes(b, -1, -2) if "b" in transposed else b
+        terms[name] = np.matmul(np.abs(am.astype(np.float64)), np.abs(bm.astype(np.float64)))
+        (weights if constant else inputs)[f"{name}_b"] = b
+        (const if constant else dyn)[f"{name}_b"] = sb
+        inputs[f"{name}_a"], dyn[f"{name}_a"] = a, sa
+        outs[name] = _out_shape(am.shape, bm.shape)
+        attrs = "".join(f", transpose_{x}=true" for x in transposed)
+        body.append(f"  op matmul({name}_a, {name}_b{attrs}) >> {name};\n")
+    text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
+            + "block entry {\n" + "".join(body) + "  return;\n}\n")
+    sim = run(tmp_path, device, text, weights, inputs, list(outs), threads=("1", "2"), terms=terms)
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    # every product is a NEON kernel (the GEMM's work items or a GEMV's units), B^T packed by TRN
+    kernels = [i for i, k in enumerate(sim.program.kernels) if k.op == "matmul"]
+    assert len(kernels) == len(TRANSPOSED)
+    assert all(f"_k{i}_matmul_items(" in source or f"_k{i}_matmul_units" in source for i in kernels)
+    assert "vtrnq_f32" in source and "a[k * 8 + 7]" in source       # B^T's and A^T's packs
+
+
+#: epilogues after transposed products: the GEMM from B^T (bias + relu; and from A^T with a
+#: residual read from another variable, then gelu) and from both (bias), x @ W^T for 1 and 3 rows
+#: (the matvec form: bias + gelu, a residual in place), vecmat rows of A^T (bias + relu) and A^T
+#: times a column (relu). Every chain joins its product.
+EPILOGUES_T = """
+dynamic {
+    x9: f32[9, 33]; at: f32[17, 10]; r10: f32[10, 13]; x1: f32[1, 65]; x3: f32[3, 31]; r3: f32[3, 67];
+    a2t: f32[29, 2]; mt: f32[19, 11]; v: f32[19]; abt: f32[12, 7];
+}
+constant {
+    w9: f32[13, 33]; b13: f32[13]; bt: f32[17, 13]; w1: f32[129, 65]; b129: f32[129]; w3: f32[67, 31];
+    w2: f32[29, 21]; b21: f32[21]; wab: f32[25, 12]; b25: f32[25];
+}
+volatile {
+    g9: f32[9, 13]; ga: f32[10, 13]; y1: f32[1, 129]; t3: f32[3, 67]; v2: f32[2, 21]; mv: f32[11];
+    gab: f32[7, 25];
+}
+block entry {
+    op matmul(x9, w9, transpose_b=true) >> g9;
+    op add(g9, b13) >> g9;
+    op relu(g9) >> g9;
+    op matmul(at, bt, transpose_a=true) >> ga;
+    op add(ga, r10) >> ga;
+    op gelu(ga) >> ga;
+    op matmul(abt, wab, transpose_a=true, transpose_b=true) >> gab;
+    op add(gab, b25) >> gab;
+    op matmul(x1, w1, transpose_b=true) >> y1;
+    op add(y1, b129) >> y1;
+    op gelu(y1) >> y1;
+    op matmul(x3, w3, transpose_b=true) >> t3;
+    op add(r3, t3) >> r3;
+    op matmul(a2t, w2, transpose_a=true) >> v2;
+    op add(v2, b21) >> v2;
+    op relu(v2) >> v2;
+    op matmul(mt, v, transpose_a=true) >> mv;
+    op relu(mv) >> mv;
+    return;
+}
+"""
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_transposed_epilogues(tmp_path, device):
+    rng = np.random.default_rng(13)
+    graph = oi.graph(EPILOGUES_T)
+    shapes = {name: tuple(int(d) for d in v.dims) for name, v in graph.vars.items()}
+    weights = {n: rng.standard_normal(shapes[n]).astype(np.float32)
+               for n in ("w9", "b13", "bt", "w1", "b129", "w3", "w2", "b21", "wab", "b25")}
+    inputs = {n: rng.standard_normal(shapes[n]).astype(np.float32)
+              for n in ("x9", "at", "r10", "x1", "x3", "r3", "a2t", "mt", "v", "abt")}
+    special(inputs["r3"])               # NaN, infinities, signed zeros through a residual
+    outputs = ["g9", "ga", "gab", "y1", "r3", "v2", "mv"]
+    sim = run(tmp_path, device, EPILOGUES_T, weights, inputs, outputs, threads=("1", "2"), only_outputs=True)
+    program = sim.plan.program
+    fused = [program.kernels[s.kernel] for s in program.blocks["entry"] if isinstance(s, Call)]
+    assert len(fused) == 7 and all(k.op == "matmul" and k.epilogue for k in fused)
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    assert source.count("_epi(const") == 7 and "vtrnq_f32" in source
+
+
+#: lrn (templates/arm/lrn.c.j2): name -> (x, attributes). Planes of every size around the 4-lane
+#: vector (1, 3, 4, 5, 7, 8, 9, 13 positions), odd channel counts (fewer than the window too),
+#: windows of 1, 3, 5 and an even one, 2-d to 5-d x, specials (NaN, infinities, signed zeros, a
+#: square that overflows), a zero denominator (NaN), a negative one, a subnormal bias (the
+#: vector log's subnormal path), a plane count for the pool; beta = 0 takes the portable kernel.
+LRNS = {
+    "p1": ((1, 5, 1), {"size": 3, "alpha": 1.0}),
+    "p3": ((2, 7, 3), {"size": 5, "alpha": 2.0}),
+    "p4": ((1, 3, 2, 2), {"size": 5, "alpha": 1.0, "bias": 2.0}),        # fewer channels than the window
+    "p5": ((1, 9, 5), {"size": 1, "alpha": 1.5}),
+    "p7": ((2, 5, 7), {"size": 3, "alpha": 1.0, "beta": 0.5}),
+    "p8": ((1, 11, 2, 4), {"size": 4, "alpha": 1.0, "beta": 1.25}),
+    "p9": ((1, 3, 3, 3), {"size": 5}),
+    "p13": ((1, 7, 13), {"size": 3, "alpha": 3.0, "beta": 2.0}),
+    "nc": ((4, 9), {"size": 3, "alpha": 1.0}),
+    "x5d": ((1, 5, 2, 3, 5), {"size": 3, "alpha": 1.0, "beta": 0.3}),
+    "specials": ((1, 5, 2, 9), {"size": 3, "alpha": 1.0}),
+    "zeros": ((1, 3, 17), {"size": 3, "alpha": 1.0, "bias": 0.0}),
+    "negative": ((1, 3, 2, 11), {"size": 3, "alpha": 1.0, "bias": -1.5}),
+    "subnormal": ((1, 4, 19), {"size": 3, "bias": 1e-40}),
+    "big": ((1, 64, 23, 29), {"size": 5, "alpha": 1.0}),
+    "beta0": ((1, 3, 2, 13), {"size": 3, "alpha": 1.0, "beta": 0.0}),
+}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", DEVICES)
+def test_lrn(tmp_path, device):
+    rng = np.random.default_rng(14)
+    inputs = {f"{k}_x": rng.normal(0, 1, xs).astype(np.float32) for k, (xs, _) in LRNS.items()}
+    inputs["specials_x"][0, 0, 0, :4] = [np.nan, np.inf, -0.0, 0.0]
+    inputs["specials_x"][0, 2, 1, 3:6] = [-np.inf, 1e18, -1e20]       # (-1e20)^2 overflows
+    inputs["zeros_x"][:, :, 4:13] = 0.0                               # bias 0: 0 / 0 = NaN there
+    inputs["subnormal_x"] *= np.float32(1e-30)
+    inputs["big_x"] = np.abs(inputs["big_x"]) * 20
+    inputs["inplace"] = rng.normal(0, 1, (2, 7, 3, 5)).astype(np.float32)
+    body = "".join(f"  op lrn({k}_x, {', '.join(f'{a}={v!r}' for a, v in attrs.items())}) >> {k};\n"
+                   for k, (_, attrs) in LRNS.items())
+    body += "  op lrn(inplace, size=3, alpha=1.0) >> inplace;\n"
+    text = (decls("dynamic", {**{f"{k}_x": xs for k, (xs, _) in LRNS.items()}, "inplace": (2, 7, 3, 5)})
+            + decls("volatile", {k: xs for k, (xs, _) in LRNS.items()})
+            + "block entry {\n" + body + "  return;\n}\n")
+    sim = run(tmp_path, device, text, {}, inputs, [*LRNS, "inplace"], threads=("1", "2"))
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    # every case but beta = 0, and the in-place call, is the NEON kernel (its power through oiv_log)
+    vector = [chunk for chunk in source.split("/* lrn of ")[1:] if "oiv_log(d)" in chunk]
+    assert len(vector) == len(LRNS) - 1 + 1 and "vld1q_f32(g->x + plane + j)" in source
+    _builds_at_o2(sim)
 
 
 #: dequant_matmul: name -> (M or None for 1-D x, K, N, per channel?, zero point?, weight dtype). K around

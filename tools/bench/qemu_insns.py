@@ -7,10 +7,12 @@ No ARM hardware here, so the measure is instructions, not time: each program run
 qemu-aarch64 with a tiny TCG plugin (tools/bench/qemu_insn_count.c, built with the host's gcc)
 that counts the guest instructions executed. The count of one step is (count after 3 steps -
 count after 1 step) / 2, which leaves out create() (packing, the pool) and the runner. One
-thread (OI_NUM_THREADS=1). Cases: a 256^3 f32 GEMM (both operands inputs), an f32 GEMV
-[1, 1024] @ [1024, 1024], the i8 and i4 dequantizing GEMVs of the same shape (per-channel
+thread (OI_NUM_THREADS=1). Cases: a 256^3 f32 GEMM (both operands inputs; also a @ b^T), an f32
+GEMV [1, 1024] @ [1024, 1024] (also x @ W^T, W a constant [1024, 1024]: an imported Gemm's
+weight), the i8 and i4 dequantizing GEMVs of the same shape (per-channel
 scale), 3 x 3 pad-1 convolutions with bias (32 -> 32 channels on 14 x 14, 16 -> 32 on 28 x 28;
-constant weights), and sdpa over 4 heads of 64 queries and keys, head dim 64. The FMA lower
+constant weights), sdpa over 4 heads of 64 queries and keys, head dim 64, and lrn over
+[1, 64, 27, 27] (5 channels, AlexNet's second layer's window). The FMA lower
 bound of the GEMM, the convolutions and sdpa's two products on 128-bit NEON is their
 multiply-adds / 4 FMLA instructions. `--cases` picks some.
 """
@@ -39,8 +41,14 @@ from openinfer.sim import Simulator  # noqa: E402
 CASES = {
     "gemm_256": ("dynamic { a: f32[256, 256]; b: f32[256, 256]; }\nvolatile { y: f32[256, 256]; }\n"
                  "block entry {\n  op matmul(a, b) >> y;\n  return;\n}\n", {}, ("a", "b")),
+    "gemm_256_tb": ("dynamic { a: f32[256, 256]; b: f32[256, 256]; }\nvolatile { y: f32[256, 256]; }\n"
+                    "block entry {\n  op matmul(a, b, transpose_b=true) >> y;\n  return;\n}\n", {}, ("a", "b")),
     "gemv_f32_1024": ("dynamic { x: f32[1, 1024]; }\nconstant { w: f32[1024, 1024]; }\nvolatile { y: f32[1, 1024]; }\n"
                       "block entry {\n  op matmul(x, w) >> y;\n  return;\n}\n", {"w": "f32"}, ("x",)),
+    "gemv_f32_1024_wt": ("dynamic { x: f32[1, 1024]; }\nconstant { w: f32[1024, 1024]; }\n"
+                         "volatile { y: f32[1, 1024]; }\n"
+                         "block entry {\n  op matmul(x, w, transpose_b=true) >> y;\n  return;\n}\n", {"w": "f32"},
+                         ("x",)),
     "gemv_i8_1024": ("dynamic { x: f32[1, 1024]; }\nconstant { w: i8[1024, 1024]; s: f32[1024]; }\n"
                      "volatile { y: f32[1, 1024]; }\n"
                      "block entry {\n  op dequant_matmul(x, w, s) >> y;\n  return;\n}\n", {"w": "i8", "s": "f32"},
@@ -62,7 +70,9 @@ for _name, _c, _o, _hw in (("conv_32x14x14", 32, 32, 14), ("conv_16x28x28", 16, 
 CASES["sdpa_4x64x64"] = ("dynamic { q: f32[4, 64, 64]; k: f32[4, 64, 64]; v: f32[4, 64, 64]; }\n"
                          "volatile { y: f32[4, 64, 64]; }\n"
                          "block entry {\n  op sdpa(q, k, v) >> y;\n  return;\n}\n", {}, ("q", "k", "v"))
-FMA_BOUND = {"sdpa_4x64x64": 2 * 4 * 64 * 64 * 64 // 4, "gemm_256": 256 ** 3 // 4,
+CASES["lrn_64x27x27"] = ("dynamic { x: f32[1, 64, 27, 27]; }\nvolatile { y: f32[1, 64, 27, 27]; }\n"
+                         "block entry {\n  op lrn(x, size=5) >> y;\n  return;\n}\n", {}, ("x",))
+FMA_BOUND = {"sdpa_4x64x64": 2 * 4 * 64 * 64 * 64 // 4, "gemm_256": 256 ** 3 // 4, "gemm_256_tb": 256 ** 3 // 4,
              "conv_32x14x14": 32 * 32 * 9 * 14 * 14 // 4, "conv_16x28x28": 16 * 32 * 9 * 28 * 28 // 4}
 
 

@@ -12,25 +12,31 @@ The emitters reuse the x86 wing's decisions where they are ISA-neutral (the elem
 work units, the matmul problem and the GEMM blocking, the pool thresholds); the templates are
 NEON's own. Covered (f32): element-wise ops and fused chains (same shape, bias and per-row
 broadcasts, in place, vector exp / tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked
-microkernel using FMLA by lane, the vecmat and matvec GEMVs; no transposed operands) with
-element-wise epilogues, dequant_matmul of f32 x with i8 / u8 / i4 / u4 weights (up to 4 rows of x:
-a decoder's GEMV; 4-bit weights unpacked to int8 in registers, so both the FMLA and the SDOT paths
-take them as i8's, and any N: a row of odd N starts mid-byte and is read a nibble on),
-sum/mean/max/min over contiguous axes, softmax over the last axis, layer_norm and rms_norm, and
-conv1d / conv2d (openinfer/targets/arm/conv.py: tiles in registers over a padded copy, column
-strides 1-4) with epilogues of the sums, and max / avg pooling (column stride 1 or 2).
+microkernel using FMLA by lane, the vecmat and matvec GEMVs; transposed operands read as stored:
+the GEMM's packs read A^T / B^T, B^T four rows at a time transposed in registers, a few rows times
+B^T are the matvec over B's stored rows, A^T times a column the vecmat of the column, a vecmat's
+rows of A^T read with A's row stride) with element-wise epilogues, dequant_matmul of f32 x with i8
+/ u8 / i4 / u4 weights (up to 4 rows of x: a decoder's GEMV; 4-bit weights unpacked to int8 in
+registers, so both the FMLA and the SDOT paths take them as i8's, and any N: a row of odd N starts
+mid-byte and is read a nibble on), sum/mean/max/min over contiguous axes, softmax over the last
+axis, layer_norm and rms_norm, and conv1d / conv2d (openinfer/targets/arm/conv.py: tiles in
+registers over a padded copy, column strides 1-4) with epilogues of the sums, max / avg pooling
+(column stride 1 or 2), and lrn (a plane's positions a vector at a time, the power as exp(beta log
+d) with a vector log).
 
 Dynamic sizes (openinfer/dims.py), as the x86 wing's (x86/renderer.py describes the design): the
 emitters decide paths, tiling and the pool's split at the bounds (`capacity`) and the templates
 write every extent, stride and offset from a dim as its run-time C expression over `sz_<NAME>`
-(carried to the pool's workers); a decision that cannot be taken that way raises
-DynamicDimError and the request takes the portable kernel. Run-time extents are taken by the
-element-wise kernels and chains, softmax / layer_norm / rms_norm and the reductions (any
-extent), the GEMM (M, N and K), the vecmat (M up to _SKINNY, a unit kernel per row count; N, K)
-and the matvec (rows, K), the dequantizing GEMVs (rows of x up to _DQ_ROWS, an f32-path function
-per row count; K and N static), epilogues over run-time rows (their rows' length static), and
-pooling (a run-time batch and plane; at column stride 2 a static width). Convolutions stay
-static (conv.py): a run-time extent takes the portable kernel.
+(carried to the pool's workers); a decision that cannot be taken that way raises DynamicDimError
+and the request takes the portable kernel. Run-time extents are taken by the element-wise kernels
+and chains, softmax / layer_norm / rms_norm and the reductions (any extent), the GEMM (M, N and K),
+the vecmat (M up to _SKINNY, a unit kernel per row count; N, K) and the matvec (rows, K; x @ W^T's
+rows of x, up to _SKINNY; transposed operands as the plain ones, A^T's row stride a run-time one),
+the dequantizing GEMVs (rows of x up to _DQ_ROWS, an f32-path function per row count; K and N
+static), epilogues over run-time rows (their rows' length static), and pooling (a run-time batch
+and plane; at column stride 2 a static width), and lrn (any extent: a run-time plane ends in a
+partial vector of a run-time count). Convolutions stay static (conv.py): a run-time extent takes
+the portable kernel.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from ...synth.program import KernelRequest
 from ..base import EmitterTable
 from ..c.kernels import KernelSource, KernelText, prototype
 from ..c.kernels.common import par_rows
-from ..c.kernels.nn import pool_context
+from ..c.kernels.nn import lrn_context, pool_context
 from ..c.renderer import CRenderer, CTarget, TileVec
 from ..elementwise import OPS
 from ..env import render
@@ -236,21 +242,19 @@ def _sections(epi: dict | None, *sections: str) -> tuple[str, ...]:
 # ---------------------------------------------------------------------------------------- matmul
 
 def _matmul(r: type[NeonRenderer] | NeonRenderer, device, req: KernelRequest) -> MatmulProblem | None:
-    """The request as the NEON matmul kernels see it: f32, operands as stored (no transposes);
-    None for any other. M, N and K may be run-time extents (`matmul_problem`)."""
+    """The request as the NEON matmul kernels see it: f32, operands maybe transposed (`ta` / `tb`,
+    read as stored); None for any other. M, N and K may be run-time extents (`matmul_problem`)."""
     mm = matmul_problem(r, device, req)
-    if mm is None or mm.dtype != "f32" or mm.ta or mm.tb:
-        return None
-    return mm
+    return mm if mm is not None and mm.dtype == "f32" else None
 
 
 @emitter("matmul")
 def _matmul_kernel(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
-    """The GEMVs (matvec: one column of B; vecmat: at most _SKINNY rows of A) and the packed GEMM.
-    Dynamic sizes (openinfer/dims.py) are decided at their bounds, as the x86 wing's: the path,
-    the blocks, the column chunks and the pool's split; a vecmat over run-time rows has a
-    kernel per row count, the GEMM a microkernel per edge height and per vector count of a
-    run-time last panel."""
+    """The GEMVs (matvec: one column of B; vecmat: at most _SKINNY rows of A) and the packed GEMM,
+    which reads transposed operands as stored in its packs. Dynamic sizes (openinfer/dims.py) are
+    decided at their bounds, as the x86 wing's: the path, the blocks, the column chunks and the
+    pool's split; a vecmat over run-time rows has a kernel per row count, the GEMM a microkernel
+    per edge height and per vector count of a run-time last panel."""
     mm = _matmul(r, r.device, req)
     if mm is None:
         return None
@@ -258,26 +262,8 @@ def _matmul_kernel(r: NeonRenderer, req: KernelRequest, name: str) -> str | None
     epi = _epilogue(req)
     parallel = capacity(nbatch * m * n * k) >= _PAR_MACS
     sections = _sections(epi, "core")
-    common = {"m": m, "n": n, "k": k, "epi": epi, "sizes": req.sizes, **mm.offsets}
-    if n == 1:
-        # out[i] = dot(A[i, :], x): blocks of rows of A, parallel when A is worth streaming in pieces
-        parallel = parallel or nbatch * capacity(m * k) * 4 >= _PAR_STREAM_BYTES
-        want = 2 * r.device.threads if parallel else 1
-        rb = round_up(-(-capacity(m) // want), _MATVEC_RB)
-        nunits = -(-m // rb)
-        return r.render("gemv.c.j2", req, name, sections, kind="matvec", rb=rb, nunits=nunits,
-                        units=nbatch * nunits, parallel=parallel and capacity(nbatch * nunits) > 1, **common)
     if mm.gemv:
-        # C[m, :] = A[m, :] B: column chunks of B, each block of its columns summed in registers over
-        # all of K; run-time rows: a unit kernel for each row count up to their bound
-        parallel = parallel or nbatch * capacity(k * n) * 4 >= _PAR_STREAM_BYTES
-        want = 2 * r.device.threads if parallel else 1
-        cw = round_up(-(-capacity(n) // want), _VECMAT_NB)
-        nunits = -(-n // cw)
-        counts = range(1, capacity(m) + 1) if isinstance(m, Dim) else (m,)
-        return r.render("gemv.c.j2", req, name, sections, kind="vecmat", cw=cw, nb=_VECMAT_NB, nunits=nunits,
-                        counts=counts, units=nbatch * nunits, parallel=parallel and capacity(nbatch * nunits) > 1,
-                        **common)
+        return _gemv(r, req, name, mm, epi, sections, parallel)
     mr, nv, lanes = r.gemm_mr, r.gemm_nv, r.vec.lanes
     nr = nv * lanes
     kc, nc = gemm_blocking(nr, r.device, m, n, k)
@@ -295,8 +281,47 @@ def _matmul_kernel(r: NeonRenderer, req: KernelRequest, name: str) -> str | None
         rows = ([mr] if m >= mr else []) + ([m % mr] if m % mr else [])
     text = r.render("gemm.c.j2", req, name, sections, mr=mr, nv=nv, nr=nr, kc=kc, nc=nc, nblocks=-(-n // nc),
                     batch=nbatch, microkernels=[(i, c, t) for i in rows for c, t in cols], row_kernels=rows,
-                    full_nv=capacity(n) >= nr, edge=edge, parallel=parallel, **common)
+                    full_nv=capacity(n) >= nr, edge=edge, parallel=parallel, ta=mm.ta, tb=mm.tb, m=m, n=n, k=k,
+                    epi=epi, sizes=req.sizes, **mm.offsets)
     return KernelText(text, capacity(kc * nc) * 4)
+
+
+def _gemv(r: NeonRenderer, req: KernelRequest, name: str, mm: MatmulProblem, epi: dict | None,
+          sections: tuple[str, ...], parallel: bool) -> str:
+    """matvec (one column of B: blocks of rows of A dotted with it) or vecmat (at most _SKINNY rows
+    of A: column chunks of B, each block of its columns summed in registers over all of K).
+    Transposed operands pick the form that reads the matrix along K, as the x86 wing's `_gemv`:
+    A^T times a column is the vecmat of the column (as one row) and A as stored [k, m]; a few rows
+    times B^T are dot products with B's stored rows (the matvec, each block of B's rows dotted
+    with every row of A while it is in L1); a vecmat over rows of A^T reads them with A's row
+    stride. Run-time rows of a vecmat: a unit kernel for each row count up to their bound."""
+    m, n, k, nbatch, offsets, ta = mm.m, mm.n, mm.k, mm.nbatch, mm.offsets, mm.ta
+    # swap: the kernel's first operand (`a` in the template) is the matmul's b
+    swap = (n == 1 and ta) or mm.tb
+    if swap:
+        offsets = {"a_batch": offsets["b_batch"], "b_batch": offsets["a_batch"]}
+    if n == 1 and ta:
+        # out[i] = sum_k a[k, i] b[k]: the vecmat of b (one row) and a as stored ([k, m])
+        m, n, ta = 1, m, False
+    common = {"m": m, "n": n, "k": k, "epi": epi, "sizes": req.sizes, "swap": swap, **offsets}
+    if n == 1 or mm.tb:
+        # the matrix (a, or b as stored [n, k]) has `mrows` rows along K, dotted with `vecs` vectors
+        mrows, vecs = (m, 1) if n == 1 else (n, m)
+        parallel = parallel or nbatch * capacity(mrows * k) * 4 >= _PAR_STREAM_BYTES
+        want = 2 * r.device.threads if parallel else 1
+        rb = round_up(-(-capacity(mrows) // want), _MATVEC_RB)
+        nunits = -(-mrows // rb)
+        return r.render("gemv.c.j2", req, name, sections, kind="matvec", rb=rb, mrows=mrows, vecs=vecs,
+                        nunits=nunits, units=nbatch * nunits, parallel=parallel and capacity(nbatch * nunits) > 1,
+                        **common)
+    parallel = parallel or nbatch * capacity(k * n) * 4 >= _PAR_STREAM_BYTES
+    want = 2 * r.device.threads if parallel else 1
+    cw = round_up(-(-capacity(n) // want), _VECMAT_NB)
+    nunits = -(-n // cw)
+    counts = range(1, capacity(m) + 1) if isinstance(m, Dim) else (m,)
+    return r.render("gemv.c.j2", req, name, sections, kind="vecmat", cw=cw, nb=_VECMAT_NB, nunits=nunits,
+                    counts=counts, ta=ta, units=nbatch * nunits, parallel=parallel and capacity(nbatch * nunits) > 1,
+                    **common)
 
 
 # ---------------------------------------------------------------------------------------- conv
@@ -327,6 +352,20 @@ def _pool(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
     if (ctx["inside_cols"] if ctx["sw"] == 1 else vec_hi - ctx["iw_lo"]) < r.vec.lanes:
         return None
     return render("arm/pool.c.j2", v=r.vec, sections=("core",), interior_from="ov", vec_hi=vec_hi, **ctx)
+
+
+@emitter("lrn")
+def _lrn(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 with its attributes constants and beta not 0 (the power is exp(beta * log(d)): 0 *
+    log(0) would be NaN), as the x86 wing's (templates/arm/lrn.c.j2); the others are the portable
+    kernel's. Any extent may be a run-time one: a run-time plane ends in a partial vector of a
+    run-time count."""
+    if common_dtype(req) != "f32" or req.runtime_attrs or req.attr("beta") == 0:
+        return None
+    ctx = lrn_context(req, name)
+    hw = ctx["hw"]
+    return render("arm/lrn.c.j2", v=r.vec, sections=("core", "math", "log"),
+                  tail=None if isinstance(hw, Dim) else hw % r.vec.lanes, **ctx)
 
 
 # ---------------------------------------------------------------------------------------- reductions, rows
