@@ -201,8 +201,11 @@ class EmulatedLink(ProgramLink):
             # in slices: a firmware's reply pipe never ends, so its death shows in poll() only
             ready, _, _ = select.select([self._in], [], [], min(max(left, 0.0), 0.5))
             if not ready:
-                if self._proc.poll() is not None:
+                # ended: what it wrote before it did is still in the pipe (a last reply)
+                if self._proc.poll() is not None and not select.select([self._in], [], [], 0)[0]:
                     raise self._died()
+                if self._proc.poll() is not None:
+                    continue
                 if left > 0:
                     continue
                 self._proc.kill()

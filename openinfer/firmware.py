@@ -42,8 +42,8 @@ class Board:
     machine: str        # QEMU's -M
     doc: str
     code: Region        # vector table at 0, code, read-only data (the part's flash)
-    ram: Region         # data, bss (the runner's static buffers), stack
-    bulk: Region        # the model image read at start
+    ram: Region         # data, bss, stack
+    bulk: Region        # the runner's regions for the program, then the model image read at start
 
 
 _M = 1 << 20
@@ -53,6 +53,9 @@ _M = 1 << 20
 BOARDS: dict[str, Board] = {b.machine: b for b in (
     Board("mps2-an386", "Arm MPS2 with the AN386 image: a Cortex-M4",
           Region(0x00000000, 4 * _M), Region(0x20000000, 4 * _M), Region(0x21000000, 16 * _M)),
+    # the SSE-300 subsystem: code in the ITCM, data in the internal SRAM, the image in the DDR
+    Board("mps3-an547", "Arm MPS3 with the AN547 image: a Cortex-M55 on the SSE-300",
+          Region(0x00000000, _M // 2), Region(0x21000000, 2 * _M), Region(0x60000000, 64 * _M)),
 )}
 
 
@@ -71,7 +74,9 @@ class FirmwareEmulation(Emulation):
         """The runner, start-up code and linker script, beside the program's files."""
         name = program.name
         io_bytes = max([v.nbytes for v in program.vars] + [64])
-        fpu = any(f.startswith("-mfpu=") and not f.endswith("=none") for f in self.device.cflags)
+        # code compiled for the hard-float ABI (and Helium, which shares the FPU's registers) needs
+        # the FPU turned on at reset
+        fpu = any(f in ("-mfloat-abi=hard", "-mfloat-abi=softfp") for f in self.device.cflags)
         ctx = {"board": self.board, "version": __version__}
         return {f"{RUNNER_DIR}/{name}_runner.c": runner_text(name, baremetal=True, io_bytes=-(-io_bytes // 8) * 8),
                 f"{RUNNER_DIR}/firmware_startup.c": render("c/firmware_startup.c.j2", fpu=fpu, **ctx).encode(),

@@ -83,7 +83,7 @@ def plan(target: str, toolchain, widest: str, slow: bool) -> list[SweepCase]:
 #: the Arm targets the sweep samples, each with its descriptor's cross compiler (tests/compilers.py
 #: `CROSS`; natively on an Arm host), run under QEMU on another host (a microcontroller's in a
 #: firmware on its board: openinfer/firmware.py)
-ARM_TARGETS = ("aarch64-generic", "aarch64-neon", "aarch64-v82", "armv7-generic", "cortex-m4")
+ARM_TARGETS = ("aarch64-generic", "aarch64-neon", "aarch64-v82", "armv7-generic", "cortex-m4", "cortex-m55")
 
 
 def arm_plan(target: str, slow: bool) -> list[SweepCase]:

@@ -74,7 +74,7 @@ def test_example_matches_reference(example, name, arch):
 
 def conformance_sample(arch: str) -> list:
     """Every op and mode once: the first case of each on aarch64, the last on armv7, so that the
-    two take other dtypes (and on the 32-bit microcontroller); OI_SLOW=1: every case."""
+    two take other dtypes (and on the 32-bit microcontrollers); OI_SLOW=1: every case."""
     if SLOW:
         return CASES
     by_key: dict[tuple, object] = {}
@@ -85,7 +85,7 @@ def conformance_sample(arch: str) -> list:
     return list(by_key.values())
 
 
-@pytest.mark.parametrize("arch", ["aarch64-generic", "armv7-generic", "cortex-m4"])
+@pytest.mark.parametrize("arch", ["aarch64-generic", "armv7-generic", "cortex-m4", "cortex-m55"])
 def test_conformance_sample(arch):
     cases = conformance_sample(arch)
     results: dict = {}

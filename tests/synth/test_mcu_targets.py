@@ -39,7 +39,7 @@ from openinfer.testing import assert_matches_reference, missing_here  # noqa: E4
 
 SLOW = os.environ.get("OI_SLOW") == "1"
 REPO = HERE.parents[1]
-MCU = ("cortex-m4",)
+MCU = ("cortex-m4", "cortex-m55")
 #: the default suite's examples: persistent tables and counters, a yield / await consumer run
 #: inline on the one thread, packed i4 weights and branches
 DEFAULT_EXAMPLES = ("kv_cache_decode", "streaming_pipeline", "quantized_linear", "stability_guard")
@@ -102,11 +102,13 @@ DOUBLE_SYMBOLS = re.compile(r"^(__aeabi_d\w+|__aeabi_f2d|__aeabi_d2f|(erf|exp|ex
                             r"tanh|sinh|cosh|atan|atan2|asin|acos|floor|ceil|round|trunc|fmod|fma|cbrt|hypot)$)")
 
 
+@pytest.mark.parametrize("arch", MCU)
 @pytest.mark.parametrize("name", ["encoder", "decoder"])
-def test_flagship_models_match_and_keep_to_single_precision(tmp_path, name):
-    """The BERT-shaped encoder (GELU's erf) and the decoder (rope's angles) on a Cortex-M4F: they
-    match the reference, and the library references no double-precision routine (the FPU has
-    none: each would be a software routine, tens of times slower, in the image)."""
+def test_flagship_models_match_and_keep_to_single_precision(tmp_path, name, arch):
+    """The BERT-shaped encoder (GELU's erf) and the decoder (rope's angles) on each core: they
+    match the reference, and on a single-precision FPU (the Cortex-M4F's) the library references
+    no double-precision routine (each would be a software routine, tens of times slower, in the
+    image)."""
     from example_modules import load_example
 
     module = load_example(name)
@@ -115,14 +117,16 @@ def test_flagship_models_match_and_keep_to_single_precision(tmp_path, name):
     feeds = None
     if name == "decoder":
         feeds = [{"token": np.array([t], np.int32)} for t in (3, 17, 200, 5)]
-    assert_matches_reference(model, oi.load_graph(graph), arch="cortex-m4", feeds=feeds)
-    sim = Simulator(model, oi.load_graph(graph), arch="cortex-m4")
-    nm = devices.load("cortex-m4").toolchain.triple + "-nm"
+    assert_matches_reference(model, oi.load_graph(graph), arch=arch, feeds=feeds)
+    if not devices.load(arch).single_precision:
+        return
+    sim = Simulator(model, oi.load_graph(graph), arch=arch)
+    nm = devices.load(arch).toolchain.triple + "-nm"
     lib = Path(sim.project) / "build" / f"lib{sim.program.name}.a"
     undefined = {line.split()[-1] for line in subprocess.run([nm, "-u", str(lib)], capture_output=True, text=True,
                                                              check=True).stdout.splitlines() if line.strip()}
     doubles = sorted(s for s in undefined if DOUBLE_SYMBOLS.match(s))
-    assert not doubles, f"{name} on cortex-m4 references double-precision routines: {doubles}"
+    assert not doubles, f"{name} on {arch} references double-precision routines: {doubles}"
 
 
 def test_embedded_weights_assemble_for_a_32_bit_core(example_models, tmp_path):
