@@ -13,6 +13,7 @@ from ..build import build, project_compiler
 from ..compare import compare, table
 from ..errors import OpenInferError
 from ..files import check_output_path, write_text
+from ..footprint import bare_metal_footprint
 from ..inputs import input_feed, outputs_of, save_outputs
 from ..reference.executor import ReferenceExecutor
 from ..sim import Simulator
@@ -165,6 +166,9 @@ def build_cmd(args) -> int:
     out = build(Path(args.project), Path(args.builddir) if args.builddir else None, options=opts,
                 progress=lambda line: print(line, flush=True))
     print(f"built in {out}")
+    footprint = bare_metal_footprint(Path(args.project), out)
+    if footprint is not None:
+        print(f"footprint on the microcontroller (openinfer/footprint.py):\n{footprint.table()}")
     return 0
 
 

@@ -153,3 +153,25 @@ def test_embedded_weights_assemble_for_a_32_bit_core(example_models, tmp_path):
     data = bytes.fromhex("".join("".join(line.split()[1:5]) for line in raw.splitlines()
                                  if line.startswith(" ") and len(line.split()) > 1))
     assert int.from_bytes(data[size_at:size_at + 8], "little") == model.stat().st_size
+
+
+def test_build_prints_the_flash_and_ram_footprint(example_models, tmp_path, capsys):
+    """`openinfer build` of a microcontroller program: its flash (code, read-only data) and RAM
+    (context, arena, the stack's bound from the compiler's frames and call graph) as a table, the
+    regions from the header, nothing position-independent (no constant table moved to RAM)."""
+    from openinfer.cli import main
+    from openinfer.footprint import bare_metal_footprint
+
+    out = tmp_path / "gen"
+    assert main(["gen", str(REPO / "examples" / "kv_cache_decode.oig"), "--model",
+                 str(example_models / "kv_cache_decode.oinf"), "--arch", "cortex-m4", "-o", str(out), "-q"]) == 0
+    assert main(["build", str(out)]) == 0
+    printed = capsys.readouterr().out
+    fp = bare_metal_footprint(out, out / "build")
+    header = (out / "kv_cache_decode.h").read_text()
+    assert f"#define OI_KV_CACHE_DECODE_CONTEXT_BYTES {fp.context}u" in header
+    assert f"#define OI_KV_CACHE_DECODE_ARENA_BYTES {fp.arena}u" in header
+    assert 0 < fp.stack < 4096 and fp.code > 1000 and fp.data < 64      # b_staticpic=false: tables stay in flash
+    assert fp.flash == fp.code + fp.rodata + fp.data and fp.ram == fp.data + fp.bss + fp.context + fp.arena \
+        + fp.persistent + fp.stack
+    assert f"stack, worst case (create_in, step)  {fp.stack:>9,} B" in printed and f"{fp.ram:,} B" in printed

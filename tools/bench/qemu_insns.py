@@ -1,11 +1,15 @@
-"""Guest instruction counts of the ARM kernels under QEMU: the NEON wing against the portable C.
+"""Guest instruction counts of the Arm kernels under QEMU: the NEON wing against the portable C,
+and the microcontrollers' (instructions per multiply-add).
 
     python tools/bench/qemu_insns.py [results.json] [--arch aarch64-generic aarch64-neon aarch64-v82]
                                      [--cases CASE ...]
+    python tools/bench/qemu_insns.py --arch cortex-m4 cortex-m55 --cases gemv_f32_1024 gemm_256
 
-No ARM hardware here, so the measure is instructions, not time: each program runs under
-qemu-aarch64 with a tiny TCG plugin (tools/bench/qemu_insn_count.c, built with the host's gcc)
-that counts the guest instructions executed. The count of one step is (count after 3 steps -
+No Arm hardware here, so the measure is instructions, not time: each program runs under its
+descriptor's emulator (qemu-aarch64; qemu-system-arm for a microcontroller's firmware,
+openinfer/firmware.py) with a tiny TCG plugin (tools/bench/qemu_insn_count.c, built with the
+host's gcc) that counts the guest instructions executed (what `-icount shift=0` would make
+virtual time). The count of one step is (count after 3 steps -
 count after 1 step) / 2, which leaves out create() (packing, the pool) and the runner. One
 thread (OI_NUM_THREADS=1). Cases: a 256^3 f32 GEMM (both operands inputs; also a @ b^T), an f32
 GEMV [1, 1024] @ [1024, 1024] (also x @ W^T, W a constant [1024, 1024]: an imported Gemm's
@@ -14,7 +18,8 @@ scale), 3 x 3 pad-1 convolutions with bias (32 -> 32 channels on 14 x 14, 16 -> 
 constant weights), sdpa over 4 heads of 64 queries and keys, head dim 64, and lrn over
 [1, 64, 27, 27] (5 channels, AlexNet's second layer's window). The FMA lower
 bound of the GEMM, the convolutions and sdpa's two products on 128-bit NEON is their
-multiply-adds / 4 FMLA instructions. `--cases` picks some.
+multiply-adds / 4 FMLA instructions; a product's line also gives instructions per multiply-add.
+`--cases` picks some.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ sys.path.insert(0, str(REPO))
 import openinfer as oi  # noqa: E402
 from openinfer.oinf.values import TensorSpec  # noqa: E402
 from openinfer.sim import Simulator  # noqa: E402
+from openinfer.targets import devices  # noqa: E402
 
 CASES = {
     "gemm_256": ("dynamic { a: f32[256, 256]; b: f32[256, 256]; }\nvolatile { y: f32[256, 256]; }\n"
@@ -72,8 +78,12 @@ CASES["sdpa_4x64x64"] = ("dynamic { q: f32[4, 64, 64]; k: f32[4, 64, 64]; v: f32
                          "block entry {\n  op sdpa(q, k, v) >> y;\n  return;\n}\n", {}, ("q", "k", "v"))
 CASES["lrn_64x27x27"] = ("dynamic { x: f32[1, 64, 27, 27]; }\nvolatile { y: f32[1, 64, 27, 27]; }\n"
                          "block entry {\n  op lrn(x, size=5) >> y;\n  return;\n}\n", {}, ("x",))
-FMA_BOUND = {"sdpa_4x64x64": 2 * 4 * 64 * 64 * 64 // 4, "gemm_256": 256 ** 3 // 4, "gemm_256_tb": 256 ** 3 // 4,
-             "conv_32x14x14": 32 * 32 * 9 * 14 * 14 // 4, "conv_16x28x28": 16 * 32 * 9 * 28 * 28 // 4}
+#: multiply-adds of the products
+MACS = {"gemm_256": 256 ** 3, "gemm_256_tb": 256 ** 3, "gemv_f32_1024": 1024 ** 2, "gemv_f32_1024_wt": 1024 ** 2,
+        "gemv_i8_1024": 1024 ** 2, "gemv_i4_1024": 1024 ** 2, "sdpa_4x64x64": 2 * 4 * 64 * 64 * 64,
+        "conv_32x14x14": 32 * 32 * 9 * 14 * 14, "conv_16x28x28": 16 * 32 * 9 * 28 * 28}
+#: the FMA lower bound on 128-bit NEON: a product's multiply-adds / 4 FMLA instructions
+FMA_BOUND = {k: MACS[k] // 4 for k in ("sdpa_4x64x64", "gemm_256", "gemm_256_tb", "conv_32x14x14", "conv_16x28x28")}
 
 
 def _weights(kinds: dict[str, str], graph, rng) -> dict:
@@ -115,13 +125,14 @@ def main() -> None:
     plugin = tmp / "libinsn.so"
     source = Path(__file__).with_name("qemu_insn_count.c")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(plugin), str(source)], check=True)
-    qemu = shutil.which("qemu-aarch64")
-    wrapper = tmp / "bin" / "qemu-aarch64"       # the descriptors' emulator, with the plugin
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec {qemu} -plugin {plugin} "$@"\n')
-    wrapper.chmod(0o755)
+    wrappers = tmp / "bin"                      # each descriptor's emulator, with the plugin
+    wrappers.mkdir()
+    for emulator in sorted({devices.load(a).toolchain.emulator for a in args.arch}):
+        wrapper = wrappers / emulator
+        wrapper.write_text(f'#!/bin/sh\nexec {shutil.which(emulator)} -plugin {plugin} "$@"\n')
+        wrapper.chmod(0o755)
     counts = tmp / "count.txt"
-    os.environ.update(PATH=f"{wrapper.parent}:{os.environ['PATH']}", OI_INSN_COUNT_FILE=str(counts),
+    os.environ.update(PATH=f"{wrappers}:{os.environ['PATH']}", OI_INSN_COUNT_FILE=str(counts),
                       OI_NUM_THREADS="1", OI_CACHE_DIR=str(tmp / "cache"))
     rng = np.random.default_rng(0)
     results: dict[str, dict[str, int]] = {}
@@ -141,6 +152,8 @@ def main() -> None:
         line = f"{case:16} " + " ".join(f"{row[a]:>16,}" for a in args.arch)
         if case in FMA_BOUND:
             line += "   FMA bound " + ", ".join(f"{a}: {row[a] / FMA_BOUND[case]:.2f}x" for a in args.arch)
+        if case in MACS:
+            line += "   per MAC " + ", ".join(f"{a}: {row[a] / MACS[case]:.2f}" for a in args.arch)
         print(line)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
