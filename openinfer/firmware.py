@@ -53,6 +53,12 @@ _M = 1 << 20
 BOARDS: dict[str, Board] = {b.machine: b for b in (
     Board("mps2-an386", "Arm MPS2 with the AN386 image: a Cortex-M4",
           Region(0x00000000, 4 * _M), Region(0x20000000, 4 * _M), Region(0x21000000, 16 * _M)),
+    Board("mps2-an500", "Arm MPS2 with the AN500 image: a Cortex-M7",
+          Region(0x00000000, 4 * _M), Region(0x20000000, 4 * _M), Region(0x60000000, 16 * _M)),
+    # the SSE-200 subsystem, in the secure state the core resets in: its secure aliases (code where
+    # the secure vector table is at reset, SSRAM2/3, PSRAM)
+    Board("mps2-an505", "Arm MPS2 with the AN505 image: a Cortex-M33 on the SSE-200",
+          Region(0x10000000, 4 * _M), Region(0x38000000, 4 * _M), Region(0x80000000, 16 * _M)),
     # the SSE-300 subsystem: code in the ITCM, data in the internal SRAM, the image in the DDR
     Board("mps3-an547", "Arm MPS3 with the AN547 image: a Cortex-M55 on the SSE-300",
           Region(0x00000000, _M // 2), Region(0x21000000, 2 * _M), Region(0x60000000, 64 * _M)),

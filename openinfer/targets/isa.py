@@ -112,9 +112,11 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture("aarch64", ("aarch64", "arm64", "ARM64"), "Features", "aarch64", "aarch64", "aarch64-generic"),
     # 32-bit Arm, hard-float ABI; its one descriptor is portable C, so no feature of it is read
     Architecture("armv7", ("armv7l", "armv8l"), "Features", "arm", "armv7", "armv7-generic", pointer_bytes=4),
-    # Cortex-M microcontrollers: Armv7E-M (M4, M7: the DSP extension) and Armv8.1-M (M55: Helium).
+    # Cortex-M microcontrollers: Armv7E-M (M4, M7: the DSP extension), Armv8-M Mainline (M33) and
+    # Armv8.1-M (M55: Helium).
     # Never a host: no machine spells them, no /proc/cpuinfo lists their features.
     Architecture("armv7e-m", (), "", "arm", "armv7e-m", "cortex-m4", pointer_bytes=4, bare_metal=True),
+    Architecture("armv8-m", (), "", "arm", "armv8-m.main", "cortex-m33", pointer_bytes=4, bare_metal=True),
     Architecture("armv8.1-m", (), "", "arm", "armv8.1-m.main", "cortex-m55", pointer_bytes=4, bare_metal=True),
 )
 

@@ -85,7 +85,8 @@ def conformance_sample(arch: str) -> list:
     return list(by_key.values())
 
 
-@pytest.mark.parametrize("arch", ["aarch64-generic", "armv7-generic", "cortex-m4", "cortex-m55"])
+@pytest.mark.parametrize("arch", ["aarch64-generic", "armv7-generic", "cortex-m4", "cortex-m55"]
+                         + (["cortex-m7", "cortex-m33"] if SLOW else []))
 def test_conformance_sample(arch):
     cases = conformance_sample(arch)
     results: dict = {}

@@ -8,7 +8,8 @@ reports every node and bisects clean, the generated C builds clean (-Wall -Wextr
 arm-none-eabi-gcc, and a descriptor this machine cannot run is skipped by tests/conftest.py, the
 reason naming the Debian packages.
 
-    OI_SLOW=1   every example (default: a sample of those likeliest to break)
+    OI_SLOW=1   every example (default: a sample of those likeliest to break), and the Cortex-M7
+                and Cortex-M33 too (default: the M4 and the M55)
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from openinfer.testing import assert_matches_reference, missing_here  # noqa: E4
 
 SLOW = os.environ.get("OI_SLOW") == "1"
 REPO = HERE.parents[1]
-MCU = ("cortex-m4", "cortex-m55")
+#: the cores of the default suite (each architecture's); OI_SLOW=1 adds the others
+MCU = ("cortex-m4", "cortex-m55") + (("cortex-m7", "cortex-m33") if SLOW else ())
 #: the default suite's examples: persistent tables and counters, a yield / await consumer run
 #: inline on the one thread, packed i4 weights and branches
 DEFAULT_EXAMPLES = ("kv_cache_decode", "streaming_pipeline", "quantized_linear", "stability_guard")
