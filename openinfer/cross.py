@@ -69,9 +69,11 @@ def cross_file_text(device: Device) -> str:
                   "", "[built-in options]", f"c_args = {_literal(['--sysroot=' + tc.sysroot])}",
                   f"c_link_args = {_literal(['--sysroot=' + tc.sysroot])}"]
     elif arch.bare_metal:
-        # meson's sanity check links a program; with no OS, newlib's system calls are stubs
-        # (the library itself is static and links nothing)
-        lines += ["", "[built-in options]", f"c_link_args = {_literal(['--specs=nosys.specs'])}"]
+        # the C library the descriptor picks: its headers (picolibc's are where only its specs
+        # look) and, for meson's sanity check, which links a program, its library (the program's
+        # own library is static and links nothing)
+        specs = [f"--specs={spec}" for spec in tc.specs]
+        lines += ["", "[built-in options]", f"c_args = {_literal(specs)}", f"c_link_args = {_literal(specs)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -112,7 +114,7 @@ def missing_tools(device: Device, compiler: str, *, emulator: bool) -> str | Non
         problem = (f"`{compiler}` builds for {machine}, not {tc.triple}"
                    + (" (CC, when set, is the compiler of cross builds too: unset it or name a cross compiler)"
                       if os.environ.get("CC", "").strip() else ""))
-    elif not _has_static_libc(words):
+    elif not _has_static_libc(words, tc.specs):
         problem = f"`{compiler}` has no C library for {device.architecture} (libc.a)"
     elif emulator and shutil.which(tc.emulator) is None:
         problem = f"the emulator `{tc.emulator}` is not installed"
@@ -131,11 +133,16 @@ def _target_machine(words: list[str]) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def _has_static_libc(words: list[str]) -> bool:
+def _has_static_libc(words: list[str], specs: tuple[str, ...] = ()) -> bool:
     """Whether the compiler finds the target's static C library (what the emulated runner links:
-    openinfer/emulate.py); a compiler without it answers the bare name."""
-    try:
-        out = subprocess.run([*words, "-print-file-name=libc.a"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and Path(out.stdout.strip()).is_absolute() and Path(out.stdout.strip()).exists()
+    openinfer/emulate.py), or the spec files that pick a bare-metal one (picolibc's keeps its
+    libc.a where only its specs look); a compiler without it answers the bare name."""
+    for name in specs or ("libc.a",):
+        try:
+            out = subprocess.run([*words, f"-print-file-name={name}"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        found = Path(out.stdout.strip())
+        if out.returncode != 0 or not found.is_absolute() or not found.exists():
+            return False
+    return True

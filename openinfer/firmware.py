@@ -41,9 +41,10 @@ class Board:
 
     machine: str        # QEMU's -M
     doc: str
-    code: Region        # vector table at 0, code, read-only data (the part's flash)
+    code: Region        # the entry (Arm: the vector table the core reads at reset), code, read-only data
     ram: Region         # data, bss, stack
     bulk: Region        # the runner's regions for the program, then the model image read at start
+    qemu: tuple[str, ...] = ()      # the board's own QEMU arguments
 
 
 _M = 1 << 20
@@ -59,6 +60,10 @@ BOARDS: dict[str, Board] = {b.machine: b for b in (
     # the secure vector table is at reset, SSRAM2/3, PSRAM)
     Board("mps2-an505", "Arm MPS2 with the AN505 image: a Cortex-M33 on the SSE-200",
           Region(0x10000000, 4 * _M), Region(0x38000000, 4 * _M), Region(0x80000000, 16 * _M)),
+    # RISC-V: QEMU's virt board, its RAM at 0x80000000, started at the firmware's entry with no
+    # boot firmware (-bios none)
+    Board("virt", "QEMU's RISC-V virt board", Region(0x80000000, 4 * _M), Region(0x80400000, 4 * _M),
+          Region(0x80800000, 64 * _M), ("-bios", "none")),
     # the SSE-300 subsystem: code in the ITCM, data in the internal SRAM, the image in the DDR
     Board("mps3-an547", "Arm MPS3 with the AN547 image: a Cortex-M55 on the SSE-300",
           Region(0x00000000, _M // 2), Region(0x21000000, 2 * _M), Region(0x60000000, 64 * _M)),
@@ -83,7 +88,8 @@ class FirmwareEmulation(Emulation):
         # code compiled for the hard-float ABI (and Helium, which shares the FPU's registers) needs
         # the FPU turned on at reset
         fpu = any(f in ("-mfloat-abi=hard", "-mfloat-abi=softfp") for f in self.device.cflags)
-        ctx = {"board": self.board, "version": __version__}
+        ctx = {"board": self.board, "version": __version__,
+               "isa": "riscv" if self.device.architecture.startswith("riscv") else "arm"}
         return {f"{RUNNER_DIR}/{name}_runner.c": runner_text(name, baremetal=True, io_bytes=-(-io_bytes // 8) * 8),
                 f"{RUNNER_DIR}/firmware_startup.c": render("c/firmware_startup.c.j2", fpu=fpu, **ctx).encode(),
                 f"{RUNNER_DIR}/firmware.ld": render("c/firmware.ld.j2", **ctx).encode()}
@@ -93,12 +99,15 @@ class FirmwareEmulation(Emulation):
 
     def link_runner(self, project: Path, build_dir: Path, name: str) -> Path:
         """The firmware: runner, start-up code and the program's static library, laid out for the
-        board, with newlib-nano (memcpy, the float libm) and no system calls."""
+        board, with the C library the descriptor's spec files pick (memcpy, the float libm)."""
         exe = build_dir / self.runner_name(name)
         runner = project / RUNNER_DIR
         argv = [*shlex.split(self.compiler.command), "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
                 *self.device.cflags, "-I", str(project), "-I", str(project / "hal" / "include"),
-                "-nostartfiles", "-T", str(runner / "firmware.ld"), "--specs=nano.specs", "--specs=nosys.specs",
+                "-nostartfiles", "-T", str(runner / "firmware.ld"),
+                *(f"--specs={spec}" for spec in self.device.toolchain.specs),
+                # RISC-V: no small-data accesses relaxed to the global pointer, which start-up leaves unset
+                *(["-Wl,--no-relax"] if self.device.architecture.startswith("riscv") else []),
                 str(runner / "firmware_startup.c"), str(runner / f"{name}_runner.c"), str(build_dir / f"lib{name}.a"),
                 "-lm", "-o", str(exe)]
         try:
@@ -120,7 +129,8 @@ class FirmwareEmulation(Emulation):
         if model_path:
             model = "model.oinf"
             os.symlink(os.path.abspath(model_path), folder / model)
-        argv = [self.emulator, "-M", self.board.machine, "-nographic", "-monitor", "none", "-serial", "none",
+        argv = [self.emulator, "-M", self.board.machine, *self.board.qemu, "-nographic", "-monitor", "none",
+                "-serial", "none",
                 "-semihosting-config", "enable=on,target=native", "-kernel", str(runner),
                 "-append", f"requests replies {model}"]
         return EmulatedLink(argv, cwd=folder, pipes=(folder / "requests", folder / "replies"),

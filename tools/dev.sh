@@ -28,9 +28,11 @@ if [ "$(uname -m)" = x86_64 ]; then
     system_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
                       qemu-user)
 fi
-# The microcontroller descriptors (devices/cortex-m*.json) on any machine: the bare-metal Arm
-# compiler, newlib, and QEMU's system emulator of their boards (docs/mcu.md).
-system_packages+=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
+# The microcontroller descriptors (devices/cortex-m*.json, riscv32-imac.json) on any machine:
+# the bare-metal Arm and RISC-V compilers, their C libraries (newlib, picolibc), and QEMU's
+# system emulators of their boards (docs/mcu.md).
+system_packages+=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc-riscv64-unknown-elf
+                  picolibc-riscv64-unknown-elf qemu-system-misc)
 
 log() { printf '[openinfer setup] %s\n' "$*" >&2; }
 

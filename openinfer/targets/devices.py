@@ -98,6 +98,7 @@ class Toolchain:
     emulator: str                 # the QEMU binary that runs its programs here (user mode, or system)
     packages: tuple[str, ...]     # Debian packages that provide the above (named when one is missing)
     machine: str | None = None    # bare metal: the board QEMU's system emulator models (-M)
+    specs: tuple[str, ...] = ()   # bare metal: the spec files that pick its C library (newlib-nano, picolibc)
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,10 @@ class Device:
 
     @property
     def single_precision(self) -> bool:
-        """CPU: whether its FPU computes in single precision only (`isa.fpu`): f32 kernels then
-        keep to float arithmetic and float libm instead of double."""
-        return self.is_cpu and self.doc["isa"].get("fpu", "double") == "single"
+        """CPU: whether its FPU computes no double precision (`isa.fpu` single, or none: software
+        floats, where a double costs twice a float): f32 kernels then keep to float arithmetic and
+        float libm instead of double."""
+        return self.is_cpu and self.doc["isa"].get("fpu", "double") in ("single", "none")
 
     @property
     def bare_metal(self) -> bool:
@@ -200,7 +202,7 @@ class Device:
         if doc is None:
             return None
         return Toolchain(doc["triple"], doc["compiler"], doc.get("sysroot"), doc["emulator"],
-                         tuple(doc.get("packages", ())), doc.get("machine"))
+                         tuple(doc.get("packages", ())), doc.get("machine"), tuple(doc.get("specs", ())))
 
     @property
     def threads(self) -> int:

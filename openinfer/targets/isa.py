@@ -118,6 +118,8 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture("armv7e-m", (), "", "arm", "armv7e-m", "cortex-m4", pointer_bytes=4, bare_metal=True),
     Architecture("armv8-m", (), "", "arm", "armv8-m.main", "cortex-m33", pointer_bytes=4, bare_metal=True),
     Architecture("armv8.1-m", (), "", "arm", "armv8.1-m.main", "cortex-m55", pointer_bytes=4, bare_metal=True),
+    # 32-bit RISC-V microcontrollers (RV32IMAC: the ESP32-C3 / C6 class)
+    Architecture("riscv32", (), "", "riscv32", "riscv32", "riscv32-imac", pointer_bytes=4, bare_metal=True),
 )
 
 FEATURE = {f.name: f for f in FEATURES}

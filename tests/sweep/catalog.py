@@ -84,8 +84,9 @@ def plan(target: str, toolchain, widest: str, slow: bool) -> list[SweepCase]:
 #: `CROSS`; natively on an Arm host), run under QEMU on another host (a microcontroller's in a
 #: firmware on its board: openinfer/firmware.py)
 ARM_TARGETS = ("aarch64-generic", "aarch64-neon", "aarch64-v82", "armv7-generic", "cortex-m4", "cortex-m55")
-#: the microcontrollers whose architecture the default run already takes (OI_SLOW=1 only)
-SLOW_ARM_TARGETS = ("cortex-m7", "cortex-m33")
+#: the microcontrollers of OI_SLOW=1 only: Cortex-M cores whose kind the default run takes, and
+#: RISC-V
+SLOW_CROSS_TARGETS = ("cortex-m7", "cortex-m33", "riscv32-imac")
 
 
 def arm_plan(target: str, slow: bool) -> list[SweepCase]:

@@ -25,7 +25,7 @@ from compilers import CROSS, SLOW, TOOLCHAINS  # noqa: E402
 
 from openinfer.targets import devices  # noqa: E402
 from openinfer.targets.devices import best_host_target  # noqa: E402
-from sweep.catalog import ARM_TARGETS, CPU_TARGETS, SLOW_ARM_TARGETS, arm_plan, catalogue, key_of, plan, registry_ops  # noqa: E402
+from sweep.catalog import ARM_TARGETS, CPU_TARGETS, SLOW_CROSS_TARGETS, arm_plan, catalogue, key_of, plan, registry_ops  # noqa: E402
 from sweep.fused import PATHS  # noqa: E402
 from sweep.runner import References, run  # noqa: E402
 from sweep.widths import APPLIES, WIDTHS  # noqa: E402
@@ -47,7 +47,7 @@ def test_sweep_matches_the_reference(target, toolchain, references, tmp_path, mo
     _sweep(target, toolchain, plan(target, toolchain, best_host_target(), SLOW), references, tmp_path, monkeypatch)
 
 
-@pytest.mark.parametrize("target", ARM_TARGETS + (SLOW_ARM_TARGETS if SLOW else ()))
+@pytest.mark.parametrize("target", ARM_TARGETS + (SLOW_CROSS_TARGETS if SLOW else ()))
 def test_arm_sweep_matches_the_reference(target, references, tmp_path, monkeypatch):
     """The Arm targets' share (catalog.py `arm_plan`), cross-built with the compiler each
     descriptor names and run under QEMU (natively on an Arm host)."""

@@ -86,7 +86,7 @@ def conformance_sample(arch: str) -> list:
 
 
 @pytest.mark.parametrize("arch", ["aarch64-generic", "armv7-generic", "cortex-m4", "cortex-m55"]
-                         + (["cortex-m7", "cortex-m33"] if SLOW else []))
+                         + (["cortex-m7", "cortex-m33", "riscv32-imac"] if SLOW else []))
 def test_conformance_sample(arch):
     cases = conformance_sample(arch)
     results: dict = {}

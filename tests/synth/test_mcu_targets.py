@@ -8,8 +8,8 @@ reports every node and bisects clean, the generated C builds clean (-Wall -Wextr
 arm-none-eabi-gcc, and a descriptor this machine cannot run is skipped by tests/conftest.py, the
 reason naming the Debian packages.
 
-    OI_SLOW=1   every example (default: a sample of those likeliest to break), and the Cortex-M7
-                and Cortex-M33 too (default: the M4 and the M55)
+    OI_SLOW=1   every example (default: a sample of those likeliest to break), and the Cortex-M7,
+                the Cortex-M33 and the RISC-V RV32IMAC too (default: the M4 and the M55)
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from openinfer.testing import assert_matches_reference, missing_here  # noqa: E4
 SLOW = os.environ.get("OI_SLOW") == "1"
 REPO = HERE.parents[1]
 #: the cores of the default suite (each architecture's); OI_SLOW=1 adds the others
-MCU = ("cortex-m4", "cortex-m55") + (("cortex-m7", "cortex-m33") if SLOW else ())
+MCU = ("cortex-m4", "cortex-m55") + (("cortex-m7", "cortex-m33", "riscv32-imac") if SLOW else ())
 #: the default suite's examples: persistent tables and counters, a yield / await consumer run
 #: inline on the one thread, packed i4 weights and branches
 DEFAULT_EXAMPLES = ("kv_cache_decode", "streaming_pipeline", "quantized_linear", "stability_guard")
@@ -99,8 +99,9 @@ def test_a_missing_tool_is_one_line_naming_the_packages(example_models, monkeypa
         Simulator(example_models / "mlp_regression.oinf", REPO / "examples" / "mlp_regression.oig", arch=device)
 
 
-#: what a single-precision FPU runs as software: the double routines of the EABI and double libm
-DOUBLE_SYMBOLS = re.compile(r"^(__aeabi_d\w+|__aeabi_f2d|__aeabi_d2f|(erf|exp|expm1|log|log1p|pow|sqrt|sin|cos|tan|"
+#: what a single-precision FPU runs as software: the double routines of the Arm EABI and of
+#: libgcc (RISC-V's: __muldf3, __extendsfdf2), and double libm
+DOUBLE_SYMBOLS = re.compile(r"^(__aeabi_d\w+|__aeabi_f2d|__aeabi_d2f|__\w*df\d|(erf|exp|expm1|log|log1p|pow|sqrt|sin|cos|tan|"
                             r"tanh|sinh|cosh|atan|atan2|asin|acos|floor|ceil|round|trunc|fmod|fma|cbrt|hypot)$)")
 
 
