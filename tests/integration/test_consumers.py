@@ -73,7 +73,7 @@ def workspace(tmp_path):
     ws = tmp_path / "examples"
     ws.mkdir()
     shutil.copy(REPO / "examples" / "mlp_regression.oig", ws)
-    for name in ("meson-consumer", "make-consumer"):
+    for name in ("meson-consumer", "make-consumer", "mcu-firmware"):
         shutil.copytree(REPO / "examples" / name, ws / name, symlinks=True)
     link = ws / "meson-consumer" / "subprojects" / "openinfer"
     link.unlink()
@@ -193,3 +193,18 @@ def test_configuring_the_example_in_place_leaves_the_checkout_clean(tmp_path, ex
     finally:
         if not had_lock:
             lock.unlink(missing_ok=True)
+
+
+def test_microcontroller_firmware_example(workspace, example_models, example):
+    """examples/mcu-firmware: the model synthesized for a Cortex-M4 with its weights embedded,
+    linked into a firmware with the example's start-up code and linker script, booted under QEMU:
+    it prints the rows the host consumers print."""
+    problem = unavailable(load_device("cortex-m4"))
+    if problem:
+        pytest.skip(problem)
+    proj = workspace / "mcu-firmware"
+    model = example_models / "mlp_regression.oinf"
+    make = ["make", f"MODEL={model}", "OPENINFER=openinfer", "OUT=build"]
+    assert "openinfer gen" in sh(make, proj)
+    check_output(sh([*make, "run"], proj), expected_rows(example))
+    assert "is up to date" in sh(make, proj)

@@ -101,8 +101,9 @@ def test_a_missing_tool_is_one_line_naming_the_packages(example_models, monkeypa
 
 #: what a single-precision FPU runs as software: the double routines of the Arm EABI and of
 #: libgcc (RISC-V's: __muldf3, __extendsfdf2), and double libm
-DOUBLE_SYMBOLS = re.compile(r"^(__aeabi_d\w+|__aeabi_f2d|__aeabi_d2f|__\w*df\d|(erf|exp|expm1|log|log1p|pow|sqrt|sin|cos|tan|"
-                            r"tanh|sinh|cosh|atan|atan2|asin|acos|floor|ceil|round|trunc|fmod|fma|cbrt|hypot)$)")
+DOUBLE_SYMBOLS = re.compile(r"^(__aeabi_d\w+|__aeabi_f2d|__aeabi_d2f|__\w*df\d|(erf|exp|expm1|log|log1p|pow|sqrt|"
+                            r"sin|cos|tan|tanh|sinh|cosh|atan|atan2|asin|acos|floor|ceil|round|trunc|fmod|fma|cbrt|"
+                            r"hypot)$)")
 
 
 @pytest.mark.parametrize("arch", MCU)
