@@ -13,6 +13,7 @@
 #ifndef OI_HAL_H
 #define OI_HAL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,7 +21,7 @@
 extern "C" {
 #endif
 
-#define OI_HAL_ABI_VERSION 6
+#define OI_HAL_ABI_VERSION 7
 
 /* ------------------------------------------------------------------------------------------
  * Status codes. Every fallible call returns one; nothing in the HAL or in generated code aborts.
@@ -45,6 +46,12 @@ typedef enum oi_status {
 
 /* A static, human-readable description of a status code. */
 const char *oi_status_str(oi_status status);
+
+/* Formats into buf (cap bytes, always NUL-terminated, cut to fit) the conversions a generated
+ * program's error messages use: %s %d %u %zu %llu %p and %%. Why not vsnprintf: a C library's
+ * formatter with floats and locales is several KB of a microcontroller's flash (newlib-nano's
+ * also references malloc); this one is a few hundred bytes and never allocates. */
+void oi_vformat(char *buf, size_t cap, const char *fmt, va_list args);
 
 /* ------------------------------------------------------------------------------------------
  * Memory. All buffers the generated code allocates are OI_ALIGN-aligned so vector kernels can

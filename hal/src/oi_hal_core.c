@@ -35,6 +35,62 @@ const char *oi_status_str(oi_status status) {
 }
 
 
+/* ------------------------------------------------------------------------------------------ messages */
+
+/* Appends c to buf if there is room for it and the NUL (out counts the written characters). */
+static void put_char(char *buf, size_t cap, size_t *out, char c) {
+    if (*out + 1 < cap) buf[(*out)++] = c;
+}
+
+static void put_unsigned(char *buf, size_t cap, size_t *out, unsigned long long v, unsigned base) {
+    char digits[24];
+    int n = 0;
+    do {
+        digits[n++] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    while (n) put_char(buf, cap, out, digits[--n]);
+}
+
+void oi_vformat(char *buf, size_t cap, const char *fmt, va_list args) {
+    if (!buf || cap == 0) return;
+    size_t out = 0;
+    for (const char *f = fmt; *f; ++f) {
+        if (*f != '%') {
+            put_char(buf, cap, &out, *f);
+            continue;
+        }
+        ++f;
+        if (*f == 's') {
+            const char *str = va_arg(args, const char *);
+            for (const char *c = str ? str : "(null)"; *c; ++c) put_char(buf, cap, &out, *c);
+        } else if (*f == 'd') {
+            const int v = va_arg(args, int);
+            if (v < 0) put_char(buf, cap, &out, '-');
+            put_unsigned(buf, cap, &out, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v, 10);
+        } else if (*f == 'u') {
+            put_unsigned(buf, cap, &out, va_arg(args, unsigned), 10);
+        } else if (f[0] == 'z' && f[1] == 'u') {
+            ++f;
+            put_unsigned(buf, cap, &out, va_arg(args, size_t), 10);
+        } else if (f[0] == 'l' && f[1] == 'l' && f[2] == 'u') {
+            f += 2;
+            put_unsigned(buf, cap, &out, va_arg(args, unsigned long long), 10);
+        } else if (*f == 'p') {
+            put_char(buf, cap, &out, '0');
+            put_char(buf, cap, &out, 'x');
+            put_unsigned(buf, cap, &out, (uintptr_t)va_arg(args, void *), 16);
+        } else if (*f == '%') {
+            put_char(buf, cap, &out, '%');
+        } else {                        /* not one of ours: shown as written */
+            put_char(buf, cap, &out, '%');
+            if (!*f) break;
+            put_char(buf, cap, &out, *f);
+        }
+    }
+    buf[out] = '\0';
+}
+
 /* ------------------------------------------------------------------------------------------ .oinf */
 
 /* Layout constants of digest §1: the 69-byte packed header, padded so tables start at 72. */

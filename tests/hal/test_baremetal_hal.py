@@ -81,3 +81,54 @@ def test_it_compiles_for_a_cortex_m4_without_posix(tmp_path):
         subprocess.run(["arm-none-eabi-gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-mcpu=cortex-m4",
                         "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-I", str(hal_dir() / "include"),
                         "-c", src, "-o", str(tmp_path / "x.o")], check=True)
+
+
+FORMAT_HARNESS = r"""
+#include "oi_hal.h"
+#include <stdio.h>
+#include <string.h>
+
+static void both(size_t cap, const char *fmt, ...) {
+    char ours[128], libc[128];
+    va_list a, b;
+    va_start(a, fmt);
+    va_copy(b, a);
+    oi_vformat(ours, cap, fmt, a);
+    vsnprintf(libc, cap, fmt, b);
+    va_end(a);
+    va_end(b);
+    printf("%s|%s\n", ours, libc);
+}
+
+int main(void) {
+    both(128, "set: variable %d is not a dynamic input, or %zu is not its size", -17, (size_t)4096);
+    both(128, "%s: in `%s`: %s", "node 3", "entry", "index 9 out of range");
+    both(128, "set_size: T = %llu is outside 1..40, %u%%", 18446744073709551615ull, 0u);
+    both(128, "%d %d %d", 0, 2147483647, -2147483647 - 1);
+    both(12, "cut %s here", "far too long");
+    both(1, "%s", "nothing fits");
+    void *p = (void *)0x1234abcd;
+    char expect[64];
+    snprintf(expect, sizeof expect, "at 0x%llx", (unsigned long long)(uintptr_t)p);
+    both(64, "at %p", p);
+    printf("%s\n", expect);
+    return 0;
+}
+"""
+
+
+def test_the_hal_formats_error_messages_as_printf_does(tmp_path):
+    """oi_vformat (hal/src/oi_hal_core.c), the generated programs' error formatter, against the C
+    library's vsnprintf: each conversion the messages use, the extremes of int and unsigned long
+    long, cuts to a small buffer, and %p as 0x and hex digits."""
+    (tmp_path / "main.c").write_text(FORMAT_HARNESS)
+    exe = tmp_path / "format"
+    subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-format", "-I",
+                    str(hal_dir() / "include"), str(tmp_path / "main.c"), *hal_sources("baremetal"), "-o", str(exe)],
+                   check=True)
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    *pairs, pointer = lines
+    for line in pairs[:-1]:
+        ours, libc = line.split("|")
+        assert ours == libc
+    assert pairs[-1].split("|")[0] == pointer

@@ -6,14 +6,13 @@
 #include "cache_window_slice.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "oi_numeric.h"
 #include "cache_window_slice_kernels.h"
 
-#if OI_HAL_ABI_VERSION != 6
-#error "cache_window_slice was generated for HAL ABI 6"
+#if OI_HAL_ABI_VERSION != 7
+#error "cache_window_slice was generated for HAL ABI 7"
 #endif
 /* A frame: the variables one thread of execution sees. Entry runs in m->entry; each yield/await
  * consumer runs in its own frame, on snapshots of the yielded variables. */
@@ -118,12 +117,15 @@ static const int bindable_var[5] = { OI_CACHE_WINDOW_SLICE_VAR_x, OI_CACHE_WINDO
 static const size_t bindable_bytes[5] = { 32u, 4u, 4u, 4u, 4u };
 static const size_t bindable_align[5] = { 4u, 4u, 4u, 4u, 4u };
 
-/* Writes the error message, cut to the buffer's size: the names and locations in a message are
- * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
+/* Writes the error message, cut to the buffer's size (the names and locations in a message are
+ * unbounded), with the HAL's formatter: a C library's is kilobytes of a microcontroller's flash. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
 static void set_error(oi_cache_window_slice *m, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
-    vsnprintf(m->error, sizeof m->error, fmt, args);
+    oi_vformat(m->error, sizeof m->error, fmt, args);
     va_end(args);
 }
 

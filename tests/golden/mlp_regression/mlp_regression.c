@@ -6,14 +6,13 @@
 #include "mlp_regression.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "oi_numeric.h"
 #include "mlp_regression_kernels.h"
 
-#if OI_HAL_ABI_VERSION != 6
-#error "mlp_regression was generated for HAL ABI 6"
+#if OI_HAL_ABI_VERSION != 7
+#error "mlp_regression was generated for HAL ABI 7"
 #endif
 /* A frame: the variables one thread of execution sees. Entry runs in m->entry; each yield/await
  * consumer runs in its own frame, on snapshots of the yielded variables. */
@@ -89,12 +88,15 @@ static const int bindable_var[3] = { OI_MLP_REGRESSION_VAR_x, OI_MLP_REGRESSION_
 static const size_t bindable_bytes[3] = { 256u, 512u, 128u };
 static const size_t bindable_align[3] = { 4u, 4u, 4u };
 
-/* Writes the error message, cut to the buffer's size: the names and locations in a message are
- * unbounded (a cut is intended, which GCC's -Wformat-truncation flags in a direct snprintf). */
+/* Writes the error message, cut to the buffer's size (the names and locations in a message are
+ * unbounded), with the HAL's formatter: a C library's is kilobytes of a microcontroller's flash. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
 static void set_error(oi_mlp_regression *m, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
-    vsnprintf(m->error, sizeof m->error, fmt, args);
+    oi_vformat(m->error, sizeof m->error, fmt, args);
     va_end(args);
 }
 
