@@ -93,13 +93,7 @@ class Emulation:
                 "-I", str(project), "-I", str(project / "hal" / "include"),
                 str(project / RUNNER_DIR / f"{name}_runner.c"), str(build_dir / f"lib{name}.a"),
                 "-static", "-pthread", "-lm", "-o", str(exe)]
-        try:
-            run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BuildError(f"cannot link the runner of {name}: {exc}") from None
-        if run.returncode != 0:
-            raise BuildError(f"linking the runner of {name} failed (`{shlex.join(argv)}`):\n"
-                             + "\n".join((run.stdout + run.stderr).splitlines()[-30:]))
+        link(argv, f"the runner of {name}")
         return exe
 
     def open(self, runner: Path, model_path: str | None) -> EmulatedLink:
@@ -109,6 +103,17 @@ class Emulation:
         """Which CPU the program met: QEMU's, as QEMU_CPU chooses it."""
         cpu = os.environ.get("QEMU_CPU")
         return f" (the CPU {self.emulator} emulates: " + (f"QEMU_CPU={cpu})" if cpu else "its default)")
+
+
+def link(argv: list[str], what: str) -> None:
+    """Runs the compiler that links `what`; BuildError with its last lines when it fails."""
+    try:
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"cannot link {what}: {exc}") from None
+    if run.returncode != 0:
+        raise BuildError(f"linking {what} failed (`{shlex.join(argv)}`):\n"
+                         + "\n".join((run.stdout + run.stderr).splitlines()[-30:]))
 
 
 def runner_text(name: str, *, baremetal: bool = False, io_bytes: int = 0) -> bytes:

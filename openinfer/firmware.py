@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
-from .emulate import RUNNER_DIR, EmulatedLink, Emulation, runner_text
-from .errors import BuildError, SimulationError
+from .emulate import RUNNER_DIR, EmulatedLink, Emulation, link, runner_text
+from .errors import SimulationError
 from .synth.program import Program
 from .targets.env import render
 
@@ -110,13 +109,7 @@ class FirmwareEmulation(Emulation):
                 *(["-Wl,--no-relax"] if self.device.architecture.startswith("riscv") else []),
                 str(runner / "firmware_startup.c"), str(runner / f"{name}_runner.c"), str(build_dir / f"lib{name}.a"),
                 "-lm", "-o", str(exe)]
-        try:
-            run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BuildError(f"cannot link the firmware of {name}: {exc}") from None
-        if run.returncode != 0:
-            raise BuildError(f"linking the firmware of {name} failed (`{shlex.join(argv)}`):\n"
-                             + "\n".join((run.stdout + run.stderr).splitlines()[-30:]))
+        link(argv, f"the firmware of {name}")
         return exe
 
     def open(self, runner: Path, model_path: str | None) -> EmulatedLink:
