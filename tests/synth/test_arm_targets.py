@@ -25,12 +25,7 @@ if str(HERE) not in sys.path:
 from conformance.cases import assert_matches  # noqa: E402
 from conformance.oracle import expected  # noqa: E402
 from test_c_conformance import CASES, chunks, run_chunk  # noqa: E402
-from test_examples_targets import EXAMPLES, STEPS  # noqa: E402
-
-from openinfer.compare import compare, table  # noqa: E402
-from openinfer.inputs import outputs_of, random_inputs  # noqa: E402
-from openinfer.reference.executor import Reference  # noqa: E402
-from openinfer.sim import Simulator  # noqa: E402
+from test_examples_targets import EXAMPLES, check_example  # noqa: E402
 
 SLOW = os.environ.get("OI_SLOW") == "1"
 ARM = ("aarch64-generic", "aarch64-neon", "aarch64-v82", "armv7-generic")
@@ -56,20 +51,9 @@ def _runs() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("name", "arch"), _runs())
 def test_example_matches_reference(example, name, arch):
-    model, graph = example(name)
-    ref = Reference(model, graph)
-    ex_ref = ref.make_executor()
-    sim = Simulator(model, graph, arch=arch)
+    sim = check_example(example, name, arch)
     # the Arm descriptors map the weights (preferences.weights_memory): pages a board can drop
     assert "return oi_oinf_map(path, file);" in (Path(sim.project) / f"{name}.c").read_text()
-    ex_sim = sim.make_executor()
-    for step in range(STEPS.get(name, 3)):
-        inputs = random_inputs(ref.bound, 11, step)
-        for ex in (ex_ref, ex_sim):
-            ex.insert(**inputs)
-            ex.run_step()
-        rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in outputs_of(ref.bound)]
-        assert all(r.ok for r in rows), f"{name} on {arch}, step {step}:\n{table(rows)}"
 
 
 def conformance_sample(arch: str) -> list:

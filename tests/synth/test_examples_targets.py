@@ -55,7 +55,7 @@ def _matrix() -> list[tuple[str, str, object]]:
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_matches_reference(example, name, target):
-    _check(example, name, target)
+    check_example(example, name, target)
 
 
 @pytest.mark.parametrize(("name", "target", "toolchain"), _matrix(),
@@ -64,14 +64,17 @@ def test_example_under_the_compiler_matrix(example, name, target, toolchain):
     if toolchain.missing():
         pytest.skip(toolchain.missing())
     with toolchain.active():
-        _check(example, name, target, toolchain.build_options)
+        check_example(example, name, target, toolchain.build_options)
 
 
-def _check(example, name, target, build_options=None):
+def check_example(example, name, target, build_options=None) -> Simulator:
+    """Example `name` built for `target`, stepped beside the reference (fresh inputs each step;
+    a NaN into stability_guard's `bad` branch), every output compared; returns the Simulator."""
     model, graph = example(name)
     ref = Reference(model, graph)
     ex_ref = ref.make_executor()
-    ex_sim = Simulator(model, graph, arch=target, build_options=build_options).make_executor()
+    sim = Simulator(model, graph, arch=target, build_options=build_options)
+    ex_sim = sim.make_executor()
     names = outputs_of(ref.bound)
     for step in range(STEPS.get(name, 3)):
         inputs = random_inputs(ref.bound, 11, step)
@@ -83,3 +86,4 @@ def _check(example, name, target, build_options=None):
             ex.run_step()
         rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in names]
         assert all(r.ok for r in rows), f"{name} on {target}, step {step}:\n{table(rows)}"
+    return sim

@@ -26,13 +26,12 @@ import pytest
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-from test_examples_targets import EXAMPLES, STEPS  # noqa: E402
+from test_examples_targets import EXAMPLES, check_example  # noqa: E402
 
 import openinfer as oi  # noqa: E402
 from openinfer.bisect import bisect  # noqa: E402
-from openinfer.compare import compare, table  # noqa: E402
 from openinfer.errors import SimulationError  # noqa: E402
-from openinfer.inputs import outputs_of, random_inputs  # noqa: E402
+from openinfer.inputs import random_inputs  # noqa: E402
 from openinfer.reference.executor import Reference  # noqa: E402
 from openinfer.sim import Simulator  # noqa: E402
 from openinfer.targets import devices  # noqa: E402
@@ -57,21 +56,10 @@ def sim_cache(tmp_path_factory):
 @pytest.mark.parametrize("arch", MCU)
 @pytest.mark.parametrize("name", EXAMPLES if SLOW else DEFAULT_EXAMPLES)
 def test_example_matches_reference(example, name, arch):
-    model, graph = example(name)
-    ref = Reference(model, graph)
-    ex_ref = ref.make_executor()
-    sim = Simulator(model, graph, arch=arch)
+    sim = check_example(example, name, arch)
     assert sim.library.name == f"{name}_firmware.elf"
     source = (Path(sim.project) / f"{name}.c").read_text() + (Path(sim.project) / "meson.build").read_text()
     assert "pthread" not in source and "static_library(" in source     # no OS under it
-    ex_sim = sim.make_executor()
-    for step in range(STEPS.get(name, 3)):
-        inputs = random_inputs(ref.bound, 11, step)
-        for ex in (ex_ref, ex_sim):
-            ex.insert(**inputs)
-            ex.run_step()
-        rows = [compare(n, ref.bound.vars[n].dtype, ex_ref.fetch(n), ex_sim.fetch(n)) for n in outputs_of(ref.bound)]
-        assert all(r.ok for r in rows), f"{name} on {arch}, step {step}:\n{table(rows)}"
 
 
 @pytest.mark.parametrize("arch", MCU)
