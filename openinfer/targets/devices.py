@@ -163,7 +163,7 @@ class Device:
 
     @property
     def isa(self) -> str:
-        """CPU kernel family name: "avx512", "avx2" or "generic"."""
+        """CPU kernel family name: "avx512", "avx2", "cortex-m", ... or "generic"."""
         return self.family.name
 
     @property

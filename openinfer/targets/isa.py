@@ -85,6 +85,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("neon", "aarch64", frozenset({"asimd"}), 128, ("arm_neon.h",), "arm", "aarch64-neon"),
     Family("v82", "aarch64", frozenset({"asimd", "asimddp", "fphp", "asimdhp"}), 128, ("arm_neon.h",), "arm",
            "aarch64-v82"),
+    # Cortex-M4F / M7 (Armv7E-M with an FPU): scalar kernels, so no feature to require; the
+    # portable width, which every descriptor's cap allows.
+    Family("cortex-m", "armv7e-m", frozenset(), 128, (), "mcu", "cortex-m4"),
 )
 
 
