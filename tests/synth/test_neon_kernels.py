@@ -3,13 +3,14 @@ qemu-aarch64 (openinfer/emulate.py; natively on an AArch64 machine): element-wis
 chains with the vector exp / tanh / erf, the f32 GEMM (every microkernel edge: rows and columns one
 short of, at and one past the 8 x 12 tile and its vectors; K across a K slice) and the GEMVs, with
 their epilogues, also over transposed operands (A^T / B^T packed as stored, x @ W^T as the matvec,
-A^T times a column as the vecmat), and the dequantizing GEMV of i8 / u8 / i4 / u4 weights on
-Armv8.0-A and, with SDOT, on Armv8.2-A (also run as a Cortex-A53, which lacks the dot product:
-create() refuses the v8.2 program); softmax, layer_norm, rms_norm and the axis reductions over rows
-of every length around the vector; convolutions (tile, channel-block and vector edges, padding,
-strides, dilation, groups, conv1d, epilogues), pooling and lrn. Every build is -Wall -Wextra
--Werror (the Simulator's, at -O3; the rows, conv and pool kernels also compile at -O2); one graph
-per test keeps the builds few.
+A^T times a column as the vecmat), the GEMVs over f16 / bf16 operands with an f32 accumulator on
+Armv8.0-A and Armv8.2-A (ties, infinities and NaN rounded as the reference), and the dequantizing
+GEMV of i8 / u8 / i4 / u4 weights on Armv8.0-A and, with SDOT, on Armv8.2-A (also run as a
+Cortex-A53, which lacks the dot product: create() refuses the v8.2 program); softmax, layer_norm,
+rms_norm and the axis reductions over rows of every length around the vector; convolutions (tile,
+channel-block and vector edges, padding, strides, dilation, groups, conv1d, epilogues), pooling and
+lrn. Every build is -Wall -Wextra -Werror (the Simulator's, at -O3; the rows, conv and pool kernels
+also compile at -O2); one graph per test keeps the builds few.
 
     OI_SLOW=1   also the Armv8.2-A descriptor for every kernel (default: the v8.2-only ones),
                 and more convolutions (5 x 5, stride 4, four-sided padding, groups)
@@ -338,6 +339,105 @@ def test_matmul_transposed_epilogues(tmp_path, device):
     assert len(fused) == 7 and all(k.op == "matmul" and k.epilogue for k in fused)
     source = next(sim.project.glob("*_kernels.c")).read_text()
     assert source.count("_epi(const") == 7 and "vtrnq_f32" in source
+
+
+#: f16 / bf16 GEMVs with an f32 accumulator (acc=[f32]): name -> (A, B, transposed). Vecmats of
+#: 1-4 rows with N around the 4-lane vector and the 16-column block (3, 5, 15, 16, 17, 63, 129) and
+#: K around the 4-row step (3, 4, 5, 13, 67, 257); matvecs of rows around the 4-row block with K
+#: around the 8-value step (7, 8, 9, 67), x @ W^T for 1-4 rows, A^T times a column, a vecmat over
+#: rows of A^T, one over the pool. `ties`: sums exactly halfway between two halves, and ones that
+#: round to inf (f16's 65520) or are NaN, as the vecmat, the matvec over W^T and the 1-D matvec.
+HALF_GEMVS = {
+    "v1": ((1, 67), (67, 129), ""),
+    "v2": ((2, 3), (3, 15), ""),
+    "v3": ((3, 257), (257, 63), ""),
+    "v4": ((4, 5), (5, 17), ""),
+    "v4_16": ((4, 13), (13, 16), ""),
+    "v1_3": ((1, 4), (4, 3), ""),
+    "v1d": ((127,), (127, 5), ""),
+    "v_pool": ((1, 300), (300, 1031), ""),
+    "mv": ((13, 67), (67, 1), ""),
+    "mv_7": ((3, 7), (7,), ""),
+    "mv_8": ((5, 8), (8,), ""),
+    "mv_9": ((4, 9), (9, 1), ""),
+    "t1": ((1, 65), (17, 65), "b"),
+    "t2": ((2, 7), (9, 7), "b"),
+    "t3": ((3, 31), (67, 31), "b"),
+    "t4": ((4, 8), (5, 8), "b"),
+    "ta_col": ((19, 11), (19,), "a"),
+    "ta_rows": ((29, 2), (29, 21), "a"),
+    "ties": ((2, 2), (2, 5), ""),
+    "ties_t": ((2, 2), (5, 2), "b"),
+    "ties_mv": ((5, 2), (2,), ""),
+}
+
+
+def _ties(t: str) -> tuple[np.ndarray, np.ndarray]:
+    """([1, 1], 5 columns of B): sums 1 + half an ulp (rounds to even: 1), 1 + 1.5 ulps (rounds up to
+    the even 1 + 2 ulps), f16's 65504 + 16 = 65520 (halfway to 65536: inf) and 65504 + 15 (65504),
+    a NaN; bf16 (no sum overflows it from these inputs): an inf, and inf + -inf (NaN)."""
+    ulp = 2.0 ** (-10 if t == "f16" else -7)
+    big = [65504.0, 65504.0] if t == "f16" else [np.inf, np.inf]
+    b = np.array([[1.0, 1.0, big[0], big[1], np.nan],
+                  [ulp / 2, 1.5 * ulp, 16.0 if t == "f16" else 1.0, 15.0 if t == "f16" else -np.inf, 1.0]],
+                 np.float32)
+    expect = np.array([1.0, 1.0 + 2 * ulp, np.inf, 65504.0 if t == "f16" else np.nan, np.nan], np.float32)
+    return b, expect
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
+@pytest.mark.parametrize("device", ("aarch64-neon", "aarch64-v82"))
+def test_half_gemv(tmp_path, device):
+    """f16 / bf16 operands with an f32 accumulator take the NEON GEMVs (widened as loaded, rounded
+    once as stored) on Armv8.0-A and Armv8.2-A; without an accumulator, and the GEMM shapes, the
+    portable kernel. Special values (inf, NaN) in operands; the ties round as the reference does,
+    bit for bit."""
+    rng = np.random.default_rng(21)
+    decl, vol, body, inputs, exact = [], [], [], {}, {}
+    for t in ("f16", "bf16"):
+        for name, (sa, sb, tr) in HALF_GEMVS.items():
+            a = rng.uniform(-2, 2, sa).astype(np.float32)
+            b = rng.uniform(-2, 2, sb).astype(np.float32)
+            if name.startswith("ties"):
+                bt, want = _ties(t)
+                if name == "ties_mv":       # the rows of A as B's columns: the same five sums
+                    a, b, exact[f"{name}_{t}"] = bt.T.copy(), np.ones(2, np.float32), want
+                else:                       # both rows of A are [1, 1]
+                    a, b, exact[f"{name}_{t}"] = np.ones(sa, np.float32), bt.T.copy() if tr else bt, np.tile(want, 2)
+            elif name in ("v1", "mv", "t3"):
+                a.flat[3], b.flat[5] = np.inf, -np.inf          # an inf row and column, NaN where they meet
+                (b if name == "v1" else a).flat[-1] = np.nan    # a NaN column (v1) or row of the product
+            am = np.swapaxes(a, -1, -2) if "a" in tr else a
+            bm = np.swapaxes(b, -1, -2) if "b" in tr else b
+            inputs[f"{name}_a_{t}"], inputs[f"{name}_b_{t}"] = a, b
+            decl += [f"{name}_a_{t}: {t}[{', '.join(map(str, sa))}];", f"{name}_b_{t}: {t}[{', '.join(map(str, sb))}];"]
+            vol.append(f"{name}_{t}: {t}[{', '.join(map(str, _out_shape(am.shape, bm.shape)))}];")
+            attrs = "".join(f", transpose_{x}=true" for x in tr)
+            body.append(f"  op matmul({name}_a_{t}, {name}_b_{t}, acc=[f32]{attrs}) >> {name}_{t};\n")
+        # portable: no f32 accumulator (rounds after every add), and the GEMM's shape
+        for out, acc, sa, sb in (("seq", "", (1, 9), (9, 7)), ("gemm", ", acc=[f32]", (9, 9), (9, 13))):
+            inputs[f"{out}_a_{t}"] = rng.uniform(-2, 2, sa).astype(np.float32)
+            inputs[f"{out}_b_{t}"] = rng.uniform(-2, 2, sb).astype(np.float32)
+            decl += [f"{out}_a_{t}: {t}[{', '.join(map(str, sa))}];", f"{out}_b_{t}: {t}[{', '.join(map(str, sb))}];"]
+            vol.append(f"{out}_{t}: {t}[{sa[0]}, {sb[1]}];")
+            body.append(f"  op matmul({out}_a_{t}, {out}_b_{t}{acc}) >> {out}_{t};\n")
+    text = (f"dynamic {{ {' '.join(decl)} }}\nvolatile {{ {' '.join(vol)} }}\n"
+            f"block entry {{\n{''.join(body)}  return;\n}}\n")
+    outs = [v.split(":")[0] for v in vol]
+    sim = run(tmp_path, device, text, {}, inputs, outs, threads=("1", "2"))
+    source = next(sim.project.glob("*_kernels.c")).read_text()
+    kernels = sim.program.kernels
+    neon = [k for i, k in enumerate(kernels) if f"_k{i}_matmul_units" in source]
+    # every acc=[f32] GEMV shape is a NEON kernel; the two portable ones per dtype are not
+    assert len(neon) == 2 * len(HALF_GEMVS) and len(kernels) == len(neon) + 4
+    assert "oiv_load_f16(" in source and "oiv_load_bf16(" in source and "oiv_store_bf16_n(" in source
+    ex = sim.make_executor()
+    ex.insert(**inputs)
+    ex.run_step()
+    for name, want in exact.items():
+        got = np.asarray(ex.fetch(name), np.float32).reshape(-1)
+        assert np.array_equal(got, want, equal_nan=True), (name, got, want)
 
 
 #: lrn (templates/arm/lrn.c.j2): name -> (x, attributes). Planes of every size around the 4-lane

@@ -12,7 +12,10 @@ The emitters reuse the x86 wing's decisions where they are ISA-neutral (the elem
 work units, the matmul problem and the GEMM blocking, the pool thresholds); the templates are
 NEON's own. Covered (f32): element-wise ops and fused chains (same shape, bias and per-row
 broadcasts, in place, vector exp / tanh / erf), matmul (packed GEMM with an 8 x 12 register-blocked
-microkernel using FMLA by lane, the vecmat and matvec GEMVs; transposed operands read as stored:
+microkernel using FMLA by lane, the vecmat and matvec GEMVs, which also take f16 / bf16 operands
+with an f32 accumulator and no epilogue (widened as loaded: f16 by FCVTL, baseline AArch64, bf16 by
+a 16-bit shift; the f32 sums rounded once as stored, by oi_numeric.h's helpers; the GEMM stays f32,
+as the x86 wing's); transposed operands read as stored:
 the GEMM's packs read A^T / B^T, B^T four rows at a time transposed in registers, a few rows times
 B^T are the matvec over B's stored rows, A^T times a column the vecmat of the column, a vecmat's
 rows of A^T read with A's row stride) with element-wise epilogues, dequant_matmul of f32 x with i8
@@ -242,10 +245,14 @@ def _sections(epi: dict | None, *sections: str) -> tuple[str, ...]:
 # ---------------------------------------------------------------------------------------- matmul
 
 def _matmul(r: type[NeonRenderer] | NeonRenderer, device, req: KernelRequest) -> MatmulProblem | None:
-    """The request as the NEON matmul kernels see it: f32, operands maybe transposed (`ta` / `tb`,
-    read as stored); None for any other. M, N and K may be run-time extents (`matmul_problem`)."""
-    mm = matmul_problem(r, device, req)
-    return mm if mm is not None and mm.dtype == "f32" else None
+    """The request as the NEON matmul kernels see it: f32, or f16 / bf16 with an f32 accumulator
+    on the GEMV paths (as the x86 wing's: the GEMM stays f32), operands maybe transposed (`ta` /
+    `tb`, read as stored); None for any other. M, N and K may be run-time extents
+    (`matmul_problem`). f16 widens with FCVTL, baseline AArch64 (no feature to ask for)."""
+    mm = matmul_problem(r, device, req, widens_f16=True)
+    if mm is None or (mm.dtype != "f32" and not (mm.gemv and req.epilogue is None)):
+        return None     # (a half product's epilogue would be a half chain, which `_epilogue` refuses)
+    return mm
 
 
 @emitter("matmul")
@@ -261,7 +268,7 @@ def _matmul_kernel(r: NeonRenderer, req: KernelRequest, name: str) -> str | None
     m, n, k, nbatch = mm.m, mm.n, mm.k, mm.nbatch
     epi = _epilogue(req)
     parallel = capacity(nbatch * m * n * k) >= _PAR_MACS
-    sections = _sections(epi, "core")
+    sections = _sections(epi, "core") if mm.dtype == "f32" else ("core", mm.dtype)
     if mm.gemv:
         return _gemv(r, req, name, mm, epi, sections, parallel)
     mr, nv, lanes = r.gemm_mr, r.gemm_nv, r.vec.lanes
@@ -294,8 +301,11 @@ def _gemv(r: NeonRenderer, req: KernelRequest, name: str, mm: MatmulProblem, epi
     A^T times a column is the vecmat of the column (as one row) and A as stored [k, m]; a few rows
     times B^T are dot products with B's stored rows (the matvec, each block of B's rows dotted
     with every row of A while it is in L1); a vecmat over rows of A^T reads them with A's row
-    stride. Run-time rows of a vecmat: a unit kernel for each row count up to their bound."""
+    stride. Run-time rows of a vecmat: a unit kernel for each row count up to their bound.
+    f16 / bf16 operands (`dtype`) widen to f32 as they are loaded and their sums round once as
+    they are stored (oi_numeric.h's rounding, the reference's f32 matmul then store)."""
     m, n, k, nbatch, offsets, ta = mm.m, mm.n, mm.k, mm.nbatch, mm.offsets, mm.ta
+    esize = 4 if mm.dtype == "f32" else 2       # bytes of an element streamed from memory
     # swap: the kernel's first operand (`a` in the template) is the matmul's b
     swap = (n == 1 and ta) or mm.tb
     if swap:
@@ -303,18 +313,18 @@ def _gemv(r: NeonRenderer, req: KernelRequest, name: str, mm: MatmulProblem, epi
     if n == 1 and ta:
         # out[i] = sum_k a[k, i] b[k]: the vecmat of b (one row) and a as stored ([k, m])
         m, n, ta = 1, m, False
-    common = {"m": m, "n": n, "k": k, "epi": epi, "sizes": req.sizes, "swap": swap, **offsets}
+    common = {"m": m, "n": n, "k": k, "epi": epi, "sizes": req.sizes, "swap": swap, "dtype": mm.dtype, **offsets}
     if n == 1 or mm.tb:
         # the matrix (a, or b as stored [n, k]) has `mrows` rows along K, dotted with `vecs` vectors
         mrows, vecs = (m, 1) if n == 1 else (n, m)
-        parallel = parallel or nbatch * capacity(mrows * k) * 4 >= _PAR_STREAM_BYTES
+        parallel = parallel or nbatch * capacity(mrows * k) * esize >= _PAR_STREAM_BYTES
         want = 2 * r.device.threads if parallel else 1
         rb = round_up(-(-capacity(mrows) // want), _MATVEC_RB)
         nunits = -(-mrows // rb)
         return r.render("gemv.c.j2", req, name, sections, kind="matvec", rb=rb, mrows=mrows, vecs=vecs,
                         nunits=nunits, units=nbatch * nunits, parallel=parallel and capacity(nbatch * nunits) > 1,
                         **common)
-    parallel = parallel or nbatch * capacity(k * n) * 4 >= _PAR_STREAM_BYTES
+    parallel = parallel or nbatch * capacity(k * n) * esize >= _PAR_STREAM_BYTES
     want = 2 * r.device.threads if parallel else 1
     cw = round_up(-(-capacity(n) // want), _VECMAT_NB)
     nunits = -(-n // cw)

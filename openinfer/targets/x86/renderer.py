@@ -439,13 +439,17 @@ class MatmulProblem:
         return not self.gemv and self.n != 1 and self.dtype == "f32"
 
 
-def matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest) -> MatmulProblem | None:
+def matmul_problem(r: type[Avx2Renderer] | Avx2Renderer, device, req: KernelRequest,
+                   widens_f16: bool = False) -> MatmulProblem | None:
     """The request as the matmul kernels see it, None where none covers it: other dtypes, an
-    empty product, a dynamic count of products that share no B (M, N and K may be dynamic)."""
+    empty product, a dynamic count of products that share no B (M, N and K may be dynamic).
+    widens_f16: the caller's kernels convert f16 to f32 whatever the device's features (AArch64's
+    baseline FCVTL); here F16C or AVX-512 does."""
     dtype = common_dtype(req)
     if dtype not in ("f32", "f16", "bf16"):
         return None
-    if dtype != "f32" and not (req.acc and (dtype == "bf16" or "f16c" in device.features or r.vec.bits == 512)):
+    f16 = widens_f16 or "f16c" in device.features or r.vec.bits == 512
+    if dtype != "f32" and not (req.acc and (dtype == "bf16" or f16)):
         return None       # f16 / bf16 without an f32 accumulator rounds after every add: portable C
     a, b = req.own_inputs
     ta, tb = bool(req.attr("transpose_a")), bool(req.attr("transpose_b"))
