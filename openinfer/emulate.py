@@ -62,16 +62,11 @@ class Emulation:
 
     @classmethod
     def of(cls, device: Device) -> Emulation:
-        """The emulation of `device` (a firmware under system emulation for a bare-metal one:
-        openinfer/firmware.py); SimulationError, one line naming the Debian packages, when a tool
-        is missing."""
+        """The emulation of `device` (a bare-metal one's is openinfer/firmware.py's subclass);
+        SimulationError, one line naming the Debian packages, when a tool is missing."""
         problem = unavailable(device)
         if problem:
             raise SimulationError(problem)
-        if device.bare_metal:
-            from .firmware import FirmwareEmulation
-
-            cls = FirmwareEmulation
         return cls(device, c_compiler(device.toolchain.compiler), device.toolchain.emulator)
 
     def runner_files(self, program: Program) -> dict[str, bytes]:

@@ -28,6 +28,7 @@ from .cross import is_foreign
 from .dims import shape_sizevars
 from .emulate import Emulation
 from .errors import ExecutionError, SimulationError
+from .firmware import FirmwareEmulation
 from .ir import nodes as ir
 from .ir.bind import rebind
 from .ir.describe import describe
@@ -72,7 +73,9 @@ class Simulator:
         synthesizer = Synthesizer.from_arch(arch)
         device = synthesizer.device
         #: how this machine runs a program of another architecture (None: in this process)
-        self.emulation = Emulation.of(device) if is_foreign(device) else None
+        self.emulation = None
+        if is_foreign(device):      # a bare-metal program runs in a firmware under system emulation
+            self.emulation = (FirmwareEmulation if device.bare_metal else Emulation).of(device)
         missing = device.missing_on_host() if self.emulation is None else []
         if missing:     # refused before anything is built or loaded: its code would die with SIGILL here
             raise SimulationError(f"cannot run code for {device.name} ({Path(str(arch)).stem}) on this "

@@ -90,7 +90,7 @@ SLOW_CROSS_TARGETS = ("cortex-m7", "cortex-m33", "riscv32-imac")
 
 
 def arm_plan(target: str, slow: bool) -> list[SweepCase]:
-    """The cases an Arm target takes: a deterministic sixteenth, the first case of every op and
+    """The cases an Arm target takes: a deterministic sixty-fourth, the first case of every op and
     fused path, and every case of the fused paths its kernel family renders (`slow`: every case).
     Each program runs under emulation, some 10x slower to build and run than the host's."""
     from compilers import sampled
@@ -99,7 +99,7 @@ def arm_plan(target: str, slow: bool) -> list[SweepCase]:
 
     if slow:
         return list(catalogue())
-    return share(catalogue(), lambda c: sampled(c.id, target, every=16), devices.load(target).isa)
+    return share(catalogue(), lambda c: sampled(c.id, target, every=64), devices.load(target).isa)
 
 
 def vulkan_plan(slow: bool) -> list[SweepCase]:

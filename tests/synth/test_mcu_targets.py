@@ -53,8 +53,15 @@ def sim_cache(tmp_path_factory):
         yield
 
 
-@pytest.mark.parametrize("arch", MCU)
-@pytest.mark.parametrize("name", EXAMPLES if SLOW else DEFAULT_EXAMPLES)
+def _example_runs() -> list[tuple[str, str]]:
+    """(example, core): every pair with OI_SLOW=1; else the default examples shared out over the
+    default cores, two each."""
+    if SLOW:
+        return [(name, arch) for name in EXAMPLES for arch in MCU]
+    return [(name, MCU[i % len(MCU)]) for i, name in enumerate(DEFAULT_EXAMPLES)]
+
+
+@pytest.mark.parametrize(("name", "arch"), _example_runs())
 def test_example_matches_reference(example, name, arch):
     sim = check_example(example, name, arch)
     assert sim.library.name == f"{name}_firmware.elf"
@@ -94,7 +101,7 @@ DOUBLE_SYMBOLS = re.compile(r"^(__aeabi_d\w+|__aeabi_f2d|__aeabi_d2f|__\w*df\d|(
                             r"hypot)$)")
 
 
-@pytest.mark.parametrize("arch", MCU)
+@pytest.mark.parametrize("arch", MCU if SLOW else ("cortex-m4",))
 @pytest.mark.parametrize("name", ["encoder", "decoder"])
 def test_flagship_models_match_and_keep_to_single_precision(tmp_path, name, arch):
     """The BERT-shaped encoder (GELU's erf) and the decoder (rope's angles) on each core: they

@@ -387,7 +387,7 @@ def _ties(t: str) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
 @pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
-@pytest.mark.parametrize("device", ("aarch64-neon", "aarch64-v82"))
+@pytest.mark.parametrize("device", DEVICES)
 def test_half_gemv(tmp_path, device):
     """f16 / bf16 operands with an f32 accumulator take the NEON GEMVs (widened as loaded, rounded
     once as stored) on Armv8.0-A and Armv8.2-A; without an accumulator, and the GEMM shapes, the
