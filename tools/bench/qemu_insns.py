@@ -150,8 +150,9 @@ def main() -> None:
     print(f"{'case':16} " + " ".join(f"{a:>16}" for a in args.arch) + "   (guest instructions per step)")
     for case, row in results.items():
         line = f"{case:16} " + " ".join(f"{row[a]:>16,}" for a in args.arch)
-        if case in FMA_BOUND:
-            line += "   FMA bound " + ", ".join(f"{a}: {row[a] / FMA_BOUND[case]:.2f}x" for a in args.arch)
+        neon = [a for a in args.arch if not devices.load(a).bare_metal]   # (a microcontroller's: per MAC)
+        if case in FMA_BOUND and neon:
+            line += "   FMA bound " + ", ".join(f"{a}: {row[a] / FMA_BOUND[case]:.2f}x" for a in neon)
         if case in MACS:
             line += "   per MAC " + ", ".join(f"{a}: {row[a] / MACS[case]:.2f}" for a in args.arch)
         print(line)

@@ -7,8 +7,10 @@ W, the FMA, address and loop arithmetic). `CortexMRenderer` overrides `CRenderer
 as the NEON wing's renderer does: the small f32 vecmat (x[M <= 4, K] @ W[K, N], an MLP's or a
 decoder's GEMV) gets a register-blocked kernel (templates/mcu/vecmat.c.j2) that keeps M x NB sums
 in s-registers for all of K and loads NB consecutive weights of a row of W with one VLDMIA
-(inline assembly: GCC never merges scalar float loads into VLDM); any other request takes the
-portable kernel.
+(inline assembly: GCC never merges scalar float loads into VLDM); a larger f32 matmul, a GEMM
+(templates/mcu/gemm.c.j2) whose 4 x 4 blocks keep their sums in s16-s31 and load two k steps of
+a row of A, and of the block's columns of B, a VLDMIA each. Any other request takes the portable
+kernel.
 """
 
 from __future__ import annotations
@@ -50,19 +52,29 @@ _VECMAT_BLOCKING = {1: (8, 4), 2: (6, 1), 3: (4, 1), 4: (2, 1)}
 
 
 @emitter("matmul")
-def _vecmat(r: CortexMRenderer, req: KernelRequest, name: str) -> str | None:
-    """f32 x[M, K] @ W[K, N], M <= 4 (a decoder's few tokens), static sizes, neither operand transposed, no
-    batch; None for any other request (the portable kernel)."""
+def _matmul(r: CortexMRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 a[M, K] @ b[K, N], static sizes, neither operand transposed, no batch: the vecmat for M <= 4
+    (a decoder's few tokens), the 4 x 4 register-blocked GEMM above (its last M % 4 rows the
+    vecmat's); None for any other request (the portable kernel)."""
     if len(req.inputs) != 2 or req.mode != "normal" or req.aliased:
         return None
-    (x, w), out = req.inputs, req.output
-    if any(t.dtype.name != "f32" for t in (x, w, out)) or len(x.shape) != 2 or len(w.shape) != 2:
+    (a, b), out = req.inputs, req.output
+    if any(t.dtype.name != "f32" for t in (a, b, out)) or len(a.shape) != 2 or len(b.shape) != 2:
         return None
-    if req.attr("transpose_a") or req.attr("transpose_b") or any(isinstance(d, Dim) for d in x.shape + w.shape):
+    if req.attr("transpose_a") or req.attr("transpose_b") or any(isinstance(d, Dim) for d in a.shape + b.shape):
         return None
-    (m, k), n = x.shape, w.shape[1]
-    if m not in _VECMAT_BLOCKING or 0 in (k, n):
+    (m, k), n = a.shape, b.shape[1]
+    if 0 in (m, k, n):
         return None
+    if m in _VECMAT_BLOCKING:
+        return _vecmat(prototype(req, name), m, k, n)
+    rows = m % 4
+    tail = (_vecmat(f"static oi_status {name}_rows(const oi_kctx *ctx, const float *restrict in0, "
+                    f"const float *restrict in1, float *restrict out)", rows, k, n) if rows else "")
+    return render("mcu/gemm.c.j2", name=name, proto=prototype(req, name), m=m, k=k, n=n, tail=tail)
+
+
+def _vecmat(proto: str, m: int, k: int, n: int) -> str:
+    """The vecmat of x[m, k] @ W[k, n] as a function of prototype `proto`."""
     nb, u = _VECMAT_BLOCKING[m]
-    return render("mcu/vecmat.c.j2", name=name, proto=prototype(req, name), m=m, k=k, n=n, nb=nb, u=u,
-                  n_full=n - n % nb)
+    return render("mcu/vecmat.c.j2", proto=proto, m=m, k=k, n=n, nb=nb, u=u, n_full=n - n % nb)
