@@ -136,6 +136,11 @@ oi_status oi_oinf_tensor_at(const oi_oinf *file, uint32_t index, oi_oinf_tensor 
 oi_status oi_oinf_require(const oi_oinf *file, const char *name, uint32_t dtype, uint64_t nbytes,
                           const void **data);
 
+/* The value of environment variable `name`, or NULL when it is unset or there is no environment
+ * (the bare-metal HAL: a firmware has none, and getenv would link newlib's environment code). The
+ * core reads its settings through it (OI_HOST_ISA, OI_STREAM_PREFETCH). */
+const char *oi_env(const char *name);
+
 /* ------------------------------------------------------------------------------------------
  * Time and tracing.
  * ---------------------------------------------------------------------------------------- */

@@ -140,6 +140,10 @@ void oi_oinf_close(oi_oinf *f) {
 #endif
     memset(f, 0, sizeof *f);
 }
+/* ------------------------------------------------------------------------------------------ environment */
+
+const char *oi_env(const char *name) { return getenv(name); }
+
 /* ------------------------------------------------------------------------------------------ time */
 
 uint64_t oi_now_ns(void) {

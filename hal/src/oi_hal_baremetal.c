@@ -11,6 +11,7 @@
  *     has no heap to take from and returns NULL, so `NAME_create()` fails with
  *     OI_ERR_OUT_OF_MEMORY instead of pulling malloc into the image.
  *   - files: none; oi_oinf_open / oi_oinf_map fail with OI_ERR_IO (use the image in memory).
+ *   - environment: none; oi_env() is NULL, so OI_HOST_ISA and the like are unset.
  *   - time: oi_now_ns() is the user's clock (oi_set_clock), else 0: a trace then reports zero
  *     durations, its node order and values stay exact.
  *   - threads: one. The pool is absent (NULL): parallel_for runs its whole range on the caller,
@@ -31,6 +32,13 @@ void *oi_aligned_alloc(size_t bytes) {
 }
 
 void oi_aligned_free(void *ptr) { (void)ptr; }
+
+/* ------------------------------------------------------------------------------------------ environment */
+
+const char *oi_env(const char *name) {
+    (void)name;
+    return NULL;
+}
 
 /* ------------------------------------------------------------------------------------------ .oinf files */
 

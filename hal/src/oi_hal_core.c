@@ -1,14 +1,16 @@
 /*
  * oi_hal_core.c — what every CPU HAL shares, with no operating system under it: status strings,
- * the bounds-checked .oinf reader over memory, and the CPU feature check. It needs only the C
- * library's string functions, so a bare-metal program (oi_hal_baremetal.c) links it as a Linux
- * one (oi_hal.c) does; those files add what an OS provides (allocation, files, clock, threads).
+ * the bounds-checked .oinf reader over memory, and the CPU feature check. It needs only memcpy,
+ * memset and memcmp of the C library, so a bare-metal program (oi_hal_baremetal.c) links it as a
+ * Linux one (oi_hal.c) does; those files add what an OS provides (allocation, files, clock,
+ * threads, the environment). It neither divides 64-bit integers nor calls the C library's
+ * string functions: on a 32-bit microcontroller each is hundreds of bytes of flash (a 64-bit
+ * division 700 B, newlib's strcmp 732 B) for what a few lines here do.
  * See oi_hal.h for the contract of each function.
  */
 #include "oi_hal.h"
 
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>           /* getauxval(): the CPU features Linux reports (oi_cpu_detect) */
@@ -42,14 +44,30 @@ static void put_char(char *buf, size_t cap, size_t *out, char c) {
     if (*out + 1 < cap) buf[(*out)++] = c;
 }
 
+/* v in base 10 or 16, without a division (see the top of the file): hexadecimal digits by shifts,
+ * a decimal digit by counting subtractions of its power of ten (at most 9). */
 static void put_unsigned(char *buf, size_t cap, size_t *out, unsigned long long v, unsigned base) {
-    char digits[24];
-    int n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[v % base];
-        v /= base;
-    } while (v);
-    while (n) put_char(buf, cap, out, digits[--n]);
+    if (base == 16) {
+        int shift = 60;
+        while (shift > 0 && (v >> shift) == 0) shift -= 4;
+        for (; shift >= 0; shift -= 4) put_char(buf, cap, out, "0123456789abcdef"[(v >> shift) & 15u]);
+        return;
+    }
+    static const unsigned long long pow10[20] = {
+        1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
+        1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
+        100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+        1000000000000000000ull, 10000000000000000000ull};
+    int i = 19;
+    while (i > 0 && pow10[i] > v) --i;
+    for (; i >= 0; --i) {
+        char digit = '0';
+        while (v >= pow10[i]) {
+            v -= pow10[i];
+            ++digit;
+        }
+        put_char(buf, cap, out, digit);
+    }
 }
 
 void oi_vformat(char *buf, size_t cap, const char *fmt, va_list args) {
@@ -165,8 +183,8 @@ static int rd_shape(reader *r, uint32_t ndim, uint64_t *dims, uint64_t *numel) {
         if (v == 0) {
             empty = 1;
         } else {
-            if (v > (OINF_MAX_NUMEL - 1u) / nonzero) return 0;
-            nonzero *= v;
+            /* (the builtin: no 64-bit division, see the top of the file) */
+            if (__builtin_mul_overflow(nonzero, v, &nonzero) || nonzero >= OINF_MAX_NUMEL) return 0;
         }
     }
     *numel = empty ? 0 : nonzero;
@@ -386,7 +404,7 @@ static int next_blob(const oi_oinf *f, blob_walk *w, uint64_t *off, uint64_t *n)
 
 /* Whether no two blobs share a byte. Blobs laid out in walk order (as the writer lays them out)
  * take one pass; another layout is compared pairwise, without allocating. */
-static int blobs_disjoint(const oi_oinf *f, uint64_t off_metadata, uint32_t n_metadata) {
+__attribute__((noinline)) static int blobs_disjoint(const oi_oinf *f, uint64_t off_metadata, uint32_t n_metadata) {
     blob_walk a = blob_walk_start(f, off_metadata, n_metadata);
     uint64_t off = 0, n = 0, end = 0, count = 0;
     int in_order = 1;
@@ -415,7 +433,9 @@ static uint64_t tensor_numel(const oi_oinf_tensor *t) {
     return numel;
 }
 
-static oi_status parse(oi_oinf *f) {
+/* Validates the header and every table entry of f's image; where the metadata table starts and its
+ * entries, for blobs_disjoint. */
+__attribute__((noinline)) static oi_status parse(oi_oinf *f, uint64_t *metadata_at, uint32_t *metadata_count) {
     const uint8_t *b = f->base;
     uint64_t size = f->size;
     if (size < 72 || memcmp(b, "OINF\0", 5) != 0) return OI_ERR_MODEL_FORMAT;
@@ -472,9 +492,10 @@ static oi_status parse(oi_oinf *f) {
     }
     if (!names_distinct(f, TABLE_SIZEVARS, off_sizevars, off_metadata, n_sizevars) ||
         !names_distinct(f, TABLE_METADATA, off_metadata, off_tensors, n_metadata) ||
-        !names_distinct(f, TABLE_TENSORS, off_tensors, off_data, n_tensors) ||
-        !blobs_disjoint(f, off_metadata, n_metadata))
+        !names_distinct(f, TABLE_TENSORS, off_tensors, off_data, n_tensors))
         return OI_ERR_MODEL_FORMAT;
+    *metadata_at = off_metadata;
+    *metadata_count = n_metadata;
     return OI_OK;
 }
 
@@ -486,7 +507,13 @@ oi_status oi_oinf_open_memory(const void *image, uint64_t size, oi_oinf *out) {
     memset(out, 0, sizeof *out);
     out->base = image;
     out->size = size;
-    oi_status st = parse(out);
+    /* parse and blobs_disjoint are called one after the other, neither inlined, so that their
+     * stack frames (entries, two blob walks) are never on the stack together: a microcontroller's
+     * stack holds the deepest path of create_in (openinfer/footprint.py), and this is it */
+    uint64_t metadata_at = 0;
+    uint32_t metadata_count = 0;
+    oi_status st = parse(out, &metadata_at, &metadata_count);
+    if (st == OI_OK && !blobs_disjoint(out, metadata_at, metadata_count)) st = OI_ERR_MODEL_FORMAT;
     if (st != OI_OK) oi_oinf_close(out);
     return st;
 }
@@ -519,13 +546,21 @@ static oi_status quant_part(const oi_oinf_tensor *t, int zero_points, uint32_t d
     return OI_OK;
 }
 
+/* Whether the NUL-terminated strings a and b are equal (not strcmp: see the top of the file). */
+static int str_eq(const char *a, const char *b) {
+    while (*a && *a == *b) ++a, ++b;
+    return *a == *b;
+}
+
 oi_status oi_oinf_require(const oi_oinf *f, const char *name, uint32_t dtype, uint64_t nbytes, const void **data) {
-    size_t n = strlen(name);
+    const char *hash = NULL;             /* the last '#' of name: what follows names a part */
+    size_t n = 0;
+    for (; name[n]; ++n)
+        if (name[n] == '#') hash = name + n;
     int part = -1;                       /* -1: a tensor, 0: its scales, 1: its zero points */
-    const char *hash = strrchr(name, '#');
     if (hash) {
-        if (strcmp(hash, "#scale") == 0) part = 0;
-        else if (strcmp(hash, "#zero_point") == 0) part = 1;
+        if (str_eq(hash, "#scale")) part = 0;
+        else if (str_eq(hash, "#zero_point")) part = 1;
         else return OI_ERR_MODEL_MISMATCH;
         n = (size_t)(hash - name);
     }
@@ -631,11 +666,11 @@ OI_BASELINE static uint32_t oi_cpu_cap_mask(const char *cap) {
     const size_t count = sizeof families / sizeof families[0];
     size_t last = 0;
     for (size_t i = 0; i < count; i++)
-        if (strcmp(cap, families[i]) == 0) last = i;
+        if (str_eq(cap, families[i])) last = i;
     uint32_t mask = 0;
     for (size_t i = 0; i <= last; i++) {
 #define OI_IN_FAMILY(bit, name, family, leaf, sub, reg, cpuid_bit, state, auxv, auxv_bit) \
-        if (strcmp(family, families[i]) == 0) mask |= (bit);
+        if (str_eq(family, families[i])) mask |= (bit);
         OI_CPU_FEATURE_TABLE(OI_IN_FAMILY)
 #undef OI_IN_FAMILY
     }
@@ -644,7 +679,7 @@ OI_BASELINE static uint32_t oi_cpu_cap_mask(const char *cap) {
 
 OI_BASELINE uint32_t oi_cpu_features(void) {
     uint32_t features = oi_cpu_detect();
-    const char *cap = getenv("OI_HOST_ISA");
+    const char *cap = oi_env("OI_HOST_ISA");
     if (!cap || !*cap) return features;
     return features & oi_cpu_cap_mask(cap);
 }
@@ -654,8 +689,8 @@ OI_BASELINE int oi_cpu_stream_prefetch(void) {
     static atomic_int decided = -1;
     int on = atomic_load_explicit(&decided, memory_order_relaxed);
     if (on >= 0) return on;
-    const char *env = getenv("OI_STREAM_PREFETCH");
-    if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) on = env[0] == '1';
+    const char *env = oi_env("OI_STREAM_PREFETCH");
+    if (env && (str_eq(env, "0") || str_eq(env, "1"))) on = env[0] == '1';
     else on = oi_cpu_is_amd() && (oi_cpu_features() & OI_CPU_AVX512F) != 0;
     atomic_store_explicit(&decided, on, memory_order_relaxed);
     return on;

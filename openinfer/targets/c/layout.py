@@ -49,7 +49,7 @@ def context_bytes(ctx: dict, pointer: int) -> int:
     fields += [array(len(d["shape"]), u64) for d in ctx["dynamic_vars"]]
     fields += [u64] * len(ctx["sizes"])
     fields += [(ctx["inputs_bytes"], 1), array(max(1, len(ctx["bindables"])), ptr)]
-    fields += [int32, ptr, ptr, (384, 1)]                                   # pending, hook, hook_user, error
+    fields += [int32, ptr, ptr, (ctx["error_bytes"], 1)]                    # pending, hook, hook_user, error
     if ctx["scratch_bytes"]:
         fields.append((ctx["scratch_bytes"], 64))
     return struct(fields)[0]

@@ -29,6 +29,12 @@ from .kernels import KernelSource, emit_kernel
 from .kernels.common import ctype
 from .layout import context_bytes
 
+#: The context's buffer for the last error message (NAME_error), by whether the target is bare
+#: metal: a message names the node's source location and text and is cut to the buffer, and on a
+#: microcontroller, where the context is RAM out of tens of kilobytes, 128 bytes keep the location
+#: and the start of the node.
+ERROR_BYTES = {False: 384, True: 128}
+
 _KIND_CODES = {"dynamic": 0, "volatile": 1, "constant": 2, "persistent": 3}
 
 
@@ -700,7 +706,7 @@ class CRenderer(HostRenderer):
         # caller's lives in the context object, so CONTEXT_BYTES counts it; a whole number of cache
         # lines, so every worker's (at k * scratch_bytes) starts 64-aligned as the first
         scratch = -(-max([k.scratch for k in kernels] + [0]) // 64) * 64
-        ctx = {**ctx, "scratch_bytes": scratch}
+        ctx = {**ctx, "scratch_bytes": scratch, "error_bytes": ERROR_BYTES[self.device.bare_metal]}
         ctx["context_bytes"] = context_bytes(ctx, self.device.pointer_bytes)
         n = self.p.name
         out = {
