@@ -1,0 +1,82 @@
+"""The Cortex-M wing's Helium kernels: Armv8.1-M (Cortex-M55) with the M-profile Vector Extension
+(MVE) and its floating point, everything else from the portable C wing.
+
+MVE has eight 128-bit Q registers (four f32 lanes; they overlay the FPU's d0-d15), a
+multiply-add of a vector by a scalar held in a general-purpose register (VFMA.F32 Qda, Qn, Rm:
+no broadcast needed), loads with post-increment, and lane predication (VCTP.32 makes a predicate
+of the first n lanes; a predicated load reads no memory in the inactive lanes, so a row's last
+partial vector is loaded and stored in place, with no copy). `HeliumRenderer` overrides
+`CRenderer.kernel()` only, as the NEON wing's renderer does: an op with an emitter here whose
+request it covers gets a kernel rendered from templates/mcu/; any other request takes the
+portable kernel.
+
+Covered (f32, static sizes): matmul x[M, K] @ W[K, N] of any M, the GEMV (M <= 4) and the GEMM
+alike (templates/mcu/helium_matmul.c.j2: register-blocked R x V-vector tiles summed over all of K,
+its inner loop in inline assembly, the reasons there).
+"""
+
+from __future__ import annotations
+
+from ...dims import Dim
+from ...synth.program import KernelRequest
+from ..base import EmitterTable
+from ..c.kernels import KernelSource, prototype
+from ..c.renderer import CRenderer
+from ..env import render
+
+_EMITTERS = EmitterTable()
+emitter = _EMITTERS.emitter
+
+
+class HeliumRenderer(CRenderer):
+    """Armv8.1-M with MVE (integer and floating point): eight Q registers, predicated tails."""
+
+    def kernel(self, req: KernelRequest, name: str) -> KernelSource:
+        emit = _EMITTERS.get(req.op)
+        body = emit(self, req, name) if emit is not None else None
+        return super().kernel(req, name) if body is None else KernelSource(name, prototype(req, name), body)
+
+
+# ---------------------------------------------------------------------------------------- matmul
+
+#: Lanes of a Q register (f32).
+LANES = 4
+#: Rows of x one tile takes: 3 rows x 2 vectors keep 6 Q registers summing and 2 loading B.
+TILE_ROWS = 3
+#: Vectors of columns a tile of R rows sums: R x V = 6 accumulators, the other 2 Q registers hold
+#: the loaded vectors of W (two, so that a load never waits on the multiply-adds of the last one).
+TILE_VECTORS = {1: 6, 2: 3, 3: 2}
+#: k steps per asm statement: two LDRD pairs per row of x, so the loop's branch is shared by 4.
+K_STEPS = 4
+
+
+def _tiles(rows: int, n: int) -> list[tuple[int, int]]:
+    """The (rows, vectors) tiles of a block of `rows` rows across N: full tiles, then one of the
+    remaining whole vectors."""
+    v = TILE_VECTORS[rows]
+    whole = n // LANES
+    return ([(rows, v)] if whole >= v else []) + ([(rows, whole % v)] if whole % v else [])
+
+
+@emitter("matmul")
+def _matmul(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 x[M, K] @ W[K, N], static sizes, no batch, neither operand transposed (any M: a GEMV's
+    few rows and a GEMM's many take the same tiles); None for any other request (the portable
+    kernel)."""
+    if len(req.inputs) != 2 or req.mode != "normal" or req.aliased or req.epilogue is not None:
+        return None
+    (x, w), out = req.inputs, req.output
+    if any(t.dtype.name != "f32" for t in (x, w, out)) or len(x.shape) != 2 or len(w.shape) != 2:
+        return None
+    if req.attr("transpose_a") or req.attr("transpose_b") or any(isinstance(d, Dim) for d in x.shape + w.shape):
+        return None
+    (m, k), n = x.shape, w.shape[1]
+    if 0 in (m, k, n):
+        return None
+    # row blocks: full blocks of TILE_ROWS rows, then the rest (1 or 2 rows)
+    blocks = ([(0, m // TILE_ROWS, TILE_ROWS)] if m >= TILE_ROWS else []) + \
+        ([(m - m % TILE_ROWS, 1, m % TILE_ROWS)] if m % TILE_ROWS else [])
+    tiles = sorted({t for _, _, rows in blocks for t in _tiles(rows, n)})
+    return render("mcu/helium_matmul.c.j2", name=name, proto=prototype(req, name), m=m, k=k, n=n,
+                  blocks=blocks, tiles=tiles, tile_vectors=TILE_VECTORS, lanes=LANES, k_steps=K_STEPS,
+                  tail=n % LANES, tail_rows=sorted({rows for _, _, rows in blocks}) if n % LANES else [])
