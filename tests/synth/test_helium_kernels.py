@@ -61,3 +61,50 @@ def test_matmul_matches_reference(tmp_path):
     kernels = _kernels(sim)
     for m, k, n in MATMULS:
         assert f"helium matmul: f32[{m}, {k}] @ f32[{k}, {n}]" in kernels, (m, k, n)
+
+
+#: the element-wise ops with an MVE form, one kernel each over [7, 37] (whole vectors and a
+#: partial one on every row), with broadcasts of a row, a column and a scalar
+UNARY = ["neg(x)", "abs(x)", "relu(x)", "relu(x, alpha=0.1, clamp_max=2.5, clamp_min=-1.0)", "exp(x)", "tanh(x)",
+         "sigmoid(x)", "silu(x)", "gelu(x)", 'gelu(x, approximate="tanh")', "erf(x)", "sqrt(x)", "rsqrt(x)",
+         "recip(x)", "clamp(x, min=-0.5, max=0.75)", "floor(x)", "ceil(x)", "trunc(x)", "round(x)"]
+BINARY = ["add(x, z)", "sub(x, z)", "mul(x, z)", "div(x, z)", "min(x, z)", "max(x, z)", "fma(x, z, x)",
+          "div(x, z, div_by_zero_mask=7.0)", "add(x, brow)", "sub(bcol, x)", "mul(x, bs)", "add(brow, bcol)"]
+
+
+def _decls(kind: str, shapes: dict[str, tuple[int, ...]]) -> str:
+    return f"{kind} {{ " + " ".join(f"{k}: f32[{', '.join(map(str, s))}];" for k, s in shapes.items()) + " }\n"
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
+def test_elementwise_matches_reference(tmp_path):
+    rng = np.random.default_rng(3)
+    shapes = {"x": (7, 37), "z": (7, 37), "brow": (37,), "bcol": (7, 1), "bs": (1,), "u": (5,), "w": (3,),
+              "v": (4,), "big": (9, 67)}
+    inputs = {k: rng.uniform(-4, 4, s).astype(np.float32) for k, s in shapes.items()}
+    # special values; subnormals, which MVE's arithmetic flushes to zero (helium_elementwise.py)
+    inputs["x"][0, :10] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -100.0, 100.0, -1e-40, 3e-39]
+    inputs["z"][0, :8] = [0.0, -0.0, np.nan, 2.0, -0.0, 0.0, 1e-40, -1e-40]
+    inputs["x"][1] = rng.uniform(-90, 90, 37)           # exp overflow / underflow, saturated tanh
+    inputs["x"][2] = rng.uniform(-1e-3, 1e-3, 37)        # small |x|: polynomial branches
+    inputs["x"][3] = rng.integers(-8, 8, 37) + 0.5       # halves: round's ties (away from zero)
+    ops = UNARY + BINARY
+    outs = {f"y{i}": (7, 37) for i in range(len(ops))}
+    body = "".join(f"  op {o} >> y{i};\n" for i, o in enumerate(ops))
+    # in place (the output aliasing the first or the second operand); a vector +-1, shorter than one
+    body += "  op exp(u) >> u;\n  op mul(w, w) >> w;\n  op sub(v, v) >> v;\n  op add(brow, z) >> z;\n"
+    # chains the fusion pass merges into one kernel: in place, with broadcasts, a step reading an input twice
+    outs["h"] = outs["t"] = outs["f"] = (7, 37)
+    outs["g"] = (9, 67)
+    body += ("  op add(x, brow) >> h;\n  op relu(h, alpha=0.1) >> h;\n  op mul(h, bcol) >> h;\n  op gelu(h) >> h;\n"
+             "  op sub(z, x) >> t;\n  op exp(t) >> t;\n  op div(t, brow) >> f;\n"
+             "  op floor(big) >> g;\n  op max(g, big) >> g;\n  op silu(g) >> g;\n")
+    text = _decls("dynamic", shapes) + _decls("volatile", outs) + f"block entry {{\n{body}  return;\n}}\n"
+    oi.write_oinf(tmp_path / "none.oinf", {"unused": np.zeros(1, np.float32)})
+    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "none.oinf"), oi.graph(text), arch="cortex-m55",
+                                   feeds=[inputs])
+    kernels = _kernels(sim)
+    for op in ops:
+        assert f"helium element-wise: {op.split('(')[0]} over" in kernels, op
+    for chain in ("add, relu, mul, gelu", "sub, exp", "floor, max, silu"):
+        assert f"helium element-wise: {chain} over" in kernels, chain

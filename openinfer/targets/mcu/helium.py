@@ -10,9 +10,11 @@ partial vector is loaded and stored in place, with no copy). `HeliumRenderer` ov
 request it covers gets a kernel rendered from templates/mcu/; any other request takes the
 portable kernel.
 
-Covered (f32, static sizes): matmul x[M, K] @ W[K, N] of any M, the GEMV (M <= 4) and the GEMM
+Covered (f32): matmul x[M, K] @ W[K, N] of any M, static sizes, the GEMV (M <= 4) and the GEMM
 alike (templates/mcu/helium_matmul.c.j2: register-blocked R x V-vector tiles summed over all of K,
-its inner loop in inline assembly, the reasons there).
+its inner loop in inline assembly, the reasons there); element-wise ops and fused chains whose
+every step has an MVE form (helium_elementwise.py says which; same shape, bias and per-row
+broadcasts, in place, run-time extents; templates/mcu/helium_elementwise.c.j2).
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from ...synth.program import KernelRequest
 from ..base import EmitterTable
 from ..c.kernels import KernelSource, prototype
 from ..c.renderer import CRenderer
+from ..elementwise import OPS
 from ..env import render
+from ..x86.elementwise import VectorStep
+from ..x86.renderer import chain_consts, common_dtype, rows_view, used_kinds
+from .helium_elementwise import mve_step
 
 _EMITTERS = EmitterTable()
 emitter = _EMITTERS.emitter
@@ -80,3 +86,40 @@ def _matmul(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
     return render("mcu/helium_matmul.c.j2", name=name, proto=prototype(req, name), m=m, k=k, n=n,
                   blocks=blocks, tiles=tiles, tile_vectors=TILE_VECTORS, lanes=LANES, k_steps=K_STEPS,
                   tail=n % LANES, tail_rows=sorted({rows for _, _, rows in blocks}) if n % LANES else [])
+
+
+# ---------------------------------------------------------------------------------------- element-wise
+
+def _chain(req: KernelRequest) -> list[VectorStep] | None:
+    """The MVE steps of an element-wise request, one op or a fused chain; None if a step has no
+    vector form or is not f32 (or accumulates)."""
+    if req.op == "fused":
+        chain = [(step, [f"x{i}" if src == "in" else f"s{i}" for src, i in args])
+                 for step, args in zip(req.chain, req.chain_args, strict=True)]
+    else:
+        chain = [(req, [f"x{i}" for i in range(len(req.inputs))])]
+    steps = []
+    for j, (step_req, args) in enumerate(chain):
+        step = mve_step(step_req, j, args) if common_dtype(step_req) == "f32" and not step_req.acc else None
+        if step is None:
+            return None
+        steps.append(step)
+    return steps
+
+
+@emitter(*OPS, "fused")
+def _elementwise(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
+    """An element-wise op or fused chain whose every step has an MVE form, over the output as
+    [rows, inner] (openinfer/targets/x86/renderer.py `rows_view`: each input the output's shape,
+    a row repeated, a value per row or one value)."""
+    out = req.output
+    if common_dtype(req) != "f32" or out.numel == 0:
+        return None
+    view = rows_view(out.shape, [t.shape for t in req.inputs])
+    steps = _chain(req)
+    if view is None or steps is None:
+        return None
+    rows, inner, kinds = view
+    return render("mcu/helium_elementwise.c.j2", name=name, proto=prototype(req, name),
+                  sections=("core", "math") if any(s.math for s in steps) else ("core",),
+                  inputs=used_kinds(steps, kinds), rows=rows, inner=inner, steps=steps, consts=chain_consts(steps))
