@@ -108,3 +108,65 @@ def test_elementwise_matches_reference(tmp_path):
         assert f"helium element-wise: {op.split('(')[0]} over" in kernels, op
     for chain in ("add, relu, mul, gelu", "sub, exp", "floor, max, silu"):
         assert f"helium element-wise: {chain} over" in kernels, chain
+
+
+#: name -> (x, w, attributes, bias?): output widths around a vector (3, 4, 5) and the tiles (8
+#: columns for 3 channels +-1; 12 for 2; 24 for 1, a depthwise convolution's), a width of 1,
+#: channel counts leaving blocks of 1 and 2 channels (4, 5, 7, 17), 1 x 1 and 5 x 5 taps, padding
+#: on one side, on four sides and wider than the taps (outputs that see only padding), dilation,
+#: a row stride of 2, groups, a batch, conv1d
+CONVS = {
+    "c32": ((1, 32, 14, 14), (32, 32, 3, 3), {"padding": 1}, True),
+    "c_w7": ((1, 3, 6, 7), (4, 3, 3, 3), {"padding": 1}, True),
+    "c_w8": ((2, 2, 5, 8), (5, 2, 3, 3), {"padding": 1}, False),
+    "c_w9": ((1, 3, 5, 9), (7, 3, 3, 3), {"padding": 1}, True),
+    "c_w13": ((1, 4, 4, 13), (2, 4, 3, 3), {"padding": [1, 0]}, True),
+    "c_dw25": ((1, 3, 4, 25), (3, 1, 3, 3), {"padding": 1, "groups": 3}, True),
+    "c_dw23": ((1, 2, 3, 23), (2, 1, 3, 3), {"padding": 1, "groups": 2}, False),
+    "c_small": ((1, 2, 3, 3), (5, 2, 3, 3), {"padding": 1}, True),
+    "c_one": ((1, 3, 4, 1), (4, 3, 3, 3), {"padding": 1}, True),
+    "c_1x1": ((1, 17, 5, 7), (9, 17, 1, 1), {}, False),
+    "c_5x5": ((1, 3, 9, 11), (5, 3, 5, 5), {"padding": [1, 2, 0, 3]}, True),
+    "c_wide_pad": ((1, 2, 4, 5), (4, 2, 3, 3), {"padding": 3}, True),
+    "c_dil": ((1, 4, 12, 11), (5, 4, 3, 3), {"dilation": 2, "padding": 2}, True),
+    "c_s2": ((2, 3, 15, 17), (8, 3, 3, 3), {"stride": [2, 1], "padding": 1}, False),
+    "c_groups": ((1, 12, 6, 10), (9, 4, 3, 3), {"padding": 1, "groups": 3}, True),
+    "c_1d": ((2, 5, 31), (7, 5, 5), {"padding": 2}, True),
+}
+
+
+def _conv_out(xs, ws, attrs) -> tuple[int, ...]:
+    nd = len(xs) - 2
+
+    def pairs(v, default):
+        v = attrs.get(v, default)
+        return [v] * nd if isinstance(v, int) else list(v)
+    stride, dil, pad = pairs("stride", 1), pairs("dilation", 1), pairs("padding", 0)
+    pad = pad * 2 if len(pad) == nd else pad
+    return (xs[0], ws[0], *((xs[2 + i] + pad[i] + pad[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // stride[i] + 1
+                            for i in range(nd)))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
+def test_conv_matches_reference(tmp_path):
+    rng = np.random.default_rng(5)
+    weights, inputs, dyn, const, outs, body = {}, {}, {}, {}, {}, []
+    for name, (xs, ws, attrs, bias) in CONVS.items():
+        inputs[f"{name}_x"], dyn[f"{name}_x"] = rng.standard_normal(xs).astype(np.float32), xs
+        weights[f"{name}_w"], const[f"{name}_w"] = rng.standard_normal(ws).astype(np.float32), ws
+        args = f"{name}_x, {name}_w"
+        if bias:
+            weights[f"{name}_b"], const[f"{name}_b"] = rng.standard_normal(ws[0]).astype(np.float32), (ws[0],)
+            args += f", {name}_b"
+        args += "".join(f", {k}={v}" for k, v in attrs.items())
+        body.append(f"  op conv{len(xs) - 2}d({args}) >> {name};\n")
+        outs[name] = _conv_out(xs, ws, attrs)
+    inputs["c_w9_x"].reshape(-1)[:5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]    # through the sums
+    text = (_decls("dynamic", dyn) + _decls("constant", const) + _decls("volatile", outs)
+            + "block entry {\n" + "".join(body) + "  return;\n}\n")
+    oi.write_oinf(tmp_path / "conv.oinf", weights)
+    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "conv.oinf"), oi.graph(text), arch="cortex-m55",
+                                   feeds=[inputs])
+    kernels = _kernels(sim)
+    for name, (xs, ws, _, _) in CONVS.items():
+        assert f"helium conv{len(xs) - 2}d: f32{list(xs)} * f32{list(ws)}" in kernels, name

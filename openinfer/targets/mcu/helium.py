@@ -14,7 +14,8 @@ Covered (f32): matmul x[M, K] @ W[K, N] of any M, static sizes, the GEMV (M <= 4
 alike (templates/mcu/helium_matmul.c.j2: register-blocked R x V-vector tiles summed over all of K,
 its inner loop in inline assembly, the reasons there); element-wise ops and fused chains whose
 every step has an MVE form (helium_elementwise.py says which; same shape, bias and per-row
-broadcasts, in place, run-time extents; templates/mcu/helium_elementwise.c.j2).
+broadcasts, in place, run-time extents; templates/mcu/helium_elementwise.c.j2); conv1d / conv2d
+at column stride 1 with no scratch (helium_conv.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..elementwise import OPS
 from ..env import render
 from ..x86.elementwise import VectorStep
 from ..x86.renderer import chain_consts, common_dtype, rows_view, used_kinds
+from .helium_conv import conv_context, conv_geometry
 from .helium_elementwise import mve_step
 
 _EMITTERS = EmitterTable()
@@ -123,3 +125,14 @@ def _elementwise(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None
     return render("mcu/helium_elementwise.c.j2", name=name, proto=prototype(req, name),
                   sections=("core", "math") if any(s.math for s in steps) else ("core",),
                   inputs=used_kinds(steps, kinds), rows=rows, inner=inner, steps=steps, consts=chain_consts(steps))
+
+
+# ---------------------------------------------------------------------------------------- conv
+
+@emitter("conv1d", "conv2d")
+def _conv(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 convolutions at column stride 1 (openinfer/targets/mcu/helium_conv.py)."""
+    g = conv_geometry(req)
+    if g is None:
+        return None
+    return render("mcu/helium_conv.c.j2", name=name, proto=prototype(req, name), **conv_context(req, g))
