@@ -30,6 +30,16 @@ MATMULS = [(m, DEPTHS[(i + 2 * j) % len(DEPTHS)], n) for j, m in enumerate(ROWS)
     [(13, 37, 29), (16, 64, 50)]
 
 
+#: x @ W^T (W stored [N, K], an imported Gemm's weight): rows 1 to 3 and 5 (2-row blocks, a 1-row
+#: rest), rows of W around the tiles' 6 (one row of x) and 2 (two), depths around the 8 k steps of
+#: a statement, its 4, the predicated last K % 4, primes
+DOT_ROWS = (1, 2, 3, 5)
+DOT_COLS = (1, 2, 3, 5, 6, 7, 12, 13)
+DOT_DEPTHS = (1, 3, 4, 5, 7, 8, 9, 12, 17, 33)
+DOTS = [(m, DOT_DEPTHS[(i + 3 * j) % len(DOT_DEPTHS)], n) for j, m in enumerate(DOT_ROWS)
+        for i, n in enumerate(DOT_COLS)] + [(11, 70, 23)]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def sim_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
@@ -47,20 +57,26 @@ def test_cortex_m55_takes_the_helium_family():
 
 
 def test_matmul_matches_reference(tmp_path):
-    """Every case one matmul of its own in one program (W a constant: a layer's weight)."""
-    decls = [(f"x{j}: f32[{m}, {k}];", f"w{j}: f32[{k}, {n}];", f"y{j}: f32[{m}, {n}];")
-             for j, (m, k, n) in enumerate(MATMULS)]
+    """Every case one matmul of its own in one program (W a constant: a layer's weight), x @ W
+    and x @ W^T."""
+    cases = [(m, k, n, False) for m, k, n in MATMULS] + [(m, k, n, True) for m, k, n in DOTS]
+    wshape = {j: (n, k) if tb else (k, n) for j, (_, k, n, tb) in enumerate(cases)}
+    decls = [(f"x{j}: f32[{m}, {k}];", f"w{j}: f32[{', '.join(map(str, wshape[j]))}];", f"y{j}: f32[{m}, {n}];")
+             for j, (m, k, n, _) in enumerate(cases)]
     text = (f"dynamic {{ {' '.join(d[0] for d in decls)} }}\nconstant {{ {' '.join(d[1] for d in decls)} }}\n"
             f"volatile {{ {' '.join(d[2] for d in decls)} }}\nblock entry {{\n"
-            + "".join(f"  op matmul(x{j}, w{j}) >> y{j};\n" for j in range(len(MATMULS))) + "  return;\n}\n")
+            + "".join(f"  op matmul(x{j}, w{j}{', transpose_b=true' if tb else ''}) >> y{j};\n"
+                      for j, (*_, tb) in enumerate(cases)) + "  return;\n}\n")
     rng = np.random.default_rng(11)
     oi.write_oinf(tmp_path / "matmul.oinf",
-                  {f"w{j}": rng.uniform(-1, 1, (k, n)).astype(np.float32) for j, (_, k, n) in enumerate(MATMULS)})
+                  {f"w{j}": rng.uniform(-1, 1, s).astype(np.float32) for j, s in wshape.items()})
     sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "matmul.oinf"), oi.graph(text), arch="cortex-m55",
                                    steps=2)
     kernels = _kernels(sim)
     for m, k, n in MATMULS:
-        assert f"helium matmul: f32[{m}, {k}] @ f32[{k}, {n}]" in kernels, (m, k, n)
+        assert f"helium matmul: f32[{m}, {k}] @ f32[{k}, {n}]," in kernels, (m, k, n)
+    for m, k, n in DOTS:
+        assert f"helium matmul: f32[{m}, {k}] @ f32[{n}, {k}]^T," in kernels, (m, k, n)
 
 
 #: the element-wise ops with an MVE form, one kernel each over [7, 37] (whole vectors and a

@@ -12,7 +12,8 @@ portable kernel.
 
 Covered (f32): matmul x[M, K] @ W[K, N] of any M, static sizes, the GEMV (M <= 4) and the GEMM
 alike (templates/mcu/helium_matmul.c.j2: register-blocked R x V-vector tiles summed over all of K,
-its inner loop in inline assembly, the reasons there); element-wise ops and fused chains whose
+its inner loop in inline assembly, the reasons there), and x @ W^T (helium_matmul_bt.c.j2: dot
+products of rows of x with W's stored rows); element-wise ops and fused chains whose
 every step has an MVE form (helium_elementwise.py says which; same shape, bias and per-row
 broadcasts, in place, run-time extents; templates/mcu/helium_elementwise.c.j2); conv1d / conv2d
 at column stride 1 with no scratch (helium_conv.py).
@@ -66,24 +67,37 @@ def _tiles(rows: int, n: int) -> list[tuple[int, int]]:
     return ([(rows, v)] if whole >= v else []) + ([(rows, whole % v)] if whole % v else [])
 
 
+#: x @ W^T: rows of W a tile of R rows of x dots (R x J partial-sum vectors, R + 1 loaded ones).
+DOT_TILE_COLS = {1: 6, 2: 2}
+
+
+def _row_blocks(m: int, rows: int) -> list[tuple[int, int, int]]:
+    """(first row, blocks, rows a block): full blocks of `rows` rows, then the rest."""
+    return ([(0, m // rows, rows)] if m >= rows else []) + ([(m - m % rows, 1, m % rows)] if m % rows else [])
+
+
 @emitter("matmul")
 def _matmul(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
-    """f32 x[M, K] @ W[K, N], static sizes, no batch, neither operand transposed (any M: a GEMV's
-    few rows and a GEMM's many take the same tiles); None for any other request (the portable
-    kernel)."""
+    """f32 x[M, K] @ W[K, N] or x @ W^T (W stored [N, K]), static sizes, no batch, x not
+    transposed (any M: a GEMV's few rows and a GEMM's many take the same tiles); None for any
+    other request (the portable kernel)."""
     if len(req.inputs) != 2 or req.mode != "normal" or req.aliased or req.epilogue is not None:
         return None
     (x, w), out = req.inputs, req.output
     if any(t.dtype.name != "f32" for t in (x, w, out)) or len(x.shape) != 2 or len(w.shape) != 2:
         return None
-    if req.attr("transpose_a") or req.attr("transpose_b") or any(isinstance(d, Dim) for d in x.shape + w.shape):
+    if req.attr("transpose_a") or any(isinstance(d, Dim) for d in x.shape + w.shape):
         return None
-    (m, k), n = x.shape, w.shape[1]
+    (m, k), n = x.shape, w.shape[0 if req.attr("transpose_b") else 1]
     if 0 in (m, k, n):
         return None
-    # row blocks: full blocks of TILE_ROWS rows, then the rest (1 or 2 rows)
-    blocks = ([(0, m // TILE_ROWS, TILE_ROWS)] if m >= TILE_ROWS else []) + \
-        ([(m - m % TILE_ROWS, 1, m % TILE_ROWS)] if m % TILE_ROWS else [])
+    if req.attr("transpose_b"):
+        blocks = _row_blocks(m, 2)
+        tiles = sorted({(rows, cols) for _, _, rows in blocks
+                        for cols in (DOT_TILE_COLS[rows], n % DOT_TILE_COLS[rows]) if cols and cols <= n})
+        return render("mcu/helium_matmul_bt.c.j2", name=name, proto=prototype(req, name), m=m, k=k, n=n,
+                      blocks=blocks, tiles=tiles, tile_cols=DOT_TILE_COLS)
+    blocks = _row_blocks(m, TILE_ROWS)
     tiles = sorted({t for _, _, rows in blocks for t in _tiles(rows, n)})
     return render("mcu/helium_matmul.c.j2", name=name, proto=prototype(req, name), m=m, k=k, n=n,
                   blocks=blocks, tiles=tiles, tile_vectors=TILE_VECTORS, lanes=LANES, k_steps=K_STEPS,
