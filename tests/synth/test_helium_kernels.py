@@ -186,3 +186,15 @@ def test_conv_matches_reference(tmp_path):
     kernels = _kernels(sim)
     for name, (xs, ws, _, _) in CONVS.items():
         assert f"helium conv{len(xs) - 2}d: f32{list(xs)} * f32{list(ws)}" in kernels, name
+
+
+def test_elementwise_with_a_run_time_row(tmp_path):
+    """A row whose length is a run-time size (openinfer/dims.py): the Helium kernels, whose
+    extents render its C expression, take it (a chain with a row broadcast; a column's)."""
+    text = ("dynamic { x: f32[3, T]; r: f32[T]; c: f32[3, 1]; }\nvolatile { y: f32[3, T]; z: f32[3, T]; }\n"
+            "block entry {\n  op add(x, r) >> y;\n  op gelu(y) >> y;\n  op mul(x, c) >> z;\n  return;\n}\n")
+    oi.write_oinf(tmp_path / "none.oinf", {"unused": np.zeros(1, np.float32)})
+    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "none.oinf"), oi.graph(text), arch="cortex-m55",
+                                   sizevars={"T": 11}, steps=2)
+    kernels = _kernels(sim)
+    assert "helium element-wise: add, gelu over" in kernels and "helium element-wise: mul over" in kernels

@@ -3,6 +3,9 @@ Helium kernels over the portable C wing.
 
 renderer.py      `CortexMTarget` (registered as "mcu"), `CortexMRenderer` and its emitters
 helium.py        `HeliumRenderer` and its emitters (templates/mcu/helium_*.c.j2)
+helium_elementwise.py   the element-wise table in MVE intrinsics (`MveLang`)
+helium_conv.py   the Helium convolution's tiles and predicates
+mve.py           the tiles' shapes in MVE's registers
 """
 
 from ..base import register

@@ -32,6 +32,7 @@ from ..x86.elementwise import VectorStep
 from ..x86.renderer import chain_consts, common_dtype, rows_view, used_kinds
 from .helium_conv import conv_context, conv_geometry
 from .helium_elementwise import mve_step
+from .mve import LANES, TILE_VECTORS
 
 _EMITTERS = EmitterTable()
 emitter = _EMITTERS.emitter
@@ -48,13 +49,8 @@ class HeliumRenderer(CRenderer):
 
 # ---------------------------------------------------------------------------------------- matmul
 
-#: Lanes of a Q register (f32).
-LANES = 4
-#: Rows of x one tile takes: 3 rows x 2 vectors keep 6 Q registers summing and 2 loading B.
+#: Rows of x one tile takes: 3 rows x 2 vectors keep 6 Q registers summing and 2 loading W.
 TILE_ROWS = 3
-#: Vectors of columns a tile of R rows sums: R x V = 6 accumulators, the other 2 Q registers hold
-#: the loaded vectors of W (two, so that a load never waits on the multiply-adds of the last one).
-TILE_VECTORS = {1: 6, 2: 3, 3: 2}
 #: k steps per asm statement: two LDRD pairs per row of x, so the loop's branch is shared by 4.
 K_STEPS = 4
 

@@ -26,11 +26,8 @@ from ...synth.program import KernelRequest
 from ..c.kernels.common import static_attr
 from ..geometry import ConvGeometry
 from ..x86.renderer import common_dtype
+from .mve import LANES, TILE_VECTORS
 
-#: Lanes of a Q register (f32).
-LANES = 4
-#: Sums' vectors of a tile of OCB output channels (6 of the 8 Q registers summing, as the matmul's tiles).
-TILE_VECTORS = {1: 6, 2: 3, 3: 2}
 #: Output channels of a tile (when the group has that many).
 TILE_CHANNELS = 3
 #: A predicate whose 4 lanes are all live (4 bits a 32-bit lane).
