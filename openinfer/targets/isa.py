@@ -88,6 +88,10 @@ FAMILIES: tuple[Family, ...] = (
     # Cortex-M4F / M7 (Armv7E-M with an FPU): scalar kernels, so no feature to require; the
     # portable width, which every descriptor's cap allows.
     Family("cortex-m", "armv7e-m", frozenset(), 128, (), "mcu", "cortex-m4"),
+    # Cortex-M55 (Armv8.1-M with Helium, the M-profile Vector Extension, floating point included):
+    # the Cortex-M wing's MVE kernels. No feature to require: -mcpu=cortex-m55 enables MVE and
+    # there is no CPU to probe (a microcontroller is never a host).
+    Family("helium", "armv8.1-m", frozenset(), 128, ("arm_mve.h",), "mcu", "cortex-m55"),
 )
 
 

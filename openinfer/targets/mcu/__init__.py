@@ -1,11 +1,17 @@
-"""The Cortex-M wing: Armv7E-M (Cortex-M4F, M7) scalar-FPU kernels over the portable C wing.
+"""The Cortex-M wing: Armv7E-M (Cortex-M4F, M7) scalar-FPU kernels and Armv8.1-M (Cortex-M55)
+Helium kernels over the portable C wing.
 
 renderer.py      `CortexMTarget` (registered as "mcu"), `CortexMRenderer` and its emitters
+helium.py        `HeliumRenderer` and its emitters (templates/mcu/helium_*.c.j2)
+helium_elementwise.py   the element-wise table in MVE intrinsics (`MveLang`)
+helium_conv.py   the Helium convolution's tiles and predicates
+mve.py           the tiles' shapes in MVE's registers
 """
 
 from ..base import register
+from .helium import HeliumRenderer
 from .renderer import CortexMRenderer, CortexMTarget
 
 register("mcu")(CortexMTarget)
 
-__all__ = ["CortexMRenderer", "CortexMTarget"]
+__all__ = ["CortexMRenderer", "CortexMTarget", "HeliumRenderer"]

@@ -1,5 +1,6 @@
 """The Cortex-M wing: Armv7E-M (Cortex-M4F, M7) kernels for the single-precision FPU, everything
-else from the portable C wing.
+else from the portable C wing; `CortexMTarget` picks the renderer of the descriptor's kernel
+family, this module's `CortexMRenderer` or Armv8.1-M's `HeliumRenderer` (helium.py).
 
 These cores have no vector unit, so what GCC makes of the portable loops is bound by loads and
 loop overhead: the f32 vecmat runs about 5 instructions per multiply-add (a load of x, a load of
@@ -21,6 +22,7 @@ from ..base import EmitterTable
 from ..c.kernels import KernelSource, prototype
 from ..c.renderer import CRenderer, CTarget
 from ..env import render
+from .helium import HeliumRenderer
 
 _EMITTERS = EmitterTable()
 emitter = _EMITTERS.emitter
@@ -36,11 +38,16 @@ class CortexMRenderer(CRenderer):
 
 
 class CortexMTarget(CTarget):
-    """The Cortex-M kernel family (openinfer/targets/isa.py rows with wing "mcu")."""
+    """The Cortex-M kernel families (openinfer/targets/isa.py rows with wing "mcu"): the scalar
+    FPU's (Armv7E-M) and Helium's (Armv8.1-M)."""
 
     @property
-    def renderer_class(self) -> type[CortexMRenderer]:
-        return CortexMRenderer
+    def renderer_class(self) -> type[CRenderer]:
+        return RENDERERS[self.device.isa]
+
+
+#: The renderer of each kernel family of this wing
+RENDERERS: dict[str, type[CRenderer]] = {"cortex-m": CortexMRenderer, "helium": HeliumRenderer}
 
 
 #: (columns per block NB, k steps per asm statement U) by rows of x. GCC takes at most 30
