@@ -762,6 +762,22 @@ def generate_cases(ops: set[str] | None = None) -> list[ConformanceCase]:
     return [c for c in _all_cases() if ops is None or c.op in ops]
 
 
+def variant_sample(cases: list[ConformanceCase]) -> list[ConformanceCase]:
+    """`dtype_and_mode_sample`, and each variant of an op's mode (its shapes: edges, broadcast,
+    scalar, ...; the id's last part) once per kind of input dtype, packing and float width: every
+    shape path of every kernel family and type path, without repeating a shape for each width of
+    an integer type."""
+    keep = {c.id for c in dtype_and_mode_sample(cases)}
+    variants: set[tuple] = set()
+    for c in cases:
+        d = c.input_dtypes[0]
+        key = (c.op, c.mode, c.id.split("/", 3)[-1], d.kind, d.is_packed, d.bits if d.kind == "float" else 0)
+        if key not in variants:
+            variants.add(key)
+            keep.add(c.id)
+    return [c for c in cases if c.id in keep]
+
+
 def dtype_and_mode_sample(cases: list[ConformanceCase]) -> list[ConformanceCase]:
     """Each (op, input dtype) once, and each mode of an op once per kind of input dtype (float,
     signed, unsigned, bool, ...) and packing: every kernel family, type path and mode."""

@@ -13,9 +13,10 @@ integer -> float casts), attributes passed as run-time variables, fused element-
 gather index check, and a build under AddressSanitizer + UBSan (run in a child Python with libasan
 preloaded: an ASan runtime cannot be loaded into a running interpreter).
 
-    OI_SLOW=1             run every case on x86_64-avx2 / x86_64-avx512 too (default: the
-                          vector kernels' cases and one case per op, mode and dtype kind
-                          there; x86_64-generic always runs everything),
+    OI_SLOW=1             run every case on every target (default: on x86_64-generic each
+                          shape variant of each op and mode once per dtype kind, packing and
+                          float width (`variant_sample`); on x86_64-avx2 / x86_64-avx512 the
+                          vector kernels' cases and one case per op, mode and dtype kind),
                           and every case on every device under every toolchain of the compiler
                           matrix (tests/compilers.py; default: `matrix_cases` on the host's
                           widest target)
@@ -46,7 +47,7 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from compilers import PRIMARY, TOOLCHAINS, Toolchain  # noqa: E402
-from conformance.cases import ConformanceCase, assert_matches, generate_cases  # noqa: E402
+from conformance.cases import ConformanceCase, assert_matches, generate_cases, variant_sample  # noqa: E402
 from conformance.oracle import expected  # noqa: E402
 from sanitized import SANITIZE, run_sanitized  # noqa: E402
 
@@ -56,6 +57,7 @@ SLOW = os.environ.get("OI_SLOW") == "1"
 CHUNK = int(os.environ.get("OI_C_CONF_CHUNK", "400"))
 
 CASES = generate_cases()
+VARIANTS = variant_sample(CASES)
 OPS = list(dict.fromkeys(c.op for c in CASES))
 
 
@@ -165,11 +167,15 @@ def vector_cases(cases: list[ConformanceCase]) -> list[ConformanceCase]:
 
 
 def device_cases(device: str) -> list[ConformanceCase]:
-    """Every case on x86_64-generic; on the AVX targets the vector kernels' cases and, for the
-    portable kernels they fall back to (built with the target's flags), `matrix_cases` (each op,
-    mode and kind of dtype once). `OI_SLOW=1`: every case everywhere."""
-    if SLOW or device == "x86_64-generic":
+    """On x86_64-generic `variant_sample` (each shape variant of each op and mode once per kind of
+    dtype, packing and float width: the integer widths share their shapes); on the AVX targets
+    the vector kernels' cases and, for the portable kernels they fall back to (built with the
+    target's flags), `matrix_cases` (each op, mode and kind of dtype once). `OI_SLOW=1`: every
+    case everywhere."""
+    if SLOW:
         return CASES
+    if device == "x86_64-generic":
+        return VARIANTS
     sample = {c.id for c in vector_cases(CASES)} | {c.id for c in matrix_cases()}
     return [c for c in CASES if c.id in sample]
 
