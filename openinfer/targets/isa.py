@@ -86,8 +86,13 @@ FAMILIES: tuple[Family, ...] = (
     Family("v82", "aarch64", frozenset({"asimd", "asimddp", "fphp", "asimdhp"}), 128, ("arm_neon.h",), "arm",
            "aarch64-v82"),
     # Cortex-M4F / M7 (Armv7E-M with an FPU): scalar kernels, so no feature to require; the
-    # portable width, which every descriptor's cap allows.
-    Family("cortex-m", "armv7e-m", frozenset(), 128, (), "mcu", "cortex-m4"),
+    # portable width, which every descriptor's cap allows. The DSP extension (SMLAD, in the
+    # dequantizing GEMV) is Armv7E-M's own; ACLE's intrinsics for it are in arm_acle.h.
+    Family("cortex-m", "armv7e-m", frozenset(), 128, ("arm_acle.h",), "mcu", "cortex-m4"),
+    # Cortex-M33 (Armv8-M Mainline with an FPU): the same wing's kernels (VLDM, VFMA and the DSP
+    # extension's SMLAD are Armv8-M Mainline's too). The DSP extension is optional there: a
+    # descriptor whose flags leave it out gets the dequantizing GEMV's #error, not wrong code.
+    Family("cortex-m-v8m", "armv8-m", frozenset(), 128, ("arm_acle.h",), "mcu", "cortex-m33"),
     # Cortex-M55 (Armv8.1-M with Helium, the M-profile Vector Extension, floating point included):
     # the Cortex-M wing's MVE kernels. No feature to require: -mcpu=cortex-m55 enables MVE and
     # there is no CPU to probe (a microcontroller is never a host).

@@ -65,10 +65,10 @@ def arm_host(monkeypatch):
 def test_architectures_name_their_portable_descriptors():
     for arch in isa.ARCHITECTURES:
         dev = devices.load(arch.portable)
-        # (Armv7E-M's scalar kernels and Armv8.1-M's Helium ones are families of their own: the
-        # Cortex-M wing's)
-        assert dev.architecture == arch.name and dev.isa == {"armv7e-m": "cortex-m", "armv8.1-m": "helium"}.get(
-            arch.name, "generic")
+        # (Armv7E-M's and Armv8-M's scalar kernels and Armv8.1-M's Helium ones are families of
+        # their own: the Cortex-M wing's)
+        mcu = {"armv7e-m": "cortex-m", "armv8-m": "cortex-m-v8m", "armv8.1-m": "helium"}
+        assert dev.architecture == arch.name and dev.isa == mcu.get(arch.name, "generic")
         assert dev.bare_metal == arch.bare_metal == (not arch.machines)     # a microcontroller is never a host
         if arch.machines:
             assert isa.architecture_of_machine(arch.machines[0]) == arch.name

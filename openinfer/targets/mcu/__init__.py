@@ -1,5 +1,5 @@
-"""The Cortex-M wing: Armv7E-M (Cortex-M4F, M7) scalar-FPU kernels and Armv8.1-M (Cortex-M55)
-Helium kernels over the portable C wing.
+"""The Cortex-M wing: Armv7E-M (Cortex-M4F, M7) and Armv8-M Mainline (Cortex-M33) scalar-FPU and
+DSP-extension kernels, and Armv8.1-M (Cortex-M55) Helium kernels, over the portable C wing.
 
 renderer.py      `CortexMTarget` (registered as "mcu"), `CortexMRenderer` and its emitters
 helium.py        `HeliumRenderer` and its emitters (templates/mcu/helium_*.c.j2)

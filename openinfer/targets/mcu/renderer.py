@@ -1,17 +1,21 @@
-"""The Cortex-M wing: Armv7E-M (Cortex-M4F, M7) kernels for the single-precision FPU, everything
-else from the portable C wing; `CortexMTarget` picks the renderer of the descriptor's kernel
-family, this module's `CortexMRenderer` or Armv8.1-M's `HeliumRenderer` (helium.py).
+"""The Cortex-M wing: Armv7E-M (Cortex-M4F, M7) and Armv8-M Mainline (Cortex-M33) kernels for
+the single-precision FPU and the DSP extension, everything else from the portable C wing;
+`CortexMTarget` picks the renderer of the descriptor's kernel family, this module's
+`CortexMRenderer` or Armv8.1-M's `HeliumRenderer` (helium.py).
 
 These cores have no vector unit, so what GCC makes of the portable loops is bound by loads and
 loop overhead: the f32 vecmat runs about 5 instructions per multiply-add (a load of x, a load of
-W, the FMA, address and loop arithmetic). `CortexMRenderer` overrides `CRenderer.kernel()` only,
-as the NEON wing's renderer does: the small f32 vecmat (x[M <= 4, K] @ W[K, N], an MLP's or a
-decoder's GEMV) gets a register-blocked kernel (templates/mcu/vecmat.c.j2) that keeps M x NB sums
-in s-registers for all of K and loads NB consecutive weights of a row of W with one VLDMIA
-(inline assembly: GCC never merges scalar float loads into VLDM); a larger f32 matmul, a GEMM
-(templates/mcu/gemm.c.j2) whose 4 x 4 blocks keep their sums in s16-s31 and load two k steps of
-a row of A, and of the block's columns of B, a VLDMIA each. Any other request takes the portable
-kernel.
+W, the FMA, address and loop arithmetic), the i8 dequantizing GEMV 7. `CortexMRenderer` overrides
+`CRenderer.kernel()` only, as the NEON wing's renderer does: the small f32 vecmat (x[M <= 4, K] @
+W[K, N], an MLP's or a decoder's GEMV) gets a register-blocked kernel (templates/mcu/vecmat.c.j2)
+that keeps M x NB sums in s-registers for all of K and loads NB consecutive weights of a row of W
+with one VLDMIA (inline assembly: GCC never merges scalar float loads into VLDM); a larger f32
+matmul, a GEMM (templates/mcu/gemm.c.j2) whose 4 x 4 blocks keep their sums in s16-s31 and load
+two k steps of a row of A, and of the block's columns of B, a VLDMIA each; dequant_matmul of f32 x
+with i8 / u8 / i4 / u4 weights (templates/mcu/dequant.c.j2) multiplies x, as integers in two
+12-bit digits, with SMLAD (two 16-bit multiply-adds an instruction), 4 columns of w unpacked into
+rows k, k + 1's pairs by PKHBT and SXTB16 (4-bit: masks) in an assembly routine; any other request
+takes the portable kernel.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ emitter = _EMITTERS.emitter
 
 
 class CortexMRenderer(CRenderer):
-    """Armv7E-M with an FPv4-SP / FPv5 FPU: 32 single-precision registers, VFMA, VLDM."""
+    """Armv7E-M or Armv8-M Mainline with an FPv4-SP / FPv5 FPU (32 single-precision registers,
+    VFMA, VLDM) and the DSP extension (SMLAD, SXTB16, PKHBT)."""
 
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)
@@ -85,3 +90,58 @@ def _vecmat(proto: str, m: int, k: int, n: int) -> str:
     """The vecmat of x[m, k] @ W[k, n] as a function of prototype `proto`."""
     nb, u = _VECMAT_BLOCKING[m]
     return render("mcu/vecmat.c.j2", proto=proto, m=m, k=k, n=n, nb=nb, u=u, n_full=n - n % nb)
+
+
+#: k pairs an iteration of the dequantizing GEMV's asm loop (19 instructions a pair of 8-bit
+#: weights, 17 or 18 of 4-bit; the loop's compare and branch, and an ADD to the pointer to w per
+#: iteration or per pair), and rows of w a chunk: 124 pairs, a multiple of the iteration, whose
+#: digits (2 words a pair, and the sentinel's) are 1000 bytes of stack
+_DQ_PAIRS, _DQ_CHUNK = 4, 248
+
+
+@emitter("dequant_matmul")
+def _dequant_matmul(r: CortexMRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 x[M, K] (or [K]) @ dequantize(w[K, N]) with i8 / u8 / i4 / u4 weights into f32, static
+    sizes: x's rows as integers in two 12-bit digits, multiplied with SMLAD (templates/mcu/dequant.c.j2);
+    None for any other request (the portable kernel)."""
+    if req.mode != "normal" or req.aliased or req.acc or req.epilogue or req.prologue or req.input_perms:
+        return None
+    x, w, scale = req.inputs[:3]
+    zp = req.inputs[3] if len(req.inputs) > 3 else None
+    if len(req.inputs) > 4 or x.dtype.name != "f32" or req.output.dtype.name != "f32":
+        return None
+    if w.dtype.name not in ("i8", "u8", "i4", "u4") or any(isinstance(d, Dim) for d in x.shape + w.shape):
+        return None
+    (k, n), m = w.shape, x.shape[0] if len(x.shape) == 2 else 1
+    if 0 in (m, k, n):
+        return None
+    doc = (f"dequant_matmul: f32{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}, "
+           f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale{', zero point' if zp else ''}) "
+           f"-> f32{list(req.output.shape)}")
+    group, add_imm = _pointer_steps(n, w.dtype.bits)
+    return render("mcu/dequant.c.j2", name=name, proto=prototype(req, name), doc=doc, m=m, k=k, n=n,
+                  wt=w.dtype.name, zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
+                  scale_channel=scale.numel > 1, u=_DQ_PAIRS, kc=_DQ_CHUNK, group=group, add_imm=add_imm)
+
+
+def _add_immediate(value: int) -> bool:
+    """Whether a Thumb-2 ADD takes `value` as an immediate: ADDW's 12 bits, or a modified
+    immediate (a byte repeated as 0x00XY00XY, 0xXY00XY00, 0xXYXYXYXY, or 0x80-0xFF rotated)."""
+    low, second = value & 0xFF, value >> 8 & 0xFF
+    if value >= 1 << 32:
+        return False
+    if value <= 4095 or value in (low * 0x00010001, second * 0x01000100, low * 0x01010101):
+        return True
+    return any(0x80 <= ((value << r | value >> (32 - r)) & 0xFFFFFFFF) <= 0xFF for r in range(8, 32))
+
+
+def _pointer_steps(n: int, bits: int) -> tuple[int, bool]:
+    """(k pairs G that share one ADD to the pointer to w, whether G pairs' bytes are an ADD
+    immediate): the most, of a divisor of _DQ_PAIRS, whose loads all reach their rows through
+    12-bit offsets and whose step is an immediate; 1 otherwise (a MOVW then takes what does not fit)."""
+    stride = n * bits // 4                                    # bytes of two rows of w
+    reach = n // 2 if bits == 4 else n + 2                    # the farthest load's offset past a pair's row k
+    for group in (g for g in (_DQ_PAIRS, 2, 1) if _DQ_PAIRS % g == 0):
+        if (group - 1) * stride + reach <= 4095 and _add_immediate(group * stride):
+            return group, True
+    return 1, _add_immediate(stride)
