@@ -254,8 +254,7 @@ static inline void *oi_kctx_scratch(const oi_kctx *ctx) {
 #define OI_CPU_FPHP        (1u << 13)
 #define OI_CPU_ASIMDHP     (1u << 14)
 
-#define OI_CPU_FAMILIES(X) X("generic") X("avx2") X("avx512") X("neon") X("v82") X("cortex-m") X("cortex-m-v8m") \
-    X("helium")
+#define OI_CPU_FAMILIES(X) X("generic") X("avx2") X("avx512") X("neon") X("v82") X("cortex-m") X("cortex-m-v8m") X("helium")
 
 /*   X(bit,               name,          family,    leaf, sub, reg, bit, xcr0, auxv, bit) */
 #define OI_CPU_FEATURE_TABLE(X) \

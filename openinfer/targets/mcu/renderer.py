@@ -52,7 +52,8 @@ class CortexMTarget(CTarget):
 
 
 #: The renderer of each kernel family of this wing
-RENDERERS: dict[str, type[CRenderer]] = {"cortex-m": CortexMRenderer, "helium": HeliumRenderer}
+RENDERERS: dict[str, type[CRenderer]] = {"cortex-m": CortexMRenderer, "cortex-m-v8m": CortexMRenderer,
+                                         "helium": HeliumRenderer}
 
 
 #: (columns per block NB, k steps per asm statement U) by rows of x. GCC takes at most 30
