@@ -83,6 +83,12 @@ class Ctx(InfixLang):
             # the reference evaluates erf in f64 and rounds to the compute type (a single-precision
             # FPU takes erff: within an ulp or two, and no software double routine)
             return f"(float)erf((double)({args[0]}))"
+        if fn_name == "pow":
+            # C99: pow(x, NaN) is NaN but for x = +1. newlib's pow and powf (a microcontroller's
+            # C library) give 1 for x = -1 too, as for an infinite exponent: decided here, so that
+            # every C library gives the reference's NaN
+            a, b = args
+            return f"({b} != {b} && {a} != 1 ? {a} + {b} : {fn('pow', self.ct)}({a}, {b}))"
         return f"{fn('fabs' if fn_name == 'abs' else fn_name, self.ct)}({', '.join(args)})"
 
     def minimum(self, a: str, b: str) -> str:
