@@ -142,8 +142,8 @@ def tile_asm(g: ConvGeometry, t: Tile, bias: bool) -> dict:
 
 
 def _store(g: ConvGeometry, t: Tile, bias: bool) -> list[str]:
-    """After the loop, in registers the loop no longer needs (GCC gives a statement about 9; the
-    pointers to y and b wait in memory operands): the bias (b[oc..oc + OCB), into s0..) added to
+    """After the loop, in registers the loop no longer needs (x and w0 take the pointers to y and
+    b from their memory operands: templates/mcu/conv.c.j2 says why): the bias (b[oc..oc + OCB), into s0..) added to
     the sums, each channel's NC sums stored with a VSTMIA and the pointer moved on to the next
     channel's row (by the loop's counter, zero now, where no immediate encodes the step)."""
     lines = []
