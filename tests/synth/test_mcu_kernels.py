@@ -194,11 +194,12 @@ def test_dequant_matches_reference(tmp_path):
 
 #: name -> (x, w, attributes, bias?): output widths around the 4-column tile (3, 4, 5) and prime
 #: (7, 13, 17), output channels around the 4-channel block (3, 4, 5, 7, 8, 9: blocks of 1 to 3 left
-#: over), 3 x 3, 1 x 1, 5 x 5 and 1 x 11 taps (a segment of 14 inputs, weights loaded two at a time),
-#: padding 0, 1, 2, on one side, on four sides and wider than the taps (outputs of only padding, the
-#: bias; the last case's every output), dilation (5 columns: a segment of 14), a row stride of 2,
-#: groups and a depthwise convolution, a batch, conv1d; steps no ADD immediate encodes (a row of
-#: 4,400 bytes, a channel plane past 64 KB: MOVT)
+#: over), 3 x 3, 1 x 1 (input channels odd, even and 1: two an iteration), 5 x 5 and 1 x 11 taps (a
+#: segment of 14 inputs, weights loaded two at a time), padding 0, 1, 2, on one side, on four sides
+#: and wider than the taps (outputs of only padding, the bias; the last case's every output),
+#: dilation (5 columns: a segment of 14), a row stride of 2, groups and a depthwise convolution, a
+#: batch, conv1d; steps no ADD immediate encodes (a row of 4,400 bytes, a channel plane past 64 KB:
+#: MOVT)
 CONVS = {
     "k3_w3": ((1, 3, 5, 3), (4, 3, 3, 3), {"padding": 1}, True),
     "k3_w4": ((1, 2, 4, 4), (5, 2, 3, 3), {"padding": 1}, False),
@@ -208,6 +209,7 @@ CONVS = {
     "k3_w13": ((1, 4, 6, 15), (7, 4, 3, 3), {}, True),
     "c32": ((1, 32, 14, 14), (32, 32, 3, 3), {"padding": 1}, True),
     "k1": ((1, 17, 5, 7), (9, 17, 1, 1), {}, False),
+    "k1_even": ((1, 8, 3, 13), (5, 8, 1, 1), {}, True),
     "k1_pad": ((1, 3, 4, 6), (4, 3, 1, 1), {"padding": 1}, True),
     "k5": ((1, 3, 9, 11), (5, 3, 5, 5), {"padding": 2}, True),
     "k5_sides": ((1, 2, 7, 8), (4, 2, 5, 5), {"padding": [1, 2, 0, 3]}, False),

@@ -15,7 +15,9 @@ past the segment (taken in turn, so that a load does not overwrite the registers
 multiply-adds read), then NC KW VFMAs a channel. A 3 x 3 interior tile takes, per input channel
 and kernel row, the segment's VLDMIA, the ADD that moves to the next input row, 4 VLDMIAs of
 weights and 48 VFMAs: 54 instructions for 48 multiply-adds, the loop's SUBS and BNE once per input
-channel (3 rows).
+channel (3 rows). A 1 x 1 convolution's iteration takes two input channels, whose weights are
+consecutive: two segments, one VLDMIA of 2 weights a channel, 32 VFMAs, 42 instructions for 32
+multiply-adds (one channel an iteration would take 24 for 16).
 
 No scratch at all (a microcontroller's RAM is small, its weights stay in flash): no padded copy
 of the input and no packed weights. Padding never reaches memory:
@@ -87,22 +89,25 @@ class Tile:
         return self.rows == 0 or self.lo >= self.hi
 
 
-class _Asm:
-    """The lines of a tile's asm loop, and the constants that are register operands (an ADD's
-    immediate cannot encode them)."""
+#: Input channels an iteration of a 1 x 1 convolution's tile takes: their weights are consecutive
+#: in w[O, C, 1, 1], so one VLDMIA a channel loads both; the two segments (4 registers each) and
+#: the 4 channels' pairs of weights fill s0-s15.
+POINTWISE_CHANNELS = 2
+
+
+class _Constants:
+    """The steps of a tile's asm that no ADD immediate encodes: register operands, by name."""
 
     def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.constants: dict[str, int] = {}
+        self.values: dict[str, int] = {}
 
-    def add(self, reg: str, value: int, name: str) -> None:
+    def add(self, reg: str, value: int, name: str) -> list[str]:
         """reg += value bytes: an immediate, else the constant operand `name`."""
         line = add(f"%[{reg}]", value)
         if line is None:
-            self.constants[name] = value
+            self.values[name] = value
             line = f"add %[{reg}], %[{reg}], %[{name}]"
-        if line:
-            self.lines.append(line)
+        return [line] if line else []
 
 
 def _regs(first: int, count: int) -> str:
@@ -111,34 +116,63 @@ def _regs(first: int, count: int) -> str:
 
 
 def tile_asm(g: ConvGeometry, t: Tile, bias: bool) -> dict:
-    """The asm of a tile that reads input: `loop`, one input channel's R rows (the loop's body);
-    `store`, after the loop: the bias added, the sums stored; and the constants that are
-    register operands."""
-    loop = _Asm()
+    """The asm of a tile that reads input: `loop`, the loop's body, `count` iterations of it; `tail`,
+    an input channel left over; `store`, the bias added, the sums stored; and the constants that
+    are register operands. An iteration takes one input channel's R rows, or a 1 x 1
+    convolution's POINTWISE_CHANNELS input channels."""
+    constants = _Constants()
+    if g.kh == g.kw == 1 and g.cg >= POINTWISE_CHANNELS:
+        loop, count = _pointwise_channels(g, t, constants), g.cg // POINTWISE_CHANNELS
+        tail = _channel(g, t, constants) if g.cg % POINTWISE_CHANNELS else []
+    else:
+        loop, count, tail = _channel(g, t, constants), g.cg, []
+    return dict(loop=loop, count=count, tail=tail, store=_store(g, t, bias), constants=sorted(constants.values.items()))
+
+
+def _channel(g: ConvGeometry, t: Tile, constants: _Constants) -> list[str]:
+    """One input channel: each of the R rows' segment, then each output channel's KW weights
+    (in chunks of the registers left, taken in turn) and their VFMAs."""
+    lines = []
     seg = segment(g, t.nc)
     free = FIRST_SUM - seg                                  # the weights' registers, s<seg>..s15
     cursor = seg
     for r in range(t.rows):
-        loop.lines.append(f"vldmia %[x], {_regs(t.lo, t.hi - t.lo)}")
+        lines.append(f"vldmia %[x], {_regs(t.lo, t.hi - t.lo)}")
         if r < t.rows - 1:
-            loop.add("x", 4 * g.dh * g.w, "row")
+            lines += constants.add("x", 4 * g.dh * g.w, "row")
         else:                                                # to the next input channel's first row
-            loop.add("x", 4 * (g.h - (t.rows - 1) * g.dh) * g.w, "channel")
+            lines += constants.add("x", 4 * (g.h - (t.rows - 1) * g.dh) * g.w, "channel")
         for o in range(t.ocb):
             for k0 in range(0, g.kw, free):
                 count = min(free, g.kw - k0)
                 if cursor + count > FIRST_SUM:
                     cursor = seg
-                loop.lines.append(f"vldmia %[w{o}]!, {_regs(cursor, count)}")
+                lines.append(f"vldmia %[w{o}]!, {_regs(cursor, count)}")
                 for kw in range(k0, k0 + count):
                     for j in range(t.nc):
                         if t.lo <= j + kw * g.dw < t.hi:
-                            loop.lines.append(f"vfma.f32 s{FIRST_SUM + 4 * o + j}, s{j + kw * g.dw}, "
-                                              f"s{cursor + kw - k0}")
+                            lines.append(f"vfma.f32 s{FIRST_SUM + 4 * o + j}, s{j + kw * g.dw}, s{cursor + kw - k0}")
                 cursor += count
     for o in range(t.ocb):                                   # past the kernel rows the tile leaves out
-        loop.add(f"w{o}", 4 * (g.kh - t.rows) * g.kw, "skip")
-    return dict(loop=loop.lines, store=_store(g, t, bias), constants=sorted(loop.constants.items()))
+        lines += constants.add(f"w{o}", 4 * (g.kh - t.rows) * g.kw, "skip")
+    return lines
+
+
+def _pointwise_channels(g: ConvGeometry, t: Tile, constants: _Constants) -> list[str]:
+    """POINTWISE_CHANNELS input channels of a 1 x 1 convolution: channel u's segment in
+    s<4u>..., each output channel's weights of them (consecutive) with one VLDMIA into s8...,
+    then the VFMAs."""
+    lines = []
+    for u in range(POINTWISE_CHANNELS):
+        lines.append(f"vldmia %[x], {_regs(TILE_COLS * u + t.lo, t.hi - t.lo)}")
+        lines += constants.add("x", 4 * g.h * g.w, "channel")
+    weights = TILE_COLS * POINTWISE_CHANNELS
+    for o in range(t.ocb):
+        first = weights + POINTWISE_CHANNELS * o
+        lines.append(f"vldmia %[w{o}]!, {_regs(first, POINTWISE_CHANNELS)}")
+        lines += [f"vfma.f32 s{FIRST_SUM + 4 * o + j}, s{TILE_COLS * u + j}, s{first + u}"
+                  for u in range(POINTWISE_CHANNELS) for j in range(t.lo, t.hi)]
+    return lines
 
 
 def _store(g: ConvGeometry, t: Tile, bias: bool) -> list[str]:
