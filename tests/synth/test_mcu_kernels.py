@@ -192,14 +192,15 @@ def test_dequant_matches_reference(tmp_path):
     subprocess.run(args, cwd=entry["directory"], check=True)
 
 
-#: name -> (x, w, attributes, bias?): output widths around the 4-column tile (3, 4, 5) and prime
-#: (7, 13, 17), output channels around the 4-channel block (3, 4, 5, 7, 8, 9: blocks of 1 to 3 left
-#: over), 3 x 3, 1 x 1 (input channels odd, even and 1: two an iteration), 5 x 5 and 1 x 11 taps (a
-#: segment of 14 inputs, weights loaded two at a time), padding 0, 1, 2, on one side, on four sides
-#: and wider than the taps (outputs of only padding, the bias; the last case's every output),
-#: dilation (5 columns: a segment of 14), a row stride of 2, groups and a depthwise convolution, a
-#: batch, conv1d; steps no ADD immediate encodes (a row of 4,400 bytes, a channel plane past 64 KB:
-#: MOVT)
+#: name -> (x, w, attributes, bias?): output channels around the 4-channel block (3, 4, 5, 7, 8,
+#: 9) and blocks of 1, 2 and 3 channels left over, whose tiles are 12, 8 and 5 columns wide (4 x 4
+#: sums: 1 x 12, 2 x 8, 3 x 5), output widths around each tile width (3, 4, 5, 6, 7, 8, 9, 11, 12,
+#: 13) and prime (17, 31), 3 x 3, 1 x 1 (input channels odd, even and 1; two an iteration from 2
+#: output channels on), 5 x 5, 1 x 11 and 1 x 12 taps (segments of 14 inputs, weights loaded two
+#: at a time), padding 0, 1, 2, on one side, on four sides and wider than the taps (outputs of
+#: only padding, the bias; the last case's every output), dilation (5 columns: a segment of 14), a
+#: row stride of 2, groups and depthwise convolutions, a batch, conv1d; steps no ADD immediate
+#: encodes (a row of 4,400 bytes, a channel plane past 64 KB: MOVT)
 CONVS = {
     "k3_w3": ((1, 3, 5, 3), (4, 3, 3, 3), {"padding": 1}, True),
     "k3_w4": ((1, 2, 4, 4), (5, 2, 3, 3), {"padding": 1}, False),
@@ -207,9 +208,14 @@ CONVS = {
     "k3_w7": ((1, 4, 7, 7), (8, 4, 3, 3), {"padding": 1}, True),
     "k3_w9": ((1, 3, 5, 9), (9, 3, 3, 3), {"padding": 1}, False),
     "k3_w13": ((1, 4, 6, 15), (7, 4, 3, 3), {}, True),
+    "k3_o6": ((1, 3, 4, 9), (6, 3, 3, 3), {"padding": 1}, True),
+    "k3_o2": ((1, 2, 3, 7), (2, 2, 3, 3), {"padding": 1}, False),
+    "k3_o1": ((1, 2, 3, 11), (1, 2, 3, 3), {"padding": 1}, True),
     "c32": ((1, 32, 14, 14), (32, 32, 3, 3), {"padding": 1}, True),
     "k1": ((1, 17, 5, 7), (9, 17, 1, 1), {}, False),
     "k1_even": ((1, 8, 3, 13), (5, 8, 1, 1), {}, True),
+    "k1_o6": ((1, 6, 4, 11), (6, 6, 1, 1), {}, True),
+    "k1_o7": ((1, 5, 3, 6), (7, 5, 1, 1), {"padding": [0, 1]}, False),
     "k1_pad": ((1, 3, 4, 6), (4, 3, 1, 1), {"padding": 1}, True),
     "k5": ((1, 3, 9, 11), (5, 3, 5, 5), {"padding": 2}, True),
     "k5_sides": ((1, 2, 7, 8), (4, 2, 5, 5), {"padding": [1, 2, 0, 3]}, False),
@@ -217,20 +223,22 @@ CONVS = {
     "dil": ((1, 4, 12, 11), (5, 4, 3, 3), {"dilation": 2, "padding": 2}, True),
     "dil5": ((1, 2, 6, 17), (3, 2, 3, 3), {"dilation": [1, 5], "padding": [1, 5]}, True),
     "k11": ((1, 2, 3, 20), (4, 2, 1, 11), {"padding": [0, 5]}, True),
+    "k12": ((1, 2, 3, 16), (3, 2, 1, 12), {}, False),
     "s2": ((2, 3, 15, 17), (8, 3, 3, 3), {"stride": [2, 1], "padding": 1}, False),
     "groups": ((1, 12, 6, 10), (9, 4, 3, 3), {"padding": 1, "groups": 3}, True),
-    "depthwise": ((1, 5, 5, 9), (5, 1, 3, 3), {"padding": 1, "groups": 5}, False),
+    "depthwise": ((1, 5, 5, 13), (5, 1, 3, 3), {"padding": 1, "groups": 5}, False),
+    "depthwise12": ((1, 2, 4, 12), (2, 1, 3, 3), {"padding": 1, "groups": 2}, True),
     "c1d": ((2, 5, 31), (7, 5, 5), {"padding": 2}, True),
     "c1d_long": ((1, 2, 1100), (5, 2, 3), {"padding": 1}, True),
     "wide_rows": ((1, 1, 3, 1100), (5, 1, 2, 3), {"padding": 1}, True),
     "big_plane": ((1, 1, 131, 129), (2, 1, 1, 1), {}, False),
     "all_pad": ((1, 2, 2), (3, 2, 2), {"dilation": 3, "padding": 1}, True),
 }
-#: convolutions the kernel leaves to the portable one: a column stride of 2, a segment past 14
-#: inputs (1 x 12 taps)
+#: convolutions the kernel leaves to the portable one: a column stride of 2, taps reaching past 14
+#: input columns (1 x 15)
 PORTABLE_CONVS = {
     "sw2": ((1, 3, 7, 9), (4, 3, 3, 3), {"stride": [1, 2], "padding": 1}, True),
-    "k12": ((1, 2, 3, 16), (3, 2, 1, 12), {}, False),
+    "k15": ((1, 2, 3, 16), (3, 2, 1, 15), {}, False),
 }
 
 

@@ -3,21 +3,23 @@ on an Armv7E-M or Armv8-M Mainline FPU (Cortex-M4F, M7, M33), NCHW, static exten
 1, any row stride, padding, dilation and groups. Any other request takes the portable kernel
 (openinfer/targets/c/kernels/nn.py).
 
-The portable kernel takes about 4 instructions a multiply-add on these cores (a load of x and of
-w, the multiply-add, the index arithmetic). Here a tile keeps the sums of OCB (4) output channels
-x NC (4) consecutive output columns of one output row in s16-s31 for all of its taps, as the GEMM
-(templates/mcu/gemm.c.j2) keeps its 4 x 4 block. For each input channel and kernel row, the
-tile's inputs are one contiguous run of the input row, its segment: NC + (KW - 1) DW values from
-column ow0 - pl, segment index i in register s<i>, loaded by one VLDMIA. Each output channel's KW
-weights of that row, w[oc, ci, kh, 0:KW], are consecutive too: one VLDMIA each (with writeback:
-the pointer walks the channel's weights through kh and ci with no arithmetic), into the registers
-past the segment (taken in turn, so that a load does not overwrite the registers the last
-multiply-adds read), then NC KW VFMAs a channel. A 3 x 3 interior tile takes, per input channel
-and kernel row, the segment's VLDMIA, the ADD that moves to the next input row, 4 VLDMIAs of
-weights and 48 VFMAs: 54 instructions for 48 multiply-adds, the loop's SUBS and BNE once per input
-channel (3 rows). A 1 x 1 convolution's iteration takes two input channels, whose weights are
-consecutive: two segments, one VLDMIA of 2 weights a channel, 32 VFMAs, 42 instructions for 32
-multiply-adds (one channel an iteration would take 24 for 16).
+The portable kernel takes about 4 instructions a multiply-add on these cores (a load of x and of w,
+the multiply-add, the index arithmetic). Here a tile keeps the sums of OCB (4) output channels x NC
+(4) consecutive output columns of one output row in s16-s31 for all of its taps, as the GEMM
+(templates/mcu/gemm.c.j2) keeps its 4 x 4 block; a block of fewer channels (a group's last, a
+depthwise convolution's one) takes wider tiles (3 x 5, 2 x 8, 1 x 12 for 3 x 3 taps). For each
+input channel and kernel row, the tile's inputs are one contiguous run of the input row, its
+segment: NC + (KW - 1) DW values from column ow0 - pl, segment index i in register s<i>, loaded by
+one VLDMIA. Each output channel's KW weights of that row, w[oc, ci, kh, 0:KW], are consecutive too:
+one VLDMIA each (with writeback: the pointer walks the channel's weights through kh and ci with no
+arithmetic), into the registers past the segment (taken in turn, so that a load does not overwrite
+the registers the last multiply-adds read), then NC KW VFMAs a channel. A 3 x 3 interior tile
+takes, per input channel and kernel row, the segment's VLDMIA, the ADD that moves to the next input
+row, 4 VLDMIAs of weights and 48 VFMAs: 54 instructions for 48 multiply-adds, the loop's SUBS and
+BNE once per input channel (3 rows). A 1 x 1 convolution's iteration takes two input channels,
+whose weights are consecutive: two segments, one VLDMIA of 2 weights a channel, 32 VFMAs, 42
+instructions for 32 multiply-adds (one channel an iteration would take 24 for 16; with one output
+channel, a tile 14 columns wide takes 19 for 14, a pair of input channels 21).
 
 No scratch at all (a microcontroller's RAM is small, its weights stay in flash): no padded copy
 of the input and no packed weights. Padding never reaches memory:
@@ -30,8 +32,7 @@ of the input and no packed weights. Padding never reaches memory:
   that would read them are left out (the products of padding's zeros). A tile with no input at all
   (only padding) stores the bias, in C.
 
-The last tile of a row may hold fewer than 4 columns, the last block of a group's channels fewer
-than 4 channels: the same code with fewer sums.
+The last tile of a row may hold fewer columns: the same code with fewer sums.
 """
 
 from __future__ import annotations
@@ -44,14 +45,18 @@ from ..geometry import ConvGeometry
 from ..x86.renderer import common_dtype
 from .thumb import add
 
-#: Output columns of a tile.
-TILE_COLS = 4
-#: Output channels of a tile (when the group has that many): 4 x 4 sums in s16-s31.
+#: Output channels of a tile (when the group has that many).
 TILE_CHANNELS = 4
-#: The first sum's register; s0-s15 hold the segment and the weights.
+#: The first sum's register: the sums are s16-s31, s0-s15 hold the segment and the weights.
 FIRST_SUM = 16
+#: Sums a tile keeps, OCB x NC.
+SUMS = 16
 #: Registers the weights take at the least (so a load need not overwrite the last one read).
 MIN_WEIGHT_REGISTERS = 2
+#: Input channels an iteration of a 1 x 1 convolution's tile takes: their weights are consecutive
+#: in w[O, C, 1, 1], so one VLDMIA a channel loads both (4 x 4 sums: the two segments and the 4
+#: channels' pairs of weights fill s0-s15).
+POINTWISE_CHANNELS = 2
 
 
 def segment(g: ConvGeometry, nc: int) -> int:
@@ -59,10 +64,27 @@ def segment(g: ConvGeometry, nc: int) -> int:
     return nc + (g.kw - 1) * g.dw
 
 
+def pointwise(g: ConvGeometry, ocb: int) -> bool:
+    """Whether the tiles of `ocb` channels take POINTWISE_CHANNELS input channels an iteration: a
+    1 x 1 convolution's, of 2 channels or more (one channel's tile, twice as wide, takes fewer
+    instructions a multiply-add alone: 19 for 14, against 21 for 14)."""
+    return g.kh == g.kw == 1 and g.cg >= POINTWISE_CHANNELS and ocb >= 2
+
+
+def tile_width(g: ConvGeometry, ocb: int) -> int:
+    """Output columns NC of a tile of `ocb` channels: as many as the 16 sums take (4 x 4, 3 x 5,
+    2 x 8, 1 x 16) while the segment (a 1 x 1 tile's two segments) leaves registers for the
+    weights (its pairs of weights)."""
+    if pointwise(g, ocb):
+        return min(SUMS // ocb, (FIRST_SUM - POINTWISE_CHANNELS * ocb) // POINTWISE_CHANNELS)
+    return min(SUMS // ocb, FIRST_SUM - MIN_WEIGHT_REGISTERS - (g.kw - 1) * g.dw)
+
+
 def conv_geometry(req: KernelRequest) -> ConvGeometry | None:
     """The geometry of a convolution this kernel covers: f32, static, not in place, nothing
-    folded into it (pool, epilogue), column stride 1, a full tile's segment leaving registers
-    for weights, fewer than 65,536 input channels a group; None for any other."""
+    folded into it (pool, epilogue), column stride 1, taps reaching 14 input columns at most (a
+    tile of one column then leaves registers for weights), fewer than 65,536 input channels a
+    group; None for any other."""
     if req.op not in ("conv1d", "conv2d") or req.mode != "normal" or common_dtype(req) != "f32" or req.aliased \
             or req.sizes or req.output.numel == 0 or req.runtime_attrs or req.pool is not None \
             or req.epilogue is not None or req.prologue is not None or req.input_perms or req.packed:
@@ -70,15 +92,17 @@ def conv_geometry(req: KernelRequest) -> ConvGeometry | None:
     g = ConvGeometry.of(req, static_attr(req, "stride"), static_attr(req, "dilation"), static_attr(req, "padding"),
                         static_attr(req, "groups"))
     # (the input channels' count is a MOVW's 16-bit immediate)
-    return g if g.sw == 1 and segment(g, TILE_COLS) <= FIRST_SUM - MIN_WEIGHT_REGISTERS and g.cg < 1 << 16 else None
+    return g if g.sw == 1 and tile_width(g, 1) >= 1 and g.cg < 1 << 16 else None
 
 
 @dataclass(frozen=True)
 class Tile:
-    """One kind of tile: OCB channels x NC columns summing R kernel rows, loading segment indices
-    [lo, hi) (those inside the input row); R = 0 or lo >= hi: only padding (the bias)."""
+    """One kind of tile: OCB channels x NC columns (of a row's WIDTH a tile: channel o's sums are
+    s<16 + WIDTH o>...) summing R kernel rows, loading segment indices [lo, hi) (those inside
+    the input row); R = 0 or lo >= hi: only padding (the bias)."""
 
     ocb: int
+    width: int
     nc: int
     lo: int
     hi: int
@@ -87,12 +111,6 @@ class Tile:
     @property
     def empty(self) -> bool:
         return self.rows == 0 or self.lo >= self.hi
-
-
-#: Input channels an iteration of a 1 x 1 convolution's tile takes: their weights are consecutive
-#: in w[O, C, 1, 1], so one VLDMIA a channel loads both; the two segments (4 registers each) and
-#: the 4 channels' pairs of weights fill s0-s15.
-POINTWISE_CHANNELS = 2
 
 
 class _Constants:
@@ -116,17 +134,18 @@ def _regs(first: int, count: int) -> str:
 
 
 def tile_asm(g: ConvGeometry, t: Tile, bias: bool) -> dict:
-    """The asm of a tile that reads input: `loop`, the loop's body, `count` iterations of it; `tail`,
-    an input channel left over; `store`, the bias added, the sums stored; and the constants that
-    are register operands. An iteration takes one input channel's R rows, or a 1 x 1
-    convolution's POINTWISE_CHANNELS input channels."""
+    """The asm of a tile that reads input: `zero`, the sums' registers; `loop`, the loop's body,
+    `count` iterations of it; `tail`, an input channel left over; `store`, the bias added, the
+    sums stored; and the constants that are register operands. An iteration takes one input
+    channel's R rows, or a 1 x 1 convolution's POINTWISE_CHANNELS input channels."""
     constants = _Constants()
-    if g.kh == g.kw == 1 and g.cg >= POINTWISE_CHANNELS:
+    if pointwise(g, t.ocb):
         loop, count = _pointwise_channels(g, t, constants), g.cg // POINTWISE_CHANNELS
         tail = _channel(g, t, constants) if g.cg % POINTWISE_CHANNELS else []
     else:
         loop, count, tail = _channel(g, t, constants), g.cg, []
-    return dict(loop=loop, count=count, tail=tail, store=_store(g, t, bias), constants=sorted(constants.values.items()))
+    return dict(zero=_regs(FIRST_SUM, t.ocb * t.width), loop=loop, count=count, tail=tail, store=_store(g, t, bias),
+                constants=sorted(constants.values.items()))
 
 
 def _channel(g: ConvGeometry, t: Tile, constants: _Constants) -> list[str]:
@@ -151,7 +170,8 @@ def _channel(g: ConvGeometry, t: Tile, constants: _Constants) -> list[str]:
                 for kw in range(k0, k0 + count):
                     for j in range(t.nc):
                         if t.lo <= j + kw * g.dw < t.hi:
-                            lines.append(f"vfma.f32 s{FIRST_SUM + 4 * o + j}, s{j + kw * g.dw}, s{cursor + kw - k0}")
+                            lines.append(f"vfma.f32 s{FIRST_SUM + t.width * o + j}, s{j + kw * g.dw}, "
+                                         f"s{cursor + kw - k0}")
                 cursor += count
     for o in range(t.ocb):                                   # past the kernel rows the tile leaves out
         lines += constants.add(f"w{o}", 4 * (g.kh - t.rows) * g.kw, "skip")
@@ -160,17 +180,17 @@ def _channel(g: ConvGeometry, t: Tile, constants: _Constants) -> list[str]:
 
 def _pointwise_channels(g: ConvGeometry, t: Tile, constants: _Constants) -> list[str]:
     """POINTWISE_CHANNELS input channels of a 1 x 1 convolution: channel u's segment in
-    s<4u>..., each output channel's weights of them (consecutive) with one VLDMIA into s8...,
-    then the VFMAs."""
+    s<WIDTH u>..., each output channel's weights of them (consecutive) with one VLDMIA into the
+    registers after the segments, then the VFMAs."""
     lines = []
     for u in range(POINTWISE_CHANNELS):
-        lines.append(f"vldmia %[x], {_regs(TILE_COLS * u + t.lo, t.hi - t.lo)}")
+        lines.append(f"vldmia %[x], {_regs(t.width * u + t.lo, t.hi - t.lo)}")
         lines += constants.add("x", 4 * g.h * g.w, "channel")
-    weights = TILE_COLS * POINTWISE_CHANNELS
+    weights = t.width * POINTWISE_CHANNELS
     for o in range(t.ocb):
         first = weights + POINTWISE_CHANNELS * o
         lines.append(f"vldmia %[w{o}]!, {_regs(first, POINTWISE_CHANNELS)}")
-        lines += [f"vfma.f32 s{FIRST_SUM + 4 * o + j}, s{TILE_COLS * u + j}, s{first + u}"
+        lines += [f"vfma.f32 s{FIRST_SUM + t.width * o + j}, s{t.width * u + j}, s{first + u}"
                   for u in range(POINTWISE_CHANNELS) for j in range(t.lo, t.hi)]
     return lines
 
@@ -183,7 +203,7 @@ def _store(g: ConvGeometry, t: Tile, bias: bool) -> list[str]:
     lines = []
     if bias:
         lines += ["ldr %[w0], %[b]", f"vldmia %[w0], {_regs(0, t.ocb)}"]
-        lines += [f"vadd.f32 s{FIRST_SUM + 4 * o + j}, s{FIRST_SUM + 4 * o + j}, s{o}"
+        lines += [f"vadd.f32 s{FIRST_SUM + t.width * o + j}, s{FIRST_SUM + t.width * o + j}, s{o}"
                   for o in range(t.ocb) for j in range(t.nc)]
     lines.append("ldr %[x], %[y]")
     step = 4 * g.oh * g.ow
@@ -194,7 +214,7 @@ def _store(g: ConvGeometry, t: Tile, bias: bool) -> list[str]:
             lines.append(f"movt %[n], #{step >> 16}")
         line = "add %[x], %[x], %[n]"
     for o in range(t.ocb):
-        lines.append(f"vstmia %[x], {_regs(FIRST_SUM + 4 * o, t.nc)}")
+        lines.append(f"vstmia %[x], {_regs(FIRST_SUM + t.width * o, t.nc)}")
         if o < t.ocb - 1:
             lines.append(line)
     return lines
@@ -214,13 +234,13 @@ def row_runs(g: ConvGeometry) -> list[tuple[int, int, int, int]]:
     return runs
 
 
-def column_runs(g: ConvGeometry) -> list[tuple[tuple[int, int, int], int, int]]:
-    """The tiles across an output row as runs of one kind: ((columns NC, segment indices [lo, hi)
-    inside the input row), first column, tiles in the run). Segment index i is input column
-    ow0 - pl + i."""
+def column_runs(g: ConvGeometry, width: int) -> list[tuple[tuple[int, int, int], int, int]]:
+    """The tiles of `width` columns across an output row as runs of one kind: ((columns NC,
+    segment indices [lo, hi) inside the input row), first column, tiles in the run). Segment
+    index i is input column ow0 - pl + i."""
     runs: list[tuple[tuple[int, int, int], int, int]] = []
-    for ow0 in range(0, g.ow, TILE_COLS):
-        nc = min(TILE_COLS, g.ow - ow0)
+    for ow0 in range(0, g.ow, width):
+        nc = min(width, g.ow - ow0)
         cols = (nc, max(0, g.pl - ow0), min(segment(g, nc), g.w + g.pl - ow0))
         if runs and runs[-1][0] == cols:
             runs[-1] = (cols, runs[-1][1], runs[-1][2] + 1)
@@ -243,14 +263,14 @@ def conv_context(req: KernelRequest, g: ConvGeometry) -> dict:
     tiles: dict[Tile, int] = {}
     plans = {}
     for _, _, ocb in channel_blocks(g.og):
-        plan = []
+        plan, width = [], tile_width(g, ocb)
         for oy0, rows, kh_lo, r in row_runs(g):
             calls = []
-            for (nc, lo, hi), ow0, count in column_runs(g):
-                tile = Tile(ocb, nc, lo, hi, r)
-                tile = Tile(ocb, nc, 0, 0, 0) if tile.empty else tile
+            for (nc, lo, hi), ow0, count in column_runs(g, width):
+                tile = Tile(ocb, width, nc, lo, hi, r)
+                tile = Tile(ocb, width, nc, 0, 0, 0) if tile.empty else tile
                 calls.append(dict(tile=tiles.setdefault(tile, len(tiles)), empty=tile.empty, ow0=ow0, count=count,
-                                  x=lo - g.pl))
+                                  width=width, x=lo - g.pl))
             plan.append(dict(oy0=oy0, rows=rows, kh_lo=kh_lo, reads=not all(c["empty"] for c in calls), calls=calls))
         plans[ocb] = plan
     functions = [dict(t=t, **({} if t.empty else tile_asm(g, t, bias))) for t in tiles]
@@ -259,4 +279,4 @@ def conv_context(req: KernelRequest, g: ConvGeometry) -> dict:
            + f", stride {stride}, padding {pad}, dilation {dil}, groups {static_attr(req, 'groups')} -> {req.output}")
     return dict(doc=doc, n=g.n, c=g.c, h=g.h, w=g.w, o=g.o, cg=g.cg, og=g.og, kh=g.kh, kw=g.kw, oh=g.oh, ow=g.ow,
                 sh=g.sh, dh=g.dh, pt=g.pt, groups=g.c // g.cg, bias=bias, blocks=channel_blocks(g.og), plans=plans,
-                functions=functions, reads=not all(t.empty for t in tiles), tile_cols=TILE_COLS)
+                functions=functions, reads=not all(t.empty for t in tiles))

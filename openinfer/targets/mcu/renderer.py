@@ -16,8 +16,9 @@ with i8 / u8 / i4 / u4 weights (templates/mcu/dequant.c.j2) multiplies x, as int
 12-bit digits, with SMLAD (two 16-bit multiply-adds an instruction), 4 columns of w unpacked into
 rows k, k + 1's pairs by PKHBT and SXTB16 (4-bit: masks) in an assembly routine; f32 conv1d /
 conv2d at column stride 1 (fpu_conv.py, templates/mcu/conv.c.j2), tiles of 4 output channels x 4
-output columns whose 16 sums stay in s16-s31 for all taps, a VLDMIA of the input row's segment and
-one of each channel's row of weights per kernel row; any other request takes the portable kernel.
+output columns (fewer channels: wider) whose 16 sums stay in s16-s31 for all taps, a VLDMIA of the
+input row's segment and one of each channel's row of weights per kernel row; any other request
+takes the portable kernel.
 """
 
 from __future__ import annotations
