@@ -4,10 +4,12 @@ count it takes, at K and N around its column blocks (8, 6, 4 and 2 columns for 1
 and its k steps (4 a statement for one row), and prime; the 4 x 4 register-blocked GEMM at every
 M % 4 and N % 4 (its row tail the vecmat's), K odd, even and 1; the DSP extension's dequantizing GEMV
 (SMLAD) for i8 / u8 / i4 / u4 weights around its 4-column block, its 4 k pairs an iteration and
-its 248-row chunk, with rows of x holding an infinity, zeros, tiny and huge values; a descriptor
-this machine cannot run is skipped by tests/conftest.py.
+its 248-row chunk, with rows of x holding an infinity, zeros, tiny and huge values; the
+register-blocked convolution (4 channels x 4 columns of sums) at output widths and channel counts
+around its tile, with padding, dilation, row strides, groups, conv1d, and steps past the ADD
+immediates; a descriptor this machine cannot run is skipped by tests/conftest.py.
 
-    OI_SLOW=1   also both programs on the Cortex-M7 and the Cortex-M33 (Armv8-M Mainline, the
+    OI_SLOW=1   also these programs on the Cortex-M7 and the Cortex-M33 (Armv8-M Mainline, the
                 same wing)
 """
 
@@ -190,9 +192,110 @@ def test_dequant_matches_reference(tmp_path):
     subprocess.run(args, cwd=entry["directory"], check=True)
 
 
+#: name -> (x, w, attributes, bias?): output channels around the 4-channel block (3, 4, 5, 7, 8,
+#: 9) and blocks of 1, 2 and 3 channels left over, whose tiles are 12, 8 and 5 columns wide (4 x 4
+#: sums: 1 x 12, 2 x 8, 3 x 5), output widths around each tile width (3, 4, 5, 6, 7, 8, 9, 11, 12,
+#: 13) and prime (17, 31), 3 x 3, 1 x 1 (input channels odd, even and 1; two an iteration from 2
+#: output channels on), 5 x 5, 1 x 11 and 1 x 12 taps (segments of 14 inputs, weights loaded two
+#: at a time), padding 0, 1, 2, on one side, on four sides and wider than the taps (outputs of
+#: only padding, the bias; the last case's every output), dilation (5 columns: a segment of 14), a
+#: row stride of 2, groups and depthwise convolutions, a batch, conv1d; steps no ADD immediate
+#: encodes (a row of 4,400 bytes, a channel plane past 64 KB: MOVT)
+CONVS = {
+    "k3_w3": ((1, 3, 5, 3), (4, 3, 3, 3), {"padding": 1}, True),
+    "k3_w4": ((1, 2, 4, 4), (5, 2, 3, 3), {"padding": 1}, False),
+    "k3_w5": ((2, 5, 6, 5), (3, 5, 3, 3), {"padding": 1}, True),
+    "k3_w7": ((1, 4, 7, 7), (8, 4, 3, 3), {"padding": 1}, True),
+    "k3_w9": ((1, 3, 5, 9), (9, 3, 3, 3), {"padding": 1}, False),
+    "k3_w13": ((1, 4, 6, 15), (7, 4, 3, 3), {}, True),
+    "k3_o6": ((1, 3, 4, 9), (6, 3, 3, 3), {"padding": 1}, True),
+    "k3_o2": ((1, 2, 3, 7), (2, 2, 3, 3), {"padding": 1}, False),
+    "k3_o1": ((1, 2, 3, 11), (1, 2, 3, 3), {"padding": 1}, True),
+    "c32": ((1, 32, 14, 14), (32, 32, 3, 3), {"padding": 1}, True),
+    "k1": ((1, 17, 5, 7), (9, 17, 1, 1), {}, False),
+    "k1_even": ((1, 8, 3, 13), (5, 8, 1, 1), {}, True),
+    "k1_o6": ((1, 6, 4, 11), (6, 6, 1, 1), {}, True),
+    "k1_o7": ((1, 5, 3, 6), (7, 5, 1, 1), {"padding": [0, 1]}, False),
+    "k1_pad": ((1, 3, 4, 6), (4, 3, 1, 1), {"padding": 1}, True),
+    "k5": ((1, 3, 9, 11), (5, 3, 5, 5), {"padding": 2}, True),
+    "k5_sides": ((1, 2, 7, 8), (4, 2, 5, 5), {"padding": [1, 2, 0, 3]}, False),
+    "wide_pad": ((1, 2, 4, 5), (4, 2, 3, 3), {"padding": 3}, True),
+    "dil": ((1, 4, 12, 11), (5, 4, 3, 3), {"dilation": 2, "padding": 2}, True),
+    "dil5": ((1, 2, 6, 17), (3, 2, 3, 3), {"dilation": [1, 5], "padding": [1, 5]}, True),
+    "k11": ((1, 2, 3, 20), (4, 2, 1, 11), {"padding": [0, 5]}, True),
+    "k12": ((1, 2, 3, 16), (3, 2, 1, 12), {}, False),
+    "s2": ((2, 3, 15, 17), (8, 3, 3, 3), {"stride": [2, 1], "padding": 1}, False),
+    "groups": ((1, 12, 6, 10), (9, 4, 3, 3), {"padding": 1, "groups": 3}, True),
+    "depthwise": ((1, 5, 5, 13), (5, 1, 3, 3), {"padding": 1, "groups": 5}, False),
+    "depthwise12": ((1, 2, 4, 12), (2, 1, 3, 3), {"padding": 1, "groups": 2}, True),
+    "c1d": ((2, 5, 31), (7, 5, 5), {"padding": 2}, True),
+    "c1d_long": ((1, 2, 1100), (5, 2, 3), {"padding": 1}, True),
+    "wide_rows": ((1, 1, 3, 1100), (5, 1, 2, 3), {"padding": 1}, True),
+    "big_plane": ((1, 1, 131, 129), (2, 1, 1, 1), {}, False),
+    "all_pad": ((1, 2, 2), (3, 2, 2), {"dilation": 3, "padding": 1}, True),
+}
+#: convolutions the kernel leaves to the portable one: a column stride of 2, taps reaching past 14
+#: input columns (1 x 15)
+PORTABLE_CONVS = {
+    "sw2": ((1, 3, 7, 9), (4, 3, 3, 3), {"stride": [1, 2], "padding": 1}, True),
+    "k15": ((1, 2, 3, 16), (3, 2, 1, 15), {}, False),
+}
+
+
+def _conv_out(xs, ws, attrs) -> tuple[int, ...]:
+    nd = len(xs) - 2
+
+    def pairs(v, default):
+        v = attrs.get(v, default)
+        return [v] * nd if isinstance(v, int) else list(v)
+    stride, dil, pad = pairs("stride", 1), pairs("dilation", 1), pairs("padding", 0)
+    pad = pad * 2 if len(pad) == nd else pad
+    return (xs[0], ws[0], *((xs[2 + i] + pad[i] + pad[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // stride[i] + 1
+                            for i in range(nd)))
+
+
+def _conv_signature(xs, ws) -> str:
+    return f"cortex-m conv{len(xs) - 2}d: f32{list(xs)} * f32{list(ws)}"
+
+
+def _check_conv(tmp_path: Path, arch: str) -> None:
+    """Every convolution of CONVS and PORTABLE_CONVS one op of one program (random weights and
+    bias), two steps against the reference; CONVS take the register-blocked kernel, the others not."""
+    rng = np.random.default_rng(13)
+    convs = {**CONVS, **PORTABLE_CONVS}
+    weights, dyn, const, outs, body = {}, [], [], [], []
+    for name, (xs, ws, attrs, bias) in convs.items():
+        dyn.append(f"{name}_x: f32{list(xs)};")
+        weights[f"{name}_w"] = rng.uniform(-1, 1, ws).astype(np.float32)
+        const.append(f"{name}_w: f32{list(ws)};")
+        args = f"{name}_x, {name}_w"
+        if bias:
+            weights[f"{name}_b"] = rng.uniform(-1, 1, ws[0]).astype(np.float32)
+            const.append(f"{name}_b: f32[{ws[0]}];")
+            args += f", {name}_b"
+        args += "".join(f", {k}={v}" for k, v in attrs.items())
+        body.append(f"  op conv{len(xs) - 2}d({args}) >> {name};\n")
+        outs.append(f"{name}: f32{list(_conv_out(xs, ws, attrs))};")
+    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\nvolatile {{ {' '.join(outs)} }}\n"
+            f"block entry {{\n{''.join(body)}  return;\n}}\n")
+    tmp_path.mkdir(exist_ok=True)
+    oi.write_oinf(tmp_path / "conv.oinf", weights)
+    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "conv.oinf"), oi.graph(text), arch=arch, steps=2)
+    kernels = "".join(p.read_text() for p in Path(sim.project).glob("*_kernels.c"))
+    for name, (xs, ws, _, _) in CONVS.items():
+        assert _conv_signature(xs, ws) in kernels, name
+    for name, (xs, ws, _, _) in PORTABLE_CONVS.items():
+        assert _conv_signature(xs, ws) not in kernels, name
+
+
+def test_conv_matches_reference(tmp_path):
+    _check_conv(tmp_path / "conv", "cortex-m4")
+
+
 @pytest.mark.skipif(not SLOW, reason="OI_SLOW=1: the Cortex-M7 and M33 builds")
 @pytest.mark.parametrize("arch", ("cortex-m7", "cortex-m33"))
 def test_cortex_m7_and_m33_match_reference(tmp_path, arch):
     _check_vecmat(tmp_path, arch)
     _check_gemm(tmp_path, arch)
     _check_dequant(tmp_path, arch)
+    _check_conv(tmp_path / "conv", arch)

@@ -15,7 +15,8 @@ thread (OI_NUM_THREADS=1). Cases: a 256^3 f32 GEMM (both operands inputs; also a
 GEMV [1, 1024] @ [1024, 1024] (also x @ W^T, W a constant [1024, 1024]: an imported Gemm's
 weight), the i8 and i4 dequantizing GEMVs of the same shape (per-channel
 scale), 3 x 3 pad-1 convolutions with bias (32 -> 32 channels on 14 x 14, 16 -> 32 on 28 x 28;
-constant weights), sdpa over 4 heads of 64 queries and keys, head dim 64, and lrn over
+constant weights), a MobileNet block's 1 x 1 (64 -> 64 channels on 14 x 14) and 3 x 3 depthwise (32
+channels on 28 x 28) convolutions, sdpa over 4 heads of 64 queries and keys, head dim 64, and lrn over
 [1, 64, 27, 27] (5 channels, AlexNet's second layer's window). The FMA lower
 bound of the GEMM, the convolutions and sdpa's two products on 128-bit NEON is their
 multiply-adds / 4 FMLA instructions; a product's line also gives instructions per multiply-add.
@@ -71,6 +72,13 @@ for _name, _c, _o, _hw in (("conv_32x14x14", 32, 32, 14), ("conv_16x28x28", 16, 
                     f"volatile {{ y: f32[1, {_o}, {_hw}, {_hw}]; }}\n"
                     "block entry {\n  op conv2d(x, w, b, padding=1) >> y;\n  return;\n}\n",
                     {"w": "f32", "b": "f32"}, ("x",))
+for _name, _c, _k, _groups, _hw in (("conv1x1_64x14x14", 64, 1, 1, 14), ("dwconv_32x28x28", 32, 3, 32, 28)):
+    # a MobileNet block's pointwise (1 x 1) and depthwise (3 x 3, padding 1, a group a channel) convolutions
+    CASES[_name] = (f"dynamic {{ x: f32[1, {_c}, {_hw}, {_hw}]; }}\n"
+                    f"constant {{ w: f32[{_c}, {_c // _groups}, {_k}, {_k}]; b: f32[{_c}]; }}\n"
+                    f"volatile {{ y: f32[1, {_c}, {_hw}, {_hw}]; }}\n"
+                    f"block entry {{\n  op conv2d(x, w, b, padding={_k // 2}, groups={_groups}) >> y;\n  return;\n}}\n",
+                    {"w": "f32", "b": "f32"}, ("x",))
 # attention of 4 heads, 64 queries and keys, head dim 64 (the encoder example's shape at a quarter
 # of its length)
 CASES["sdpa_4x64x64"] = ("dynamic { q: f32[4, 64, 64]; k: f32[4, 64, 64]; v: f32[4, 64, 64]; }\n"
@@ -81,7 +89,8 @@ CASES["lrn_64x27x27"] = ("dynamic { x: f32[1, 64, 27, 27]; }\nvolatile { y: f32[
 #: multiply-adds of the products
 MACS = {"gemm_256": 256 ** 3, "gemm_256_tb": 256 ** 3, "gemv_f32_1024": 1024 ** 2, "gemv_f32_1024_wt": 1024 ** 2,
         "gemv_i8_1024": 1024 ** 2, "gemv_i4_1024": 1024 ** 2, "sdpa_4x64x64": 2 * 4 * 64 * 64 * 64,
-        "conv_32x14x14": 32 * 32 * 9 * 14 * 14, "conv_16x28x28": 16 * 32 * 9 * 28 * 28}
+        "conv_32x14x14": 32 * 32 * 9 * 14 * 14, "conv_16x28x28": 16 * 32 * 9 * 28 * 28,
+        "conv1x1_64x14x14": 64 * 64 * 14 * 14, "dwconv_32x28x28": 32 * 9 * 28 * 28}
 #: the FMA lower bound on 128-bit NEON: a product's multiply-adds / 4 FMLA instructions
 FMA_BOUND = {k: MACS[k] // 4 for k in ("sdpa_4x64x64", "gemm_256", "gemm_256_tb", "conv_32x14x14", "conv_16x28x28")}
 

@@ -14,7 +14,10 @@ matmul, a GEMM (templates/mcu/gemm.c.j2) whose 4 x 4 blocks keep their sums in s
 two k steps of a row of A, and of the block's columns of B, a VLDMIA each; dequant_matmul of f32 x
 with i8 / u8 / i4 / u4 weights (templates/mcu/dequant.c.j2) multiplies x, as integers in two
 12-bit digits, with SMLAD (two 16-bit multiply-adds an instruction), 4 columns of w unpacked into
-rows k, k + 1's pairs by PKHBT and SXTB16 (4-bit: masks) in an assembly routine; any other request
+rows k, k + 1's pairs by PKHBT and SXTB16 (4-bit: masks) in an assembly routine; f32 conv1d /
+conv2d at column stride 1 (fpu_conv.py, templates/mcu/conv.c.j2), tiles of 4 output channels x 4
+output columns (fewer channels: wider) whose 16 sums stay in s16-s31 for all taps, a VLDMIA of the
+input row's segment and one of each channel's row of weights per kernel row; any other request
 takes the portable kernel.
 """
 
@@ -26,7 +29,9 @@ from ..base import EmitterTable
 from ..c.kernels import KernelSource, prototype
 from ..c.renderer import CRenderer, CTarget
 from ..env import render
+from .fpu_conv import conv_context, conv_geometry
 from .helium import HeliumRenderer
+from .thumb import add_immediate
 
 _EMITTERS = EmitterTable()
 emitter = _EMITTERS.emitter
@@ -125,17 +130,6 @@ def _dequant_matmul(r: CortexMRenderer, req: KernelRequest, name: str) -> str | 
                   scale_channel=scale.numel > 1, u=_DQ_PAIRS, kc=_DQ_CHUNK, group=group, add_imm=add_imm)
 
 
-def _add_immediate(value: int) -> bool:
-    """Whether a Thumb-2 ADD takes `value` as an immediate: ADDW's 12 bits, or a modified
-    immediate (a byte repeated as 0x00XY00XY, 0xXY00XY00, 0xXYXYXYXY, or 0x80-0xFF rotated)."""
-    low, second = value & 0xFF, value >> 8 & 0xFF
-    if value >= 1 << 32:
-        return False
-    if value <= 4095 or value in (low * 0x00010001, second * 0x01000100, low * 0x01010101):
-        return True
-    return any(0x80 <= ((value << r | value >> (32 - r)) & 0xFFFFFFFF) <= 0xFF for r in range(8, 32))
-
-
 def _pointer_steps(n: int, bits: int) -> tuple[int, bool]:
     """(k pairs G that share one ADD to the pointer to w, whether G pairs' bytes are an ADD
     immediate): the most, of a divisor of _DQ_PAIRS, whose loads all reach their rows through
@@ -143,6 +137,16 @@ def _pointer_steps(n: int, bits: int) -> tuple[int, bool]:
     stride = n * bits // 4                                    # bytes of two rows of w
     reach = n // 2 if bits == 4 else n + 2                    # the farthest load's offset past a pair's row k
     for group in (g for g in (_DQ_PAIRS, 2, 1) if _DQ_PAIRS % g == 0):
-        if (group - 1) * stride + reach <= 4095 and _add_immediate(group * stride):
+        if (group - 1) * stride + reach <= 4095 and add_immediate(group * stride):
             return group, True
-    return 1, _add_immediate(stride)
+    return 1, add_immediate(stride)
+
+
+@emitter("conv1d", "conv2d")
+def _conv(r: CortexMRenderer, req: KernelRequest, name: str) -> str | None:
+    """f32 convolutions at column stride 1: 4 channels x 4 columns of sums in s16-s31
+    (openinfer/targets/mcu/fpu_conv.py, templates/mcu/conv.c.j2); None for any other request."""
+    g = conv_geometry(req)
+    if g is None:
+        return None
+    return render("mcu/conv.c.j2", name=name, proto=prototype(req, name), **conv_context(req, g))
