@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))       # the checkout this script is in, not an installed openinfer
 TARGETS = ("x86_64-generic", "x86_64-avx2", "x86_64-avx512", "aarch64-generic", "aarch64-neon", "aarch64-v82",
-           "cortex-m4", "lavapipe")
+           "cortex-m4", "cortex-m55", "lavapipe")
 MANIFEST_LABELS = ("abi_version", "target")
 MANIFEST_REST = " without " + ", ".join(MANIFEST_LABELS)
 

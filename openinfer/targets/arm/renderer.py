@@ -73,6 +73,7 @@ from ..x86.renderer import (
     row_units,
     rows_view,
     used_kinds,
+    vector_chain,
 )
 from .conv import conv_geometry, conv_kernel, packed_elems, pools_own_result
 from .elementwise import neon_step
@@ -184,20 +185,8 @@ RENDERERS: dict[str, type[NeonRenderer]] = {"neon": NeonRenderer, "v82": V82Rend
 # ---------------------------------------------------------------------------------------- element-wise
 
 def _chain(req: KernelRequest) -> list[VectorStep] | None:
-    """The NEON steps of an element-wise request, one op or a fused chain; None if a step has no
-    vector form or is not f32 (or accumulates)."""
-    if req.op == "fused":
-        chain = [(step, [f"x{i}" if src == "in" else f"s{i}" for src, i in args])
-                 for step, args in zip(req.chain, req.chain_args, strict=True)]
-    else:
-        chain = [(req, [f"x{i}" for i in range(len(req.inputs))])]
-    steps = []
-    for j, (step_req, args) in enumerate(chain):
-        step = neon_step(step_req, j, args) if common_dtype(step_req) == "f32" and not step_req.acc else None
-        if step is None:
-            return None
-        steps.append(step)
-    return steps
+    """The NEON steps of an element-wise request (x86/renderer.py `vector_chain`)."""
+    return vector_chain(req, neon_step)
 
 
 @emitter(*OPS, "fused")

@@ -29,7 +29,7 @@ from ..c.renderer import CRenderer
 from ..elementwise import OPS
 from ..env import render
 from ..x86.elementwise import VectorStep
-from ..x86.renderer import chain_consts, common_dtype, rows_view, used_kinds
+from ..x86.renderer import chain_consts, common_dtype, rows_view, used_kinds, vector_chain
 from .helium_conv import conv_context, conv_geometry
 from .helium_elementwise import mve_step
 from .mve import LANES, TILE_VECTORS
@@ -103,20 +103,8 @@ def _matmul(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
 # ---------------------------------------------------------------------------------------- element-wise
 
 def _chain(req: KernelRequest) -> list[VectorStep] | None:
-    """The MVE steps of an element-wise request, one op or a fused chain; None if a step has no
-    vector form or is not f32 (or accumulates)."""
-    if req.op == "fused":
-        chain = [(step, [f"x{i}" if src == "in" else f"s{i}" for src, i in args])
-                 for step, args in zip(req.chain, req.chain_args, strict=True)]
-    else:
-        chain = [(req, [f"x{i}" for i in range(len(req.inputs))])]
-    steps = []
-    for j, (step_req, args) in enumerate(chain):
-        step = mve_step(step_req, j, args) if common_dtype(step_req) == "f32" and not step_req.acc else None
-        if step is None:
-            return None
-        steps.append(step)
-    return steps
+    """The MVE steps of an element-wise request (x86/renderer.py `vector_chain`)."""
+    return vector_chain(req, mve_step)
 
 
 @emitter(*OPS, "fused")

@@ -300,10 +300,11 @@ def row_units(rows: int, inner: int, lanes: int, par_elems: int) -> dict:
             "parallel": capacity(rows) * cap >= par_elems and capacity(units) > grain}
 
 
-def _chain(vec: Vec, req: KernelRequest) -> list[VectorStep] | None:
+def vector_chain(req: KernelRequest, step_of) -> list[VectorStep] | None:
     """The vector steps of an element-wise request, one op or a fused chain whose arguments are
-    x<i> (input i) or s<j> (step j's value); None if a step has no vector form (x86/elementwise.py)
-    or is not f32 (or accumulates)."""
+    x<i> (input i) or s<j> (step j's value), each made by the wing's `step_of(step request, j,
+    args)` (x86/elementwise.py's `vector_step`, NEON's, MVE's); None if a step has no vector form
+    or is not f32 (or accumulates). Every SIMD wing's element-wise kernels and epilogues take it."""
     if req.op == "fused":
         chain = [(step, [f"x{i}" if src == "in" else f"s{i}" for src, i in args])
                  for step, args in zip(req.chain, req.chain_args, strict=True)]
@@ -311,11 +312,16 @@ def _chain(vec: Vec, req: KernelRequest) -> list[VectorStep] | None:
         chain = [(req, [f"x{i}" for i in range(len(req.inputs))])]
     steps = []
     for j, (step_req, args) in enumerate(chain):
-        step = vector_step(vec.pre, step_req, j, args) if common_dtype(step_req) == "f32" and not step_req.acc else None
+        step = step_of(step_req, j, args) if common_dtype(step_req) == "f32" and not step_req.acc else None
         if step is None:
             return None
         steps.append(step)
     return steps
+
+
+def _chain(vec: Vec, req: KernelRequest) -> list[VectorStep] | None:
+    """`vector_chain` in `vec`'s intrinsics."""
+    return vector_chain(req, lambda step_req, j, args: vector_step(vec.pre, step_req, j, args))
 
 
 def chain_consts(steps: list[VectorStep]) -> list[VectorConst]:
