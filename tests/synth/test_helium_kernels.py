@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conv_shapes import conv_out
 
 import openinfer as oi
 from openinfer.targets import devices
@@ -151,18 +152,6 @@ CONVS = {
 }
 
 
-def _conv_out(xs, ws, attrs) -> tuple[int, ...]:
-    nd = len(xs) - 2
-
-    def pairs(v, default):
-        v = attrs.get(v, default)
-        return [v] * nd if isinstance(v, int) else list(v)
-    stride, dil, pad = pairs("stride", 1), pairs("dilation", 1), pairs("padding", 0)
-    pad = pad * 2 if len(pad) == nd else pad
-    return (xs[0], ws[0], *((xs[2 + i] + pad[i] + pad[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // stride[i] + 1
-                            for i in range(nd)))
-
-
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # compare() on infinities
 def test_conv_matches_reference(tmp_path):
     rng = np.random.default_rng(5)
@@ -176,7 +165,7 @@ def test_conv_matches_reference(tmp_path):
             args += f", {name}_b"
         args += "".join(f", {k}={v}" for k, v in attrs.items())
         body.append(f"  op conv{len(xs) - 2}d({args}) >> {name};\n")
-        outs[name] = _conv_out(xs, ws, attrs)
+        outs[name] = conv_out(xs, ws, attrs)
     inputs["c_w9_x"].reshape(-1)[:5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]    # through the sums
     text = (_decls("dynamic", dyn) + _decls("constant", const) + _decls("volatile", outs)
             + "block entry {\n" + "".join(body) + "  return;\n}\n")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conv_shapes import conv_out
 
 import openinfer as oi
 from openinfer.targets import devices
@@ -242,18 +243,6 @@ PORTABLE_CONVS = {
 }
 
 
-def _conv_out(xs, ws, attrs) -> tuple[int, ...]:
-    nd = len(xs) - 2
-
-    def pairs(v, default):
-        v = attrs.get(v, default)
-        return [v] * nd if isinstance(v, int) else list(v)
-    stride, dil, pad = pairs("stride", 1), pairs("dilation", 1), pairs("padding", 0)
-    pad = pad * 2 if len(pad) == nd else pad
-    return (xs[0], ws[0], *((xs[2 + i] + pad[i] + pad[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // stride[i] + 1
-                            for i in range(nd)))
-
-
 def _conv_signature(xs, ws) -> str:
     return f"cortex-m conv{len(xs) - 2}d: f32{list(xs)} * f32{list(ws)}"
 
@@ -275,7 +264,7 @@ def _check_conv(tmp_path: Path, arch: str) -> None:
             args += f", {name}_b"
         args += "".join(f", {k}={v}" for k, v in attrs.items())
         body.append(f"  op conv{len(xs) - 2}d({args}) >> {name};\n")
-        outs.append(f"{name}: f32{list(_conv_out(xs, ws, attrs))};")
+        outs.append(f"{name}: f32{list(conv_out(xs, ws, attrs))};")
     text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\nvolatile {{ {' '.join(outs)} }}\n"
             f"block entry {{\n{''.join(body)}  return;\n}}\n")
     tmp_path.mkdir(exist_ok=True)

@@ -31,6 +31,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+from conv_shapes import conv_out  # noqa: E402
 from test_avx_kernels import BINARY, UNARY, decls, run, special  # noqa: E402
 from test_dequant_avx import WTYPES, _dot  # noqa: E402
 
@@ -630,7 +631,6 @@ def test_rows_and_reductions(tmp_path, device):
     _builds_at_o2(sim)
 
 
-
 #: name -> (x, w, attributes, bias?, epilogue): widths around the 4-lane vector and the 8-column
 #: tile (3, 4, 5, 7, 8, 9, 11, 14 outputs), odd and prime channel counts (3, 5, 17: an edge block
 #: of 1 channel after two of 8), taps not a multiple of 4, H-only padding, strides 2 and 3
@@ -660,18 +660,6 @@ CONVS_SLOW = {
 }
 
 
-def _conv_out(xs, ws, attrs) -> tuple[int, ...]:
-    nd = len(xs) - 2
-
-    def pairs(v, default):
-        v = attrs.get(v, default)
-        return [v] * nd if isinstance(v, int) else list(v)
-    stride, dil, pad = pairs("stride", 1), pairs("dilation", 1), pairs("padding", 0)
-    pad = pad * 2 if len(pad) == nd else pad
-    return (xs[0], ws[0], *((xs[2 + i] + pad[i] + pad[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // stride[i] + 1
-                            for i in range(nd)))
-
-
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 @pytest.mark.parametrize("device", DEVICES)
 def test_conv(tmp_path, device):
@@ -692,7 +680,7 @@ def test_conv(tmp_path, device):
         body.append(f"  op conv{len(xs) - 2}d({args}) >> {name};\n")
         if epi:
             body.append(f"  op {epi}({name}) >> {name};\n")
-        outs[name] = _conv_out(xs, ws, attrs)
+        outs[name] = conv_out(xs, ws, attrs)
     special(inputs["c_hpad_x"])             # NaN, infinities, signed zeros through the sums
     text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
             + "block entry {\n" + "".join(body) + "  return;\n}\n")
@@ -734,7 +722,7 @@ def test_conv_pools_its_result(tmp_path, device):
         if epi:
             body.append(f"  op {epi}({name}_c) >> {name}_c;\n")
         body.append(f"  op {pool.format(name + '_c')} >> {name};\n")
-        convs[f"{name}_c"], outs[name] = _conv_out(xs, ws, attrs), pooled
+        convs[f"{name}_c"], outs[name] = conv_out(xs, ws, attrs), pooled
     special(inputs["cp_max_x"])             # NaN, infinities, signed zeros through sums and maxima
     text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", {**convs, **outs})
             + "block entry {\n" + "".join(body) + "  return;\n}\n")
