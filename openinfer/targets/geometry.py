@@ -16,6 +16,12 @@ def numel(shape) -> int:
     return n
 
 
+def blocks_of(n: int, size: int) -> list[tuple[int, int, int]]:
+    """n items (rows, channels) as register tiles take them: (first item, blocks, items a block),
+    the whole blocks of `size`, then one of the n % size left."""
+    return ([(0, n // size, size)] if n >= size else []) + ([(n - n % size, 1, n % size)] if n % size else [])
+
+
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides = []
     acc = 1

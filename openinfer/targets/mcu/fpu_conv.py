@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from ...synth.program import KernelRequest
 from ..c.kernels.common import static_attr
-from ..geometry import ConvGeometry
+from ..geometry import ConvGeometry, blocks_of
 from ..x86.renderer import common_dtype
 from .thumb import add
 
@@ -249,20 +249,13 @@ def column_runs(g: ConvGeometry, width: int) -> list[tuple[tuple[int, int, int],
     return runs
 
 
-def channel_blocks(og: int) -> list[tuple[int, int, int]]:
-    """Blocks of a group's output channels: (first channel, blocks, channels a block)."""
-    full = og // TILE_CHANNELS
-    return ([(0, full, TILE_CHANNELS)] if full else []) + \
-        ([(full * TILE_CHANNELS, 1, og % TILE_CHANNELS)] if og % TILE_CHANNELS else [])
-
-
 def conv_context(req: KernelRequest, g: ConvGeometry) -> dict:
     """The template's context: the geometry; for each channel block size, the row runs and each
     run's tile calls across the row; the distinct tiles (a function each) with their asm."""
     bias = len(req.own_inputs) > 2
     tiles: dict[Tile, int] = {}
     plans = {}
-    for _, _, ocb in channel_blocks(g.og):
+    for _, _, ocb in blocks_of(g.og, TILE_CHANNELS):
         plan, width = [], tile_width(g, ocb)
         for oy0, rows, kh_lo, r in row_runs(g):
             calls = []
@@ -278,5 +271,5 @@ def conv_context(req: KernelRequest, g: ConvGeometry) -> dict:
     doc = (f"{req.op}: {req.inputs[0]} * {req.inputs[1]}" + (" + bias" if bias else "")
            + f", stride {stride}, padding {pad}, dilation {dil}, groups {static_attr(req, 'groups')} -> {req.output}")
     return dict(doc=doc, n=g.n, c=g.c, h=g.h, w=g.w, o=g.o, cg=g.cg, og=g.og, kh=g.kh, kw=g.kw, oh=g.oh, ow=g.ow,
-                sh=g.sh, dh=g.dh, pt=g.pt, groups=g.c // g.cg, bias=bias, blocks=channel_blocks(g.og), plans=plans,
-                functions=functions, reads=not all(t.empty for t in tiles))
+                sh=g.sh, dh=g.dh, pt=g.pt, groups=g.c // g.cg, bias=bias, blocks=blocks_of(g.og, TILE_CHANNELS),
+                plans=plans, functions=functions, reads=not all(t.empty for t in tiles))

@@ -28,6 +28,7 @@ from ..c.kernels import KernelSource, prototype
 from ..c.renderer import CRenderer
 from ..elementwise import OPS
 from ..env import render
+from ..geometry import blocks_of
 from ..x86.elementwise import VectorStep
 from ..x86.renderer import chain_consts, common_dtype, rows_view, used_kinds, vector_chain
 from .helium_conv import conv_context, conv_geometry
@@ -67,11 +68,6 @@ def _tiles(rows: int, n: int) -> list[tuple[int, int]]:
 DOT_TILE_COLS = {1: 6, 2: 2}
 
 
-def _row_blocks(m: int, rows: int) -> list[tuple[int, int, int]]:
-    """(first row, blocks, rows a block): full blocks of `rows` rows, then the rest."""
-    return ([(0, m // rows, rows)] if m >= rows else []) + ([(m - m % rows, 1, m % rows)] if m % rows else [])
-
-
 @emitter("matmul")
 def _matmul(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
     """f32 x[M, K] @ W[K, N] or x @ W^T (W stored [N, K]), static sizes, no batch, x not
@@ -88,12 +84,12 @@ def _matmul(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
     if 0 in (m, k, n):
         return None
     if req.attr("transpose_b"):
-        blocks = _row_blocks(m, 2)
+        blocks = blocks_of(m, 2)
         tiles = sorted({(rows, cols) for _, _, rows in blocks
                         for cols in (DOT_TILE_COLS[rows], n % DOT_TILE_COLS[rows]) if cols and cols <= n})
         return render("mcu/helium_matmul_bt.c.j2", name=name, proto=prototype(req, name), m=m, k=k, n=n,
                       blocks=blocks, tiles=tiles, tile_cols=DOT_TILE_COLS)
-    blocks = _row_blocks(m, TILE_ROWS)
+    blocks = blocks_of(m, TILE_ROWS)
     tiles = sorted({t for _, _, rows in blocks for t in _tiles(rows, n)})
     return render("mcu/helium_matmul.c.j2", name=name, proto=prototype(req, name), m=m, k=k, n=n,
                   blocks=blocks, tiles=tiles, tile_vectors=TILE_VECTORS, lanes=LANES, k_steps=K_STEPS,

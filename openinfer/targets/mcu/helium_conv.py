@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ...synth.program import KernelRequest
 from ..c.kernels.common import static_attr
-from ..geometry import ConvGeometry
+from ..geometry import ConvGeometry, blocks_of
 from ..x86.renderer import common_dtype
 from .mve import LANES, TILE_VECTORS
 
@@ -110,17 +110,10 @@ def row_plan(g: ConvGeometry, ocb: int) -> list[tuple[Tile, int, int]]:
     return runs
 
 
-def channel_blocks(og: int) -> list[tuple[int, int, int]]:
-    """Blocks of a group's output channels: (first channel, blocks, channels a block)."""
-    full = og // TILE_CHANNELS
-    return ([(0, full, TILE_CHANNELS)] if full else []) + \
-        ([(full * TILE_CHANNELS, 1, og % TILE_CHANNELS)] if og % TILE_CHANNELS else [])
-
-
 def conv_context(req: KernelRequest, g: ConvGeometry) -> dict:
     """The template's context: the geometry, the channel blocks, each block size's row plan and
     the distinct tiles (a function each)."""
-    blocks = channel_blocks(g.og)
+    blocks = blocks_of(g.og, TILE_CHANNELS)
     plans = {ocb: row_plan(g, ocb) for _, _, ocb in blocks}
     tiles = list(dict.fromkeys(t for plan in plans.values() for t, _, _ in plan))
     bias = len(req.own_inputs) > 2
