@@ -10,6 +10,7 @@ render unchanged. NEON's intrinsics carry no common prefix: the `pre` field is u
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ...synth.program import KernelRequest
 from ..elementwise import NotExpressible
@@ -22,26 +23,33 @@ _PREDICATES = {"==": "vceqq_f32", ">=": "vcgeq_f32"}
 
 @dataclass(frozen=True)
 class NeonLang(VectorLang):
-    """The table's primitives in AArch64 Advanced SIMD, f32 (four lanes)."""
+    """The table's primitives in AArch64 Advanced SIMD, f32 (four lanes). Armv8.1-M's MVE spells
+    most of them the same: its `MveLang` (openinfer/targets/mcu/helium_elementwise.py) subclasses
+    this one and replaces the tables below."""
+
+    #: the intrinsic of each arithmetic operator, of each ordered comparison, of the square root
+    ARITH: ClassVar[dict[str, str]] = _ARITH
+    PREDICATES: ClassVar[dict[str, str]] = _PREDICATES
+    SQRT: ClassVar[str] = "vsqrtq_f32"
 
     def set1(self, text: str) -> str:
         return f"vdupq_n_f32({text})"
 
     def arith(self, sym: str, a: str, b: str) -> str:
-        return f"{_ARITH[sym]}({a}, {b})"
+        return f"{self.ARITH[sym]}({a}, {b})"
 
     def fmadd(self, a: str, b: str, c: str) -> str:
         return f"vfmaq_f32({c}, {a}, {b})"
 
     def call(self, fn: str, *args: str) -> str:
         if fn == "sqrt":
-            return f"vsqrtq_f32({args[0]})"
+            return f"{self.SQRT}({args[0]})"
         return super().call(fn, *args)
 
     def compare(self, sym: str, a: str, b: str) -> str:
-        if sym not in _PREDICATES:
+        if sym not in self.PREDICATES:
             raise NotExpressible(f"the comparison {sym}")
-        return f"{_PREDICATES[sym]}({a}, {b})"
+        return f"{self.PREDICATES[sym]}({a}, {b})"
 
 
 def neon_step(req: KernelRequest, j: int, args: list[str]) -> VectorStep | None:

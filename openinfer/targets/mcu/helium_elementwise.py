@@ -29,10 +29,11 @@ classifications (their results are bool / int), sign, and every non-f32 request.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ...synth.program import KernelRequest
-from ..elementwise import NotExpressible
-from ..x86.elementwise import VectorLang, VectorStep, vector_step
+from ..arm.elementwise import NeonLang
+from ..x86.elementwise import VectorStep, vector_step
 
 _ARITH = {"+": "vaddq_f32", "-": "vsubq_f32", "*": "vmulq_f32", "/": "oiv_div"}
 #: the comparisons the vector formulas make, ordered (false on NaN) as C's: a lane predicate
@@ -43,29 +44,19 @@ _ROUNDING = {"floor": "oiv_floor", "ceil": "oiv_ceil", "trunc": "vrndq_f32", "ro
 
 
 @dataclass(frozen=True)
-class MveLang(VectorLang):
-    """The table's primitives in Armv8.1-M MVE, f32 (four lanes)."""
+class MveLang(NeonLang):
+    """The table's primitives in Armv8.1-M MVE, f32 (four lanes): NEON's spellings (arm_mve.h
+    shares vdupq_n_f32, vaddq_f32, vfmaq_f32, ...) but for division, square root, the
+    comparisons' predicates, rounding and the zero test."""
 
-    def set1(self, text: str) -> str:
-        return f"vdupq_n_f32({text})"
-
-    def arith(self, sym: str, a: str, b: str) -> str:
-        return f"{_ARITH[sym]}({a}, {b})"
-
-    def fmadd(self, a: str, b: str, c: str) -> str:
-        return f"vfmaq_f32({c}, {a}, {b})"
+    ARITH: ClassVar[dict[str, str]] = _ARITH
+    PREDICATES: ClassVar[dict[str, str]] = _PREDICATES
+    SQRT: ClassVar[str] = "oiv_sqrt"
 
     def call(self, fn: str, *args: str) -> str:
-        if fn == "sqrt":
-            return f"oiv_sqrt({args[0]})"
         if fn in _ROUNDING:
             return f"{_ROUNDING[fn]}({args[0]})"
         return super().call(fn, *args)
-
-    def compare(self, sym: str, a: str, b: str) -> str:
-        if sym not in _PREDICATES:
-            raise NotExpressible(f"the comparison {sym}")
-        return f"{_PREDICATES[sym]}({a}, {b})"
 
     def compare_zero(self, sym: str, x: str) -> str:
         # (VCMP would flush a subnormal x to zero)
