@@ -11,8 +11,11 @@ it) and meson's `-Doptimization`; the simulator's build cache is keyed on both.
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
+import subprocess
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -91,3 +94,15 @@ def sampled(key: str, salt: str, every: int = 4) -> bool:
     """A deterministic 1-in-`every` choice of `key` for the run `salt` (a target and toolchain),
     so each toolchain of the default suite checks a different share of the cases."""
     return zlib.crc32(f"{salt}/{key}".encode()) % every == 0
+
+
+def compile_kernels_at(project, level: str) -> None:
+    """Compiles the generated kernels of the built project `project` (its meson build at -O3,
+    build/compile_commands.json) once more at `level` ("-O0", "-O2"), warnings as errors, writing
+    nothing: code that only some optimization levels accept (register-hungry inline asm) fails here."""
+    build = project / "build"
+    entry = next(e for e in json.loads((build / "compile_commands.json").read_text()) if "_kernels.c" in e["file"])
+    args = [a for a in shlex.split(entry["command"]) if a != "-O3"] + [level, "-o", os.devnull]
+    out = args.index("-o")
+    del args[out:out + 2]       # meson's object path (the last "-o" writes nowhere)
+    subprocess.run(args, cwd=entry["directory"], check=True)

@@ -15,14 +15,12 @@ immediates; a descriptor this machine cannot run is skipped by tests/conftest.py
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from compilers import compile_kernels_at
 from conv_shapes import conv_out
 
 import openinfer as oi
@@ -185,12 +183,7 @@ def test_dequant_matches_reference(tmp_path):
     compile warning-free unoptimised (the block routine is a naked function, whose registers GCC
     does not allocate)."""
     sim = _check_dequant(tmp_path, "cortex-m4")
-    build = sim.project / "build"
-    entry = next(e for e in json.loads((build / "compile_commands.json").read_text()) if "_kernels.c" in e["file"])
-    args = [a for a in shlex.split(entry["command"]) if a != "-O3"] + ["-O0", "-o", os.devnull]
-    out = args.index("-o")
-    del args[out:out + 2]       # meson's object path (the last "-o" writes nowhere)
-    subprocess.run(args, cwd=entry["directory"], check=True)
+    compile_kernels_at(sim.project, "-O0")
 
 
 #: name -> (x, w, attributes, bias?): output channels around the 4-channel block (3, 4, 5, 7, 8,

@@ -18,10 +18,7 @@ also compile at -O2); one graph per test keeps the builds few.
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,6 +28,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+from compilers import compile_kernels_at  # noqa: E402
 from conv_shapes import conv_out  # noqa: E402
 from test_avx_kernels import BINARY, UNARY, decls, run, special  # noqa: E402
 from test_dequant_avx import WTYPES, _dot  # noqa: E402
@@ -585,12 +583,7 @@ def test_dequant_gemv(tmp_path, device):
 
 def _builds_at_o2(sim: Simulator) -> None:
     """The kernels of `sim` (built at meson's -O3) also compile warning-free at -O2."""
-    build = sim.project / "build"
-    entry = next(e for e in json.loads((build / "compile_commands.json").read_text()) if "_kernels.c" in e["file"])
-    args = [a for a in shlex.split(entry["command"]) if a != "-O3"] + ["-O2", "-o", os.devnull]
-    out = args.index("-o")
-    del args[out:out + 2]       # meson's object path (the last "-o" writes nowhere)
-    subprocess.run(args, cwd=entry["directory"], check=True)
+    compile_kernels_at(sim.project, "-O2")
 
 
 #: row lengths around the 4-lane vector and the 2-vector sum step: 1, 3, 4, 5, 7, 8, 9, 127
