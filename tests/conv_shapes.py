@@ -3,6 +3,8 @@ out here for the kernel tests' programs (the DSL needs each output's shape decla
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def conv_out(xs, ws, attrs) -> tuple[int, ...]:
     """[N, O, *spatial] of conv1d / conv2d over x[N, C, *spatial] and w[O, C / groups, *kernel]:
@@ -17,3 +19,19 @@ def conv_out(xs, ws, attrs) -> tuple[int, ...]:
     pad = pad * 2 if len(pad) == nd else pad
     return (xs[0], ws[0], *((xs[2 + i] + pad[i] + pad[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // stride[i] + 1
                             for i in range(nd)))
+
+
+def conv2d_terms(x, w, bias, padding) -> np.ndarray:
+    """Per output of a conv2d (stride 1, one group), the sum of the magnitudes of the terms it adds
+    up: conv2d(|x|, |w|) + |bias| (compare()'s `magnitude`), for kernels whose summation order
+    differs from the reference's by more than a reordering (Winograd's transforms)."""
+    pad = [padding] * 4 if isinstance(padding, int) else list(padding) * (2 if len(padding) == 2 else 1)
+    ax = np.pad(np.abs(x.astype(np.float64)), ((0, 0), (0, 0), (pad[0], pad[2]), (pad[1], pad[3])))
+    aw = np.abs(w.astype(np.float64))
+    kh, kw = aw.shape[2:]
+    oh, ow = ax.shape[2] - kh + 1, ax.shape[3] - kw + 1
+    out = np.zeros((ax.shape[0], aw.shape[0], oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nchw,oc->nohw", ax[:, :, i:i + oh, j:j + ow], aw[:, :, i, j])
+    return out + (0.0 if bias is None else np.abs(bias.astype(np.float64))[None, :, None, None])

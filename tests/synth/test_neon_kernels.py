@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 from compilers import compile_kernels_at  # noqa: E402
-from conv_shapes import conv_out  # noqa: E402
+from conv_shapes import conv2d_terms, conv_out  # noqa: E402
 from test_avx_kernels import BINARY, UNARY, decls, run, special  # noqa: E402
 from test_dequant_avx import WTYPES, _dot  # noqa: E402
 
@@ -641,6 +641,8 @@ CONVS = {
     "c_w9": ((1, 3, 5, 9), (7, 3, 3, 3), {"padding": 1}, False, None),
     "c_1d": ((2, 5, 31), (7, 5, 5), {"stride": 3, "padding": 2}, True, "relu"),
 }
+#: the convolutions Winograd's kernel takes (openinfer/targets/arm/winograd.py `winograd_covers`)
+CONVS_WINOGRAD = {"c32", "c_wide"}
 #: convolutions whose weights are inputs: packed on every call (the others' by create())
 CONV_DYNAMIC_W = {"c_w9", "c_1d", "c_groups"}
 #: OI_SLOW=1: 5 x 5 taps, stride 4 (LD4), four-sided padding, a wider image, grouped channels
@@ -651,6 +653,7 @@ CONVS_SLOW = {
     "c_groups": ((1, 12, 10, 10), (9, 4, 3, 3), {"padding": 1, "groups": 3}, True, None),
     "c_1d_dil": ((1, 4, 40), (6, 4, 3), {"dilation": 3, "padding": [0, 2]}, False, None),
 }
+CONVS_ALL = {**CONVS, **CONVS_SLOW}
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
@@ -677,10 +680,19 @@ def test_conv(tmp_path, device):
     special(inputs["c_hpad_x"])             # NaN, infinities, signed zeros through the sums
     text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
             + "block entry {\n" + "".join(body) + "  return;\n}\n")
-    sim = run(tmp_path, device, text, weights, inputs, list(outs), threads=("1", "2"), only_outputs=True)
+    # Winograd's sums round relative to their terms (its transforms add and scale them), which these
+    # unscaled weights make large: rtol of the terms' magnitude there (its epilogues are ReLU / SiLU)
+    terms = {n: conv2d_terms(inputs[f"{n}_x"], weights[f"{n}_w"], weights.get(f"{n}_b"), CONVS_ALL[n][2]["padding"])
+             for n in CONVS_WINOGRAD if n in outs}
+    sim = run(tmp_path, device, text, weights, inputs, list(outs), threads=("1", "2"), only_outputs=True,
+              terms=terms)
     source = next(sim.project.glob("*_kernels.c")).read_text()
     convs = [k for k in sim.program.kernels if k.op.startswith("conv")]
-    assert len(convs) == len(outs) and source.count("_off[") >= len(outs)     # every one the NEON kernel
+    # every one a NEON kernel: the 3 x 3 stride-1 ones with 8 channels or more Winograd's
+    # (tests/synth/test_winograd.py), the others the direct one
+    winograd = {n for n in CONVS_WINOGRAD if n in outs}
+    assert len(convs) == len(outs) and source.count("_gemm(const float *restrict V,") == len(winograd)
+    assert source.count("_off[") >= len(outs) - len(winograd)
     assert source.count("_pack1(const float") == len(outs) - len(CONV_DYNAMIC_W & set(outs))
     assert sum(k.epilogue is not None for k in convs) == sum(c[4] is not None for c in CONVS.values()) + (
         SLOW and sum(c[4] is not None for c in CONVS_SLOW.values()))

@@ -75,6 +75,7 @@ from ..x86.renderer import (
     used_kinds,
     vector_chain,
 )
+from . import winograd
 from .conv import conv_geometry, conv_kernel, packed_elems, pools_own_result
 from .elementwise import neon_step
 
@@ -175,7 +176,9 @@ class NeonTarget(CTarget):
         of output channels (openinfer/targets/arm/conv.py), packed once by create() instead of
         on every call."""
         g = conv_geometry(req) if req.mode == "normal" else None
-        return {} if g is None else {1: packed_elems(g)}
+        if g is None:
+            return {}
+        return {1: winograd.packed_elems(g) if winograd.winograd_covers(req, g) else packed_elems(g)}
 
 
 #: The renderer of each kernel family of this wing
@@ -327,11 +330,14 @@ def _gemv(r: NeonRenderer, req: KernelRequest, name: str, mm: MatmulProblem, epi
 
 @emitter("conv1d", "conv2d")
 def _conv(r: NeonRenderer, req: KernelRequest, name: str) -> KernelText | None:
-    """f32 convolutions (openinfer/targets/arm/conv.py), with their epilogue."""
+    """f32 convolutions, with their epilogue: 3 x 3 at stride 1 by Winograd's algorithm
+    (openinfer/targets/arm/winograd.py), the others by the direct kernel (conv.py)."""
     g = conv_geometry(req)
     epi = _epilogue(req)
     if g is None or (req.epilogue is not None and epi is None):
         return None
+    if winograd.winograd_covers(req, g):
+        return winograd.winograd_kernel(r, req, name, g, epi, _sections(epi, "core"))
     return conv_kernel(r, req, name, g, epi, _sections(epi, "core"))
 
 
