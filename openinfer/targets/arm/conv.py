@@ -1,7 +1,9 @@
-"""The NEON convolution (templates/arm/conv.c.j2): f32 conv1d / conv2d with static extents, any
-padding, dilation and groups, column stride 1-4, with an element-wise epilogue over the sums and
-a max / avg pool after it whose windows tile its output (`pools_own_result`). Any other request
-takes the portable kernel (openinfer/targets/c/kernels/nn.py)."""
+"""The NEON direct convolution (templates/arm/conv.c.j2): f32 conv1d / conv2d with static extents,
+any padding, dilation and groups, column stride 1-4, with an element-wise epilogue over the sums
+and a max / avg pool after it whose windows tile its output (`pools_own_result`). `conv_geometry`
+says which requests the NEON kernels take; of those, Winograd's (winograd.py) takes the 3 x 3 ones
+at stride 1 it covers. Any other request takes the portable kernel
+(openinfer/targets/c/kernels/nn.py)."""
 
 from __future__ import annotations
 

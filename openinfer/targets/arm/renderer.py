@@ -22,8 +22,10 @@ rows of A^T read with A's row stride) with element-wise epilogues, dequant_matmu
 / u8 / i4 / u4 weights (up to 4 rows of x: a decoder's GEMV; 4-bit weights unpacked to int8 in
 registers, so both the FMLA and the SDOT paths take them as i8's, and any N: a row of odd N starts
 mid-byte and is read a nibble on), sum/mean/max/min over contiguous axes, softmax over the last
-axis, layer_norm and rms_norm, and conv1d / conv2d (openinfer/targets/arm/conv.py: tiles in
-registers over a padded copy, column strides 1-4) with epilogues of the sums, max / avg pooling
+axis, layer_norm and rms_norm, and conv1d / conv2d (3 x 3 at stride 1 with 8 channels or more by
+Winograd's F(4 x 4, 3 x 3), openinfer/targets/arm/winograd.py; the others direct,
+openinfer/targets/arm/conv.py: tiles in registers over a padded copy, column strides 1-4) with
+epilogues of the sums, max / avg pooling
 (column stride 1 or 2), and lrn (a plane's positions a vector at a time, the power as exp(beta log
 d) with a vector log).
 
