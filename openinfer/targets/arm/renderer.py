@@ -430,7 +430,7 @@ def _dequant_problem(req: KernelRequest) -> tuple[int, int, int] | None:
 
 
 @emitter("dequant_matmul")
-def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> str | None:
+def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> KernelText | None:
     """The requests `_dequant_problem` covers: column chunks of w over the pool, each computing
     every row of x (chunks of whole 16-column blocks: a 4-bit block starts on a byte when N is
     even); on Armv8.2-A (`sdot`) with x as 24-bit integers in three int8 digits multiplied by SDOT
@@ -450,8 +450,11 @@ def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> str | Non
     doc = (f"dequant_matmul: f32{list(x.shape)} @ dequantize({w.dtype.name}{list(w.shape)}, "
            f"{'per-channel' if scale.numel > 1 else 'per-tensor'} scale{', zero point' if zp else ''}) "
            f"-> f32{list(req.output.shape)}")
-    return r.render("dequant.c.j2", req, name, _sections(epi, "core"), doc=doc, m=m, n=n, k=k, epi=epi,
+    dot = r.sdot and k <= _DQ_SDOT_K
+    text = r.render("dequant.c.j2", req, name, _sections(epi, "core"), doc=doc, m=m, n=n, k=k, epi=epi,
                     wt=w.dtype.name, zp=zp is not None, zp_channel=zp is not None and zp.numel > 1,
                     scale_channel=scale.numel > 1, cw=cw, nunits=nunits, parallel=parallel and nunits > 1,
-                    dot=r.sdot and k <= _DQ_SDOT_K, sizes=req.sizes,
-                    counts=range(1, capacity(m) + 1) if isinstance(m, Dim) else (m,))
+                    dot=dot, sizes=req.sizes, counts=range(1, capacity(m) + 1) if isinstance(m, Dim) else (m,))
+    # the SDOT path splits x into digits once a call, in the caller's workspace: per row its unit,
+    # sum and three digits a column of K rounded up to 16 (templates/arm/dequant.c.j2 `_digits`)
+    return KernelText(text, capacity(m) * round_up(16 + 3 * round_up(k, 16), 16) if dot else 0)
