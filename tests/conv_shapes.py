@@ -6,26 +6,30 @@ from __future__ import annotations
 import numpy as np
 
 
-def conv_out(xs, ws, attrs) -> tuple[int, ...]:
-    """[N, O, *spatial] of conv1d / conv2d over x[N, C, *spatial] and w[O, C / groups, *kernel]:
-    per spatial dim (in + pad_begin + pad_end - dilation (k - 1) - 1) // stride + 1; `padding` is
-    one value, a value per dim (both sides) or begins then ends."""
-    nd = len(xs) - 2
-
+def _per_dim(attrs, nd):
+    """(stride, dilation, padding) per spatial dim, padding as begins then ends: a value, a value
+    per dim (both sides) or begins then ends, as the DSL takes them."""
     def pairs(v, default):
         v = attrs.get(v, default)
         return [v] * nd if isinstance(v, int) else list(v)
     stride, dil, pad = pairs("stride", 1), pairs("dilation", 1), pairs("padding", 0)
-    pad = pad * 2 if len(pad) == nd else pad
+    return stride, dil, pad * 2 if len(pad) == nd else pad
+
+
+def conv_out(xs, ws, attrs) -> tuple[int, ...]:
+    """[N, O, *spatial] of conv1d / conv2d over x[N, C, *spatial] and w[O, C / groups, *kernel]:
+    per spatial dim (in + pad_begin + pad_end - dilation (k - 1) - 1) // stride + 1."""
+    nd = len(xs) - 2
+    stride, dil, pad = _per_dim(attrs, nd)
     return (xs[0], ws[0], *((xs[2 + i] + pad[i] + pad[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // stride[i] + 1
                             for i in range(nd)))
 
 
-def conv2d_terms(x, w, bias, padding) -> np.ndarray:
+def conv2d_terms(x, w, bias, attrs) -> np.ndarray:
     """Per output of a conv2d (stride 1, one group), the sum of the magnitudes of the terms it adds
     up: conv2d(|x|, |w|) + |bias| (compare()'s `magnitude`), for kernels whose summation order
     differs from the reference's by more than a reordering (Winograd's transforms)."""
-    pad = [padding] * 4 if isinstance(padding, int) else list(padding) * (2 if len(padding) == 2 else 1)
+    _, _, pad = _per_dim(attrs, 2)
     ax = np.pad(np.abs(x.astype(np.float64)), ((0, 0), (0, 0), (pad[0], pad[2]), (pad[1], pad[3])))
     aw = np.abs(w.astype(np.float64))
     kh, kw = aw.shape[2:]

@@ -656,15 +656,16 @@ CONVS_SLOW = {
 CONVS_ALL = {**CONVS, **CONVS_SLOW}
 
 
-@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
-@pytest.mark.parametrize("device", DEVICES)
-def test_conv(tmp_path, device):
-    rng = np.random.default_rng(7)
+def conv_program(cases: dict, rng, weights_as_inputs: set[str], scaled: bool = False):
+    """(text, weights, inputs, output shapes) of a program of convolutions: `cases` name -> (x, w,
+    attributes, bias?, epilogue); random inputs, weights and biases (weights / sqrt(fan-in) when
+    `scaled`, as trained ones; else unit-scale), weights of `weights_as_inputs` dynamic inputs."""
     weights, inputs, dyn, const, outs, body = {}, {}, {}, {}, {}, []
-    for name, (xs, ws, attrs, bias, epi) in {**CONVS, **(CONVS_SLOW if SLOW else {})}.items():
+    for name, (xs, ws, attrs, bias, epi) in cases.items():
         inputs[f"{name}_x"], dyn[f"{name}_x"] = rng.standard_normal(xs).astype(np.float32), xs
-        w = rng.standard_normal(ws).astype(np.float32)
-        if name in CONV_DYNAMIC_W:
+        w = rng.standard_normal(ws)
+        w = (w / np.sqrt(np.prod(ws[1:])) if scaled else w).astype(np.float32)
+        if name in weights_as_inputs:
             inputs[f"{name}_w"], dyn[f"{name}_w"] = w, ws
         else:
             weights[f"{name}_w"], const[f"{name}_w"] = w, ws
@@ -677,12 +678,20 @@ def test_conv(tmp_path, device):
         if epi:
             body.append(f"  op {epi}({name}) >> {name};\n")
         outs[name] = conv_out(xs, ws, attrs)
-    special(inputs["c_hpad_x"])             # NaN, infinities, signed zeros through the sums
     text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
             + "block entry {\n" + "".join(body) + "  return;\n}\n")
+    return text, weights, inputs, outs
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv(tmp_path, device):
+    text, weights, inputs, outs = conv_program({**CONVS, **(CONVS_SLOW if SLOW else {})}, np.random.default_rng(7),
+                                               CONV_DYNAMIC_W)
+    special(inputs["c_hpad_x"])             # NaN, infinities, signed zeros through the sums
     # Winograd's sums round relative to their terms (its transforms add and scale them), which these
     # unscaled weights make large: rtol of the terms' magnitude there (its epilogues are ReLU / SiLU)
-    terms = {n: conv2d_terms(inputs[f"{n}_x"], weights[f"{n}_w"], weights.get(f"{n}_b"), CONVS_ALL[n][2]["padding"])
+    terms = {n: conv2d_terms(inputs[f"{n}_x"], weights[f"{n}_w"], weights.get(f"{n}_b"), CONVS_ALL[n][2])
              for n in CONVS_WINOGRAD if n in outs}
     sim = run(tmp_path, device, text, weights, inputs, list(outs), threads=("1", "2"), only_outputs=True,
               terms=terms)

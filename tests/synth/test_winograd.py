@@ -22,22 +22,24 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 from compilers import compile_kernels_at  # noqa: E402
-from conv_shapes import conv_out  # noqa: E402
-from test_avx_kernels import decls, run, special  # noqa: E402
+from test_avx_kernels import run, special  # noqa: E402
+from test_neon_kernels import conv_program  # noqa: E402
 
 from openinfer.targets.arm import winograd  # noqa: E402
 
-#: name -> (x, w, padding, bias, epilogue, weights an input)
+#: name -> (x, w, attributes, bias, epilogue)
 CASES = {
-    "w32": ((1, 32, 14, 14), (32, 32, 3, 3), 1, True, "relu", False),
-    "w_odd": ((2, 11, 13, 17), (9, 11, 3, 3), 1, False, "gelu", False),
-    "w_nopad": ((1, 8, 9, 23), (17, 8, 3, 3), 0, True, None, False),
-    "w_4side": ((1, 12, 10, 31), (8, 12, 3, 3), [1, 0, 2, 1], True, None, False),
-    "w_wide": ((1, 16, 28, 28), (32, 16, 3, 3), 1, True, "silu", False),
-    "w_dynw": ((1, 9, 7, 8), (8, 9, 3, 3), 1, True, None, True),
-    "w_nan": ((1, 8, 6, 6), (8, 8, 3, 3), 1, True, "relu", False),
-    "w_infw": ((1, 8, 5, 7), (9, 8, 3, 3), 1, False, None, True),
+    "w32": ((1, 32, 14, 14), (32, 32, 3, 3), {"padding": 1}, True, "relu"),
+    "w_odd": ((2, 11, 13, 17), (9, 11, 3, 3), {"padding": 1}, False, "gelu"),
+    "w_nopad": ((1, 8, 9, 23), (17, 8, 3, 3), {"padding": 0}, True, None),
+    "w_4side": ((1, 12, 10, 31), (8, 12, 3, 3), {"padding": [1, 0, 2, 1]}, True, None),
+    "w_wide": ((1, 16, 28, 28), (32, 16, 3, 3), {"padding": 1}, True, "silu"),
+    "w_dynw": ((1, 9, 7, 8), (8, 9, 3, 3), {"padding": 1}, True, None),
+    "w_nan": ((1, 8, 6, 6), (8, 8, 3, 3), {"padding": 1}, True, "relu"),
+    "w_infw": ((1, 8, 5, 7), (9, 8, 3, 3), {"padding": 1}, False, None),
 }
+#: convolutions whose weights are inputs: packed on every call (the others' by create())
+WEIGHTS_AS_INPUTS = {"w_dynw", "w_infw"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -49,34 +51,16 @@ def sim_cache(tmp_path_factory):
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 def test_winograd_conv(tmp_path):
-    rng = np.random.default_rng(11)
-    weights, inputs, dyn, const, outs, body = {}, {}, {}, {}, {}, []
-    for name, (xs, ws, pad, bias, epi, w_input) in CASES.items():
-        inputs[f"{name}_x"], dyn[f"{name}_x"] = rng.standard_normal(xs).astype(np.float32), xs
-        w = (rng.standard_normal(ws) / np.sqrt(9 * ws[1])).astype(np.float32)
-        if w_input:
-            inputs[f"{name}_w"], dyn[f"{name}_w"] = w, ws
-        else:
-            weights[f"{name}_w"], const[f"{name}_w"] = w, ws
-        args = f"{name}_x, {name}_w"
-        if bias:
-            weights[f"{name}_b"], const[f"{name}_b"] = rng.standard_normal(ws[0]).astype(np.float32), (ws[0],)
-            args += f", {name}_b"
-        body.append(f"  op conv2d({args}, padding={pad}) >> {name};\n")
-        if epi:
-            body.append(f"  op {epi}({name}) >> {name};\n")
-        outs[name] = conv_out(xs, ws, {"padding": pad})
+    text, weights, inputs, outs = conv_program(CASES, np.random.default_rng(11), WEIGHTS_AS_INPUTS, scaled=True)
     special(inputs["w_nan_x"])                  # NaN, infinities, signed zeros: the direct sums
     inputs["w_infw_w"][3, 5, 1, 2] = np.inf     # an infinite weight: likewise
-    text = (decls("dynamic", dyn) + decls("constant", const) + decls("volatile", outs)
-            + "block entry {\n" + "".join(body) + "  return;\n}\n")
     sim = run(tmp_path, "aarch64-neon", text, weights, inputs, list(outs), threads=("1", "2"), only_outputs=True)
     source = next(sim.project.glob("*_kernels.c")).read_text()
     convs = [k for k in sim.program.kernels if k.op == "conv2d"]
     assert len(convs) == len(outs)
     # every one is Winograd's, its weights packed by create() unless an input
     assert source.count("_gemm(const float *restrict V,") == len(outs)
-    assert source.count("_pack1(const float") == sum(not c[5] for c in CASES.values())
+    assert source.count("_pack1(const float") == len(CASES) - len(WEIGHTS_AS_INPUTS)
     assert sum(k.epilogue is not None for k in convs) == sum(c[4] is not None for c in CASES.values())
     compile_kernels_at(sim.project, "-O2")
 
