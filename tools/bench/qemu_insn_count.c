@@ -1,9 +1,10 @@
-/* A QEMU TCG plugin counting the guest instructions a program executes per function: each
+/* A QEMU TCG plugin counting the guest instructions a program executes, per function: each
  * translated block counts towards the symbol of its first instruction, and at exit the plugin
- * appends "symbol count" lines, then "--", to the file $OI_INSN_PROFILE_FILE
- * (tools/bench/qemu_insns.py --by-function). As qemu_insn_count.c, it declares the few functions
- * of the documented plugin API (version 1, QEMU 7.x) it calls (Debian packages no qemu-plugin.h),
- * and its inline adds are not atomic: count one guest thread (OI_NUM_THREADS=1). */
+ * appends "symbol count" lines, then "--", to the file $OI_INSN_COUNT_FILE
+ * (tools/bench/qemu_insns.py: a step's count is their sum, or per function with --by-function).
+ * Debian packages no qemu-plugin.h, so the few functions of the documented plugin API (version 1,
+ * QEMU 7.x) it calls are declared here. The inline adds are not atomic: count one guest thread
+ * (OI_NUM_THREADS=1). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@ static void trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
 }
 static void done(qemu_plugin_id_t id, void *p) {
     (void)id; (void)p;
-    const char *path = getenv("OI_INSN_PROFILE_FILE");
+    const char *path = getenv("OI_INSN_COUNT_FILE");
     FILE *f = path ? fopen(path, "a") : NULL;
     if (!f) return;
     for (int i = 0; i < n_names; ++i) fprintf(f, "%s %llu\n", names[i], (unsigned long long)counts[i]);

@@ -21,9 +21,8 @@ channels on 28 x 28) convolutions, sdpa over 4 heads of 64 queries and keys, hea
 [1, 64, 27, 27] (5 channels, AlexNet's second layer's window). The FMA lower
 bound of the GEMM, the convolutions and sdpa's two products on 128-bit NEON is their
 multiply-adds / 4 FMLA instructions; a product's line also gives instructions per multiply-add.
-`--cases` picks some. `--by-function` counts with tools/bench/qemu_insn_profile.c instead, which
-bins each translated block by its function's symbol, and prints a step's count per function
-(the functions of more than 1,000 instructions a step).
+`--cases` picks some. The plugin bins each translated block by its function's symbol;
+`--by-function` prints a step's count per function too (those of more than 1,000 instructions).
 """
 
 from __future__ import annotations
@@ -111,8 +110,8 @@ def _weights(kinds: dict[str, str], graph, rng) -> dict:
 
 
 def _count(sim: Simulator, inputs: dict, steps: int, counts: Path) -> dict[str, int]:
-    """Guest instructions of create() and `steps` steps, in all ("" key) or per function (the
-    plugin appends them when the runner ends)."""
+    """Guest instructions of create() and `steps` steps per function (the plugin appends them when
+    the runner ends)."""
     counts.write_text("")
     ex = sim.make_executor()
     for _ in range(steps):
@@ -122,10 +121,8 @@ def _count(sim: Simulator, inputs: dict, steps: int, counts: Path) -> dict[str, 
     gc.collect()
     for _ in range(600):
         text = counts.read_text().strip()
-        if text.endswith("--"):         # the profile plugin's
+        if text.endswith("--"):
             return {name: int(n) for name, n in (line.rsplit(" ", 1) for line in text.splitlines()[:-1])}
-        if text and "--" not in text:
-            return {"": int(text.splitlines()[-1])}
         subprocess.run(["sleep", "0.1"], check=True)
     raise RuntimeError("no instruction count: the runner did not end")
 
@@ -139,7 +136,7 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="oi-insns-"))
     plugin = tmp / "libinsn.so"
-    source = Path(__file__).with_name("qemu_insn_profile.c" if args.by_function else "qemu_insn_count.c")
+    source = Path(__file__).with_name("qemu_insn_count.c")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(plugin), str(source)], check=True)
     wrappers = tmp / "bin"                      # each descriptor's emulator, with the plugin
     wrappers.mkdir()
@@ -149,7 +146,7 @@ def main() -> None:
         wrapper.chmod(0o755)
     counts = tmp / "count.txt"
     os.environ.update(PATH=f"{wrappers}:{os.environ['PATH']}", OI_INSN_COUNT_FILE=str(counts),
-                      OI_INSN_PROFILE_FILE=str(counts), OI_NUM_THREADS="1", OI_CACHE_DIR=str(tmp / "cache"))
+                      OI_NUM_THREADS="1", OI_CACHE_DIR=str(tmp / "cache"))
     rng = np.random.default_rng(0)
     results: dict[str, dict[str, int]] = {}
     for case in args.cases:
@@ -162,8 +159,8 @@ def main() -> None:
         for arch in args.arch:
             sim = Simulator(model, graph, arch=arch)
             one, three = _count(sim, inputs, 1, counts), _count(sim, inputs, 3, counts)
+            results.setdefault(case, {})[arch] = (sum(three.values()) - sum(one.values())) // 2
             per = {f: (three.get(f, 0) - one.get(f, 0)) // 2 for f in three}
-            results.setdefault(case, {})[arch] = sum(per.values())
             if args.by_function:
                 print(f"{case} on {arch}, per step:")
                 for f, n in sorted(per.items(), key=lambda t: -t[1]):
