@@ -167,15 +167,14 @@ def transform(program, ins: list[str], outs: list[str], tmp: str) -> list[str]:
 
 
 def output_transform(st: int, bias_at: tuple[int, int] | None, out: str) -> tuple[list[str], list[list[str]]]:
-    """C statements of Y = A^T M A for one tile vector at `mp` (positions `st` floats apart): down each
-    column b of M (m<a>_<b>,
-    the bias added at `bias_at`) through `_AT_PROGRAM` to t<i>_<b>, stored in place (slot i, b);
-    then, per output row i, along the row of t into `out`[j] (the ST4's registers, or the epilogue's
-    inputs). Through memory, as the input transform:
-    keeping the 16 sums of a tile vector in registers instead (each column's t added at once into
-    them) took more instructions under GCC 12, whose allocator then spills around the 4-register
-    ST4. Adding the bias to M at a position whose A^T column is all ones (the point 1) adds it to
-    every output of the tile, once."""
+    """C statements of Y = A^T M A for one tile vector at `mp` (its positions `st` floats apart):
+    (columns) down each column b of M, m<a>_<b>, through `_AT_PROGRAM` to t<i>_<b>, stored in place
+    at position (i, b); (rows, a list per output row i) along row i of t into `out`[j] (the ST4's
+    registers, or the epilogue's inputs). Through memory, as the input transform: the 16 sums of a
+    tile vector kept in registers instead (each column's t added into them at once) took more
+    instructions under GCC 12, whose allocator spills around ST4's four consecutive registers. The
+    bias is added to M at `bias_at`, a position whose A^T column is all ones (the point 1), which
+    adds it to every output of the tile, once."""
     cols = []
     for b in range(N):
         for a in range(N):
