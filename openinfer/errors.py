@@ -151,6 +151,12 @@ class OnnxImportError(OpenInferError):
     importer does not support (the message names the node, its op type and what is missing)."""
 
 
+class TfliteImportError(OpenInferError):
+    """A TFLite model cannot be imported: not a TFLite flatbuffer, or an operator whose op, options
+    or quantization the importer does not support (the message names the operator by its index,
+    op and output tensor)."""
+
+
 class InputFileError(OpenInferError):
     """An inputs file (`--inputs in.npz`) cannot be read or does not fit the graph: a missing or
     unknown variable, a wrong shape, a value its variable cannot hold (the message names the file

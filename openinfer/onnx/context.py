@@ -19,7 +19,6 @@ import it without a cycle.
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
 from collections.abc import Callable
@@ -29,6 +28,7 @@ import numpy as np
 
 from ..dsl.lexer import KEYWORDS
 from ..errors import OnnxImportError
+from ..imported import quoted  # noqa: F401  (the handlers import it from here)
 from .problems import shape_problem
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -99,12 +99,6 @@ def with_elements(v: Value, elements: tuple[Dim, ...] | None) -> Value:
 
 def data_mismatch(tensor, exc: ValueError) -> str:
     return f"its data does not fill its dims {list(tensor.dims)} ({exc})"
-
-
-def quoted(name: str) -> str:
-    """An ONNX name as a comment shows it: quoted, with newlines, control and non-ASCII characters
-    escaped (a newline in a `//` comment would end it)."""
-    return json.dumps(name)
 
 
 def _float_literal(x: float) -> str:

@@ -414,12 +414,77 @@ def _lrn(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     return x, False
 
 
+def _qconv(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    x, w = ins[0].shape, ins[1].shape
+    if len(x) != 4 or len(w) != 4:
+        raise OpTypeError(f"{op.name}: x must be [N, H, W, C] and w [O, KH, KW, C/groups], got {_fmt(x)} and {_fmt(w)}")
+    stride = _pairs(op.name, "stride", attrs["stride"], 2)
+    dilation = _pairs(op.name, "dilation", attrs["dilation"], 2)
+    padding = _pairs(op.name, "padding", attrs["padding"], 2, pads=True)
+    groups = attrs["groups"]
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0 or groups < 1:
+        raise OpTypeError(f"{op.name}: stride, dilation and groups must be >= 1 and padding >= 0")
+    c, o = x[3], w[0]
+    if c % groups or o % groups or w[3] != c // groups:
+        raise OpTypeError(f"{op.name}: with groups={groups}, C={c} and O={o} must divide by groups and "
+                          f"w.shape[3] must be C/groups = {c / groups:g}, got {w[3]}")
+    _per_channel(op, ins, o)
+    _quant_range(op, attrs)
+    attrs.update(stride=stride, dilation=dilation, padding=padding)
+    spatial = tuple(_window(op.name, x[1 + i], padding[i] + padding[2 + i], dilation[i] * (w[1 + i] - 1) + 1,
+                            stride[i]) for i in range(2))
+    return (x[0], *spatial, o), False
+
+
+def _qlinear(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    x, w = ins[0].shape, ins[1].shape
+    if len(x) < 1 or len(w) != 2 or x[-1] != w[1]:
+        raise OpTypeError(f"{op.name}: x must be [..., K] and w [N, K], got {_fmt(x)} and {_fmt(w)}")
+    _per_channel(op, ins, w[0])
+    _quant_range(op, attrs)
+    return (*x[:-1], w[0]), False
+
+
+def _per_channel(op: RuleOp, ins, o: int) -> None:
+    """The requantization's inputs (multiplier and shift, or scale) and the bias, if given, are [O]:
+    one per output channel."""
+    names = ("scale", "b") if op.name == "qlinear" else ("multiplier", "shift", "b")
+    for name, t in zip(names, ins[2:], strict=False):
+        if t.shape != (o,):
+            raise OpTypeError(f"{op.name}: {name} must have shape [{o}] (one per output channel), got {_fmt(t.shape)}")
+
+
+def _quant_range(op: RuleOp, attrs) -> None:
+    lo, hi = attrs["act_min"], attrs["act_max"]
+    if not -128 <= lo <= hi <= 127:
+        raise OpTypeError(f"{op.name}: act_min and act_max must satisfy -128 <= act_min <= act_max <= 127, "
+                          f"got {lo} and {hi}")
+
+
+def _qpool(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    x = ins[0].shape
+    if len(x) != 4:
+        raise OpTypeError(f"{op.name}: x must be [N, H, W, C], got {_fmt(x)}")
+    kernel = _pairs(op.name, "kernel", attrs["kernel"], 2)
+    stride = _pairs(op.name, "stride", attrs["stride"], 2)
+    padding = _pairs(op.name, "padding", attrs["padding"], 2, pads=True)
+    if min(kernel) < 1 or min(stride) < 1 or min(padding) < 0:
+        raise OpTypeError(f"{op.name}: kernel and stride must be >= 1 and padding >= 0")
+    if any(p >= kernel[i % 2] for i, p in enumerate(padding)):
+        raise OpTypeError(f"{op.name}: padding {list(padding)} must be smaller than the kernel {list(kernel)} "
+                          "(a window of padding alone has no taps)")
+    _quant_range(op, attrs)
+    attrs.update(kernel=kernel, stride=stride, padding=padding)
+    spatial = tuple(_window(op.name, x[1 + i], padding[i] + padding[2 + i], kernel[i], stride[i]) for i in range(2))
+    return (x[0], *spatial, x[3]), False
+
+
 SHAPE_RULES: dict[str, Rule] = {
     "same": _same, "broadcast": _broadcast, "matmul": _matmul, "reduce": _reduce, "arg_reduce": _arg_reduce,
     "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
     "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
-    "lrn": _lrn,
+    "lrn": _lrn, "qconv": _qconv, "qlinear": _qlinear, "qpool": _qpool,
 }
 
 #: One line per rule, for docs/ops.md.
@@ -445,4 +510,7 @@ SHAPE_RULE_DOCS = {
     "conv": "[N, O, *spatial], spatial = (size + pads - dilation*(K-1) - 1) // stride + 1",
     "pool": "[N, C, *spatial], spatial = (size + pads - kernel) // stride + 1",
     "lrn": "x's shape, [N, C, ...]",
+    "qconv": "[N, *spatial, O] (NHWC), spatial as conv's; multiplier/shift/b [O]",
+    "qlinear": "x[..., K] @ w[N, K]^T -> [..., N]; scale/b [N]",
+    "qpool": "[N, *spatial, C] (NHWC), spatial as pool's",
 }

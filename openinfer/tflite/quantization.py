@@ -1,0 +1,99 @@
+"""TFLite's import-time quantization arithmetic: float scales folded into the fixed-point
+multipliers and shifts its int8 kernels use (tensorflow/lite/kernels/internal/quantization_util.cc
+and the ops' Prepare functions in tensorflow/lite/kernels/), computed here exactly as there so the
+integer ops (openinfer/reference/kernels/quantized.py) are bit-exact with TFLite's.
+
+TFLite stores scales as f32; its Prepare code widens them to double at specific points and rounds
+with std::round (half away from zero). Each function below names the C function it follows and
+keeps its order of operations: a different association of the same product can change the
+multiplier's last bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: The headroom ADD and SUB give int8 inputs before scaling them to a common scale (add.cc).
+ADD_LEFT_SHIFT = 20
+#: Softmax's Q-format of the scaled differences: Q5.26 (activations.cc kScaledDiffIntegerBits).
+SOFTMAX_DIFF_INTEGER_BITS = 5
+
+
+def _round_half_away(x: float) -> int:
+    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """QuantizeMultiplier: real = multiplier / 2^31 * 2^shift, multiplier in [2^30, 2^31) (0 for 0)."""
+    if real == 0.0:
+        return 0, 0
+    q, shift = math.frexp(real)
+    q_fixed = _round_half_away(q * (1 << 31))
+    if q_fixed == 1 << 31:
+        q_fixed //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    return q_fixed, shift
+
+
+def f32(x) -> float:
+    """A TFLite scale (stored as f32) as the double C++ widens it to."""
+    return float(np.float32(x))
+
+
+def conv_multipliers(input_scale: float, filter_scales, output_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """PopulateConvolutionQuantizationParams (per channel; also FULLY_CONNECTED's
+    GetQuantizedConvolutionMultipler): input_scale * filter_scale / output_scale in double."""
+    pairs = [quantize_multiplier(f32(input_scale) * f32(s) / f32(output_scale)) for s in filter_scales]
+    return np.array([m for m, _ in pairs], np.int32), np.array([s for _, s in pairs], np.int32)
+
+
+def linear_scales(input_scale: float, filter_scales, output_scale: float) -> np.ndarray:
+    """FULLY_CONNECTED's f64 requantization scale per output: input * filter / output in double
+    (reference_integer_ops::FullyConnected's effective_output_scale)."""
+    return np.array([f32(input_scale) * f32(s) / f32(output_scale) for s in filter_scales], np.float64)
+
+
+def add_params(scale_a: float, scale_b: float, scale_y: float) -> dict[str, int]:
+    """add.cc Prepare for int8: both inputs to twice the larger input scale, the sum to the output's."""
+    twice_max = 2.0 * f32(max(np.float32(scale_a), np.float32(scale_b)))
+    m_a, s_a = quantize_multiplier(f32(scale_a) / twice_max)
+    m_b, s_b = quantize_multiplier(f32(scale_b) / twice_max)
+    m_y, s_y = quantize_multiplier(twice_max / f32(np.float32(1 << ADD_LEFT_SHIFT) * np.float32(scale_y)))
+    return {"a_multiplier": m_a, "a_shift": s_a, "b_multiplier": m_b, "b_shift": s_b,
+            "y_multiplier": m_y, "y_shift": s_y, "left_shift": ADD_LEFT_SHIFT}
+
+
+def softmax_params(beta: float, input_scale: float) -> dict[str, int]:
+    """activations.cc SoftmaxPrepare (reference kernel): PreprocessSoftmaxScaling and
+    CalculateInputRadius for Q5.26 differences."""
+    bits = SOFTMAX_DIFF_INTEGER_BITS
+    real = min(f32(beta) * f32(input_scale) * float(1 << (31 - bits)), float((1 << 31) - 1))
+    multiplier, left_shift = quantize_multiplier(real)
+    radius = math.floor(1.0 * ((1 << bits) - 1) * (1 << (31 - bits)) / (1 << left_shift))
+    return {"multiplier": multiplier, "left_shift": left_shift, "diff_min": -radius}
+
+
+def requantize_params(input_scale: float, output_scale: float) -> tuple[int, int]:
+    """quantize.cc Prepare for int8 -> int8: input_scale / output_scale in double."""
+    return quantize_multiplier(f32(input_scale) / f32(output_scale))
+
+
+def activation_range(activation: str, scale: float, zero: int) -> tuple[int, int]:
+    """CalculateActivationRangeQuantized for int8: the fused activation's bounds in the output's
+    integers (TFLite's `zero_point + round(bound / scale)`, in f32), within [-128, 127]."""
+    def q(v: float) -> int:
+        return zero + _round_half_away(float(np.float32(v) / np.float32(scale)))
+    lo, hi = -128, 127
+    if activation == "RELU":
+        lo = max(lo, q(0.0))
+    elif activation == "RELU6":
+        lo, hi = max(lo, q(0.0)), min(hi, q(6.0))
+    elif activation == "RELU_N1_TO_1":
+        lo, hi = max(lo, q(-1.0)), min(hi, q(1.0))
+    elif activation != "NONE":
+        raise ValueError(activation)
+    return lo, hi
