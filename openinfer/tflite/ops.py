@@ -224,7 +224,8 @@ def _fully_connected(imp: Importer, op: Operator) -> None:
     imp.emit("qlinear", args, attrs, y_var, f"{op.op} #{op.index}")
 
 
-@handler("AVERAGE_POOL_2D", "MAX_POOL_2D", note="int8 (input and output share their quantization) -> qavg_pool2d, qmax_pool2d")
+@handler("AVERAGE_POOL_2D", "MAX_POOL_2D",
+         note="int8 (input and output share their quantization) -> qavg_pool2d, qmax_pool2d")
 def _pool(imp: Importer, op: Operator) -> None:
     (x,) = _inputs(imp, op, 1, 1)
     y = _output(imp, op)
@@ -270,11 +271,13 @@ def _add(imp: Importer, op: Operator) -> None:
     y = _output(imp, op)
     if not _int8(a, b, y):
         raise OpError(f"only the int8 form is supported (inputs {a.dtype}, {b.dtype}, output {y.dtype})")
-    (sa, za), (sb, zb), (sy, zy) = (_per_tensor(t, what) for t, what in ((a, "input 0"), (b, "input 1"), (y, "the output")))
-    attrs = {"a_zero": za, **{k: v for k, v in Q.add_params(sa, sb, sy).items() if k.startswith("a_")},
-             "b_zero": zb, **{k: v for k, v in Q.add_params(sa, sb, sy).items() if k.startswith("b_")},
-             "y_zero": zy, **{k: v for k, v in Q.add_params(sa, sb, sy).items() if k.startswith("y_")},
-             **_activation(op, y)}
+    (sa, za), (sb, zb), (sy, zy) = (_per_tensor(t, what) for t, what in
+                                    ((a, "input 0"), (b, "input 1"), (y, "the output")))
+    scaling = Q.add_params(sa, sb, sy)
+    attrs = {"a_zero": za, "a_multiplier": scaling["a_multiplier"], "a_shift": scaling["a_shift"],
+             "b_zero": zb, "b_multiplier": scaling["b_multiplier"], "b_shift": scaling["b_shift"],
+             "y_zero": zy, "y_multiplier": scaling["y_multiplier"], "y_shift": scaling["y_shift"],
+             "left_shift": scaling["left_shift"], **_activation(op, y)}
     args = [imp.var(a.index), imp.var(b.index)]
     imp.emit("qadd", args, attrs, imp.output(y.index), f"{op.op} #{op.index}")
 
