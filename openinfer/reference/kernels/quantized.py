@@ -161,8 +161,10 @@ def qconv2d(xs: Arrays, inf: Inference) -> np.ndarray:
 
 
 def round_half_away(p: np.ndarray) -> np.ndarray:
-    """C's round() of f64 values, as int64."""
-    return np.where(p >= 0, np.floor(p + 0.5), -np.floor(-p + 0.5)).astype(np.int64)
+    """C's round() of f64 values, as int64: the integer part, plus one away from zero when the
+    fraction (exact in f64) is at least 1/2. (floor(p + 0.5) would round 0.49999999999999994 up.)"""
+    whole = np.trunc(p)
+    return (whole + np.where(np.abs(p - whole) >= 0.5, np.sign(p), 0.0)).astype(np.int64)
 
 
 def qlinear(xs: Arrays, inf: Inference) -> np.ndarray:

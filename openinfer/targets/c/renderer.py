@@ -18,6 +18,7 @@ from ... import __version__
 from ...dims import Dim, capacity, host_expr, pretty_shape, shape_sizevars
 from ...dtypes import DTypeInfo, Kind
 from ...numerics import to_storage
+from ...ops import get as get_op
 from ...resources import HAL_SOURCES, hal_dir
 from ...synth import program as P
 from ...synth.lower import c_name
@@ -713,7 +714,8 @@ class CRenderer(HostRenderer):
             f"{n}.h": render("c/model.h.j2", **ctx),
             f"{n}.c": render("c/model.c.j2", **ctx),
             f"{n}_kernels.h": render("c/kernels.h.j2", **ctx, kernels=kernels),
-            f"{n}_kernels.c": render("c/kernels.c.j2", **ctx, kernels=kernels, family=self.family),
+            f"{n}_kernels.c": render("c/kernels.c.j2", **ctx, kernels=kernels, family=self.family,
+                                     uses_quant=any(get_op(r.op).category == "quantized" for r in self.p.kernels)),
             "meson.build": render("c/meson.build.j2", **ctx, cflags=list(self.device.cflags),
                                   hal_c=HAL_SOURCES[self.device.hal_platform], baremetal=self.device.bare_metal),
         }

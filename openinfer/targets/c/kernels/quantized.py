@@ -1,0 +1,123 @@
+"""The integer-only int8 ops (TFLite's int8 kernels) in portable C: qconv2d, qlinear,
+qavg_pool2d / qmax_pool2d, qadd, qsoftmax, quantize, dequantize, requantize
+(openinfer/reference/kernels/quantized.py). Every one is bit-exact with the reference: the
+fixed-point steps are hal/include/oi_quant.h's, which follow TFLite's C line by line; the shapes,
+zero points, multipliers of per-tensor scales and activation bounds are constants here, the
+per-channel multipliers, shifts, scales and biases arrive as the op's inputs.
+
+The sums are plain loops over NHWC data with the channels innermost and contiguous, which any
+compiler vectorises or not without changing a result (integer sums are exact). Shapes must be
+static: TFLite models have fixed shapes."""
+
+from __future__ import annotations
+
+from ....errors import SynthesisError
+from ....synth.program import KernelRequest
+from ...env import render
+from ...geometry import contiguous_strides, numel
+from .common import float_literal, par_rows, static_attr
+from .registry import family, prototype
+
+#: Multiply-adds from which a convolution or fully connected layer splits its rows over the pool
+_PAR_MACS = 1 << 18
+
+
+def _static(req: KernelRequest) -> None:
+    for t in (*req.inputs, req.output):
+        if not all(isinstance(d, int) for d in t.shape):
+            raise SynthesisError(f"{req.op}: the integer-only ops need static shapes, got {t}")
+
+
+def _attrs(req: KernelRequest, *names: str) -> dict:
+    return {n: static_attr(req, n) for n in names}
+
+
+@family("qconv2d")
+def emit_qconv(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    x, w = req.inputs[0].shape, req.inputs[1].shape
+    n, oh, ow, o = req.output.shape
+    (sh, sw), (dh, dw), (pt, pl, _, _) = (static_attr(req, a) for a in ("stride", "dilation", "padding"))
+    groups = static_attr(req, "groups")
+    rows = n * oh
+    macs = numel(req.output.shape) * w[1] * w[2] * w[3]
+    return render("c/ops/qconv.c.j2", proto=prototype(req, name), name=name, doc=_doc(req),
+                  h=x[1], w=x[2], c=x[3], oh=oh, ow=ow, o=o, kh=w[1], kw=w[2], cg=w[3], og=o // groups,
+                  sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, has_bias=len(req.inputs) > 4, rows=rows,
+                  **_attrs(req, "x_zero", "y_zero", "act_min", "act_max"), **par_rows(rows, macs // rows, _PAR_MACS))
+
+
+@family("qlinear")
+def emit_qlinear(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    n, k = req.inputs[1].shape
+    rows = numel(req.output.shape) // n
+    return render("c/ops/qlinear.c.j2", proto=prototype(req, name), name=name, doc=_doc(req), k=k, n=n,
+                  rows=rows, has_bias=len(req.inputs) > 3,
+                  **_attrs(req, "x_zero", "w_zero", "y_zero", "act_min", "act_max"), **par_rows(rows, n * k, _PAR_MACS))
+
+
+@family("qavg_pool2d", "qmax_pool2d")
+def emit_qpool(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    batch, h, w, c = req.inputs[0].shape
+    _, oh, ow, _ = req.output.shape
+    (kh, kw), (sh, sw), (pt, pl, _, _) = (static_attr(req, a) for a in ("kernel", "stride", "padding"))
+    return render("c/ops/qpool.c.j2", proto=prototype(req, name), doc=_doc(req), is_max=req.op == "qmax_pool2d",
+                  batch=batch, h=h, w=w, c=c, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pt=pt, pl=pl,
+                  **_attrs(req, "act_min", "act_max"))
+
+
+def _broadcast_index(shape: tuple[int, ...], out: tuple[int, ...], var: str) -> tuple[list[str], str]:
+    """C lines and the index expression of the element of an input of `shape` that output element
+    `i` (of shape `out`) reads under NumPy broadcasting."""
+    if tuple(shape) == tuple(out):
+        return [], "i"
+    if numel(shape) == 1:
+        return [], "0"
+    lead = len(out) - len(shape)
+    strides = contiguous_strides(shape)
+    out_strides = contiguous_strides(out)
+    terms = [f"((i / {out_strides[lead + k]}) % {out[lead + k]}) * {strides[k]}"
+             for k in range(len(shape)) if shape[k] != 1]
+    return [f"const int64_t {var} = {' + '.join(terms) or '0'};"], var
+
+
+@family("qadd")
+def emit_qadd(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    out = req.output.shape
+    a_lines, a_index = _broadcast_index(req.inputs[0].shape, out, "ia")
+    b_lines, b_index = _broadcast_index(req.inputs[1].shape, out, "ib")
+    a = _attrs(req, "a_zero", "a_shift", "b_zero", "b_shift", "y_zero", "y_shift", "left_shift", "act_min", "act_max")
+    return render("c/ops/qadd.c.j2", proto=prototype(req, name), doc=_doc(req), count=numel(out),
+                  index_lines=a_lines + b_lines, a_index=a_index, b_index=b_index,
+                  a_mult=static_attr(req, "a_multiplier"), b_mult=static_attr(req, "b_multiplier"),
+                  y_mult=static_attr(req, "y_multiplier"), **a)
+
+
+@family("qsoftmax")
+def emit_qsoftmax(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    shape = req.inputs[0].shape
+    depth = shape[-1] if shape else 1
+    return render("c/ops/qsoftmax.c.j2", proto=prototype(req, name), doc=_doc(req), rows=numel(shape) // depth,
+                  depth=depth, **_attrs(req, "multiplier", "left_shift", "diff_min"))
+
+
+@family("quantize", "dequantize", "requantize")
+def emit_qconvert(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    ctx = {"op": req.op, "count": numel(req.output.shape)}
+    if req.op == "requantize":
+        ctx.update(_attrs(req, "x_zero", "y_zero", "multiplier", "shift"))
+    else:
+        scale = static_attr(req, "scale")
+        ctx.update(zero=static_attr(req, "zero"),
+                   scale=float_literal("float", scale) if req.op == "quantize" else float_literal("double", scale))
+    return render("c/ops/qconvert.c.j2", proto=prototype(req, name), doc=_doc(req), **ctx)
+
+
+def _doc(req: KernelRequest) -> str:
+    ins = ", ".join(str(t) for t in req.inputs)
+    return f"{req.op}({ins}) -> {req.output}"
