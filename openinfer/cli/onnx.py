@@ -1,15 +1,17 @@
-"""`openinfer import`: an ONNX model -> a DSL graph and its `.oinf` model."""
+"""`openinfer import`: an ONNX or TFLite model -> a DSL graph and its `.oinf` model."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..errors import OpenInferError
-from ..onnx import import_onnx, list_ops
+from ..onnx import import_onnx
+from ..onnx import list_ops as onnx_ops
 from .args import sizevars
 
 IMPORT_HELP = """\
-Import an ONNX model: write OUT/NAME.oig (the graph as DSL text you can read and edit) and
+Import an ONNX or TFLite model (by its file: a .tflite file is a TFLite flatbuffer, anything
+else is read as ONNX): write OUT/NAME.oig (the graph as DSL text you can read and edit) and
 OUT/NAME.oinf (its weights, in the layouts the ops take). Graph inputs become `dynamic`
 variables, initializers `constant`s, everything computed `volatile`; ONNX names that are not DSL
 identifiers are renamed (the original names are kept as comments), and each op line ends with
@@ -23,16 +25,23 @@ error naming the node (every such node, in one run); --list-ops prints what is s
 OUT/NAME.oig that differs from the imported graph (your edits?) is replaced only with --force.
 Needs `onnx` (pip install 'openinfer[onnx]').
 
+TFLite: float32 and fully quantized int8 models; int8 operators become the integer-only ops
+(qconv2d, qlinear, ...: docs/tflite.md), bit-exact with TFLite's reference kernels. Tensors
+keep their TFLite names (made identifiers; a converter's `a;b;c` name becomes its first part)
+and the graph's inputs and outputs keep their dtypes. Needs `tflite` (pip install
+'openinfer[tflite]').
+
 examples:
   openinfer import mlp.onnx -o out/                         # -> out/mlp.oig, out/mlp.oinf
   openinfer import resnet.onnx -o out/ --name net --sizevar batch=1
-  openinfer import --list-ops"""
+  openinfer import kws_int8.tflite -o out/                   # -> out/kws_int8.oig, out/kws_int8.oinf
+  openinfer import --list-ops                               # ONNX's; --list-ops tflite for TFLite's"""
 
 
 def register(sub) -> None:
     p = sub.add_parser("import", help="import an ONNX model as a DSL graph and a .oinf model",
                        description=IMPORT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", metavar="MODEL.onnx", nargs="?", help="the ONNX model")
+    p.add_argument("model", metavar="MODEL", nargs="?", help="the model: MODEL.onnx or MODEL.tflite")
     p.add_argument("--out", "-o", metavar="DIR", help="output directory (created if missing)")
     p.add_argument("--name", metavar="NAME", help="graph and file name, made an identifier (default: the model "
                                                   "file's stem); it needs an ASCII letter or digit")
@@ -41,19 +50,28 @@ def register(sub) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace an OUT/NAME.oig that differs from the imported graph (it may hold your edits; "
                         "without --force that is an error and nothing is written)")
-    p.add_argument("--list-ops", action="store_true", help="print the supported ONNX ops and exit")
+    p.add_argument("--list-ops", nargs="?", const="onnx", choices=("onnx", "tflite"), metavar="FORMAT",
+                   help="print the supported ops of FORMAT (onnx, the default, or tflite) and exit")
     p.set_defaults(handler=import_cmd, help_parser=p)
 
 
 def import_cmd(args) -> int:
     if args.list_ops:
-        print(list_ops(), end="")
+        if args.list_ops == "tflite":
+            from ..tflite import list_ops as tflite_ops
+            print(tflite_ops(), end="")
+        else:
+            print(onnx_ops(), end="")
         return 0
     if args.model is None or args.out is None:
-        raise OpenInferError("import needs MODEL.onnx and --out DIR (or --list-ops)")
+        raise OpenInferError("import needs MODEL and --out DIR (or --list-ops)")
     if not args.out:
         raise OpenInferError("--out: the folder's path is empty")
-    result = import_onnx(args.model, name=args.name, sizevars=sizevars(args))
+    if args.model.lower().endswith(".tflite"):
+        from ..tflite import import_tflite
+        result = import_tflite(args.model, name=args.name, sizevars=sizevars(args))
+    else:
+        result = import_onnx(args.model, name=args.name, sizevars=sizevars(args))
     graph, model = result.write(args.out, force=args.force)
     print(f"wrote {graph} and {model}")
     return 0

@@ -35,7 +35,7 @@ from .types import TensorType
 __all__ = ["AttrSpec", "Inference", "InputSpec", "OpSpec", "OpTypeError", "OutputRule", "TensorType", "all_ops",
            "categories", "dtype_sets", "get"]
 
-ATTR_KINDS = ("scalar", "int", "bool", "string", "dtype", "dtype_list", "int_list", "int_or_list")
+ATTR_KINDS = ("scalar", "float", "int", "bool", "string", "dtype", "dtype_list", "int_list", "int_or_list")
 
 
 # --------------------------------------------------------------------------- spec records
@@ -372,6 +372,10 @@ def _check_kind(op: str, spec: AttrSpec, value: object) -> Any:
         if not isinstance(value, bool | int | float):
             raise bad("a number")
         return value
+    if kind == "float":        # a real number whatever T is (a quantization scale of an int8 op)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad("a number")
+        return float(value)
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad("an integer")

@@ -662,6 +662,104 @@ def _lrn(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
             Variant("large", [(t, as_type(rng.normal(0.0, 1.0, (1, 4, 2, 3)) * big, t))], {"size": 3})]
 
 
+# ------------------------------------------------- integer-only int8 ops (TFLite's int8 kernels)
+
+def _q_requant(rng, n: int, shifts: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel Q0.31 multipliers in [2^30, 2^31) and shifts in `shifts` (inclusive)."""
+    return (rng.integers(1 << 30, (1 << 31) - 1, n).astype(np.int32),
+            rng.integers(shifts[0], shifts[1] + 1, n).astype(np.int32))
+
+
+def _i8(rng, shape) -> np.ndarray:
+    return rng.integers(-128, 128, shape).astype(np.int8)
+
+
+def _qconv(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Windows that cross the padding, strides, dilation, groups (depthwise with a multiplier), no
+    bias, a positive shift, activation bounds; accumulations large enough to use every bit of the
+    multiplier, shifts that leave most outputs unsaturated."""
+    i32 = dt.I32
+
+    def case(x, w, shifts, bias=True):
+        o = w.shape[0]
+        mult, shift = _q_requant(rng, o, shifts)
+        ins = [(t, x), (t, w), (i32, mult), (i32, shift)]
+        return ins + ([(i32, rng.integers(-20000, 20000, o).astype(np.int32))] if bias else [])
+    return [Variant("same_bias", case(_i8(rng, (1, 7, 9, 3)), _i8(rng, (5, 3, 3, 3)), (-9, -7)),
+                    {"padding": 1, "x_zero": -11, "y_zero": 5}),
+            Variant("depthwise_stride_dilation", case(_i8(rng, (2, 6, 5, 4)), _i8(rng, (8, 3, 3, 1)), (-7, -5)),
+                    {"groups": 4, "stride": [2, 1], "dilation": 2, "padding": [2, 1, 1, 2], "x_zero": 90,
+                     "y_zero": -100, "act_min": -100, "act_max": 60}),
+            Variant("groups_1x1_no_bias", case(_i8(rng, (1, 4, 3, 6)), _i8(rng, (4, 1, 1, 3)), (-6, -5), bias=False),
+                    {"groups": 2, "stride": 2, "x_zero": -128}),
+            Variant("left_shift", case(_i8(rng, (1, 3, 4, 2)), _i8(rng, (3, 1, 2, 2)) // 16, (1, 1)),
+                    {"x_zero": 0, "y_zero": -3})]
+
+
+def _qlinear(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    def case(x, w, bias=True):
+        n = w.shape[0]
+        scale = rng.uniform(2e-4, 2e-3, n)
+        ins = [(t, x), (t, w), (dt.F64, scale)]
+        return ins + ([(dt.I32, rng.integers(-30000, 30000, n).astype(np.int32))] if bias else [])
+    return [Variant("rows_bias", case(_i8(rng, (3, 13)), _i8(rng, (5, 13))), {"x_zero": -128, "y_zero": 14}),
+            Variant("batch_dims_w_zero", case(_i8(rng, (2, 1, 33)), _i8(rng, (7, 33)), bias=False),
+                    {"x_zero": 3, "w_zero": -2, "y_zero": -20, "act_min": -20, "act_max": 100})]
+
+
+def _qpool(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    x = _i8(rng, (1, 7, 9, 5))
+    return [Variant("same_3x3_s2", [(t, x)], {"kernel": 3, "stride": 2, "padding": 1}),
+            Variant("2x3_clamped", [(t, x)],
+                    {"kernel": [2, 3], "padding": [1, 2, 0, 1], "act_min": -20, "act_max": 90}),
+            Variant("global", [(t, _i8(rng, (2, 5, 5, 3)))], {"kernel": 5, "stride": 5})]
+
+
+def _qadd(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    from openinfer.tflite.quantization import add_params
+
+    def attrs(sa, sb, sy, za, zb, zy, **more):
+        return {"a_zero": za, "b_zero": zb, "y_zero": zy, **add_params(sa, sb, sy), **more}
+    return [Variant("same_shape", [(t, _i8(rng, (3, 11))), (t, _i8(rng, (3, 11)))],
+                    attrs(0.05, 0.11, 0.09, -7, 30, 2), inplace=True),
+            Variant("broadcast_relu", [(t, _i8(rng, (1, 5, 7, 9))), (t, _i8(rng, (1, 1, 1, 9)))],
+                    attrs(0.31, 0.02, 0.2, 100, -128, -60, act_min=-60)),
+            Variant("broadcast_both", [(t, _i8(rng, (2, 1, 9))), (t, _i8(rng, (5, 1)))],
+                    attrs(0.004, 0.004, 0.007, 1, -1, 0))]
+
+
+def _qsoftmax(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    from openinfer.tflite.quantization import softmax_params
+    x = _i8(rng, (3, 10))
+    ties = np.array([[5, 5, 5, -128, 127, 127, 0]], np.int8)
+    return [Variant("scale_0.1", [(t, x)], softmax_params(1.0, 0.1)),
+            Variant("scale_1_16_3d", [(t, _i8(rng, (2, 3, 7)))], softmax_params(1.0, 1 / 16)),
+            Variant("beta_large_scale", [(t, x)], softmax_params(2.5, 0.4)),
+            Variant("ties_and_edges", [(t, ties)], softmax_params(1.0, 0.02))]
+
+
+def _quantize(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    x = np.concatenate([rng.normal(0, 4, 40), np.array([0.025, -0.025, 0.075, -0.075, 1e9, -1e9, np.inf, -np.inf,
+                                                         np.nan, -0.0, 6.35, -6.4])]).astype(np.float32)
+    return [Variant("ties_specials", [(t, x)], {"scale": 0.05, "zero": -3}),
+            Variant("zero_128", [(t, x[:40].reshape(5, 8))], {"scale": 0.0392156862745098, "zero": -128})]
+
+
+def _dequantize(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    every = np.arange(-128, 128).astype(np.int8).reshape(16, 16)
+    return [Variant("every_value", [(t, every)], {"scale": 0.0123, "zero": 7})]
+
+
+def _requantize(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    from openinfer.tflite.quantization import requantize_params
+    every = np.arange(-128, 128).astype(np.int8).reshape(16, 16)
+    up = requantize_params(0.05, 0.02)
+    down = requantize_params(0.05, 0.3)
+    return [Variant("wider", [(t, every)], {"x_zero": 3, "y_zero": -5, "multiplier": up[0], "shift": up[1]},
+                    inplace=True),
+            Variant("narrower", [(t, every)], {"x_zero": -128, "y_zero": 0, "multiplier": down[0], "shift": down[1]})]
+
+
 BUILDERS: dict[str, Builder] = {
     **{n: _binary(broadcast=True) for n in ("add", "mul", "sub")},
     "div": _binary(broadcast=True, pairs=_div_pairs, attr_sets=_mask_attrs),
@@ -688,6 +786,8 @@ BUILDERS: dict[str, Builder] = {
     "dynamic_slice": _dynamic_slice,
     "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool, "avg_pool2d": _pool,
     "lrn": _lrn,
+    "qconv2d": _qconv, "qlinear": _qlinear, "qavg_pool2d": _qpool, "qmax_pool2d": _qpool, "qadd": _qadd,
+    "qsoftmax": _qsoftmax, "quantize": _quantize, "dequantize": _dequantize, "requantize": _requantize,
 }
 
 
