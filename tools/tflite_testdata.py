@@ -14,7 +14,7 @@ the float graphs themselves (the same seed: the same weights as their int8 model
 
 Shapes use primes and odd sizes (7x9, 11x13, channels 1, 3, 5, 8, 9, 16, 17) so that a kernel
 which only handles even or vector-multiple sizes fails on them. The tests
-(tests/tflite/test_testdata.py) check that the committed files are these bytes and run every model
+(tests/tflite_front/test_testdata.py) check that the committed files are these bytes and run every model
 in LiteRT's reference kernels and TFLM's interpreter.
 """
 

@@ -149,12 +149,12 @@ class Importer:
         failed: set[int] = set()
         unsupported = False
         for op in m.operators:
-            if any(x in failed for x in op.inputs):
-                failed.update(op.outputs)
-                continue
             handler = HANDLERS.get(op.op)
+            if handler is not None and any(x in failed for x in op.inputs):
+                failed.update(op.outputs)          # its inputs are unknown: its own error would only repeat
+                continue
             try:
-                if handler is None:
+                if handler is None:                # known without its inputs: every one is listed
                     unsupported = True
                     raise OpError("not supported")
                 handler.fn(self, op)

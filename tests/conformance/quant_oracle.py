@@ -4,7 +4,7 @@ Written from TFLite's reference C (tensorflow/lite/kernels/internal/reference/, 
 gemmlowp's fixedpoint.h) as scalar Python integer arithmetic, independently of the vectorised
 NumPy reference (openinfer/reference/kernels/quantized.py): C's truncating division and wrapping
 int32 are spelled out per scalar. Bit-exactness with TFLite itself is checked against LiteRT's
-interpreter on whole models (tests/tflite/).
+interpreter on whole models (tests/tflite_front/).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from ... import __version__
 from ...dims import Dim, capacity, host_expr, pretty_shape, shape_sizevars
 from ...dtypes import DTypeInfo, Kind
 from ...numerics import to_storage
-from ...ops import get as get_op
+from ...ops import all_ops
 from ...resources import HAL_SOURCES, hal_dir
 from ...synth import program as P
 from ...synth.lower import c_name
@@ -715,7 +715,7 @@ class CRenderer(HostRenderer):
             f"{n}.c": render("c/model.c.j2", **ctx),
             f"{n}_kernels.h": render("c/kernels.h.j2", **ctx, kernels=kernels),
             f"{n}_kernels.c": render("c/kernels.c.j2", **ctx, kernels=kernels, family=self.family,
-                                     uses_quant=any(get_op(r.op).category == "quantized" for r in self.p.kernels)),
+                                     uses_quant=any(r.op in _QUANTIZED_OPS for r in self.p.kernels)),
             "meson.build": render("c/meson.build.j2", **ctx, cflags=list(self.device.cflags),
                                   hal_c=HAL_SOURCES[self.device.hal_platform], baremetal=self.device.bare_metal),
         }
@@ -723,6 +723,10 @@ class CRenderer(HostRenderer):
             out[f"{n}_weights.S"] = render("c/weights.S.j2", **ctx)
         return out
 
+
+
+#: The integer-only ops, whose kernels use hal/include/oi_quant.h
+_QUANTIZED_OPS = frozenset(op.name for op in all_ops() if op.category == "quantized")
 
 
 def _writes(stmts):
