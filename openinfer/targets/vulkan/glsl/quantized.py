@@ -8,8 +8,8 @@ each emitted once into the shaders that call it, after the helpers it calls: int
 GLSL `int`, whose + - * and << wrap modulo 2^32 as the header's unsigned arithmetic does and
 whose >> is arithmetic, as TFLite assumes of C; the 32 x 32 -> 64-bit products of the rounding
 doubling high multiply in int64_t (shaderInt64). Where the C code divides a signed value (C
-truncates toward zero) the GLSL divides magnitudes, or shifts them, and restores the sign: a
-signed division of negative operands is left to the implementation by GLSL.
+truncates toward zero) the GLSL divides or shifts the magnitude and restores the sign, so no
+result depends on how a driver rounds a negative quotient.
 
 Every kernel is one invocation per output element (qsoftmax: per row, computing the row's
 maximum and sum as the C kernel does); the sums run in the reference's int32 arithmetic, so
