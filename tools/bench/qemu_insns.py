@@ -21,6 +21,8 @@ channels on 28 x 28) convolutions, sdpa over 4 heads of 64 queries and keys, hea
 [1, 64, 27, 27] (5 channels, AlexNet's second layer's window). The FMA lower
 bound of the GEMM, the convolutions and sdpa's two products on 128-bit NEON is their
 multiply-adds / 4 FMLA instructions; a product's line also gives instructions per multiply-add.
+The MLPerf Tiny int8 models (tests/data/mlperf_tiny: mlperf_kws, mlperf_vww, mlperf_ic, mlperf_ad)
+are imported from their .tflite files, with random int8 inputs: instructions per inference.
 `--cases` picks some. The plugin bins each translated block by its function's symbol;
 `--by-function` prints a step's count per function too (those of more than 1,000 instructions).
 """
@@ -88,6 +90,10 @@ CASES["sdpa_4x64x64"] = ("dynamic { q: f32[4, 64, 64]; k: f32[4, 64, 64]; v: f32
                          "block entry {\n  op sdpa(q, k, v) >> y;\n  return;\n}\n", {}, ("q", "k", "v"))
 CASES["lrn_64x27x27"] = ("dynamic { x: f32[1, 64, 27, 27]; }\nvolatile { y: f32[1, 64, 27, 27]; }\n"
                          "block entry {\n  op lrn(x, size=5) >> y;\n  return;\n}\n", {}, ("x",))
+#: the MLPerf Tiny int8 models: case -> .tflite file (imported; random int8 inputs)
+MLPERF = {"mlperf_kws": "kws_ref_model", "mlperf_vww": "vww_96_int8", "mlperf_ic": "pretrainedResnet_quant",
+          "mlperf_ad": "ad01_int8"}
+CASES.update({case: None for case in MLPERF})
 #: multiply-adds of the products
 MACS = {"gemm_256": 256 ** 3, "gemm_256_tb": 256 ** 3, "gemv_f32_1024": 1024 ** 2, "gemv_f32_1024_wt": 1024 ** 2,
         "gemv_i8_1024": 1024 ** 2, "gemv_i4_1024": 1024 ** 2, "sdpa_4x64x64": 2 * 4 * 64 * 64 * 64,
@@ -107,6 +113,34 @@ def _weights(kinds: dict[str, str], graph, rng) -> dict:
         else:
             out[name] = rng.uniform(0.5, 1.5, shape).astype(np.float32)
     return out
+
+
+def _case(case: str, tmp: Path, rng) -> tuple:
+    """A case of CASES: its graph, model and inputs."""
+    text, kinds, dynamic = CASES[case]
+    graph = oi.graph(text)
+    model_path = tmp / f"{case}.oinf"
+    oi.write_oinf(model_path, _weights(kinds, graph, rng) or {"unused": np.zeros(1, np.float32)})
+    inputs = {n: rng.uniform(-1, 1, tuple(int(d) for d in graph.vars[n].dims)).astype(np.float32) for n in dynamic}
+    return graph, oi.ModelLoader.open(model_path), inputs
+
+
+def _mlperf(case: str, tmp: Path, rng) -> tuple:
+    """An MLPerf Tiny model imported from its .tflite file, its graph, model and random inputs of
+    its input dtype (int8)."""
+    from openinfer.tflite import import_tflite
+
+    result = import_tflite(REPO / "tests" / "data" / "mlperf_tiny" / f"{MLPERF[case]}.tflite")
+    graph_path, model_path = result.write(tmp / case)
+    graph = oi.graph(graph_path.read_text())
+    inputs = {}
+    for name, var in graph.vars.items():
+        if var.kind.value == "Dynamic":
+            shape = tuple(int(d) for d in var.dims)
+            inputs[name] = (rng.integers(var.dtype.lo, var.dtype.hi + 1, shape).astype(var.dtype.numpy)
+                            if var.dtype.kind.value in ("signed", "unsigned")
+                            else rng.uniform(-1, 1, shape).astype(np.float32))
+    return graph, oi.ModelLoader.open(model_path), inputs
 
 
 def _count(sim: Simulator, inputs: dict, steps: int, counts: Path) -> dict[str, int]:
@@ -150,12 +184,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     results: dict[str, dict[str, int]] = {}
     for case in args.cases:
-        text, kinds, dynamic = CASES[case]
-        graph = oi.graph(text)
-        model_path = tmp / f"{case}.oinf"
-        oi.write_oinf(model_path, _weights(kinds, graph, rng) or {"unused": np.zeros(1, np.float32)})
-        model = oi.ModelLoader.open(model_path)
-        inputs = {n: rng.uniform(-1, 1, tuple(int(d) for d in graph.vars[n].dims)).astype(np.float32) for n in dynamic}
+        graph, model, inputs = _mlperf(case, tmp, rng) if case in MLPERF else _case(case, tmp, rng)
         for arch in args.arch:
             sim = Simulator(model, graph, arch=arch)
             one, three = _count(sim, inputs, 1, counts), _count(sim, inputs, 3, counts)

@@ -18,7 +18,9 @@ rows k, k + 1's pairs by PKHBT and SXTB16 (4-bit: masks) in an assembly routine;
 conv2d at column stride 1 (fpu_conv.py, templates/mcu/conv.c.j2), tiles of 4 output channels x 4
 output columns (fewer channels: wider) whose 16 sums stay in s16-s31 for all taps, a VLDMIA of the
 input row's segment and one of each channel's row of weights per kernel row; any other request
-takes the portable kernel.
+takes the portable kernel; the integer-only qconv2d (TFLite's int8 CONV_2D, DEPTHWISE_CONV_2D)
+with groups 1 or depthwise takes SMLAD over int16 copies of its windows, or 4 channels a word
+(dsp_qconv.py, templates/mcu/qconv.c.j2), bit-exact with the portable kernel.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..base import EmitterTable
 from ..c.kernels import KernelSource, prototype
 from ..c.renderer import CRenderer, CTarget
 from ..env import render
+from .dsp_qconv import qconv_kernel
 from .fpu_conv import conv_context, conv_geometry
 from .helium import HeliumRenderer
 from .thumb import add_immediate
@@ -44,7 +47,9 @@ class CortexMRenderer(CRenderer):
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)
         body = emit(self, req, name) if emit is not None and self.device.doc["isa"].get("fpu") != "none" else None
-        return super().kernel(req, name) if body is None else KernelSource(name, prototype(req, name), body)
+        if body is None:
+            return super().kernel(req, name)
+        return KernelSource(name, prototype(req, name), body, scratch=getattr(body, "scratch", 0))
 
 
 class CortexMTarget(CTarget):
@@ -150,3 +155,10 @@ def _conv(r: CortexMRenderer, req: KernelRequest, name: str) -> str | None:
     if g is None:
         return None
     return render("mcu/conv.c.j2", name=name, proto=prototype(req, name), **conv_context(req, g))
+
+
+@emitter("qconv2d")
+def _qconv(r: CortexMRenderer, req: KernelRequest, name: str) -> str | None:
+    """Integer-only int8 convolutions, groups 1 or depthwise (multiplier 1), with SMLAD / SXTB16
+    (openinfer/targets/mcu/dsp_qconv.py, templates/mcu/qconv.c.j2); None for any other request."""
+    return qconv_kernel(req, name, prototype(req, name))
