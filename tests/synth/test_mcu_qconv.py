@@ -87,7 +87,10 @@ def _program(rng: np.random.Generator):
         weights[f"m{j}"] = rng.integers(1 << 30, (1 << 31) - 1, o).astype(np.int32)
         # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
         spread = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60))
-        weights[f"s{j}"] = (spread + rng.integers(-1, 2, o)).astype(np.int32)
+        shifts = spread + rng.integers(-1, 2, o)
+        if j == 0:                  # left shifts too (a scale above 1: the requantization's other branch)
+            shifts[:2] = (1, 0)
+        weights[f"s{j}"] = shifts.astype(np.int32)
         const += [f"w{j}: i8[{', '.join(map(str, ws))}];", f"m{j}: i32[{o}];", f"s{j}: i32[{o}];"]
         args = f"x{j}, w{j}, m{j}, s{j}"
         if bias:

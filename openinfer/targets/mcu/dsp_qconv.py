@@ -41,7 +41,7 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
         scratch = 2 * 2 * (k // 4 * 4 + (4 if k % 4 else 0))       # two windows of int16, whole groups of 4
     elif groups == c == o and cg == 1:
         kind, k = "depthwise", kh * kw
-        scratch = max(1, c // 4) * k * 8                           # per 4 channels and tap two int16 pairs
+        scratch = max(1, c // 4) * (k * 8 + 16)        # per 4 channels and tap two int16 pairs; 4 folded biases
     else:
         return None
     doc = (f"qconv2d: {x} * {w}{' + bias' if len(req.inputs) > 4 else ''}, stride {[sh, sw]}, "
