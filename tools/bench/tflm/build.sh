@@ -143,7 +143,8 @@ for name, attrs, r in (("code", "rx", b.code), ("ram", "rwx", b.ram), ("bulk", "
 print("}")' "$(board "$core")") > "$memory"
     flags="$(core_flags "$core") -mthumb -mlittle-endian -funsigned-char -O2 -ffunction-sections -fdata-sections
       -fno-unwind-tables -fno-asynchronous-unwind-tables -DTF_LITE_STATIC_MEMORY -DNDEBUG -Wall -Wextra -Werror"
-    inc="-I$TFLM -I$DOWNLOADS/flatbuffers/include -I$DOWNLOADS/gemmlowp -I$DOWNLOADS/ruy"
+    # -isystem: TFLM's headers are not held to -Wextra -Werror (unused parameters), the harness is
+    inc="-isystem $TFLM -isystem $DOWNLOADS/flatbuffers/include -isystem $DOWNLOADS/gemmlowp -isystem $DOWNLOADS/ruy"
     # shellcheck disable=SC2086
     arm-none-eabi-gcc $flags -std=c11 -c "$HERE/startup.c" -o "$OUT/$core/startup.o"
     for model in $MODEL_NAMES; do
