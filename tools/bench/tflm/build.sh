@@ -38,8 +38,8 @@ TFLM=$PEERS/tflite-micro
 MAKE_DIR=tensorflow/lite/micro/tools/make
 DOWNLOADS=$TFLM/$MAKE_DIR/downloads
 OUT=${OUT:-$PEERS/tflm-build}
-CORES="cortex-m4 cortex-m55"
-MODEL_NAMES="kws_ref_model vww_96_int8 pretrainedResnet_quant ad01_int8"
+CORES=${CORES:-"cortex-m4 cortex-m55"}
+MODEL_NAMES=${MODEL_NAMES:-"kws_ref_model vww_96_int8 pretrainedResnet_quant ad01_int8"}
 
 # the TFLM TARGET_ARCH, the compiler's flags (those the TFLM makefile gives the library) and the
 # QEMU board of each core
@@ -128,7 +128,7 @@ lib() {
 }
 
 elf() {
-  local core model flags gen inc memory
+  local core model flags defines gen inc memory
   for core in $CORES; do
     gen=$TFLM/gen/cortex_m_generic_$(tflm_arch "$core")_${BUILD_TYPE}_cmsis_nn_gcc
     mkdir -p "$OUT/$core"
@@ -142,7 +142,11 @@ for name, attrs, r in (("code", "rx", b.code), ("ram", "rwx", b.ram), ("bulk", "
     print(f"    {name} ({attrs}) : ORIGIN = 0x{r.origin:08x}, LENGTH = 0x{r.length:x}")
 print("}")' "$(board "$core")") > "$memory"
     flags="$(core_flags "$core") -mthumb -mlittle-endian -funsigned-char -O2 -ffunction-sections -fdata-sections
-      -fno-unwind-tables -fno-asynchronous-unwind-tables -DTF_LITE_STATIC_MEMORY -DNDEBUG -Wall -Wextra -Werror"
+      -fno-unwind-tables -fno-asynchronous-unwind-tables -Wall -Wextra -Werror"
+    # the defines the library was built with (TFLM's Makefile: COMMON_FLAGS, BUILD_TYPE, the
+    # OPTIMIZED_KERNEL_DIR's, the target's), which its headers read
+    defines="-DTF_LITE_STATIC_MEMORY -DTF_LITE_DISABLE_X86_NEON -DCMSIS_NN -DTF_LITE_MCU_DEBUG_LOG -DNDEBUG"
+    [ "$BUILD_TYPE" != release ] || defines="$defines -DTF_LITE_STRIP_ERROR_STRINGS"
     # -isystem: TFLM's headers are not held to -Wextra -Werror (unused parameters), the harness is
     inc="-isystem $TFLM -isystem $DOWNLOADS/flatbuffers/include -isystem $DOWNLOADS/gemmlowp -isystem $DOWNLOADS/ruy"
     # shellcheck disable=SC2086
@@ -152,7 +156,7 @@ print("}")' "$(board "$core")") > "$memory"
         | sed 's/^unsigned char/alignas(16) const unsigned char/; s/^unsigned int/const unsigned int/' \
         > "$OUT/$core/${model}_data.h"
       # shellcheck disable=SC2086
-      arm-none-eabi-g++ $flags $inc -std=c++17 -fno-rtti -fno-exceptions -fno-threadsafe-statics \
+      arm-none-eabi-g++ $flags $defines $inc -std=c++17 -fno-rtti -fno-exceptions -fno-threadsafe-statics \
         -DOI_MODEL_DATA="\"$OUT/$core/${model}_data.h\"" -DOI_MODEL_"$(echo "$model" | tr a-z A-Z)" \
         -c "$HERE/tflm_harness.cc" -o "$OUT/$core/$model.o"
       # shellcheck disable=SC2086

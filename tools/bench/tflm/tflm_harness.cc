@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <new>
+
 #include "tensorflow/lite/micro/micro_interpreter.h"
 #include "tensorflow/lite/micro/micro_mutable_op_resolver.h"
 #include "tensorflow/lite/schema/schema_generated.h"
@@ -61,12 +63,15 @@ alignas(16) __attribute__((section(".oi_bulk"))) uint8_t arena[kArenaBytes];
 constexpr size_t kInputMax = 96 * 96 * 3;
 __attribute__((section(".oi_bulk"))) int8_t pattern[kInputMax];
 
-// The input pattern: the top byte of a 32-bit LCG (Numerical Recipes' constants) from a fixed seed.
+// The input pattern: the top 6 bits of a 32-bit LCG (Numerical Recipes' constants) from a fixed
+// seed, as a signed number in [-32, 31]. (Noise over all of int8's range drives the softmax of
+// kws_ref_model and pretrainedResnet_quant to one 127 and the rest -128, so their outputs would
+// check little more than the arg max; a quarter of the range leaves several classes unsaturated.)
 void fill_pattern(int8_t *dst, size_t n) {
     uint32_t state = 0x0123abcdu;
     for (size_t i = 0; i < n; ++i) {
         state = state * 1664525u + 1013904223u;
-        dst[i] = (int8_t)(state >> 24);
+        dst[i] = (int8_t)((int32_t)state >> 26);
     }
 }
 
@@ -109,9 +114,14 @@ int main(void) {
     const uint32_t inferences = oi_fw_inferences();
     const tflite::Model *model = tflite::GetModel(oi_model_data);
     if (model->version() != TFLITE_SCHEMA_VERSION) return 1;
-    static Resolver resolver;
+    // the resolver and the interpreter live in .bss for the firmware's life: built in place, never
+    // destroyed (a static object would register its destructor with __cxa_atexit)
+    alignas(Resolver) static uint8_t resolver_bytes[sizeof(Resolver)];
+    alignas(tflite::MicroInterpreter) static uint8_t interpreter_bytes[sizeof(tflite::MicroInterpreter)];
+    Resolver &resolver = *new (resolver_bytes) Resolver();
     if (add_ops(resolver) != kTfLiteOk) return 2;
-    static tflite::MicroInterpreter interpreter(model, resolver, arena, kArenaBytes);
+    tflite::MicroInterpreter &interpreter =
+        *new (interpreter_bytes) tflite::MicroInterpreter(model, resolver, arena, kArenaBytes);
     if (interpreter.AllocateTensors() != kTfLiteOk) return 3;
     TfLiteTensor *input = interpreter.input(0);
     if (input->type != kTfLiteInt8 || input->bytes > kInputMax) return 4;
