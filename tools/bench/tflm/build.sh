@@ -8,7 +8,7 @@
 # Environment: PEERS (where the peer trees go, outside the repository: $PEERS/tflite-micro),
 # MIRROR (local git mirrors of the GitHub repositories: $MIRROR/OWNER+NAME/repo), MODELS (the
 # MLPerf Tiny .tflite files), PYTHON (one that imports openinfer: the board memory maps),
-# TFLM_COMMIT, BUILD_TYPE (release), JOBS. Every command is echoed (set -x). TFLM's makefile runs
+# TFLM_COMMIT, BUILD_TYPE (release), JOBS, TFLM_LIB (elf: link this archive instead of lib's). Every command is echoed (set -x). TFLM's makefile runs
 # python3 with numpy and Pillow at parse time (its examples' generate_cc_arrays.py): populate makes
 # the venv $PEERS/venv with them (pip), and lib puts it first on PATH.
 #
@@ -128,9 +128,9 @@ lib() {
 }
 
 elf() {
-  local core model flags defines gen inc memory
+  local core model flags defines lib inc memory
   for core in $CORES; do
-    gen=$TFLM/gen/cortex_m_generic_$(tflm_arch "$core")_${BUILD_TYPE}_cmsis_nn_gcc
+    lib=${TFLM_LIB:-$TFLM/gen/cortex_m_generic_$(tflm_arch "$core")_${BUILD_TYPE}_cmsis_nn_gcc/lib/libtensorflow-microlite.a}
     mkdir -p "$OUT/$core"
     # the board's memory map, from openinfer/firmware.py
     memory=$OUT/$core/memory.ld
@@ -162,7 +162,7 @@ print("}")' "$(board "$core")") > "$memory"
       # shellcheck disable=SC2086
       arm-none-eabi-g++ $flags -nostartfiles -L"$OUT/$core" -T "$HERE/harness.ld" -Wl,--gc-sections \
         --specs=nano.specs --specs=nosys.specs -Wl,-Map="$OUT/$core/$model.map" \
-        "$OUT/$core/startup.o" "$OUT/$core/$model.o" "$gen/lib/libtensorflow-microlite.a" -lm \
+        "$OUT/$core/startup.o" "$OUT/$core/$model.o" "$lib" -lm \
         -o "$OUT/$core/$model.elf"
       arm-none-eabi-size "$OUT/$core/$model.elf"
     done
