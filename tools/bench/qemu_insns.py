@@ -154,11 +154,28 @@ def _count(sim: Simulator, inputs: dict, steps: int, counts: Path) -> dict[str, 
     del ex
     gc.collect()
     for _ in range(600):
-        text = counts.read_text().strip()
-        if text.endswith("--"):
-            return {name: int(n) for name, n in (line.rsplit(" ", 1) for line in text.splitlines()[:-1])}
+        per_function = parse_counts(counts.read_text())
+        if per_function is not None:
+            return per_function
         subprocess.run(["sleep", "0.1"], check=True)
     raise RuntimeError("no instruction count: the runner did not end")
+
+
+def build_plugin(folder: Path) -> Path:
+    """The counting plugin (qemu_insn_count.c) built with the host's gcc into `folder`: QEMU loads
+    it with -plugin PATH, and it appends its counts to $OI_INSN_COUNT_FILE when the guest ends."""
+    plugin = folder / "libinsn.so"
+    source = Path(__file__).with_name("qemu_insn_count.c")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(plugin), str(source)], check=True)
+    return plugin
+
+
+def parse_counts(text: str) -> dict[str, int] | None:
+    """The plugin's "symbol count" lines as a dict, or None while its closing "--" has not come."""
+    text = text.strip()
+    if not text.endswith("--"):
+        return None
+    return {name: int(n) for name, n in (line.rsplit(" ", 1) for line in text.splitlines()[:-1])}
 
 
 def main() -> None:
@@ -169,9 +186,7 @@ def main() -> None:
     ap.add_argument("--by-function", action="store_true", help="a step's count per function")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="oi-insns-"))
-    plugin = tmp / "libinsn.so"
-    source = Path(__file__).with_name("qemu_insn_count.c")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(plugin), str(source)], check=True)
+    plugin = build_plugin(tmp)
     wrappers = tmp / "bin"                      # each descriptor's emulator, with the plugin
     wrappers.mkdir()
     for emulator in sorted({devices.load(a).toolchain.emulator for a in args.arch}):
