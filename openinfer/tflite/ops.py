@@ -311,3 +311,120 @@ def _dequantize(imp: Importer, op: Operator) -> None:
     scale, zero = _per_tensor(x, "the input")
     x_var = imp.var(x.index)
     imp.emit("dequantize", [x_var], {"scale": Q.f32(scale), "zero": zero}, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+# ------------------------------------------------------------------------------ layout ops
+
+def _const_ints(t: Tensor | None, what: str) -> list[int]:
+    if t is None or t.data is None or t.dtype not in ("i32", "i64"):
+        raise OpError(f"{what} must be a constant int32 tensor" + (f" (`{t.name}` is computed or {t.dtype})"
+                                                                    if t is not None else ""))
+    return [int(v) for v in t.data.reshape(-1)]
+
+
+def _same_type(x: Tensor, y: Tensor) -> None:
+    """A data-movement op: the output is the input's values, so dtype and quantization agree."""
+    if x.dtype != y.dtype:
+        raise OpError(f"input {x.dtype} and output {y.dtype} differ in type")
+    if x.quantized or y.quantized:
+        _same_qparams(x, y)
+
+
+@handler("TRANSPOSE", note="any dtype, constant perm -> transpose")
+def _transpose(imp: Importer, op: Operator) -> None:
+    x, perm_t = _inputs(imp, op, 2, 2)
+    y = _output(imp, op)
+    _same_type(x, y)
+    perm = _const_ints(perm_t, "the permutation")
+    if sorted(perm) != list(range(len(x.shape))):
+        raise OpError(f"perm {perm} is not a permutation of the input's {len(x.shape)} dims")
+    if tuple(x.shape[p] for p in perm) != y.shape:
+        raise OpError(f"perm {perm} of {list(x.shape)} is not the output's shape {list(y.shape)}")
+    imp.emit("transpose", [imp.var(x.index)], {"perm": perm}, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+def _strided_range(dim: int, begin: int, end: int, stride: int, axis: int, masks: dict) -> tuple[int, int, int]:
+    """One axis of STRIDED_SLICE as a Python slice: TFLite's StridedSliceStartForAxis and
+    StridedSliceEndForAxis (strided_slice_logic.h) resolve the masks and negative indices to a
+    start in [0, dim] ([-1, dim - 1] walking backwards) and an end likewise; -1 as a backward
+    end means "past index 0", which a Python slice spells -(dim + 1)."""
+    bit = 1 << axis
+    start = begin + dim if begin < 0 else begin
+    start = min(max(start, 0), dim) if stride > 0 else min(max(start, -1), dim - 1)
+    if masks["BeginMask"] & bit:
+        start = 0 if stride > 0 else dim - 1
+    if masks["ShrinkAxisMask"] & bit:
+        if not 0 <= start < dim:
+            raise OpError(f"axis {axis} is shrunk at index {begin}, outside its {dim} elements")
+        return start, start + 1, 1
+    stop = end + dim if end < 0 else end
+    stop = min(max(stop, 0), dim) if stride > 0 else min(max(stop, -1), dim - 1)
+    if masks["EndMask"] & bit:
+        stop = dim if stride > 0 else -1
+    if stride < 0 and start == -1:
+        raise OpError(f"axis {axis} walks backwards from before its first element: the slice is empty")
+    return start, (-(dim + 1) if stop == -1 and stride < 0 else stop), stride
+
+
+@handler("STRIDED_SLICE",
+         note="any dtype, constant begin/end/strides, begin/end/shrink masks -> slice (+ reshape when shrinking)")
+def _strided_slice(imp: Importer, op: Operator) -> None:
+    x, begin_t, end_t, strides_t = _inputs(imp, op, 4, 4)
+    y = _output(imp, op)
+    _same_type(x, y)
+    masks = {k: int(op.options.get(k, 0) or 0) for k in ("BeginMask", "EndMask", "EllipsisMask", "NewAxisMask",
+                                                         "ShrinkAxisMask")}
+    if masks["EllipsisMask"] or masks["NewAxisMask"]:
+        raise OpError(f"ellipsis_mask {masks['EllipsisMask']} / new_axis_mask {masks['NewAxisMask']}: only "
+                      "models without an ellipsis or new axes import (begin/end/shrink masks do)")
+    if op.options.get("Offset"):
+        raise OpError("the `offset` form (end relative to begin) is not supported")
+    begin, end = _const_ints(begin_t, "begin"), _const_ints(end_t, "end")
+    strides = _const_ints(strides_t, "strides")
+    rank = len(x.shape)
+    if not len(begin) == len(end) == len(strides) <= rank:
+        raise OpError(f"begin {begin}, end {end} and strides {strides} must have one length, at most the "
+                      f"input's rank {rank}")
+    if 0 in strides:
+        raise OpError(f"strides {strides} must not hold 0")
+    n = len(begin)          # TFLite takes the trailing axes whole (StridedSlicePadIndices)
+    ranges = [_strided_range(x.shape[a], begin[a], end[a], strides[a], a, masks) for a in range(n)]
+    sliced = [len(range(x.shape[a])[slice(*r)]) for a, r in enumerate(ranges)] + list(x.shape[n:])
+    kept = tuple(d for a, d in enumerate(sliced) if not masks["ShrinkAxisMask"] & (1 << a))
+    if kept != y.shape or 0 in sliced:
+        raise OpError(f"the slice of {list(x.shape)} is {kept} (before shrinking {sliced}), the output "
+                      f"{list(y.shape)}: empty or mismatched")
+    x_var = imp.var(x.index)
+    attrs = {"starts": [r[0] for r in ranges], "ends": [r[1] for r in ranges], "axes": list(range(n)),
+             "steps": [r[2] for r in ranges]}
+    if tuple(sliced) == kept:
+        imp.emit("slice", [x_var], attrs, imp.output(y.index), f"{op.op} #{op.index}")
+        return
+    full = imp.fresh(f"{x_var}_sliced")
+    imp.decls["volatile"].append((f"{full}: {y.dtype}[{', '.join(str(d) for d in sliced)}];",
+                                  f"STRIDED_SLICE #{op.index} before its shrunk axes are dropped"))
+    imp.emit("slice", [x_var], attrs, full, f"{op.op} #{op.index}")
+    imp.emit("reshape", [full], {}, imp.output(y.index), f"{op.op} #{op.index}: shrink_axis_mask "
+             f"{masks['ShrinkAxisMask']:#b} drops its axes")
+
+
+@handler("CONCATENATION", note="float, or int8 whose inputs share the output's quantization; no fused "
+                               "activation -> concat")
+def _concatenation(imp: Importer, op: Operator) -> None:
+    if not op.inputs:
+        raise OpError("has no inputs")
+    xs = _inputs(imp, op, 1, len(op.inputs))
+    y = _output(imp, op)
+    act = op.options.get("FusedActivationFunction", "NONE")
+    if act != "NONE":
+        raise OpError(f"fused activation {act} is not supported (NONE only)")
+    for x in xs:
+        if x is None:
+            raise OpError("an input is missing (-1)")
+        _same_type(x, y)
+    axis = int(op.options.get("Axis", 0))
+    rank = len(y.shape)
+    if not -rank <= axis < rank:
+        raise OpError(f"axis {axis} is outside the output's rank {rank}")
+    imp.emit("concat", [imp.var(x.index) for x in xs], {"axis": axis % rank}, imp.output(y.index),
+             f"{op.op} #{op.index}")

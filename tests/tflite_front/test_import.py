@@ -24,6 +24,7 @@ TESTDATA = DATA / "tflite"
 SUPPORTED = sorted(p.stem for p in TESTDATA.glob("*.tflite")
                    if not p.stem.endswith("_f32") and p.stem.split("_")[0] in
                    ("conv2d", "depthwise", "fully", "average", "max", "reshape", "squeeze", "softmax", "add",
+                    "transpose", "strided", "concatenation",
                     "quantize", "requantize", "dequantize", "tiny"))
 #: models LiteRT refuses (tests/tflite_front/test_testdata.py says why): imported, not compared
 LITERT_REFUSES = {"conv2d_1x1_nobias"}
@@ -122,3 +123,31 @@ def test_int8_conv_without_quantized_weights_names_the_operator() -> None:
     with pytest.raises(TfliteImportError, match=r"operator 0 \(CONV_2D -> `y`\): the weights `w` are int8 "
                                                  "without quantization parameters"):
         import_tflite(model)
+
+
+@pytest.mark.parametrize("begin, end, strides, masks", [
+    ([0, 8, -1, 4], [1, 0, -12, 0], [1, -3, -2, -1], {"end_mask": 0b1000}),       # backwards, end_mask past 0
+    ([0, -2, 1, 0], [1, 100, 11, 5], [1, 1, 4, 2], {"begin_mask": 0b0010, "shrink_axis_mask": 0b0001}),
+    ([0, 6, 3], [1, 7, 4], [1, 1, 1], {"shrink_axis_mask": 0b0110}),              # trailing axis taken whole
+])
+def test_strided_slice_forms_match_litert(begin, end, strides, masks, tmp_path) -> None:
+    """Negative strides and indices, masks, shrinking and fewer indices than axes, against LiteRT."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    def model(out_shape):
+        return build_model([Tensor("x", (1, 9, 11, 5), "float32"), Tensor("b", (len(begin),), "int32", data=begin),
+                            Tensor("e", (len(end),), "int32", data=end),
+                            Tensor("s", (len(strides),), "int32", data=strides), Tensor("y", out_shape, "float32")],
+                           [Op("STRIDED_SLICE", ("x", "b", "e", "s"), ("y",), masks)], ["x"], ["y"])
+
+    x = np.random.default_rng(7).normal(size=(1, 9, 11, 5)).astype(np.float32)
+    it = Interpreter(model_content=model((1,)))        # LiteRT resizes the output: it says the shape
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    want = it.get_tensor(it.get_output_details()[0]["index"])
+    graph, weights = import_tflite(model(want.shape)).write(tmp_path)
+    ex = Reference(weights, graph).make_executor()
+    ex.insert(x=x)
+    ex.run_step()
+    np.testing.assert_array_equal(ex.fetch("y"), want)
