@@ -428,3 +428,30 @@ def _concatenation(imp: Importer, op: Operator) -> None:
         raise OpError(f"axis {axis} is outside the output's rank {rank}")
     imp.emit("concat", [imp.var(x.index) for x in xs], {"axis": axis % rank}, imp.output(y.index),
              f"{op.op} #{op.index}")
+
+
+@handler("PAD", "PADV2", note="any dtype, constant paddings -> pad (PAD: 0.0, int8: the output's zero point; "
+                              "PADV2: the constant value input)")
+def _pad(imp: Importer, op: Operator) -> None:
+    """TFLite's pad.cc: PAD's border is 0.0 (an int8 tensor's zero point: the output's, which
+    TFLite requires equal to the input's), PADV2's the scalar `constant_values` input, stored as is
+    (int8: already quantized with the shared parameters)."""
+    x, paddings, value_t = (*_inputs(imp, op, 2, 2), None) if op.op == "PAD" else _inputs(imp, op, 2, 3)
+    y = _output(imp, op)
+    _same_type(x, y)
+    pads = _const_ints(paddings, "the paddings")
+    if len(pads) != 2 * len(x.shape) or any(p < 0 for p in pads):
+        raise OpError(f"paddings {pads} must be [before, after] >= 0 for each of the {len(x.shape)} axes")
+    shape = tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape))
+    if shape != y.shape:
+        raise OpError(f"{list(x.shape)} padded by {pads} is {list(shape)}, the output {list(y.shape)}")
+    if value_t is not None:
+        if value_t.data is None or value_t.data.size != 1 or value_t.dtype != x.dtype:
+            raise OpError(f"the constant value must be a constant scalar {x.dtype}")
+        if value_t.quantized and value_t.qparams() != y.qparams():
+            raise OpError("the constant value must share the output's scale and zero point")
+        raw = value_t.data.reshape(-1)[0]
+        value = float(raw) if x.dtype.startswith("f") else int(raw)
+    else:
+        value = int(y.zero[0]) if y.quantized else (0.0 if x.dtype.startswith("f") else 0)
+    imp.emit("pad", [imp.var(x.index)], {"pads": pads, "value": value}, imp.output(y.index), f"{op.op} #{op.index}")
