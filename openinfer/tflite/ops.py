@@ -140,13 +140,112 @@ def _bias(imp: Importer, b: Tensor | None, channels: int, y_var: str) -> list[st
     return [imp.constant(b.data, f"{y_var}_bias", "i32", note=f"TFLite {quoted(b.name)}", index=b.index)]
 
 
+# ------------------------------------------------------------------------------ float forms
+
+def _f32(*ts: Tensor | None) -> bool:
+    return all(t is not None and t.dtype == "f32" and not t.quantized for t in ts)
+
+
+def _volatile(imp: Importer, base: str, shape, note: str) -> str:
+    var = imp.fresh(base)
+    imp.decls["volatile"].append((f"{var}: f32[{', '.join(str(d) for d in shape)}];", note))
+    return var
+
+
+def _float_activation(imp: Importer, op: Operator, pre: str, y: Tensor, shape=None) -> str | None:
+    """A float operator's fused activation as its own op from `pre` (the operator's result) into
+    the output, or None without one (the caller writes the output itself). RELU is relu, RELU6
+    and RELU_N1_TO_1 clamp: TFLite's ActivationFunctionWithMinMax on floats."""
+    act = op.options.get("FusedActivationFunction", "NONE")
+    if act == "NONE":
+        return None
+    bounds = {"RELU": None, "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
+    if act not in bounds:
+        raise OpError(f"fused activation {act} is not supported")
+    out = imp.output(y.index) if shape is None else _volatile(imp, f"{pre}_act", shape, f"{pre} after {act}")
+    if bounds[act] is None:
+        imp.emit("relu", [pre], {}, out, f"{op.op} #{op.index}: fused RELU")
+    else:
+        lo, hi = bounds[act]
+        imp.emit("clamp", [pre], {"min": lo, "max": hi}, out, f"{op.op} #{op.index}: fused {act}")
+    return out
+
+
+def _nchw(imp: Importer, op: Operator, x: Tensor) -> str:
+    """x (NHWC) as the NCHW tensor the registry's convolutions and pools take."""
+    x_var = imp.var(x.index)
+    n, h, w, c = x.shape
+    t = _volatile(imp, f"{x_var}_nchw", (n, c, h, w), f"{x_var} as NCHW for {op.op} #{op.index}")
+    imp.emit("transpose", [x_var], {"perm": [0, 3, 1, 2]}, t, f"{op.op} #{op.index}: NHWC -> NCHW")
+    return t
+
+
+def _nchw_op(imp: Importer, op: Operator, name: str, args: list[str], attrs: dict, y: Tensor) -> None:
+    """`name` on NCHW operands into y (NHWC): the result, its fused activation, the transpose back."""
+    n, h, w, c = y.shape
+    pre = _volatile(imp, f"{imp.m.tensors[y.index].name}_nchw", (n, c, h, w), f"{op.op} #{op.index} in NCHW")
+    imp.emit(name, args, attrs, pre, f"{op.op} #{op.index}")
+    last = _float_activation(imp, op, pre, y, (n, c, h, w)) or pre
+    imp.emit("transpose", [last], {"perm": [0, 2, 3, 1]}, imp.output(y.index), f"{op.op} #{op.index}: NCHW -> NHWC")
+
+
+def _float_conv(imp: Importer, op: Operator, x: Tensor, w: Tensor, b: Tensor | None, y: Tensor) -> None:
+    """Float CONV_2D / DEPTHWISE_CONV_2D as conv2d: weights OHWI -> OIHW ([1, KH, KW, C*M] ->
+    [C*M, 1, KH, KW], groups = C) at import, the input and output transposed around it."""
+    if not _f32(w) or w.data is None or len(w.shape) != 4 or len(x.shape) != 4:
+        raise OpError(f"the weights must be a constant 4-D f32 tensor, got {w.dtype}{list(w.shape)}")
+    depthwise = op.op == "DEPTHWISE_CONV_2D"
+    channels = w.shape[3] if depthwise else w.shape[0]
+    if depthwise:
+        if w.shape[0] != 1 or channels % x.shape[3]:
+            raise OpError(f"depthwise weights must be [1, KH, KW, C * multiplier], got {list(w.shape)}")
+        groups, oihw = x.shape[3], w.data.transpose(3, 0, 1, 2)
+    else:
+        if x.shape[3] % w.shape[3]:
+            raise OpError(f"the input's {x.shape[3]} channels are not a multiple of the weights' {w.shape[3]}")
+        groups, oihw = x.shape[3] // w.shape[3], w.data.transpose(0, 3, 1, 2)
+    if y.shape[3] != channels:
+        raise OpError(f"the output has {y.shape[3]} channels, the weights {channels}")
+    o = op.options
+    dilation = (o.get("DilationHFactor", 1), o.get("DilationWFactor", 1))
+    attrs = _window_attrs(op, x, y, w.shape[1], w.shape[2], dilation)
+    if dilation != (1, 1):
+        attrs["dilation"] = list(dilation)
+    if groups != 1:
+        attrs["groups"] = groups
+    x_nchw = _nchw(imp, op, x)
+    weights = imp.constant(np.ascontiguousarray(oihw), w.name, "f32",
+                           note=f"TFLite {quoted(w.name)} {'[1, KH, KW, O]' if depthwise else '[O, KH, KW, I]'} "
+                                "as [O, I, KH, KW]")
+    args = [x_nchw, weights]
+    if b is not None:
+        if not _f32(b) or b.data is None or b.shape != (channels,):
+            raise OpError(f"the bias must be a constant f32[{channels}]")
+        args.append(imp.var(b.index))
+    _nchw_op(imp, op, "conv2d", args, attrs, y)
+
+
+def _emit_float(imp: Importer, op: Operator, name: str, args: list[str], attrs: dict, y: Tensor) -> None:
+    """`name` into y, through an intermediate when a fused activation follows."""
+    if op.options.get("FusedActivationFunction", "NONE") == "NONE":
+        imp.emit(name, args, attrs, imp.output(y.index), f"{op.op} #{op.index}")
+        return
+    pre = _volatile(imp, f"{imp.m.tensors[y.index].name}_pre", y.shape, f"{op.op} #{op.index} before its activation")
+    imp.emit(name, args, attrs, pre, f"{op.op} #{op.index}")
+    _float_activation(imp, op, pre, y)
+
+
 # ----------------------------------------------------------------------------------- handlers
 
 @handler("CONV_2D", "DEPTHWISE_CONV_2D",
-         note="int8 (per-channel weights, fused RELU/RELU6/RELU_N1_TO_1) -> qconv2d (depthwise: groups = C)")
+         note="int8 (per-channel weights, fused RELU/RELU6/RELU_N1_TO_1) -> qconv2d (depthwise: groups = C); "
+              "f32 -> conv2d between NHWC <-> NCHW transposes (+ relu/clamp)")
 def _conv(imp: Importer, op: Operator) -> None:
     x, w, b = _inputs(imp, op, 2, 3)
     y = _output(imp, op)
+    if _f32(x, y):
+        _float_conv(imp, op, x, w, b, y)
+        return
     if not (_int8(x, y) and w.dtype == "i8"):
         raise OpError(f"only the int8 form is supported (input {x.dtype}, weights {w.dtype}, output {y.dtype})")
     if len(x.shape) != 4 or len(w.shape) != 4:
@@ -186,10 +285,14 @@ def _conv(imp: Importer, op: Operator) -> None:
     imp.emit("qconv2d", args, attrs, y_var, f"{op.op} #{op.index}")
 
 
-@handler("FULLY_CONNECTED", note="int8 (per-tensor or per-channel weights, fused activations) -> qlinear")
+@handler("FULLY_CONNECTED", note="int8 (per-tensor or per-channel weights, fused activations) -> qlinear; "
+                                 "f32 -> matmul by the weights transposed at import (+ add, relu/clamp)")
 def _fully_connected(imp: Importer, op: Operator) -> None:
     x, w, b = _inputs(imp, op, 2, 3)
     y = _output(imp, op)
+    if _f32(x, y):
+        _float_fully_connected(imp, op, x, w, b, y)
+        return
     if not (_int8(x, y) and w.dtype == "i8"):
         raise OpError(f"only the int8 form is supported (input {x.dtype}, weights {w.dtype}, output {y.dtype})")
     if len(w.shape) != 2 or w.data is None:
@@ -224,11 +327,40 @@ def _fully_connected(imp: Importer, op: Operator) -> None:
     imp.emit("qlinear", args, attrs, y_var, f"{op.op} #{op.index}")
 
 
+def _float_fully_connected(imp: Importer, op: Operator, x: Tensor, w: Tensor, b: Tensor | None, y: Tensor) -> None:
+    if not _f32(w) or w.data is None or len(w.shape) != 2:
+        raise OpError(f"the weights must be a constant f32 [N, K], got {w.dtype}{list(w.shape)}")
+    n, k = w.shape
+    rows = int(np.prod(x.shape)) // k if k else 0
+    if rows * k != int(np.prod(x.shape)) or int(np.prod(y.shape)) != rows * n or y.shape[-1] != n:
+        raise OpError(f"input {list(x.shape)} and output {list(y.shape)} do not fit weights [{n}, {k}]")
+    x_var = imp.var(x.index)
+    if x.shape != (*y.shape[:-1], k):                 # keep_num_dims false: x as [rows, K]
+        flat = _volatile(imp, f"{x_var}_rows", (*y.shape[:-1], k), f"{x_var} as the rows FULLY_CONNECTED reads")
+        imp.emit("reshape", [x_var], {}, flat, f"{op.op} #{op.index}: its input as rows of {k}")
+        x_var = flat
+    w_t = imp.constant(np.ascontiguousarray(w.data.T), w.name, "f32", note=f"TFLite {quoted(w.name)} [N, K] as [K, N]")
+    if b is None:
+        _emit_float(imp, op, "matmul", [x_var, w_t], {}, y)
+        return
+    if not _f32(b) or b.data is None or b.shape != (n,):
+        raise OpError(f"the bias must be a constant f32[{n}]")
+    product = _volatile(imp, f"{imp.m.tensors[y.index].name}_matmul", y.shape, f"{op.op} #{op.index} before its bias")
+    imp.emit("matmul", [x_var, w_t], {}, product, f"{op.op} #{op.index}")
+    _emit_float(imp, op, "add", [product, imp.var(b.index)], {}, y)
+
+
 @handler("AVERAGE_POOL_2D", "MAX_POOL_2D",
-         note="int8 (input and output share their quantization) -> qavg_pool2d, qmax_pool2d")
+         note="int8 (input and output share their quantization) -> qavg_pool2d, qmax_pool2d; f32 -> "
+              "avg_pool2d (over the taps inside the input), max_pool2d between NHWC <-> NCHW transposes")
 def _pool(imp: Importer, op: Operator) -> None:
     (x,) = _inputs(imp, op, 1, 1)
     y = _output(imp, op)
+    if _f32(x, y):      # TFLite's float AveragePool divides by the taps inside the input: no count_include_pad
+        kh, kw = op.options["FilterHeight"], op.options["FilterWidth"]
+        attrs = {"kernel": [kh, kw], **_window_attrs(op, x, y, kh, kw)}
+        _nchw_op(imp, op, "avg_pool2d" if op.op == "AVERAGE_POOL_2D" else "max_pool2d", [_nchw(imp, op, x)], attrs, y)
+        return
     if not _int8(x, y):
         raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
     _same_qparams(x, y)
@@ -251,10 +383,20 @@ def _reshape(imp: Importer, op: Operator) -> None:
     imp.emit("reshape", [x_var], {}, imp.output(y.index), f"{op.op} #{op.index}")
 
 
-@handler("SOFTMAX", note="int8 (output scale 1/256, zero point -128, as TFLite requires) -> qsoftmax")
+@handler("SOFTMAX", note="int8 (output scale 1/256, zero point -128, as TFLite requires) -> qsoftmax; "
+                         "f32 -> softmax (of beta * x)")
 def _softmax(imp: Importer, op: Operator) -> None:
     (x,) = _inputs(imp, op, 1, 1)
     y = _output(imp, op)
+    if _f32(x, y):
+        x_var, beta = imp.var(x.index), float(op.options.get("Beta", 1.0))
+        if beta != 1.0:
+            scaled = _volatile(imp, f"{x_var}_beta", x.shape, f"{x_var} * beta")
+            imp.emit("mul", [x_var, imp.constant(np.array([beta], np.float32), f"{x_var}_beta_value", "f32",
+                                                  note="SOFTMAX's beta")], {}, scaled, f"{op.op} #{op.index}: beta")
+            x_var = scaled
+        imp.emit("softmax", [x_var], {"axis": -1}, imp.output(y.index), f"{op.op} #{op.index}")
+        return
     if not _int8(x, y):
         raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
     if y.qparams() != (1.0 / 256, -128):
@@ -265,10 +407,13 @@ def _softmax(imp: Importer, op: Operator) -> None:
     imp.emit("qsoftmax", [x_var], attrs, imp.output(y.index), f"{op.op} #{op.index}")
 
 
-@handler("ADD", note="int8 (broadcasting, fused activations) -> qadd")
+@handler("ADD", note="int8 (broadcasting, fused activations) -> qadd; f32 -> add (+ relu/clamp)")
 def _add(imp: Importer, op: Operator) -> None:
     a, b = _inputs(imp, op, 2, 2)
     y = _output(imp, op)
+    if _f32(a, b, y):
+        _emit_float(imp, op, "add", [imp.var(a.index), imp.var(b.index)], {}, y)
+        return
     if not _int8(a, b, y):
         raise OpError(f"only the int8 form is supported (inputs {a.dtype}, {b.dtype}, output {y.dtype})")
     (sa, za), (sb, zb), (sy, zy) = (_per_tensor(t, what) for t, what in
@@ -455,3 +600,42 @@ def _pad(imp: Importer, op: Operator) -> None:
     else:
         value = int(y.zero[0]) if y.quantized else (0.0 if x.dtype.startswith("f") else 0)
     imp.emit("pad", [imp.var(x.index)], {"pads": pads, "value": value}, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+@handler("SUB", "MUL", note="f32 (broadcasting, fused activations) -> sub, mul (+ relu/clamp)")
+def _sub_mul(imp: Importer, op: Operator) -> None:
+    a, b = _inputs(imp, op, 2, 2)
+    y = _output(imp, op)
+    if not _f32(a, b, y):
+        raise OpError(f"only the f32 form is supported (inputs {a.dtype}, {b.dtype}, output {y.dtype})")
+    _emit_float(imp, op, op.op.lower(), [imp.var(a.index), imp.var(b.index)], {}, y)
+
+
+_UNARY = {"LOGISTIC": ("sigmoid", {}), "TANH": ("tanh", {}), "RELU": ("relu", {}),
+          "RELU6": ("clamp", {"min": 0.0, "max": 6.0})}
+
+
+@handler(*_UNARY, note="f32 -> sigmoid, tanh, relu, clamp [0, 6]")
+def _unary(imp: Importer, op: Operator) -> None:
+    (x,) = _inputs(imp, op, 1, 1)
+    y = _output(imp, op)
+    if not _f32(x, y):
+        raise OpError(f"only the f32 form is supported (input {x.dtype}, output {y.dtype})")
+    name, attrs = _UNARY[op.op]
+    imp.emit(name, [imp.var(x.index)], attrs, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+@handler("MEAN", note="f32, constant axes -> mean_axis")
+def _mean(imp: Importer, op: Operator) -> None:
+    x, axes_t = _inputs(imp, op, 2, 2)
+    y = _output(imp, op)
+    if not _f32(x, y):
+        raise OpError(f"only the f32 form is supported (input {x.dtype}, output {y.dtype})")
+    rank = len(x.shape)
+    axes = sorted({a % rank for a in _const_ints(axes_t, "the axes")})
+    keep = bool(op.options.get("KeepDims", False))
+    shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape) if keep or a not in axes)
+    if shape != y.shape:
+        raise OpError(f"the mean of {list(x.shape)} over {axes} is {list(shape)}, the output {list(y.shape)}")
+    imp.emit("mean_axis", [imp.var(x.index)], {"axes": axes, "keepdims": keep}, imp.output(y.index),
+             f"{op.op} #{op.index}")

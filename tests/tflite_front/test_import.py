@@ -13,7 +13,7 @@ pytest.importorskip("tflite", minversion="2.18",
 pytest.importorskip("ai_edge_litert.interpreter", reason="needs ai-edge-litert (LiteRT's interpreter)")
 
 from tflite_builder import Op, Tensor, build_model  # noqa: E402
-from tflite_oracle import DATA, litert_inputs, litert_run, mismatches  # noqa: E402
+from tflite_oracle import DATA, computed_tensors, litert_inputs, litert_run, mismatches  # noqa: E402
 
 from openinfer.errors import TfliteImportError  # noqa: E402
 from openinfer.reference.executor import Reference  # noqa: E402
@@ -26,6 +26,14 @@ SUPPORTED = sorted(p.stem for p in TESTDATA.glob("*.tflite")
                    ("conv2d", "depthwise", "fully", "average", "max", "reshape", "squeeze", "softmax", "add",
                     "transpose", "strided", "concatenation", "pad", "padv2",
                     "quantize", "requantize", "dequantize", "tiny"))
+#: the float models: LiteRT's float kernels within F32_TOLERANCE
+SUPPORTED_F32 = sorted(p.stem for p in TESTDATA.glob("*_f32.tflite"))
+#: (rtol, atol) of the float models against LiteRT. Not bit-exact: LiteRT's float kernels sum a
+#: convolution's or a fully connected layer's products in another order than the registry's conv2d
+#: and matmul (im2col + GEMM blocks vs window order), and its exp/tanh/logistic are its own
+#: (polynomial approximations in optimized_ops, libm in reference_ops) where ours are libm's; with
+#: O(1) values and at most 72 products a sum those differ by a few ulp, far below 1e-5.
+F32_TOLERANCE = (1e-5, 1e-5)
 #: models LiteRT refuses (tests/tflite_front/test_testdata.py says why): imported, not compared
 LITERT_REFUSES = {"conv2d_1x1_nobias"}
 
@@ -48,6 +56,40 @@ def test_every_tensor_is_bit_exact_with_litert(name, tmp_path) -> None:
         ex.run_step()
         bad = mismatches(result, data, ex, litert_run(data, by_index))
         assert not bad, f"{name}, input seed {seed}:\n" + "\n".join(bad)
+
+
+def _float_mismatches(result, data: bytes, ex, litert: dict) -> list[str]:
+    bad = []
+    for name in computed_tensors(data):
+        var = result.renamed.get(name, name)
+        want, got = litert[name], ex.fetch(var)
+        if want.shape != got.shape or want.dtype != got.dtype:
+            bad.append(f"{var}: {got.dtype}{list(got.shape)}, LiteRT {want.dtype}{list(want.shape)}")
+        elif not np.allclose(got, want, *F32_TOLERANCE):
+            bad.append(f"{var}: largest difference {float(np.max(np.abs(got - want))):.3g}")
+    return bad
+
+
+@pytest.mark.parametrize("arch", ["reference", "x86_64-generic"])
+@pytest.mark.parametrize("name", SUPPORTED_F32)
+def test_float_models_match_litert(name, arch, tmp_path) -> None:
+    """Every tensor of the float models within F32_TOLERANCE of LiteRT's reference kernels, through
+    the reference and compiled."""
+    from openinfer.sim import Simulator
+    from openinfer.testing import skip_unless_runs_here
+
+    result, data, ref = _import(name, tmp_path)
+    if arch == "reference":
+        ex = ref.make_executor()
+    else:
+        skip_unless_runs_here(arch)
+        ex = Simulator(ref.model, ref.graph, arch=arch).make_executor()
+    for seed in range(2):
+        by_index, by_name = litert_inputs(data, seed)
+        ex.insert(**{result.renamed.get(k, k): v for k, v in by_name.items()})
+        ex.run_step()
+        bad = _float_mismatches(result, data, ex, litert_run(data, by_index))
+        assert not bad, f"{name} on {arch}, input seed {seed}:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("arch", ["x86_64-generic", "cortex-m4"])
