@@ -131,14 +131,14 @@ def test_every_unsupported_operator_is_listed_in_one_error() -> None:
     model = build_model([Tensor("x", (1, 5), "int8", **q), Tensor("s", (1, 5), "int8", **q),
                          Tensor("t", (1, 5), "int8", scale=(1 / 128,), zero_point=(0,)),
                          Tensor("r", (1, 5), "int8", **q)],
-                        [Op("LOGISTIC", ("x",), ("s",), {}), Op("TANH", ("s",), ("t",), {}),
+                        [Op("HARD_SWISH", ("x",), ("s",), {}), Op("EXP", ("s",), ("t",), {}),
                          Op("RESHAPE", ("t",), ("r",), {"new_shape": [1, 5]})],
                         ["x"], ["r"])
     with pytest.raises(TfliteImportError) as err:
         import_tflite(model)
     msg = str(err.value)
-    assert msg.startswith("2 operators cannot be imported: operator 0 (LOGISTIC -> `s`): not supported; "
-                          "operator 1 (TANH -> `t`): not supported"), msg
+    assert msg.startswith("2 operators cannot be imported: operator 0 (HARD_SWISH -> `s`): not supported; "
+                          "operator 1 (EXP -> `t`): not supported"), msg
     assert "--list-ops" in msg and "RESHAPE" not in msg
 
 
@@ -193,3 +193,37 @@ def test_strided_slice_forms_match_litert(begin, end, strides, masks, tmp_path) 
     ex.insert(x=x)
     ex.run_step()
     np.testing.assert_array_equal(ex.fetch("y"), want)
+
+
+#: int8 models whose float graphs (the generator's, before quantization) exercise a float form the
+#: committed *_f32 models do not: pools (SAME: TFLite divides by the taps inside the input), valid and
+#: strided convolutions with RELU6, batched fully connected, softmax's beta, the element-wise ops
+FLOAT_TWINS = ("average_pool_2d_3x3_s2_same", "average_pool_2d_3x3_s2_valid_relu6", "max_pool_2d_3x3_s2_same",
+               "conv2d_3x3_valid_s2_relu6", "conv2d_3x3_same_dilation2", "depthwise_conv2d_3x3_valid_s2_mult2",
+               "depthwise_conv2d_5x3_same_s2_relu6", "fully_connected_4d_k33", "fully_connected_b3_k13_nobias",
+               "softmax_beta0p4_4d", "add_relu", "add_broadcast", "sub_broadcast", "mul", "mul_broadcast",
+               "relu", "relu6", "mean", "mean_keep_dims", "concatenation_axis1", "padv2", "strided_slice_masks",
+               "transpose_0312", "tiny_dscnn", "tiny_resnet")
+
+
+@pytest.mark.parametrize("name", FLOAT_TWINS)
+def test_float_twins_match_litert(name, tmp_path, monkeypatch) -> None:
+    """The float graph of an int8 test model (tools/tflite_testdata.py before it quantizes), every
+    tensor within F32_TOLERANCE of LiteRT on the reference."""
+    import sys
+
+    sys.path.insert(0, str(DATA.parents[1] / "tools"))
+    import tflite_testdata
+
+    float_graph = tflite_testdata.FloatGraph.graph
+    monkeypatch.setattr(tflite_testdata.FloatGraph, "graph", lambda g, dtype, **_: float_graph(g, "float32"))
+    g = tflite_testdata.MODELS[name]()
+    data = build_model(g.tensors, g.ops, g.inputs, g.outputs)
+    result = import_tflite(data)
+    graph, weights = result.write(tmp_path)
+    ex = Reference(weights, graph).make_executor()
+    by_index, by_name = litert_inputs(data, 0)
+    ex.insert(**{result.renamed.get(k, k): v for k, v in by_name.items()})
+    ex.run_step()
+    bad = _float_mismatches(result, data, ex, litert_run(data, by_index))
+    assert not bad, f"{name} (f32):\n" + "\n".join(bad)
