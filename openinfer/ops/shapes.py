@@ -252,6 +252,18 @@ def _slice(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     return tuple(out), False
 
 
+def _pad(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    pads = tuple(attrs["pads"])
+    if len(pads) != 2 * len(shape):
+        raise OpTypeError(f"pad: pads must hold [before, after] for each of the {len(shape)} axes "
+                          f"({2 * len(shape)} ints), got {len(pads)}")
+    if any(p < 0 for p in pads):
+        raise OpTypeError(f"pad: pads {list(pads)} must not be negative")
+    attrs.update(pads=pads)
+    return tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(shape)), False
+
+
 def slice_extent(start: int, end: int, step: int, dim: int) -> tuple[int, int, int]:
     """(first index, count, step) of Python's `x[start:end:step]` along an axis of length `dim`.
 
@@ -484,7 +496,7 @@ SHAPE_RULES: dict[str, Rule] = {
     "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
     "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
-    "lrn": _lrn, "qconv": _qconv, "qlinear": _qlinear, "qpool": _qpool,
+    "pad": _pad, "lrn": _lrn, "qconv": _qconv, "qlinear": _qlinear, "qpool": _qpool,
 }
 
 #: One line per rule, for docs/ops.md.
@@ -504,6 +516,7 @@ SHAPE_RULE_DOCS = {
     "concat": "the inputs' common shape with the `axis` dims summed",
     "slice": "x's shape with each sliced axis' length",
     "dynamic_slice": "x's shape with `sizes` on `axes`",
+    "pad": "x's shape, each axis i grown by pads[2i] + pads[2i+1]",
     "rope": "x's shape",
     "dequant_matmul": "x[K] @ w[K, N] -> [N], x[M, K] @ w[K, N] -> [M, N]; scale/zero_point [N] or [1]",
     "sdpa": "q's batch dims (broadcast with k/v's, GQA) + [Sq, Dv]",

@@ -140,13 +140,112 @@ def _bias(imp: Importer, b: Tensor | None, channels: int, y_var: str) -> list[st
     return [imp.constant(b.data, f"{y_var}_bias", "i32", note=f"TFLite {quoted(b.name)}", index=b.index)]
 
 
+# ------------------------------------------------------------------------------ float forms
+
+def _f32(*ts: Tensor | None) -> bool:
+    return all(t is not None and t.dtype == "f32" and not t.quantized for t in ts)
+
+
+def _volatile(imp: Importer, base: str, shape, note: str) -> str:
+    var = imp.fresh(base)
+    imp.decls["volatile"].append((f"{var}: f32[{', '.join(str(d) for d in shape)}];", note))
+    return var
+
+
+def _float_activation(imp: Importer, op: Operator, pre: str, y: Tensor, shape=None) -> str | None:
+    """A float operator's fused activation as its own op from `pre` (the operator's result) into
+    the output, or None without one (the caller writes the output itself). RELU is relu, RELU6
+    and RELU_N1_TO_1 clamp: TFLite's ActivationFunctionWithMinMax on floats."""
+    act = op.options.get("FusedActivationFunction", "NONE")
+    if act == "NONE":
+        return None
+    bounds = {"RELU": None, "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
+    if act not in bounds:
+        raise OpError(f"fused activation {act} is not supported")
+    out = imp.output(y.index) if shape is None else _volatile(imp, f"{pre}_act", shape, f"{pre} after {act}")
+    if bounds[act] is None:
+        imp.emit("relu", [pre], {}, out, f"{op.op} #{op.index}: fused RELU")
+    else:
+        lo, hi = bounds[act]
+        imp.emit("clamp", [pre], {"min": lo, "max": hi}, out, f"{op.op} #{op.index}: fused {act}")
+    return out
+
+
+def _nchw(imp: Importer, op: Operator, x: Tensor) -> str:
+    """x (NHWC) as the NCHW tensor the registry's convolutions and pools take."""
+    x_var = imp.var(x.index)
+    n, h, w, c = x.shape
+    t = _volatile(imp, f"{x_var}_nchw", (n, c, h, w), f"{x_var} as NCHW for {op.op} #{op.index}")
+    imp.emit("transpose", [x_var], {"perm": [0, 3, 1, 2]}, t, f"{op.op} #{op.index}: NHWC -> NCHW")
+    return t
+
+
+def _nchw_op(imp: Importer, op: Operator, name: str, args: list[str], attrs: dict, y: Tensor) -> None:
+    """`name` on NCHW operands into y (NHWC): the result, its fused activation, the transpose back."""
+    n, h, w, c = y.shape
+    pre = _volatile(imp, f"{imp.m.tensors[y.index].name}_nchw", (n, c, h, w), f"{op.op} #{op.index} in NCHW")
+    imp.emit(name, args, attrs, pre, f"{op.op} #{op.index}")
+    last = _float_activation(imp, op, pre, y, (n, c, h, w)) or pre
+    imp.emit("transpose", [last], {"perm": [0, 2, 3, 1]}, imp.output(y.index), f"{op.op} #{op.index}: NCHW -> NHWC")
+
+
+def _float_conv(imp: Importer, op: Operator, x: Tensor, w: Tensor, b: Tensor | None, y: Tensor) -> None:
+    """Float CONV_2D / DEPTHWISE_CONV_2D as conv2d: weights OHWI -> OIHW ([1, KH, KW, C*M] ->
+    [C*M, 1, KH, KW], groups = C) at import, the input and output transposed around it."""
+    if not _f32(w) or w.data is None or len(w.shape) != 4 or len(x.shape) != 4:
+        raise OpError(f"the weights must be a constant 4-D f32 tensor, got {w.dtype}{list(w.shape)}")
+    depthwise = op.op == "DEPTHWISE_CONV_2D"
+    channels = w.shape[3] if depthwise else w.shape[0]
+    if depthwise:
+        if w.shape[0] != 1 or channels % x.shape[3]:
+            raise OpError(f"depthwise weights must be [1, KH, KW, C * multiplier], got {list(w.shape)}")
+        groups, oihw = x.shape[3], w.data.transpose(3, 0, 1, 2)
+    else:
+        if x.shape[3] % w.shape[3]:
+            raise OpError(f"the input's {x.shape[3]} channels are not a multiple of the weights' {w.shape[3]}")
+        groups, oihw = x.shape[3] // w.shape[3], w.data.transpose(0, 3, 1, 2)
+    if y.shape[3] != channels:
+        raise OpError(f"the output has {y.shape[3]} channels, the weights {channels}")
+    o = op.options
+    dilation = (o.get("DilationHFactor", 1), o.get("DilationWFactor", 1))
+    attrs = _window_attrs(op, x, y, w.shape[1], w.shape[2], dilation)
+    if dilation != (1, 1):
+        attrs["dilation"] = list(dilation)
+    if groups != 1:
+        attrs["groups"] = groups
+    x_nchw = _nchw(imp, op, x)
+    weights = imp.constant(np.ascontiguousarray(oihw), w.name, "f32",
+                           note=f"TFLite {quoted(w.name)} {'[1, KH, KW, O]' if depthwise else '[O, KH, KW, I]'} "
+                                "as [O, I, KH, KW]")
+    args = [x_nchw, weights]
+    if b is not None:
+        if not _f32(b) or b.data is None or b.shape != (channels,):
+            raise OpError(f"the bias must be a constant f32[{channels}]")
+        args.append(imp.var(b.index))
+    _nchw_op(imp, op, "conv2d", args, attrs, y)
+
+
+def _emit_float(imp: Importer, op: Operator, name: str, args: list[str], attrs: dict, y: Tensor) -> None:
+    """`name` into y, through an intermediate when a fused activation follows."""
+    if op.options.get("FusedActivationFunction", "NONE") == "NONE":
+        imp.emit(name, args, attrs, imp.output(y.index), f"{op.op} #{op.index}")
+        return
+    pre = _volatile(imp, f"{imp.m.tensors[y.index].name}_pre", y.shape, f"{op.op} #{op.index} before its activation")
+    imp.emit(name, args, attrs, pre, f"{op.op} #{op.index}")
+    _float_activation(imp, op, pre, y)
+
+
 # ----------------------------------------------------------------------------------- handlers
 
 @handler("CONV_2D", "DEPTHWISE_CONV_2D",
-         note="int8 (per-channel weights, fused RELU/RELU6/RELU_N1_TO_1) -> qconv2d (depthwise: groups = C)")
+         note="int8 (per-channel weights, fused RELU/RELU6/RELU_N1_TO_1) -> qconv2d (depthwise: groups = C); "
+              "f32 -> conv2d between NHWC <-> NCHW transposes (+ relu/clamp)")
 def _conv(imp: Importer, op: Operator) -> None:
     x, w, b = _inputs(imp, op, 2, 3)
     y = _output(imp, op)
+    if _f32(x, y):
+        _float_conv(imp, op, x, w, b, y)
+        return
     if not (_int8(x, y) and w.dtype == "i8"):
         raise OpError(f"only the int8 form is supported (input {x.dtype}, weights {w.dtype}, output {y.dtype})")
     if len(x.shape) != 4 or len(w.shape) != 4:
@@ -186,10 +285,14 @@ def _conv(imp: Importer, op: Operator) -> None:
     imp.emit("qconv2d", args, attrs, y_var, f"{op.op} #{op.index}")
 
 
-@handler("FULLY_CONNECTED", note="int8 (per-tensor or per-channel weights, fused activations) -> qlinear")
+@handler("FULLY_CONNECTED", note="int8 (per-tensor or per-channel weights, fused activations) -> qlinear; "
+                                 "f32 -> matmul by the weights transposed at import (+ add, relu/clamp)")
 def _fully_connected(imp: Importer, op: Operator) -> None:
     x, w, b = _inputs(imp, op, 2, 3)
     y = _output(imp, op)
+    if _f32(x, y):
+        _float_fully_connected(imp, op, x, w, b, y)
+        return
     if not (_int8(x, y) and w.dtype == "i8"):
         raise OpError(f"only the int8 form is supported (input {x.dtype}, weights {w.dtype}, output {y.dtype})")
     if len(w.shape) != 2 or w.data is None:
@@ -224,11 +327,40 @@ def _fully_connected(imp: Importer, op: Operator) -> None:
     imp.emit("qlinear", args, attrs, y_var, f"{op.op} #{op.index}")
 
 
+def _float_fully_connected(imp: Importer, op: Operator, x: Tensor, w: Tensor, b: Tensor | None, y: Tensor) -> None:
+    if not _f32(w) or w.data is None or len(w.shape) != 2:
+        raise OpError(f"the weights must be a constant f32 [N, K], got {w.dtype}{list(w.shape)}")
+    n, k = w.shape
+    rows = int(np.prod(x.shape)) // k if k else 0
+    if rows * k != int(np.prod(x.shape)) or int(np.prod(y.shape)) != rows * n or y.shape[-1] != n:
+        raise OpError(f"input {list(x.shape)} and output {list(y.shape)} do not fit weights [{n}, {k}]")
+    x_var = imp.var(x.index)
+    if x.shape != (*y.shape[:-1], k):                 # keep_num_dims false: x as [rows, K]
+        flat = _volatile(imp, f"{x_var}_rows", (*y.shape[:-1], k), f"{x_var} as the rows FULLY_CONNECTED reads")
+        imp.emit("reshape", [x_var], {}, flat, f"{op.op} #{op.index}: its input as rows of {k}")
+        x_var = flat
+    w_t = imp.constant(np.ascontiguousarray(w.data.T), w.name, "f32", note=f"TFLite {quoted(w.name)} [N, K] as [K, N]")
+    if b is None:
+        _emit_float(imp, op, "matmul", [x_var, w_t], {}, y)
+        return
+    if not _f32(b) or b.data is None or b.shape != (n,):
+        raise OpError(f"the bias must be a constant f32[{n}]")
+    product = _volatile(imp, f"{imp.m.tensors[y.index].name}_matmul", y.shape, f"{op.op} #{op.index} before its bias")
+    imp.emit("matmul", [x_var, w_t], {}, product, f"{op.op} #{op.index}")
+    _emit_float(imp, op, "add", [product, imp.var(b.index)], {}, y)
+
+
 @handler("AVERAGE_POOL_2D", "MAX_POOL_2D",
-         note="int8 (input and output share their quantization) -> qavg_pool2d, qmax_pool2d")
+         note="int8 (input and output share their quantization) -> qavg_pool2d, qmax_pool2d; f32 -> "
+              "avg_pool2d (over the taps inside the input), max_pool2d between NHWC <-> NCHW transposes")
 def _pool(imp: Importer, op: Operator) -> None:
     (x,) = _inputs(imp, op, 1, 1)
     y = _output(imp, op)
+    if _f32(x, y):      # TFLite's float AveragePool divides by the taps inside the input: no count_include_pad
+        kh, kw = op.options["FilterHeight"], op.options["FilterWidth"]
+        attrs = {"kernel": [kh, kw], **_window_attrs(op, x, y, kh, kw)}
+        _nchw_op(imp, op, "avg_pool2d" if op.op == "AVERAGE_POOL_2D" else "max_pool2d", [_nchw(imp, op, x)], attrs, y)
+        return
     if not _int8(x, y):
         raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
     _same_qparams(x, y)
@@ -251,10 +383,20 @@ def _reshape(imp: Importer, op: Operator) -> None:
     imp.emit("reshape", [x_var], {}, imp.output(y.index), f"{op.op} #{op.index}")
 
 
-@handler("SOFTMAX", note="int8 (output scale 1/256, zero point -128, as TFLite requires) -> qsoftmax")
+@handler("SOFTMAX", note="int8 (output scale 1/256, zero point -128, as TFLite requires) -> qsoftmax; "
+                         "f32 -> softmax (of beta * x)")
 def _softmax(imp: Importer, op: Operator) -> None:
     (x,) = _inputs(imp, op, 1, 1)
     y = _output(imp, op)
+    if _f32(x, y):
+        x_var, beta = imp.var(x.index), float(op.options.get("Beta", 1.0))
+        if beta != 1.0:
+            scaled = _volatile(imp, f"{x_var}_beta", x.shape, f"{x_var} * beta")
+            imp.emit("mul", [x_var, imp.constant(np.array([beta], np.float32), f"{x_var}_beta_value", "f32",
+                                                  note="SOFTMAX's beta")], {}, scaled, f"{op.op} #{op.index}: beta")
+            x_var = scaled
+        imp.emit("softmax", [x_var], {"axis": -1}, imp.output(y.index), f"{op.op} #{op.index}")
+        return
     if not _int8(x, y):
         raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
     if y.qparams() != (1.0 / 256, -128):
@@ -265,10 +407,13 @@ def _softmax(imp: Importer, op: Operator) -> None:
     imp.emit("qsoftmax", [x_var], attrs, imp.output(y.index), f"{op.op} #{op.index}")
 
 
-@handler("ADD", note="int8 (broadcasting, fused activations) -> qadd")
+@handler("ADD", note="int8 (broadcasting, fused activations) -> qadd; f32 -> add (+ relu/clamp)")
 def _add(imp: Importer, op: Operator) -> None:
     a, b = _inputs(imp, op, 2, 2)
     y = _output(imp, op)
+    if _f32(a, b, y):
+        _emit_float(imp, op, "add", [imp.var(a.index), imp.var(b.index)], {}, y)
+        return
     if not _int8(a, b, y):
         raise OpError(f"only the int8 form is supported (inputs {a.dtype}, {b.dtype}, output {y.dtype})")
     (sa, za), (sb, zb), (sy, zy) = (_per_tensor(t, what) for t, what in
@@ -311,3 +456,186 @@ def _dequantize(imp: Importer, op: Operator) -> None:
     scale, zero = _per_tensor(x, "the input")
     x_var = imp.var(x.index)
     imp.emit("dequantize", [x_var], {"scale": Q.f32(scale), "zero": zero}, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+# ------------------------------------------------------------------------------ layout ops
+
+def _const_ints(t: Tensor | None, what: str) -> list[int]:
+    if t is None or t.data is None or t.dtype not in ("i32", "i64"):
+        raise OpError(f"{what} must be a constant int32 tensor" + (f" (`{t.name}` is computed or {t.dtype})"
+                                                                    if t is not None else ""))
+    return [int(v) for v in t.data.reshape(-1)]
+
+
+def _same_type(x: Tensor, y: Tensor) -> None:
+    """A data-movement op: the output is the input's values, so dtype and quantization agree."""
+    if x.dtype != y.dtype:
+        raise OpError(f"input {x.dtype} and output {y.dtype} differ in type")
+    if x.quantized or y.quantized:
+        _same_qparams(x, y)
+
+
+@handler("TRANSPOSE", note="any dtype, constant perm -> transpose")
+def _transpose(imp: Importer, op: Operator) -> None:
+    x, perm_t = _inputs(imp, op, 2, 2)
+    y = _output(imp, op)
+    _same_type(x, y)
+    perm = _const_ints(perm_t, "the permutation")
+    if sorted(perm) != list(range(len(x.shape))):
+        raise OpError(f"perm {perm} is not a permutation of the input's {len(x.shape)} dims")
+    if tuple(x.shape[p] for p in perm) != y.shape:
+        raise OpError(f"perm {perm} of {list(x.shape)} is not the output's shape {list(y.shape)}")
+    imp.emit("transpose", [imp.var(x.index)], {"perm": perm}, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+def _strided_range(dim: int, begin: int, end: int, stride: int, axis: int, masks: dict) -> tuple[int, int, int]:
+    """One axis of STRIDED_SLICE as a Python slice: TFLite's StridedSliceStartForAxis and
+    StridedSliceEndForAxis (strided_slice_logic.h) resolve the masks and negative indices to a
+    start in [0, dim] ([-1, dim - 1] walking backwards) and an end likewise; -1 as a backward
+    end means "past index 0", which a Python slice spells -(dim + 1)."""
+    bit = 1 << axis
+    start = begin + dim if begin < 0 else begin
+    start = min(max(start, 0), dim) if stride > 0 else min(max(start, -1), dim - 1)
+    if masks["BeginMask"] & bit:
+        start = 0 if stride > 0 else dim - 1
+    if masks["ShrinkAxisMask"] & bit:
+        if not 0 <= start < dim:
+            raise OpError(f"axis {axis} is shrunk at index {begin}, outside its {dim} elements")
+        return start, start + 1, 1
+    stop = end + dim if end < 0 else end
+    stop = min(max(stop, 0), dim) if stride > 0 else min(max(stop, -1), dim - 1)
+    if masks["EndMask"] & bit:
+        stop = dim if stride > 0 else -1
+    if stride < 0 and start == -1:
+        raise OpError(f"axis {axis} walks backwards from before its first element: the slice is empty")
+    return start, (-(dim + 1) if stop == -1 and stride < 0 else stop), stride
+
+
+@handler("STRIDED_SLICE",
+         note="any dtype, constant begin/end/strides, begin/end/shrink masks -> slice (+ reshape when shrinking)")
+def _strided_slice(imp: Importer, op: Operator) -> None:
+    x, begin_t, end_t, strides_t = _inputs(imp, op, 4, 4)
+    y = _output(imp, op)
+    _same_type(x, y)
+    masks = {k: int(op.options.get(k, 0) or 0) for k in ("BeginMask", "EndMask", "EllipsisMask", "NewAxisMask",
+                                                         "ShrinkAxisMask")}
+    if masks["EllipsisMask"] or masks["NewAxisMask"]:
+        raise OpError(f"ellipsis_mask {masks['EllipsisMask']} / new_axis_mask {masks['NewAxisMask']}: only "
+                      "models without an ellipsis or new axes import (begin/end/shrink masks do)")
+    if op.options.get("Offset"):
+        raise OpError("the `offset` form (end relative to begin) is not supported")
+    begin, end = _const_ints(begin_t, "begin"), _const_ints(end_t, "end")
+    strides = _const_ints(strides_t, "strides")
+    rank = len(x.shape)
+    if not len(begin) == len(end) == len(strides) <= rank:
+        raise OpError(f"begin {begin}, end {end} and strides {strides} must have one length, at most the "
+                      f"input's rank {rank}")
+    if 0 in strides:
+        raise OpError(f"strides {strides} must not hold 0")
+    n = len(begin)          # TFLite takes the trailing axes whole (StridedSlicePadIndices)
+    ranges = [_strided_range(x.shape[a], begin[a], end[a], strides[a], a, masks) for a in range(n)]
+    sliced = [len(range(x.shape[a])[slice(*r)]) for a, r in enumerate(ranges)] + list(x.shape[n:])
+    kept = tuple(d for a, d in enumerate(sliced) if not masks["ShrinkAxisMask"] & (1 << a))
+    if kept != y.shape or 0 in sliced:
+        raise OpError(f"the slice of {list(x.shape)} is {kept} (before shrinking {sliced}), the output "
+                      f"{list(y.shape)}: empty or mismatched")
+    x_var = imp.var(x.index)
+    attrs = {"starts": [r[0] for r in ranges], "ends": [r[1] for r in ranges], "axes": list(range(n)),
+             "steps": [r[2] for r in ranges]}
+    if tuple(sliced) == kept:
+        imp.emit("slice", [x_var], attrs, imp.output(y.index), f"{op.op} #{op.index}")
+        return
+    full = imp.fresh(f"{x_var}_sliced")
+    imp.decls["volatile"].append((f"{full}: {y.dtype}[{', '.join(str(d) for d in sliced)}];",
+                                  f"STRIDED_SLICE #{op.index} before its shrunk axes are dropped"))
+    imp.emit("slice", [x_var], attrs, full, f"{op.op} #{op.index}")
+    imp.emit("reshape", [full], {}, imp.output(y.index), f"{op.op} #{op.index}: shrink_axis_mask "
+             f"{masks['ShrinkAxisMask']:#b} drops its axes")
+
+
+@handler("CONCATENATION", note="float, or int8 whose inputs share the output's quantization; no fused "
+                               "activation -> concat")
+def _concatenation(imp: Importer, op: Operator) -> None:
+    if not op.inputs:
+        raise OpError("has no inputs")
+    xs = _inputs(imp, op, 1, len(op.inputs))
+    y = _output(imp, op)
+    act = op.options.get("FusedActivationFunction", "NONE")
+    if act != "NONE":
+        raise OpError(f"fused activation {act} is not supported (NONE only)")
+    for x in xs:
+        if x is None:
+            raise OpError("an input is missing (-1)")
+        _same_type(x, y)
+    axis = int(op.options.get("Axis", 0))
+    rank = len(y.shape)
+    if not -rank <= axis < rank:
+        raise OpError(f"axis {axis} is outside the output's rank {rank}")
+    imp.emit("concat", [imp.var(x.index) for x in xs], {"axis": axis % rank}, imp.output(y.index),
+             f"{op.op} #{op.index}")
+
+
+@handler("PAD", "PADV2", note="any dtype, constant paddings -> pad (PAD: 0.0, int8: the output's zero point; "
+                              "PADV2: the constant value input)")
+def _pad(imp: Importer, op: Operator) -> None:
+    """TFLite's pad.cc: PAD's border is 0.0 (an int8 tensor's zero point: the output's, which
+    TFLite requires equal to the input's), PADV2's the scalar `constant_values` input, stored as is
+    (int8: already quantized with the shared parameters)."""
+    x, paddings, value_t = (*_inputs(imp, op, 2, 2), None) if op.op == "PAD" else _inputs(imp, op, 2, 3)
+    y = _output(imp, op)
+    _same_type(x, y)
+    pads = _const_ints(paddings, "the paddings")
+    if len(pads) != 2 * len(x.shape) or any(p < 0 for p in pads):
+        raise OpError(f"paddings {pads} must be [before, after] >= 0 for each of the {len(x.shape)} axes")
+    shape = tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape))
+    if shape != y.shape:
+        raise OpError(f"{list(x.shape)} padded by {pads} is {list(shape)}, the output {list(y.shape)}")
+    if value_t is not None:
+        if value_t.data is None or value_t.data.size != 1 or value_t.dtype != x.dtype:
+            raise OpError(f"the constant value must be a constant scalar {x.dtype}")
+        if value_t.quantized and value_t.qparams() != y.qparams():
+            raise OpError("the constant value must share the output's scale and zero point")
+        raw = value_t.data.reshape(-1)[0]
+        value = float(raw) if x.dtype.startswith("f") else int(raw)
+    else:
+        value = int(y.zero[0]) if y.quantized else (0.0 if x.dtype.startswith("f") else 0)
+    imp.emit("pad", [imp.var(x.index)], {"pads": pads, "value": value}, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+@handler("SUB", "MUL", note="f32 (broadcasting, fused activations) -> sub, mul (+ relu/clamp)")
+def _sub_mul(imp: Importer, op: Operator) -> None:
+    a, b = _inputs(imp, op, 2, 2)
+    y = _output(imp, op)
+    if not _f32(a, b, y):
+        raise OpError(f"only the f32 form is supported (inputs {a.dtype}, {b.dtype}, output {y.dtype})")
+    _emit_float(imp, op, op.op.lower(), [imp.var(a.index), imp.var(b.index)], {}, y)
+
+
+_UNARY = {"LOGISTIC": ("sigmoid", {}), "TANH": ("tanh", {}), "RELU": ("relu", {}),
+          "RELU6": ("clamp", {"min": 0.0, "max": 6.0})}
+
+
+@handler(*_UNARY, note="f32 -> sigmoid, tanh, relu, clamp [0, 6]")
+def _unary(imp: Importer, op: Operator) -> None:
+    (x,) = _inputs(imp, op, 1, 1)
+    y = _output(imp, op)
+    if not _f32(x, y):
+        raise OpError(f"only the f32 form is supported (input {x.dtype}, output {y.dtype})")
+    name, attrs = _UNARY[op.op]
+    imp.emit(name, [imp.var(x.index)], attrs, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+@handler("MEAN", note="f32, constant axes -> mean_axis")
+def _mean(imp: Importer, op: Operator) -> None:
+    x, axes_t = _inputs(imp, op, 2, 2)
+    y = _output(imp, op)
+    if not _f32(x, y):
+        raise OpError(f"only the f32 form is supported (input {x.dtype}, output {y.dtype})")
+    rank = len(x.shape)
+    axes = sorted({a % rank for a in _const_ints(axes_t, "the axes")})
+    keep = bool(op.options.get("KeepDims", False))
+    shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape) if keep or a not in axes)
+    if shape != y.shape:
+        raise OpError(f"the mean of {list(x.shape)} over {axes} is {list(shape)}, the output {list(y.shape)}")
+    imp.emit("mean_axis", [imp.var(x.index)], {"axes": axes, "keepdims": keep}, imp.output(y.index),
+             f"{op.op} #{op.index}")

@@ -17,7 +17,7 @@ ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign
                "and or xor not shl shr popcount eq ne lt le gt ge filter is_finite is_nan is_inf is_neg sum_axis "
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
 BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather transpose "
-          "reshape concat slice rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange "
+          "reshape concat slice pad rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange "
           "dynamic_slice lrn").split()
 #: TFLite's int8 kernels, integer-only (issue 41)
 QUANTIZED = "qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsoftmax quantize dequantize requantize".split()
@@ -99,6 +99,7 @@ def test_shapes() -> None:
         ("gather", [tt(f, (10, 4)), tt("i32", (2, 3))], {}, (2, 3, 4)),
         ("concat", [tt(f, (2, 3)), tt(f, (2, 1))], {"axis": 1}, (2, 4)),
         ("slice", [tt(f, (4, 6))], {"starts": [-1], "ends": [-100], "axes": [1], "steps": [-2]}, (4, 3)),
+        ("pad", [tt(f, (4, 6))], {"pads": [1, 0, 2, 3]}, (5, 11)),
         ("sdpa", [tt(f, (1, 8, 3, 4)), tt(f, (1, 2, 5, 4)), tt(f, (1, 2, 5, 6))], {}, (1, 8, 3, 6)),
         ("conv1d", [tt(f, (2, 4, 7)), tt(f, (6, 2, 3))], {"groups": 2, "stride": 2, "padding": 1}, (2, 6, 4)),
         ("avg_pool2d", [tt(f, (1, 2, 5, 6))], {"kernel": [3, 2], "stride": [2, 1], "padding": 1}, (1, 2, 3, 7)),
@@ -196,6 +197,9 @@ ERRORS = [
     ("slice", [F32_23], {"starts": [0], "ends": [1, 2]}, None, False, "must have one length"),
     ("slice", [F32_23], {"starts": [0, 0], "ends": [1, 1], "axes": [0, -2]}, None, False, "repeat an axis"),
     ("slice", [F32_23], {"starts": [0], "ends": [1], "steps": [0]}, None, False, "steps must not be 0"),
+    ("pad", [F32_23], {"pads": [1, 1]}, None, False, "pads must hold [before, after] for each of the 2 axes"),
+    ("pad", [F32_23], {"pads": [0, 1, -1, 0]}, None, False, "must not be negative"),
+    ("pad", [F32_23], {"pads": [0, 0, 0, 0], "mode": "reflect"}, None, False, "mode"),
     ("rope", [tt("f32", (2, 3)), tt("i32", ())], {}, None, False, "an even Dh"),
     ("rope", [tt("f32", (3, 2, 4)), tt("i32", (2,))], {}, None, False, "pos must be a scalar"),
     ("sdpa", [tt("f32", (4,))] * 3, {}, None, False, "need at least 2 dims"),

@@ -13,7 +13,7 @@ pytest.importorskip("tflite", minversion="2.18",
 pytest.importorskip("ai_edge_litert.interpreter", reason="needs ai-edge-litert (LiteRT's interpreter)")
 
 from tflite_builder import Op, Tensor, build_model  # noqa: E402
-from tflite_oracle import DATA, litert_inputs, litert_run, mismatches  # noqa: E402
+from tflite_oracle import DATA, computed_tensors, litert_inputs, litert_run, mismatches  # noqa: E402
 
 from openinfer.errors import TfliteImportError  # noqa: E402
 from openinfer.reference.executor import Reference  # noqa: E402
@@ -24,7 +24,16 @@ TESTDATA = DATA / "tflite"
 SUPPORTED = sorted(p.stem for p in TESTDATA.glob("*.tflite")
                    if not p.stem.endswith("_f32") and p.stem.split("_")[0] in
                    ("conv2d", "depthwise", "fully", "average", "max", "reshape", "squeeze", "softmax", "add",
+                    "transpose", "strided", "concatenation", "pad", "padv2",
                     "quantize", "requantize", "dequantize", "tiny"))
+#: the float models: LiteRT's float kernels within F32_TOLERANCE
+SUPPORTED_F32 = sorted(p.stem for p in TESTDATA.glob("*_f32.tflite"))
+#: (rtol, atol) of the float models against LiteRT. Not bit-exact: LiteRT's float kernels sum a
+#: convolution's or a fully connected layer's products in another order than the registry's conv2d
+#: and matmul (im2col + GEMM blocks vs window order), and its exp/tanh/logistic are its own
+#: (polynomial approximations in optimized_ops, libm in reference_ops) where ours are libm's; with
+#: O(1) values and at most 72 products a sum those differ by a few ulp, far below 1e-5.
+F32_TOLERANCE = (1e-5, 1e-5)
 #: models LiteRT refuses (tests/tflite_front/test_testdata.py says why): imported, not compared
 LITERT_REFUSES = {"conv2d_1x1_nobias"}
 
@@ -47,6 +56,40 @@ def test_every_tensor_is_bit_exact_with_litert(name, tmp_path) -> None:
         ex.run_step()
         bad = mismatches(result, data, ex, litert_run(data, by_index))
         assert not bad, f"{name}, input seed {seed}:\n" + "\n".join(bad)
+
+
+def _float_mismatches(result, data: bytes, ex, litert: dict) -> list[str]:
+    bad = []
+    for name in computed_tensors(data):
+        var = result.renamed.get(name, name)
+        want, got = litert[name], ex.fetch(var)
+        if want.shape != got.shape or want.dtype != got.dtype:
+            bad.append(f"{var}: {got.dtype}{list(got.shape)}, LiteRT {want.dtype}{list(want.shape)}")
+        elif not np.allclose(got, want, *F32_TOLERANCE):
+            bad.append(f"{var}: largest difference {float(np.max(np.abs(got - want))):.3g}")
+    return bad
+
+
+@pytest.mark.parametrize("arch", ["reference", "x86_64-generic"])
+@pytest.mark.parametrize("name", SUPPORTED_F32)
+def test_float_models_match_litert(name, arch, tmp_path) -> None:
+    """Every tensor of the float models within F32_TOLERANCE of LiteRT's reference kernels, through
+    the reference and compiled."""
+    from openinfer.sim import Simulator
+    from openinfer.testing import skip_unless_runs_here
+
+    result, data, ref = _import(name, tmp_path)
+    if arch == "reference":
+        ex = ref.make_executor()
+    else:
+        skip_unless_runs_here(arch)
+        ex = Simulator(ref.model, ref.graph, arch=arch).make_executor()
+    for seed in range(2):
+        by_index, by_name = litert_inputs(data, seed)
+        ex.insert(**{result.renamed.get(k, k): v for k, v in by_name.items()})
+        ex.run_step()
+        bad = _float_mismatches(result, data, ex, litert_run(data, by_index))
+        assert not bad, f"{name} on {arch}, input seed {seed}:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("arch", ["x86_64-generic", "cortex-m4"])
@@ -88,14 +131,14 @@ def test_every_unsupported_operator_is_listed_in_one_error() -> None:
     model = build_model([Tensor("x", (1, 5), "int8", **q), Tensor("s", (1, 5), "int8", **q),
                          Tensor("t", (1, 5), "int8", scale=(1 / 128,), zero_point=(0,)),
                          Tensor("r", (1, 5), "int8", **q)],
-                        [Op("LOGISTIC", ("x",), ("s",), {}), Op("TANH", ("s",), ("t",), {}),
+                        [Op("HARD_SWISH", ("x",), ("s",), {}), Op("EXP", ("s",), ("t",), {}),
                          Op("RESHAPE", ("t",), ("r",), {"new_shape": [1, 5]})],
                         ["x"], ["r"])
     with pytest.raises(TfliteImportError) as err:
         import_tflite(model)
     msg = str(err.value)
-    assert msg.startswith("2 operators cannot be imported: operator 0 (LOGISTIC -> `s`): not supported; "
-                          "operator 1 (TANH -> `t`): not supported"), msg
+    assert msg.startswith("2 operators cannot be imported: operator 0 (HARD_SWISH -> `s`): not supported; "
+                          "operator 1 (EXP -> `t`): not supported"), msg
     assert "--list-ops" in msg and "RESHAPE" not in msg
 
 
@@ -122,3 +165,65 @@ def test_int8_conv_without_quantized_weights_names_the_operator() -> None:
     with pytest.raises(TfliteImportError, match=r"operator 0 \(CONV_2D -> `y`\): the weights `w` are int8 "
                                                  "without quantization parameters"):
         import_tflite(model)
+
+
+@pytest.mark.parametrize("begin, end, strides, masks", [
+    ([0, 8, -1, 4], [1, 0, -12, 0], [1, -3, -2, -1], {"end_mask": 0b1000}),       # backwards, end_mask past 0
+    ([0, -2, 1, 0], [1, 100, 11, 5], [1, 1, 4, 2], {"begin_mask": 0b0010, "shrink_axis_mask": 0b0001}),
+    ([0, 6, 3], [1, 7, 4], [1, 1, 1], {"shrink_axis_mask": 0b0110}),              # trailing axis taken whole
+])
+def test_strided_slice_forms_match_litert(begin, end, strides, masks, tmp_path) -> None:
+    """Negative strides and indices, masks, shrinking and fewer indices than axes, against LiteRT."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    def model(out_shape):
+        return build_model([Tensor("x", (1, 9, 11, 5), "float32"), Tensor("b", (len(begin),), "int32", data=begin),
+                            Tensor("e", (len(end),), "int32", data=end),
+                            Tensor("s", (len(strides),), "int32", data=strides), Tensor("y", out_shape, "float32")],
+                           [Op("STRIDED_SLICE", ("x", "b", "e", "s"), ("y",), masks)], ["x"], ["y"])
+
+    x = np.random.default_rng(7).normal(size=(1, 9, 11, 5)).astype(np.float32)
+    it = Interpreter(model_content=model((1,)))        # LiteRT resizes the output: it says the shape
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    want = it.get_tensor(it.get_output_details()[0]["index"])
+    graph, weights = import_tflite(model(want.shape)).write(tmp_path)
+    ex = Reference(weights, graph).make_executor()
+    ex.insert(x=x)
+    ex.run_step()
+    np.testing.assert_array_equal(ex.fetch("y"), want)
+
+
+#: int8 models whose float graphs (the generator's, before quantization) exercise a float form the
+#: committed *_f32 models do not: pools (SAME: TFLite divides by the taps inside the input), valid and
+#: strided convolutions with RELU6, batched fully connected, softmax's beta, the element-wise ops
+FLOAT_TWINS = ("average_pool_2d_3x3_s2_same", "average_pool_2d_3x3_s2_valid_relu6", "max_pool_2d_3x3_s2_same",
+               "conv2d_3x3_valid_s2_relu6", "conv2d_3x3_same_dilation2", "depthwise_conv2d_3x3_valid_s2_mult2",
+               "depthwise_conv2d_5x3_same_s2_relu6", "fully_connected_4d_k33", "fully_connected_b3_k13_nobias",
+               "softmax_beta0p4_4d", "add_relu", "add_broadcast", "sub_broadcast", "mul", "mul_broadcast",
+               "relu", "relu6", "mean", "mean_keep_dims", "concatenation_axis1", "padv2", "strided_slice_masks",
+               "transpose_0312", "tiny_dscnn", "tiny_resnet")
+
+
+@pytest.mark.parametrize("name", FLOAT_TWINS)
+def test_float_twins_match_litert(name, tmp_path, monkeypatch) -> None:
+    """The float graph of an int8 test model (tools/tflite_testdata.py before it quantizes), every
+    tensor within F32_TOLERANCE of LiteRT on the reference."""
+    import sys
+
+    sys.path.insert(0, str(DATA.parents[1] / "tools"))
+    import tflite_testdata
+
+    float_graph = tflite_testdata.FloatGraph.graph
+    monkeypatch.setattr(tflite_testdata.FloatGraph, "graph", lambda g, dtype, **_: float_graph(g, "float32"))
+    g = tflite_testdata.MODELS[name]()
+    data = build_model(g.tensors, g.ops, g.inputs, g.outputs)
+    result = import_tflite(data)
+    graph, weights = result.write(tmp_path)
+    ex = Reference(weights, graph).make_executor()
+    by_index, by_name = litert_inputs(data, 0)
+    ex.insert(**{result.renamed.get(k, k): v for k, v in by_name.items()})
+    ex.run_step()
+    bad = _float_mismatches(result, data, ex, litert_run(data, by_index))
+    assert not bad, f"{name} (f32):\n" + "\n".join(bad)

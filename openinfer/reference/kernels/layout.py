@@ -1,4 +1,4 @@
-"""Layout ops: gather, transpose, reshape, concat, slice, dynamic_slice. They move values without computing, so
+"""Layout ops: gather, transpose, reshape, concat, slice, dynamic_slice, pad. They move values without computing, so
 every dtype works and results are exact copies."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import numpy as np
 
 from ...ops.errors import OpRuntimeError
 from ...ops.registry import Inference
+from .common import store
 
 Arrays = list[np.ndarray]
 
@@ -52,5 +53,13 @@ def dynamic_slice(xs: Arrays, inf: Inference) -> np.ndarray:
     return np.array(x[tuple(index)])
 
 
+def pad(xs: Arrays, inf: Inference) -> np.ndarray:
+    """The output filled with `value` stored as T (as `fill` stores it), x copied into its interior."""
+    x, pads = xs[0], inf.attrs["pads"]
+    out = np.array(store(np.full(inf.out_shape, inf.attrs["value"]), inf.out_dtype), dtype=x.dtype)
+    out[tuple(slice(pads[2 * i], pads[2 * i] + d) for i, d in enumerate(x.shape))] = x
+    return out
+
+
 KERNELS = {"gather": gather, "transpose": transpose, "reshape": reshape, "concat": concat, "slice": slice_,
-           "dynamic_slice": dynamic_slice}
+           "dynamic_slice": dynamic_slice, "pad": pad}

@@ -1,15 +1,19 @@
-"""Layout ops in portable C: gather, transpose, reshape, concat, slice, dynamic_slice. They move stored values
+"""Layout ops in portable C: gather, transpose, reshape, concat, slice, dynamic_slice, pad. They move stored values
 without computing (every dtype; packed types element by element through oi_numeric.h), as
 openinfer/reference/kernels/layout.py. Output elements are written in row-major order."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ....dtypes import DTypeInfo
+from ....numerics import to_storage
 from ....ops.shapes import slice_extent, transpose_perm
+from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import collapse, contiguous_strides
-from .common import compute_ctype, copy_elem, load, offset, static_attr
+from .common import compute_ctype, copy_elem, ctype, load, offset, static_attr
 from .registry import family, prototype
 
 
@@ -106,6 +110,36 @@ def emit_concat(req: KernelRequest, name: str, renderer) -> str:
                            0, at * ostr[axis], f"input {i}: {x} at {at} along axis {axis}"))
         at += x.shape[axis]
     return _render(req, name, f"concat: {len(req.inputs)} inputs along axis {axis} -> {list(out_shape)}", moves)
+
+
+@family("pad")
+def emit_pad(req: KernelRequest, name: str, renderer) -> str:
+    """The whole output set to the border value, then x copied into its interior box as strided
+    moves (contiguous runs as memcpy: every run of an unpadded innermost axis, whole rows where the
+    inner axes are unpadded). Filling everything first keeps one loop nest for any rank; the
+    interior is written twice, a small cost beside 2 * rank border boxes of their own loops."""
+    x, y = req.inputs[0], req.output
+    t = y.dtype
+    pads = static_attr(req, "pads")
+    raw = to_storage(np.full(8 // t.bits if t.is_packed else 1, ref_store(np.full((), static_attr(req, "value")), t),
+                             dtype=t.np_dtype), t)        # the value's stored bytes, as `fill` stores it
+    nbytes = t.storage_nbytes(y.numel)
+    if not any(pads):                       # no border: the copy alone
+        pre = []
+    elif len(set(raw)) == 1:                # one repeated byte (packed types, bytes, zeros): memset
+        pre = [f"memset(out, 0x{raw[0]:02x}, {nbytes});"]
+    else:
+        ct = ctype(t)
+        pattern = ", ".join(f"0x{b:02x}" for b in raw)
+        pre = [f"static const uint8_t border_bytes[{len(raw)}] = {{{pattern}}};", f"{ct} border;",
+               "memcpy(&border, border_bytes, sizeof border);",
+               f"for (int64_t i = 0; i < {y.numel}; ++i) out[i] = border;"]
+    ostr = contiguous_strides(y.shape)
+    dbase = sum(pads[2 * i] * s for i, s in enumerate(ostr))
+    mv = _move(x.dtype, "in0", list(x.shape), list(contiguous_strides(x.shape)), list(ostr), 0, dbase,
+               f"x into the interior, at {[pads[2 * i] for i in range(len(x.shape))]}")
+    return render("c/ops/copy.c.j2", proto=prototype(req, name), pre=pre, moves=[mv] if x.numel else [],
+                  doc=f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, border value {static_attr(req, 'value')!r}")
 
 
 @family("gather")

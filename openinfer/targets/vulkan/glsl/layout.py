@@ -1,10 +1,14 @@
-"""Layout ops in GLSL: gather, transpose, reshape, concat, slice, dynamic_slice. They move stored values without
+"""Layout ops in GLSL: gather, transpose, reshape, concat, slice, dynamic_slice, pad. They move stored values without
 computing (every dtype, bit for bit): `oi_elem(i)` returns the storage value (packed types: the
 raw bits) of output element i and main() writes it, assembling whole bytes for packed types."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from ....numerics import to_storage
 from ....ops.shapes import slice_extent, transpose_perm
+from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
 from ...geometry import contiguous_strides, numel
 from .registry import Body, family
@@ -105,6 +109,41 @@ def emit_concat(req: KernelRequest, k: KernelCtx) -> Body:
         lines.append(f"if ({cond}) return {_fetch(x.dtype, f'in{j}', idx)};")
         at += s
     return _body(req, lines, f"concat: {len(req.inputs)} inputs along axis {axis} -> {list(out_shape)}")
+
+
+@family("pad")
+def emit_pad(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i is x's element at i's coordinates less the `before` pads where every
+    coordinate falls inside x, else the border value's stored bits (as `fill` stores it)."""
+    x, y = req.inputs[0], req.output
+    t = y.dtype
+    pads = k.static("pads")
+    raw = to_storage(np.full(1, ref_store(np.full((), k.static("value")), t), dtype=t.np_dtype), t)
+    bits = int.from_bytes(raw, "little") & ((1 << t.bits) - 1 if t.is_packed else (1 << 8 * len(raw)) - 1)
+    st = storage_type(t)
+    if t.is_packed:
+        border = f"{bits}u"
+    elif st == "float":
+        border = f"uintBitsToFloat({bits}u)"
+    elif st == "double":
+        k.use("uint64_t", "the border value's bits")
+        border = f"uint64BitsToDouble({bits}ul)"
+    elif st in ("uint", "uint64_t"):
+        border = f"{st}({bits}{'ul' if st == 'uint64_t' else 'u'})"
+    else:        # 8/16-bit storage and signed 32/64: the bits as the storage type's two's complement
+        wide = "uint64_t" if st == "int64_t" else "uint"
+        border = f"{st}({wide}({bits}{'ul' if wide == 'uint64_t' else 'u'}))"
+    ostr = contiguous_strides(y.shape)
+    istr = contiguous_strides(x.shape)
+    lines, inside, src = [], [], []
+    for a, (n, before) in enumerate(zip(x.shape, pads[0::2], strict=True)):
+        lines.append(f"int c{a} = int((i / {ostr[a]}u) % {y.shape[a]}u) - {before};")
+        inside.append(f"c{a} >= 0 && c{a} < {n}")
+        src.append(f"uint(c{a}) * {istr[a]}u")
+    cond = " && ".join(inside) or "true"
+    lines.append(f"if ({cond}) return {_fetch(x.dtype, 'in0', ' + '.join(src) or '0u')};")
+    lines.append(f"return {border};")
+    return _body(req, lines, f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, border value {k.static('value')!r}")
 
 
 @family("gather")
