@@ -282,6 +282,42 @@ def _add(imp: Importer, op: Operator) -> None:
     imp.emit("qadd", args, attrs, imp.output(y.index), f"{op.op} #{op.index}")
 
 
+@handler("LOGISTIC", "TANH",
+         note="int8 (LOGISTIC: output scale 1/256) -> qlut, LiteRT's 256-entry table computed at import")
+def _table_activation(imp: Importer, op: Operator) -> None:
+    (x,) = _inputs(imp, op, 1, 1)
+    y = _output(imp, op)
+    if not _int8(x, y):
+        raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
+    (x_scale, x_zero), (y_scale, y_zero) = _per_tensor(x, "the input"), _per_tensor(y, "the output")
+    if op.op == "LOGISTIC" and y_scale != 1.0 / 256:
+        raise OpError(f"the output must have scale 1/256 (TFLite requires it), got {y_scale!r}")
+    function = "logistic" if op.op == "LOGISTIC" else "tanh"
+    x_var, y_var = imp.var(x.index), imp.output(y.index)
+    table = imp.constant(Q.lut_table(function, x_scale, x_zero, y_scale, y_zero), f"{y_var}_table", "i8",
+                         note=f"{y_var}: {function} of each int8 input, entry x + 128 (LiteRT's table)")
+    imp.emit("qlut", [x_var, table], {}, y_var, f"{op.op} #{op.index}")
+
+
+@handler("HARD_SWISH", note="int8 -> qhard_swish")
+def _hard_swish(imp: Importer, op: Operator) -> None:
+    (x,) = _inputs(imp, op, 1, 1)
+    y = _output(imp, op)
+    if not _int8(x, y):
+        raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
+    (x_scale, x_zero), (y_scale, y_zero) = _per_tensor(x, "the input"), _per_tensor(y, "the output")
+    params = Q.hard_swish_params(x_scale, y_scale)
+    if params["output_shift"] > 0:
+        raise OpError(f"the output scale {y_scale!r} is below the input's / 128 ({x_scale!r} / 128): TFLite "
+                      "requires output_multiplier_exponent <= 0")
+    if params["output_shift"] < -15 or params["reluish_shift"] < -15:
+        raise OpError(f"the scales (input {x_scale!r}, output {y_scale!r}) need a right shift of over 15 bits, "
+                      "where TFLite's int16 RoundingDivideByPOT no longer rounds (its mask overflows int16)")
+    x_var = imp.var(x.index)
+    imp.emit("qhard_swish", [x_var], {"x_zero": x_zero, "y_zero": y_zero, **params}, imp.output(y.index),
+             f"{op.op} #{op.index}")
+
+
 @handler("QUANTIZE", note="f32 -> int8 (quantize), int8 -> int8 of other parameters (requantize)")
 def _quantize(imp: Importer, op: Operator) -> None:
     (x,) = _inputs(imp, op, 1, 1)
