@@ -119,4 +119,45 @@ static inline int8_t oi_q_clamp_i8(int32_t v, int32_t lo, int32_t hi) {
     return (int8_t)(v < lo ? lo : v > hi ? hi : v);
 }
 
+/* The int16 fixed point of TFLite's int8 HARD_SWISH (reference/hard_swish.h); values are int16
+ * held in int32. gemmlowp's int16 SaturatingRoundingDoublingHighMul: round(a * b / 2^15), ties
+ * away from zero; the only overflow (-2^15 * -2^15) saturates. */
+static inline int32_t oi_q_srdhm16(int32_t a, int32_t b) {
+    if (a == INT16_MIN && b == INT16_MIN) return INT16_MAX;
+    const int32_t ab = a * b;                                   /* |a * b| <= 2^30: no overflow */
+    return (ab + (ab >= 0 ? (1 << 14) : (1 - (1 << 14)))) / (1 << 15);
+}
+
+/* hard_swish.h's SaturatingDoublingHighMul: a * b / 2^15 truncated toward zero (the rounding
+ * variant's biases cancel against it), -2^15 * -2^15 saturating. */
+static inline int32_t oi_q_sdhm16(int32_t a, int32_t b) {
+    if (a == INT16_MIN && b == INT16_MIN) return INT16_MAX;
+    return (a * b) / (1 << 15);
+}
+
+/* hard_swish.h's SaturatingLeftShift: x * 2^s saturated to int16 (0 <= s <= 30). */
+static inline int32_t oi_q_sat_shl16(int32_t x, int s) {
+    const int64_t v = (int64_t)x * ((int64_t)1 << s);
+    return v > INT16_MAX ? INT16_MAX : v < INT16_MIN ? INT16_MIN : (int32_t)v;
+}
+
+/* reference_ops::HardSwish for one int8 value: v = (x - x_zero) * 2^7 on the "hires" input
+ * scale; the output path v * output_multiplier; the relu-ish path v rescaled so that 3.0 is 2^15
+ * (saturating: one bit of a left shift is kept for after the multiply, so that any saturation
+ * is the final one), then moved from [-1, 1] to [0, 1]; their product on the output scale, right
+ * shifted by -output_shift (<= 15), plus y_zero, clamped to int8. */
+static inline int8_t oi_q_hard_swish(int32_t x, int32_t x_zero, int32_t y_zero, int32_t output_multiplier,
+                                     int output_shift, int32_t reluish_multiplier, int reluish_shift) {
+    const int32_t hires = (x - x_zero) * (1 << 7);              /* |x - x_zero| <= 255: fits int16 */
+    const int32_t preshift_output = oi_q_srdhm16(hires, output_multiplier);
+    int32_t reluish = hires;
+    if (reluish_shift > 0) reluish = oi_q_sat_shl16(reluish, reluish_shift - 1);
+    reluish = oi_q_srdhm16(reluish, reluish_multiplier);
+    if (reluish_shift > 0) reluish = oi_q_sat_shl16(reluish, 1);
+    if (reluish_shift < 0) reluish = oi_q_rdbpot(reluish, -reluish_shift);
+    reluish = (reluish + (1 << 15)) >> 1;                       /* [-1, 1] to [0, 1]: non-negative */
+    const int32_t y = oi_q_rdbpot(oi_q_sdhm16(reluish, preshift_output), -output_shift);
+    return oi_q_clamp_i8(y + y_zero, -128, 127);
+}
+
 #endif /* OI_QUANT_H */

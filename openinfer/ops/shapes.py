@@ -491,12 +491,29 @@ def _qpool(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     return (x[0], *spatial, x[3]), False
 
 
+def _qlut(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    if ins[1].shape != (256,):
+        raise OpTypeError(f"{op.name}: table must have shape [256] (one entry per int8 value), "
+                          f"got {_fmt(ins[1].shape)}")
+    return ins[0].shape, False
+
+
+def _qhard_swish(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    bounds = {"output_multiplier": (0, 32767), "reluish_multiplier": (0, 32767), "output_shift": (-15, 0),
+              "reluish_shift": (-15, 30)}
+    for name, (lo, hi) in bounds.items():
+        if not lo <= attrs[name] <= hi:
+            raise OpTypeError(f"{op.name}: {name} must be in [{lo}, {hi}], got {attrs[name]}")
+    return ins[0].shape, False
+
+
 SHAPE_RULES: dict[str, Rule] = {
     "same": _same, "broadcast": _broadcast, "matmul": _matmul, "reduce": _reduce, "arg_reduce": _arg_reduce,
     "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
     "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
     "pad": _pad, "lrn": _lrn, "qconv": _qconv, "qlinear": _qlinear, "qpool": _qpool,
+    "qlut": _qlut, "qhard_swish": _qhard_swish,
 }
 
 #: One line per rule, for docs/ops.md.
@@ -526,4 +543,6 @@ SHAPE_RULE_DOCS = {
     "qconv": "[N, *spatial, O] (NHWC), spatial as conv's; multiplier/shift/b [O]",
     "qlinear": "x[..., K] @ w[N, K]^T -> [..., N]; scale/b [N]",
     "qpool": "[N, *spatial, C] (NHWC), spatial as pool's",
+    "qlut": "x's shape; table [256]",
+    "qhard_swish": "x's shape",
 }

@@ -131,7 +131,7 @@ class Importer:
 
     # -- the walk -------------------------------------------------------------------------------
     def run(self) -> ImportedModel:
-        from .ops import HANDLERS
+        from .ops import handler_for
 
         m = self.m
         if m.subgraphs > 1:
@@ -149,7 +149,7 @@ class Importer:
         failed: set[int] = set()
         unsupported = False
         for op in m.operators:
-            handler = HANDLERS.get(op.op)
+            handler = handler_for(m, op)
             if handler is not None and any(x in failed for x in op.inputs):
                 failed.update(op.outputs)          # its inputs are unknown: its own error would only repeat
                 continue

@@ -1,5 +1,5 @@
-"""The TFLite operators the importer supports, one handler each, registered in `HANDLERS` (the one
-table of what imports: `openinfer import --list-ops` prints it).
+"""The TFLite operators the importer supports, one handler per form, registered in `HANDLERS` and
+`FLOAT_HANDLERS` (the tables of what imports: `openinfer import --list-ops tflite` prints them).
 
 A handler reads its operator's tensors and options and emits DSL op lines through the `Importer`
 (openinfer/tflite/importer.py). Quantized operators map onto the registry's integer-only ops with
@@ -26,21 +26,39 @@ class Handler:
     note: str
 
 
+#: The handlers by TFLite operator: the int8 form (or the one form of a dtype-agnostic operator,
+#: or one that branches on the dtype itself)
 HANDLERS: dict[str, Handler] = {}
+#: float32 forms written apart from their operator's int8 form: taken when the output is f32
+FLOAT_HANDLERS: dict[str, Handler] = {}
 
 
-def handler(*ops: str, note: str):
+def handler(*ops: str, note: str, float_form: bool = False):
+    """Registers `fn` for `ops`: in FLOAT_HANDLERS with `float_form`, else in HANDLERS."""
+    table = FLOAT_HANDLERS if float_form else HANDLERS
+
     def register(fn):
         for op in ops:
-            HANDLERS[op] = Handler(fn, note)
+            table[op] = Handler(fn, note)
         return fn
     return register
 
 
+def handler_for(model, op: Operator) -> Handler | None:
+    """The handler of `op` in `model`: its float form when it has one and computes an f32 tensor
+    (or has no other form), else its (int8) form; None: not supported."""
+    out = model.tensors[op.outputs[0]] if op.outputs else None
+    if op.op in FLOAT_HANDLERS and (op.op not in HANDLERS or (out is not None and out.dtype == "f32")):
+        return FLOAT_HANDLERS[op.op]
+    return HANDLERS.get(op.op)
+
+
 def list_ops() -> str:
-    """The coverage, one operator a line."""
-    width = max(len(k) for k in HANDLERS)
-    return "\n".join(f"{k:<{width}}  {HANDLERS[k].note}" for k in sorted(HANDLERS)) + "\n"
+    """The coverage, one operator a line (its forms' notes joined)."""
+    names = sorted({*HANDLERS, *FLOAT_HANDLERS})
+    width = max(len(k) for k in names)
+    return "\n".join(f"{k:<{width}}  " + "; ".join(t[k].note for t in (HANDLERS, FLOAT_HANDLERS) if k in t)
+                     for k in names) + "\n"
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -427,6 +445,42 @@ def _add(imp: Importer, op: Operator) -> None:
     imp.emit("qadd", args, attrs, imp.output(y.index), f"{op.op} #{op.index}")
 
 
+@handler("LOGISTIC", "TANH",
+         note="int8 (LOGISTIC: output scale 1/256) -> qlut, LiteRT's 256-entry table computed at import")
+def _table_activation(imp: Importer, op: Operator) -> None:
+    (x,) = _inputs(imp, op, 1, 1)
+    y = _output(imp, op)
+    if not _int8(x, y):
+        raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
+    (x_scale, x_zero), (y_scale, y_zero) = _per_tensor(x, "the input"), _per_tensor(y, "the output")
+    if op.op == "LOGISTIC" and y_scale != 1.0 / 256:
+        raise OpError(f"the output must have scale 1/256 (TFLite requires it), got {y_scale!r}")
+    function = "logistic" if op.op == "LOGISTIC" else "tanh"
+    x_var, y_var = imp.var(x.index), imp.output(y.index)
+    table = imp.constant(Q.lut_table(function, x_scale, x_zero, y_scale, y_zero), f"{y_var}_table", "i8",
+                         note=f"{y_var}: {function} of each int8 input, entry x + 128 (LiteRT's table)")
+    imp.emit("qlut", [x_var, table], {}, y_var, f"{op.op} #{op.index}")
+
+
+@handler("HARD_SWISH", note="int8 -> qhard_swish")
+def _hard_swish(imp: Importer, op: Operator) -> None:
+    (x,) = _inputs(imp, op, 1, 1)
+    y = _output(imp, op)
+    if not _int8(x, y):
+        raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
+    (x_scale, x_zero), (y_scale, y_zero) = _per_tensor(x, "the input"), _per_tensor(y, "the output")
+    params = Q.hard_swish_params(x_scale, y_scale)
+    if params["output_shift"] > 0:
+        raise OpError(f"the output scale {y_scale!r} is below the input's / 128 ({x_scale!r} / 128): TFLite "
+                      "requires output_multiplier_exponent <= 0")
+    if params["output_shift"] < -15 or params["reluish_shift"] < -15:
+        raise OpError(f"the scales (input {x_scale!r}, output {y_scale!r}) need a right shift of over 15 bits, "
+                      "where TFLite's int16 RoundingDivideByPOT no longer rounds (its mask overflows int16)")
+    x_var = imp.var(x.index)
+    imp.emit("qhard_swish", [x_var], {"x_zero": x_zero, "y_zero": y_zero, **params}, imp.output(y.index),
+             f"{op.op} #{op.index}")
+
+
 @handler("QUANTIZE", note="f32 -> int8 (quantize), int8 -> int8 of other parameters (requantize)")
 def _quantize(imp: Importer, op: Operator) -> None:
     (x,) = _inputs(imp, op, 1, 1)
@@ -602,7 +656,7 @@ def _pad(imp: Importer, op: Operator) -> None:
     imp.emit("pad", [imp.var(x.index)], {"pads": pads, "value": value}, imp.output(y.index), f"{op.op} #{op.index}")
 
 
-@handler("SUB", "MUL", note="f32 (broadcasting, fused activations) -> sub, mul (+ relu/clamp)")
+@handler("SUB", "MUL", note="f32 (broadcasting, fused activations) -> sub, mul (+ relu/clamp)", float_form=True)
 def _sub_mul(imp: Importer, op: Operator) -> None:
     a, b = _inputs(imp, op, 2, 2)
     y = _output(imp, op)
@@ -615,7 +669,7 @@ _UNARY = {"LOGISTIC": ("sigmoid", {}), "TANH": ("tanh", {}), "RELU": ("relu", {}
           "RELU6": ("clamp", {"min": 0.0, "max": 6.0})}
 
 
-@handler(*_UNARY, note="f32 -> sigmoid, tanh, relu, clamp [0, 6]")
+@handler(*_UNARY, note="f32 -> sigmoid, tanh, relu, clamp [0, 6]", float_form=True)
 def _unary(imp: Importer, op: Operator) -> None:
     (x,) = _inputs(imp, op, 1, 1)
     y = _output(imp, op)
@@ -625,7 +679,7 @@ def _unary(imp: Importer, op: Operator) -> None:
     imp.emit(name, [imp.var(x.index)], attrs, imp.output(y.index), f"{op.op} #{op.index}")
 
 
-@handler("MEAN", note="f32, constant axes -> mean_axis")
+@handler("MEAN", note="f32, constant axes -> mean_axis", float_form=True)
 def _mean(imp: Importer, op: Operator) -> None:
     x, axes_t = _inputs(imp, op, 2, 2)
     y = _output(imp, op)

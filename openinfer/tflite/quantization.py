@@ -97,3 +97,50 @@ def activation_range(activation: str, scale: float, zero: int) -> tuple[int, int
     elif activation != "NONE":
         raise ValueError(activation)
     return lo, hi
+
+
+def lut_table(function: str, input_scale: float, input_zero: int, output_scale: float, output_zero: int) -> np.ndarray:
+    """The int8 table of LiteRT's reference LOGISTIC and TANH (activations.cc Prepare: LUTPopulate
+    of `1.0f / (1.0f + std::exp(-v))` or `std::tanh(v)`), in the natural order: entry j is the
+    output for input j - 128.
+
+    All in f32 as the C++: dequantized = scale * (q - zero), the function, times the f32
+    1 / output_scale, rounded half away from zero (TfLiteRound), plus the zero point, saturated.
+    The f32 exp and tanh are taken correctly rounded (computed in double, rounded to f32 once),
+    as glibc's expf is in all but rare cases (its errors stay below 0.502 ulp) and tanhf is from
+    glibc 2.41 (CORE-MATH; earlier glibc's is off by an ulp for about one f32 in twenty). An ulp
+    changes a table entry only where the scaled result lies within an ulp of a rounding tie: no
+    random scale met one in the tests, but input scales constructed to put tanh(x) * 128 on a tie
+    do give TANH tables that differ by one in that entry from LiteRT's on glibc 2.36."""
+    q = np.arange(-128, 128, dtype=np.int64)
+    dequantized = np.float32(input_scale) * (q - input_zero).astype(np.float32)
+    with np.errstate(over="ignore"):
+        if function == "logistic":
+            e = np.exp(-dequantized.astype(np.float64)).astype(np.float32)
+            transformed = np.float32(1.0) / (np.float32(1.0) + e)
+        elif function == "tanh":
+            transformed = np.tanh(dequantized.astype(np.float64)).astype(np.float32)
+        else:
+            raise ValueError(function)
+    inverse_scale = np.float32(1.0) / np.float32(output_scale)
+    scaled = (transformed * inverse_scale).astype(np.float64)
+    rescaled = np.trunc(scaled + np.copysign(0.5, scaled))        # std::round of an f32: exact in f64
+    return np.clip(rescaled + output_zero, -128, 127).astype(np.int8)
+
+
+def downscale_to_int16(multiplier: int) -> int:
+    """DownScaleInt32ToInt16Multiplier: a Q0.31 multiplier rounded to Q0.15 (saturating at 2^15 - 1)."""
+    if multiplier >= (1 << 31) - 1 - (1 << 15):
+        return (1 << 15) - 1
+    return (multiplier + (1 << 15)) >> 16
+
+
+def hard_swish_params(input_scale: float, output_scale: float) -> dict[str, int]:
+    """activations.cc HardSwishPrepare for int8: the input on a 2^7 finer ("hires") scale; the
+    output multiplier hires / output_scale and the relu-ish multiplier hires / (3 / 2^15), each a
+    quotient of f32 values in f32, quantized (QuantizeMultiplier) and downscaled to Q0.15."""
+    hires = np.float32(1.0 / 128.0) * np.float32(input_scale)
+    out_m, out_s = quantize_multiplier(float(hires / np.float32(output_scale)))
+    relu_m, relu_s = quantize_multiplier(float(hires / np.float32(3.0 / 32768.0)))
+    return {"output_multiplier": downscale_to_int16(out_m), "output_shift": out_s,
+            "reluish_multiplier": downscale_to_int16(relu_m), "reluish_shift": relu_s}

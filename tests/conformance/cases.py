@@ -754,6 +754,28 @@ def _qsoftmax(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
             Variant("beta_large_scale", [(t, x)], softmax_params(2.5, 0.4)),
             Variant("ties_and_edges", [(t, ties)], softmax_params(1.0, 0.02))]
 
+def _qlut(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Every int8 value through a random table and through LiteRT's LOGISTIC and TANH tables."""
+    from openinfer.tflite.quantization import lut_table
+    every = np.arange(-128, 128).astype(np.int8).reshape(16, 16)
+    return [Variant("every_value_random_table", [(t, every), (t, _i8(rng, 256))], {}, inplace=True),
+            Variant("logistic_table_4d",
+                    [(t, _i8(rng, (1, 3, 5, 7))), (t, lut_table("logistic", 0.05, 3, 1 / 256, -128))], {}),
+            Variant("tanh_table", [(t, every), (t, lut_table("tanh", 0.02, -9, 1 / 128, 0))], {})]
+
+
+def _qhard_swish(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Every int8 value under scales that give a relu-ish left shift (large input scale), a right
+    shift (small), none, and an output shift of 0 (output scale near input scale / 128)."""
+    from openinfer.tflite.quantization import hard_swish_params
+    every = np.arange(-128, 128).astype(np.int8).reshape(16, 16)
+    return [Variant("left_shift", [(t, every)], {"x_zero": -10, "y_zero": -100, **hard_swish_params(0.05, 0.03)},
+                    inplace=True),
+            Variant("right_shift", [(t, every)], {"x_zero": 40, "y_zero": 3, **hard_swish_params(0.002, 0.0015)}),
+            Variant("large_scale", [(t, every)], {"x_zero": 0, "y_zero": -128, **hard_swish_params(3.0, 0.5)}),
+            Variant("output_shift_0", [(t, every)], {"x_zero": -128, "y_zero": 0, **hard_swish_params(0.1, 0.001)})]
+
+
 
 def _quantize(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     x = np.concatenate([rng.normal(0, 4, 40), np.array([0.025, -0.025, 0.075, -0.075, 1e9, -1e9, np.inf, -np.inf,
@@ -804,7 +826,8 @@ BUILDERS: dict[str, Builder] = {
     "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool, "avg_pool2d": _pool,
     "lrn": _lrn,
     "qconv2d": _qconv, "qlinear": _qlinear, "qavg_pool2d": _qpool, "qmax_pool2d": _qpool, "qadd": _qadd,
-    "qsoftmax": _qsoftmax, "quantize": _quantize, "dequantize": _dequantize, "requantize": _requantize,
+    "qsoftmax": _qsoftmax, "qlut": _qlut, "qhard_swish": _qhard_swish,
+    "quantize": _quantize, "dequantize": _dequantize, "requantize": _requantize,
 }
 
 

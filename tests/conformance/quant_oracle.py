@@ -180,6 +180,39 @@ def _qsoftmax(xs: list[Arr], c: Ctx) -> Arr:
         out += [-128 if e is None else clamp(rdbpot(srdhm(scale, e), over + 23) - 128, -128, 127) for e in exps]
     return Arr(x.shape, out)
 
+def _qlut(xs: list[Arr], c: Ctx) -> Arr:
+    table = list(xs[1].flat)
+    return Arr(xs[0].shape, [table[v + 128] for v in xs[0].flat])
+
+
+def _srdhm16(a: int, b: int) -> int:
+    if a == b == -(1 << 15):
+        return (1 << 15) - 1
+    ab = a * b
+    return c_div(ab + ((1 << 14) if ab >= 0 else 1 - (1 << 14)), 1 << 15)
+
+
+def _sat16(v: int) -> int:
+    return clamp(v, -(1 << 15), (1 << 15) - 1)
+
+
+def _qhard_swish(xs: list[Arr], c: Ctx) -> Arr:
+    """reference_ops::HardSwish (hard_swish.h), one int16 step at a time."""
+    a = c.attrs
+    e = a["reluish_shift"]
+
+    def one(x: int) -> int:
+        hires = (x - c.attr("x_zero", 0)) * 128
+        preshift = _srdhm16(hires, a["output_multiplier"])
+        r = _sat16(hires << (e - 1)) if e > 0 else hires
+        r = _srdhm16(r, a["reluish_multiplier"])
+        r = _sat16(r << 1) if e > 0 else rdbpot(r, -e) if e < 0 else r
+        r = (r + (1 << 15)) >> 1
+        product = (1 << 15) - 1 if r == preshift == -(1 << 15) else c_div(r * preshift, 1 << 15)
+        return clamp(rdbpot(product, -a["output_shift"]) + c.attr("y_zero", 0), -128, 127)
+    return Arr(xs[0].shape, [one(v) for v in xs[0].flat])
+
+
 
 def _quantize(xs: list[Arr], c: Ctx) -> Arr:
     import numpy as np
@@ -207,5 +240,5 @@ def _requantize(xs: list[Arr], c: Ctx) -> Arr:
 
 
 QUANT = {"qconv2d": _qconv, "qlinear": _qlinear, "qavg_pool2d": _qpool(False), "qmax_pool2d": _qpool(True),
-         "qadd": _qadd, "qsoftmax": _qsoftmax, "quantize": _quantize, "dequantize": _dequantize,
-         "requantize": _requantize}
+         "qadd": _qadd, "qsoftmax": _qsoftmax, "qlut": _qlut, "qhard_swish": _qhard_swish, "quantize": _quantize,
+         "dequantize": _dequantize, "requantize": _requantize}

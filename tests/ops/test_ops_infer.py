@@ -20,7 +20,8 @@ BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax
           "reshape concat slice pad rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange "
           "dynamic_slice lrn").split()
 #: TFLite's int8 kernels, integer-only (issue 41)
-QUANTIZED = "qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsoftmax quantize dequantize requantize".split()
+QUANTIZED = ("qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsoftmax qlut qhard_swish quantize dequantize "
+             "requantize").split()
 
 
 def test_catalogue_is_the_47_plus_the_real_model_ops() -> None:

@@ -25,7 +25,7 @@ SUPPORTED = sorted(p.stem for p in TESTDATA.glob("*.tflite")
                    if not p.stem.endswith("_f32") and p.stem.split("_")[0] in
                    ("conv2d", "depthwise", "fully", "average", "max", "reshape", "squeeze", "softmax", "add",
                     "transpose", "strided", "concatenation", "pad", "padv2",
-                    "quantize", "requantize", "dequantize", "tiny"))
+                    "quantize", "requantize", "dequantize", "logistic", "tanh", "hard", "tiny"))
 #: the float models: LiteRT's float kernels within F32_TOLERANCE
 SUPPORTED_F32 = sorted(p.stem for p in TESTDATA.glob("*_f32.tflite"))
 #: (rtol, atol) of the float models against LiteRT. Not bit-exact: LiteRT's float kernels sum a
@@ -109,6 +109,38 @@ def test_chains_compile_bit_exact(arch, tmp_path) -> None:
         assert not bad, f"{name} on {arch}:\n" + "\n".join(bad)
 
 
+#: (input scale, input zero point, output scale, output zero point) for LOGISTIC (output scale 1/256
+#: as TFLite requires), TANH and HARD_SWISH: small and large input scales (HARD_SWISH's relu-ish
+#: shift right and left, its output shift 0 at an output scale near input / 128), extreme zero points
+_ACTIVATION_SCALES = [(0.05, 3, 0.02, -7), (0.0021, -128, 0.0009, 127), (0.4, 127, 0.35, -128),
+                      (1.7, 0, 0.5, 10), (0.1, -30, 0.00079, 0), (0.013, 90, 0.007, -55)]
+
+
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH", "HARD_SWISH"])
+def test_activations_on_every_int8_value(op, tmp_path) -> None:
+    """All 256 int8 inputs through LOGISTIC, TANH (LiteRT's tables, recomputed at import) and
+    HARD_SWISH (int16 fixed point) for several scales and zero points, against LiteRT."""
+    every = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    rng = np.random.default_rng(41)
+    drawn = [(float(np.float32(s)), int(rng.integers(-128, 128)), float(np.float32(s * 10 ** rng.uniform(-2, 0.5))),
+              int(rng.integers(-128, 128))) for s in 10 ** rng.uniform(-3, 0.5, 8)]
+    for case, (x_scale, x_zero, y_scale, y_zero) in enumerate(_ACTIVATION_SCALES + drawn):
+        if op == "LOGISTIC":
+            y_scale = 1 / 256
+        model = build_model([Tensor("x", (1, 256), "int8", scale=(x_scale,), zero_point=(x_zero,)),
+                             Tensor("y", (1, 256), "int8", scale=(y_scale,), zero_point=(y_zero,))],
+                            [Op(op, ("x",), ("y",), {})], ["x"], ["y"])
+        graph, weights = import_tflite(model).write(tmp_path / str(case))
+        ex = Reference(weights, graph).make_executor()
+        ex.insert(x=every)
+        ex.run_step()
+        want = litert_run(model, {0: every})["y"]
+        got = ex.fetch("y")
+        assert np.array_equal(got, want), (f"{op} x ({x_scale}, {x_zero}) y ({y_scale}, {y_zero}): inputs "
+                                           f"{every[got != want].tolist()} give {got[got != want].tolist()}, "
+                                           f"LiteRT {want[got != want].tolist()}")
+
+
 def test_names_and_types_at_the_boundary() -> None:
     """TFLite names made identifiers, the original in the comment; int8 in, int8 out, nothing added."""
     q = {"scale": (0.05,), "zero_point": (-3,)}
@@ -131,14 +163,14 @@ def test_every_unsupported_operator_is_listed_in_one_error() -> None:
     model = build_model([Tensor("x", (1, 5), "int8", **q), Tensor("s", (1, 5), "int8", **q),
                          Tensor("t", (1, 5), "int8", scale=(1 / 128,), zero_point=(0,)),
                          Tensor("r", (1, 5), "int8", **q)],
-                        [Op("HARD_SWISH", ("x",), ("s",), {}), Op("EXP", ("s",), ("t",), {}),
+                        [Op("LOG", ("x",), ("s",), {}), Op("RSQRT", ("s",), ("t",), {}),
                          Op("RESHAPE", ("t",), ("r",), {"new_shape": [1, 5]})],
                         ["x"], ["r"])
     with pytest.raises(TfliteImportError) as err:
         import_tflite(model)
     msg = str(err.value)
-    assert msg.startswith("2 operators cannot be imported: operator 0 (HARD_SWISH -> `s`): not supported; "
-                          "operator 1 (EXP -> `t`): not supported"), msg
+    assert msg.startswith("2 operators cannot be imported: operator 0 (LOG -> `s`): not supported; "
+                          "operator 1 (RSQRT -> `t`): not supported"), msg
     assert "--list-ops" in msg and "RESHAPE" not in msg
 
 

@@ -245,6 +245,52 @@ def requantize_op(xs: Arrays, inf: Inference) -> np.ndarray:
     return _clamp_i8(y, -128, 127)
 
 
+def qlut(xs: Arrays, inf: Inference) -> np.ndarray:
+    """LiteRT's int8 LookupTable: y = table[x + 128] (the importer orders the table naturally)."""
+    return xs[1][xs[0].astype(np.int64) + 128].astype(np.int8)
+
+
+# ---------------------------------------------------------------- int16 fixed point (hard swish)
+
+_I16_MIN, _I16_MAX = -(1 << 15), (1 << 15) - 1
+
+
+def srdhm16(a, b) -> np.ndarray:
+    """gemmlowp's int16 SaturatingRoundingDoublingHighMul: round(a * b / 2^15), ties away from zero."""
+    ab = np.asarray(a, np.int64) * np.asarray(b, np.int64)
+    high = _div_pot_trunc(ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14)), 15)
+    return np.where((np.asarray(a) == _I16_MIN) & (np.asarray(b) == _I16_MIN), _I16_MAX, high)
+
+
+def sdhm16(a, b) -> np.ndarray:
+    """TFLite's SaturatingDoublingHighMul (hard_swish.h): a * b / 2^15 truncated toward zero."""
+    high = _div_pot_trunc(np.asarray(a, np.int64) * np.asarray(b, np.int64), 15)
+    return np.where((np.asarray(a) == _I16_MIN) & (np.asarray(b) == _I16_MIN), _I16_MAX, high)
+
+
+def _saturating_shift_left16(x: np.ndarray, bits: int) -> np.ndarray:
+    """hard_swish.h's SaturatingLeftShift: x * 2^bits saturated to int16."""
+    return np.clip(x << bits, _I16_MIN, _I16_MAX)
+
+
+def qhard_swish(xs: Arrays, inf: Inference) -> np.ndarray:
+    """reference_ops::HardSwish (int8): the output path and the relu-ish path in int16 fixed point."""
+    a = inf.attrs
+    hires = (xs[0].astype(np.int64) - a["x_zero"]) * (1 << 7)
+    preshift_output_scale = srdhm16(hires, a["output_multiplier"])
+    reluish, e = hires, a["reluish_shift"]
+    if e > 0:
+        reluish = _saturating_shift_left16(reluish, e - 1)
+    reluish = srdhm16(reluish, a["reluish_multiplier"])
+    if e > 0:
+        reluish = _saturating_shift_left16(reluish, 1)
+    if e < 0:
+        reluish = rounding_divide_by_pot(reluish, -e)
+    reluish = (reluish + (1 << 15)) >> 1                    # [-1, 1] to [0, 1]
+    y = rounding_divide_by_pot(sdhm16(reluish, preshift_output_scale), -a["output_shift"])
+    return _clamp_i8(y + a["y_zero"], -128, 127)
+
+
 KERNELS = {"qconv2d": qconv2d, "qlinear": qlinear, "qavg_pool2d": _qpool(False), "qmax_pool2d": _qpool(True),
-           "qadd": qadd, "qsoftmax": qsoftmax, "quantize": quantize, "dequantize": dequantize,
-           "requantize": requantize_op}
+           "qadd": qadd, "qsoftmax": qsoftmax, "qlut": qlut, "qhard_swish": qhard_swish, "quantize": quantize,
+           "dequantize": dequantize, "requantize": requantize_op}

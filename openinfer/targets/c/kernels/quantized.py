@@ -1,5 +1,5 @@
 """The integer-only int8 ops (TFLite's int8 kernels) in portable C: qconv2d, qlinear,
-qavg_pool2d / qmax_pool2d, qadd, qsoftmax, quantize, dequantize, requantize
+qavg_pool2d / qmax_pool2d, qadd, qsoftmax, qlut, qhard_swish, quantize, dequantize, requantize
 (openinfer/reference/kernels/quantized.py). Every one is bit-exact with the reference: the
 fixed-point steps are hal/include/oi_quant.h's, which follow TFLite's C line by line; the shapes,
 zero points, multipliers of per-tensor scales and activation bounds are constants here, the
@@ -103,6 +103,20 @@ def emit_qsoftmax(req: KernelRequest, name: str, renderer) -> str:
     depth = shape[-1] if shape else 1
     return render("c/ops/qsoftmax.c.j2", proto=prototype(req, name), doc=_doc(req), rows=numel(shape) // depth,
                   depth=depth, **_attrs(req, "multiplier", "left_shift", "diff_min"))
+
+
+@family("qlut")
+def emit_qlut(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    return render("c/ops/qlut.c.j2", proto=prototype(req, name), doc=_doc(req), count=numel(req.output.shape))
+
+
+@family("qhard_swish")
+def emit_qhard_swish(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    return render("c/ops/qhard_swish.c.j2", proto=prototype(req, name), doc=_doc(req), count=numel(req.output.shape),
+                  **_attrs(req, "x_zero", "y_zero", "output_multiplier", "output_shift", "reluish_multiplier",
+                           "reluish_shift"))
 
 
 @family("quantize", "dequantize", "requantize")

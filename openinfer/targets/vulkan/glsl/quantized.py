@@ -1,5 +1,5 @@
 """The integer-only int8 ops (TFLite's int8 kernels) in GLSL: qconv2d, qlinear, qavg_pool2d /
-qmax_pool2d, qadd, qsoftmax, quantize, dequantize, requantize
+qmax_pool2d, qadd, qsoftmax, qlut, qhard_swish, quantize, dequantize, requantize
 (openinfer/reference/kernels/quantized.py), bit-exact with the reference as the portable C
 kernels are (openinfer/targets/c/kernels/quantized.py).
 
@@ -116,6 +116,43 @@ int oi_q_round_f64(double v) {
 }"""),
     "oi_q_clamp": ((), """\
 int oi_q_clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }"""),
+    "oi_q_srdhm16": ((), """\
+// int16 SaturatingRoundingDoublingHighMul: round(a * b / 2^15), ties away from zero (|a * b| <= 2^30);
+// the quotient truncated toward zero on the magnitude.
+int oi_q_srdhm16(int a, int b) {
+    if (a == -32768 && b == -32768) return 32767;
+    int s = a * b + (a * b >= 0 ? (1 << 14) : (1 - (1 << 14)));
+    return s < 0 ? -((-s) >> 15) : s >> 15;
+}"""),
+    "oi_q_sdhm16": ((), """\
+// hard_swish.h's SaturatingDoublingHighMul: a * b / 2^15 truncated toward zero.
+int oi_q_sdhm16(int a, int b) {
+    if (a == -32768 && b == -32768) return 32767;
+    int p = a * b;
+    return p < 0 ? -((-p) >> 15) : p >> 15;
+}"""),
+    "oi_q_sat_shl16": ((), """\
+// hard_swish.h's SaturatingLeftShift: x * 2^s saturated to int16 (0 <= s <= 30; x != 0 saturates
+// from s = 16 on, so the shift stops there).
+int oi_q_sat_shl16(int x, int s) {
+    int v = x << min(s, 16);
+    return v > 32767 ? 32767 : (v < -32768 ? -32768 : v);
+}"""),
+    "oi_q_hard_swish": (("oi_q_srdhm16", "oi_q_sdhm16", "oi_q_sat_shl16", "oi_q_rdbpot", "oi_q_clamp"), """\
+// reference_ops::HardSwish for one int8 value (oi_quant.h's oi_q_hard_swish says the steps).
+int oi_q_hard_swish(int x, int x_zero, int y_zero, int output_multiplier, int output_shift,
+                    int reluish_multiplier, int reluish_shift) {
+    int hires = (x - x_zero) * (1 << 7);
+    int preshift_output = oi_q_srdhm16(hires, output_multiplier);
+    int reluish = hires;
+    if (reluish_shift > 0) reluish = oi_q_sat_shl16(reluish, reluish_shift - 1);
+    reluish = oi_q_srdhm16(reluish, reluish_multiplier);
+    if (reluish_shift > 0) reluish = oi_q_sat_shl16(reluish, 1);
+    if (reluish_shift < 0) reluish = oi_q_rdbpot(reluish, -reluish_shift);
+    reluish = (reluish + (1 << 15)) >> 1;
+    int y = oi_q_rdbpot(oi_q_sdhm16(reluish, preshift_output), -output_shift);
+    return oi_q_clamp(y + y_zero, -128, 127);
+}"""),
 }
 
 #: the helpers that compute in int64_t or double
@@ -294,6 +331,25 @@ def emit_qsoftmax(req: KernelRequest, k: KernelCtx) -> Body:
     functions = _helpers(k, "oi_q_exp_on_negative_values_q5", "oi_q_reciprocal_q12", "oi_q_rdbpot", "oi_q_clamp")
     return Body(functions=functions, main="\n".join(lines), units=numel(shape) // depth,
                 doc=f"{_doc(req)}, a row of {depth} per invocation")
+
+
+@family("qlut")
+def emit_qlut(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i: the table's entry x + 128 (the importer's LiteRT table)."""
+    _static(req)
+    x = k.load(req.inputs[0].dtype, "in0", "i")
+    return Body(value=f"return {k.load(req.inputs[1].dtype, 'in1', f'uint({x} + 128)')};", vct="int", doc=_doc(req))
+
+
+@family("qhard_swish")
+def emit_qhard_swish(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i: TFLite's int16 fixed-point hard swish (oi_q_hard_swish)."""
+    _static(req)
+    x = k.load(req.inputs[0].dtype, "in0", "i")
+    args = ", ".join(_int(k, a) for a in ("x_zero", "y_zero", "output_multiplier", "output_shift",
+                                          "reluish_multiplier", "reluish_shift"))
+    return Body(functions=_helpers(k, "oi_q_hard_swish"), value=f"return oi_q_hard_swish({x}, {args});", vct="int",
+                doc=_doc(req))
 
 
 @family("quantize", "dequantize", "requantize")
