@@ -24,7 +24,7 @@ TESTDATA = DATA / "tflite"
 SUPPORTED = sorted(p.stem for p in TESTDATA.glob("*.tflite")
                    if not p.stem.endswith("_f32") and p.stem.split("_")[0] in
                    ("conv2d", "depthwise", "fully", "average", "max", "reshape", "squeeze", "softmax", "add",
-                    "quantize", "requantize", "dequantize", "tiny"))
+                    "sub", "mul", "mean", "relu", "relu6", "quantize", "requantize", "dequantize", "tiny"))
 #: models LiteRT refuses (tests/tflite_front/test_testdata.py says why): imported, not compared
 LITERT_REFUSES = {"conv2d_1x1_nobias"}
 
