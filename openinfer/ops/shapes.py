@@ -143,6 +143,8 @@ def _reduce(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
         # the count is 0: floats give NaN (0 / 0), an integer has no such value
         raise OpTypeError(f"mean_axis: the {ins[0].dtype.name} mean of no elements (axes {list(axes)} of "
                           f"{_fmt(shape)} are empty) has no value; floats give NaN")
+    if op.name == "qmean" and any(shape[a] == 0 for a in axes):
+        raise OpTypeError(f"qmean: the mean of no elements (axes {list(axes)} of {_fmt(shape)} are empty) has no value")
     keep = attrs["keepdims"]
     return tuple(1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes), False
 

@@ -425,24 +425,75 @@ def _softmax(imp: Importer, op: Operator) -> None:
     imp.emit("qsoftmax", [x_var], attrs, imp.output(y.index), f"{op.op} #{op.index}")
 
 
-@handler("ADD", note="int8 (broadcasting, fused activations) -> qadd; f32 -> add (+ relu/clamp)")
-def _add(imp: Importer, op: Operator) -> None:
+def _binary_int8(imp: Importer, op: Operator) -> tuple[Tensor, Tensor, Tensor, tuple, tuple, tuple]:
     a, b = _inputs(imp, op, 2, 2)
     y = _output(imp, op)
-    if _f32(a, b, y):
-        _emit_float(imp, op, "add", [imp.var(a.index), imp.var(b.index)], {}, y)
-        return
     if not _int8(a, b, y):
         raise OpError(f"only the int8 form is supported (inputs {a.dtype}, {b.dtype}, output {y.dtype})")
-    (sa, za), (sb, zb), (sy, zy) = (_per_tensor(t, what) for t, what in
-                                    ((a, "input 0"), (b, "input 1"), (y, "the output")))
+    qa, qb, qy = (_per_tensor(t, what) for t, what in ((a, "input 0"), (b, "input 1"), (y, "the output")))
+    return a, b, y, qa, qb, qy
+
+
+@handler("ADD", "SUB", note="int8 (broadcasting, fused activations) -> qadd, qsub")
+def _add(imp: Importer, op: Operator) -> None:
+    a, b, y, (sa, za), (sb, zb), (sy, zy) = _binary_int8(imp, op)
     scaling = Q.add_params(sa, sb, sy)
     attrs = {"a_zero": za, "a_multiplier": scaling["a_multiplier"], "a_shift": scaling["a_shift"],
              "b_zero": zb, "b_multiplier": scaling["b_multiplier"], "b_shift": scaling["b_shift"],
              "y_zero": zy, "y_multiplier": scaling["y_multiplier"], "y_shift": scaling["y_shift"],
              "left_shift": scaling["left_shift"], **_activation(op, y)}
     args = [imp.var(a.index), imp.var(b.index)]
-    imp.emit("qadd", args, attrs, imp.output(y.index), f"{op.op} #{op.index}")
+    imp.emit("qadd" if op.op == "ADD" else "qsub", args, attrs, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+@handler("MUL", note="int8 (broadcasting, fused activations) -> qmul")
+def _mul(imp: Importer, op: Operator) -> None:
+    a, b, y, (sa, za), (sb, zb), (sy, zy) = _binary_int8(imp, op)
+    multiplier, shift = Q.mul_params(sa, sb, sy)
+    attrs = {"a_zero": za, "b_zero": zb, "y_zero": zy, "multiplier": multiplier, "shift": shift,
+             **_activation(op, y)}
+    args = [imp.var(a.index), imp.var(b.index)]
+    imp.emit("qmul", args, attrs, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+@handler("MEAN", note="int8 over constant axes (keep_dims true or false) -> qmean")
+def _mean(imp: Importer, op: Operator) -> None:
+    x, axis = _inputs(imp, op, 2, 2)
+    y = _output(imp, op)
+    if not _int8(x, y):
+        raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
+    if axis.dtype != "i32" or axis.data is None:
+        raise OpError(f"the axes `{axis.name}` must be a constant i32 tensor, got {axis.dtype}"
+                      f"{'' if axis.data is not None else ' computed at run time'}")
+    rank = len(x.shape)
+    axes = sorted({int(a) + rank if int(a) < 0 else int(a) for a in axis.data.reshape(-1)})
+    if not axes or not all(0 <= a < rank for a in axes):
+        raise OpError(f"axes {axis.data.reshape(-1).tolist()} do not name axes of the {rank}-D input "
+                      f"(an empty list, a no-op reduction, is not supported)")
+    if any(x.shape[a] == 0 for a in axes):
+        raise OpError(f"the mean over axes {axes} of {list(x.shape)} has no elements")
+    keep = bool(op.options.get("KeepDims", False))
+    expected = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
+    if tuple(y.shape) != expected:
+        raise OpError(f"the output's shape {list(y.shape)} is not the mean's {list(expected)}")
+    (sx, zx), (sy, zy) = _per_tensor(x, "the input"), _per_tensor(y, "the output")
+    multiplier, shift = Q.mean_params(sx, sy)
+    attrs = {"axes": axes, "keepdims": keep, "x_zero": zx, "y_zero": zy, "multiplier": multiplier, "shift": shift}
+    imp.emit("qmean", [imp.var(x.index)], attrs, imp.output(y.index), f"{op.op} #{op.index}")
+
+
+@handler("RELU", "RELU6", note="int8 (input and output parameters may differ) -> requantize, clamped to the activation")
+def _relu(imp: Importer, op: Operator) -> None:
+    (x,) = _inputs(imp, op, 1, 1)
+    y = _output(imp, op)
+    if not _int8(x, y):
+        raise OpError(f"only the int8 form is supported (input {x.dtype}, output {y.dtype})")
+    (sx, zx), (sy, zy) = _per_tensor(x, "the input"), _per_tensor(y, "the output")
+    multiplier, shift = Q.relu_params(sx, sy)
+    lo, hi = Q.activation_range(op.op, sy, zy)
+    attrs = {"x_zero": zx, "y_zero": zy, "multiplier": multiplier, "shift": shift,
+             **{k: v for k, v, default in (("act_min", lo, -128), ("act_max", hi, 127)) if v != default}}
+    imp.emit("requantize", [imp.var(x.index)], attrs, imp.output(y.index), f"{op.op} #{op.index}")
 
 
 @handler("LOGISTIC", "TANH",
@@ -656,8 +707,9 @@ def _pad(imp: Importer, op: Operator) -> None:
     imp.emit("pad", [imp.var(x.index)], {"pads": pads, "value": value}, imp.output(y.index), f"{op.op} #{op.index}")
 
 
-@handler("SUB", "MUL", note="f32 (broadcasting, fused activations) -> sub, mul (+ relu/clamp)", float_form=True)
-def _sub_mul(imp: Importer, op: Operator) -> None:
+@handler("ADD", "SUB", "MUL", note="f32 (broadcasting, fused activations) -> add, sub, mul (+ relu/clamp)",
+         float_form=True)
+def _float_binary(imp: Importer, op: Operator) -> None:
     a, b = _inputs(imp, op, 2, 2)
     y = _output(imp, op)
     if not _f32(a, b, y):

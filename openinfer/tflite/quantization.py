@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-#: The headroom ADD and SUB give int8 inputs before scaling them to a common scale (add.cc).
+#: The headroom ADD and SUB give int8 inputs before scaling them to a common scale (add.cc, sub.cc).
 ADD_LEFT_SHIFT = 20
 #: Softmax's Q-format of the scaled differences: Q5.26 (activations.cc kScaledDiffIntegerBits).
 SOFTMAX_DIFF_INTEGER_BITS = 5
@@ -58,13 +58,34 @@ def linear_scales(input_scale: float, filter_scales, output_scale: float) -> np.
 
 
 def add_params(scale_a: float, scale_b: float, scale_y: float) -> dict[str, int]:
-    """add.cc Prepare for int8: both inputs to twice the larger input scale, the sum to the output's."""
+    """add.cc Prepare for int8 (and sub.cc's PrepareGeneralSubOp, the same arithmetic): both inputs
+    to twice the larger input scale, the sum (difference) to the output's."""
     twice_max = 2.0 * f32(max(np.float32(scale_a), np.float32(scale_b)))
     m_a, s_a = quantize_multiplier(f32(scale_a) / twice_max)
     m_b, s_b = quantize_multiplier(f32(scale_b) / twice_max)
     m_y, s_y = quantize_multiplier(twice_max / f32(np.float32(1 << ADD_LEFT_SHIFT) * np.float32(scale_y)))
     return {"a_multiplier": m_a, "a_shift": s_a, "b_multiplier": m_b, "b_shift": s_b,
             "y_multiplier": m_y, "y_shift": s_y, "left_shift": ADD_LEFT_SHIFT}
+
+
+def mul_params(scale_a: float, scale_b: float, scale_y: float) -> tuple[int, int]:
+    """mul.cc Prepare for int8: `input1->params.scale * input2->params.scale / output->params.scale`
+    is a product and quotient of floats, so it is computed in f32 and only then widened to
+    double (LiteRT's reference MUL agrees with this and not with the f64 ratio)."""
+    real = np.float32(np.float32(scale_a) * np.float32(scale_b)) / np.float32(scale_y)
+    return quantize_multiplier(f32(real))
+
+
+def mean_params(input_scale: float, output_scale: float) -> tuple[int, int]:
+    """reduce.cc PrepareMeanOrSum for int8: input_scale / output_scale in double (the kernel folds
+    1 / count into it, openinfer/reference/kernels/quantized.py mean_multiplier)."""
+    return quantize_multiplier(f32(input_scale) / f32(output_scale))
+
+
+def relu_params(input_scale: float, output_scale: float) -> tuple[int, int]:
+    """activations.cc ReluPrepare: `double real_multiplier = input->params.scale /
+    output->params.scale`, a quotient of floats, so in f32, then widened."""
+    return quantize_multiplier(f32(np.float32(input_scale) / np.float32(output_scale)))
 
 
 def softmax_params(beta: float, input_scale: float) -> dict[str, int]:

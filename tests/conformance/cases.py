@@ -745,6 +745,62 @@ def _qadd(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
                     attrs(0.004, 0.004, 0.007, 1, -1, 0))]
 
 
+def _qsub(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """qadd's shapes and scalings, and a difference that saturates both ways (every pair of
+    extremes)."""
+    from openinfer.tflite.quantization import add_params
+
+    def attrs(sa, sb, sy, za, zb, zy, **more):
+        return {"a_zero": za, "b_zero": zb, "y_zero": zy, **add_params(sa, sb, sy), **more}
+    extremes = np.array([-128, -127, -1, 0, 1, 126, 127], np.int8)
+    return [Variant("same_shape", [(t, _i8(rng, (3, 11))), (t, _i8(rng, (3, 11)))],
+                    attrs(0.05, 0.11, 0.09, -7, 30, 2), inplace=True),
+            Variant("broadcast_relu6", [(t, _i8(rng, (1, 5, 7, 9))), (t, _i8(rng, (1, 1, 1, 9)))],
+                    attrs(0.31, 0.02, 0.2, 100, -128, -60, act_min=-60, act_max=-30)),
+            Variant("broadcast_both", [(t, _i8(rng, (2, 1, 9))), (t, _i8(rng, (5, 1)))],
+                    attrs(0.004, 0.004, 0.007, 1, -1, 0)),
+            Variant("extremes_saturate", [(t, extremes.reshape(7, 1)), (t, extremes)],
+                    attrs(0.02, 0.03, 0.01, 0, 5, -3))]
+
+
+def _qmul(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Right and left shifts (a scale ratio below and above 1), broadcasting both ways, every
+    product of int8 extremes (with zero points that make it +-255 * 255), activation bounds."""
+    from openinfer.tflite.quantization import mul_params
+
+    def attrs(sa, sb, sy, za, zb, zy, **more):
+        m, s = mul_params(sa, sb, sy)
+        return {"a_zero": za, "b_zero": zb, "y_zero": zy, "multiplier": m, "shift": s, **more}
+    every = np.arange(-128, 128).astype(np.int8)
+    return [Variant("same_shape", [(t, _i8(rng, (3, 11))), (t, _i8(rng, (3, 11)))],
+                    attrs(0.05, 0.11, 0.09, -7, 30, 2), inplace=True),
+            Variant("broadcast_relu", [(t, _i8(rng, (1, 5, 7, 9))), (t, _i8(rng, (1, 1, 1, 9)))],
+                    attrs(0.031, 0.02, 0.08, 10, -128, -60, act_min=-60)),
+            Variant("left_shift_broadcast_both", [(t, _i8(rng, (2, 1, 9)) // 64), (t, _i8(rng, (5, 1)) // 64)],
+                    attrs(0.5, 0.4, 0.008, 1, -1, 0)),
+            Variant("every_product", [(t, every.reshape(256, 1)), (t, every[::5])],
+                    attrs(0.02, 0.03, 0.5, 127, -128, 3, act_min=-100, act_max=120))]
+
+
+def _qmean(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """TFLite's H, W mean (keepdims and not), one axis, axes apart, every axis, a count with many
+    bits and a scale ratio above 1 (a left shift)."""
+    from openinfer.tflite.quantization import mean_params
+
+    def attrs(sx, sy, zx, zy, **more):
+        m, s = mean_params(sx, sy)
+        return {"x_zero": zx, "y_zero": zy, "multiplier": m, "shift": s, **more}
+    return [Variant("hw_keepdims", [(t, _i8(rng, (2, 7, 9, 5)))], attrs(0.02, 0.01, -43, -128, axes=[1, 2],
+                                                                        keepdims=True)),
+            Variant("hw", [(t, _i8(rng, (1, 5, 3, 11)))], attrs(0.0117, 0.0032, 5, 7, axes=[2, 1])),
+            Variant("last_axis", [(t, _i8(rng, (3, 4, 13)))], attrs(0.1, 0.3, 0, -5, axes=[-1])),
+            Variant("axes_apart_keepdims", [(t, _i8(rng, (3, 4, 5)))], attrs(0.05, 0.04, 12, 0, axes=[0, 2],
+                                                                              keepdims=True)),
+            Variant("every_axis", [(t, _i8(rng, (2, 3, 2)))], attrs(0.05, 0.2, -128, 127, axes=[0, 1, 2])),
+            Variant("large_count_left_shift", [(t, _i8(rng, (1, 37, 41, 3)) // 8 + np.array([-9, 0, 7], np.int8))],
+                    attrs(3.0, 0.5, 1, 0, axes=[1, 2]))]
+
+
 def _qsoftmax(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     from openinfer.tflite.quantization import softmax_params
     x = _i8(rng, (3, 10))
@@ -790,13 +846,16 @@ def _dequantize(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
 
 
 def _requantize(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
-    from openinfer.tflite.quantization import requantize_params
+    from openinfer.tflite.quantization import relu_params, requantize_params
     every = np.arange(-128, 128).astype(np.int8).reshape(16, 16)
     up = requantize_params(0.05, 0.02)
     down = requantize_params(0.05, 0.3)
+    relu = relu_params(0.0313725508749485, 0.0235294122248888)
     return [Variant("wider", [(t, every)], {"x_zero": 3, "y_zero": -5, "multiplier": up[0], "shift": up[1]},
                     inplace=True),
-            Variant("narrower", [(t, every)], {"x_zero": -128, "y_zero": 0, "multiplier": down[0], "shift": down[1]})]
+            Variant("narrower", [(t, every)], {"x_zero": -128, "y_zero": 0, "multiplier": down[0], "shift": down[1]}),
+            Variant("relu6", [(t, every)], {"x_zero": -20, "y_zero": -100, "multiplier": relu[0], "shift": relu[1],
+                                            "act_min": -100, "act_max": 60}, inplace=True)]
 
 
 BUILDERS: dict[str, Builder] = {
@@ -826,7 +885,7 @@ BUILDERS: dict[str, Builder] = {
     "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool, "avg_pool2d": _pool,
     "lrn": _lrn,
     "qconv2d": _qconv, "qlinear": _qlinear, "qavg_pool2d": _qpool, "qmax_pool2d": _qpool, "qadd": _qadd,
-    "qsoftmax": _qsoftmax, "qlut": _qlut, "qhard_swish": _qhard_swish,
+    "qsub": _qsub, "qmul": _qmul, "qmean": _qmean, "qsoftmax": _qsoftmax, "qlut": _qlut, "qhard_swish": _qhard_swish,
     "quantize": _quantize, "dequantize": _dequantize, "requantize": _requantize,
 }
 

@@ -9,7 +9,7 @@ interpreter on whole models (tests/tflite_front/).
 
 from __future__ import annotations
 
-from .oracle import Arr, Ctx, _ints, _pads, bindex, bshape, build, indices
+from .oracle import Arr, Ctx, _groups, _ints, _norm_axes, _pads, bindex, bshape, build, indices
 
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -127,6 +127,51 @@ def _qadd(xs: list[Arr], c: Ctx) -> Arr:
     return build(shape, at)
 
 
+def _qsub(xs: list[Arr], c: Ctx) -> Arr:
+    """SubElementwise: the rescaled inputs' difference."""
+    a, b = xs
+    ls = c.attr("left_shift", 20)
+
+    def scaled(v: int, p: str) -> int:
+        shifted = wrap32((v - c.attr(f"{p}_zero", 0)) * (1 << ls))
+        return rdbpot(srdhm(shifted, c.attrs[f"{p}_multiplier"]), -c.attrs[f"{p}_shift"])
+
+    def at(idx):
+        raw_sub = wrap32(scaled(a[bindex(idx, a.shape)], "a") - scaled(b[bindex(idx, b.shape)], "b"))
+        raw_output = rdbpot(srdhm(raw_sub, c.attrs["y_multiplier"]), -c.attrs["y_shift"]) + c.attr("y_zero", 0)
+        return clamp(raw_output, c.attr("act_min", -128), c.attr("act_max", 127))
+    return build(bshape(a.shape, b.shape), at)
+
+
+def _qmul(xs: list[Arr], c: Ctx) -> Arr:
+    """MulElementwise: (a + input1_offset) * (b + input2_offset), requantized, offset, clamped."""
+    a, b = xs
+
+    def at(idx):
+        product = (a[bindex(idx, a.shape)] - c.attr("a_zero", 0)) * (b[bindex(idx, b.shape)] - c.attr("b_zero", 0))
+        y = c.attr("y_zero", 0) + requant(product, c.attrs["multiplier"], c.attrs["shift"])
+        return clamp(y, c.attr("act_min", -128), c.attr("act_max", 127))
+    return build(bshape(a.shape, b.shape), at)
+
+
+def _qmean(xs: list[Arr], c: Ctx) -> Arr:
+    """QuantizedMeanOrSum (compute_sum false): the multiplier readapted to 1 / num_elements_in_axis
+    (shift = 63 - CountLeadingZeros(n), at most 32 and 31 + output_shift), then each sum less
+    input_zero_point * n requantized."""
+    x = xs[0]
+    shape, groups = _groups(x, _norm_axes(c.attrs["axes"], len(x.shape)), c.attr("keepdims", False))
+    n = len(groups[0])
+    output_shift = c.attrs["shift"]
+    shift = min(63 - (64 - n.bit_length()), 32, 31 + output_shift)
+    output_multiplier = c_div(c.attrs["multiplier"] << shift, n)
+    output_shift -= shift
+    out = []
+    for vals in groups:
+        shifted_sum = wrap32(sum(vals) - c.attr("x_zero", 0) * n)
+        out.append(clamp(requant(shifted_sum, output_multiplier, output_shift) + c.attr("y_zero", 0), -128, 127))
+    return Arr(shape, out)
+
+
 def _exp_quarter(a: int) -> int:
     x = wrap32(a + (1 << 28))
     x2 = srdhm(x, x)
@@ -235,10 +280,12 @@ def _dequantize(xs: list[Arr], c: Ctx) -> Arr:
 
 
 def _requantize(xs: list[Arr], c: Ctx) -> Arr:
+    """Requantize, and ReluX: clamped to [act_min, act_max]."""
+    lo, hi = c.attr("act_min", -128), c.attr("act_max", 127)
     return Arr(xs[0].shape, [clamp(c.attr("y_zero", 0) + requant(v - c.attr("x_zero", 0), c.attrs["multiplier"],
-                                                                  c.attrs["shift"]), -128, 127) for v in xs[0].flat])
+                                                                  c.attrs["shift"]), lo, hi) for v in xs[0].flat])
 
 
 QUANT = {"qconv2d": _qconv, "qlinear": _qlinear, "qavg_pool2d": _qpool(False), "qmax_pool2d": _qpool(True),
-         "qadd": _qadd, "qsoftmax": _qsoftmax, "qlut": _qlut, "qhard_swish": _qhard_swish, "quantize": _quantize,
-         "dequantize": _dequantize, "requantize": _requantize}
+         "qadd": _qadd, "qsub": _qsub, "qmul": _qmul, "qmean": _qmean, "qsoftmax": _qsoftmax, "qlut": _qlut,
+         "qhard_swish": _qhard_swish, "quantize": _quantize, "dequantize": _dequantize, "requantize": _requantize}

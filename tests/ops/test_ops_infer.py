@@ -20,8 +20,8 @@ BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax
           "reshape concat slice pad rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange "
           "dynamic_slice lrn").split()
 #: TFLite's int8 kernels, integer-only (issue 41)
-QUANTIZED = ("qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsoftmax qlut qhard_swish quantize dequantize "
-             "requantize").split()
+QUANTIZED = ("qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsub qmul qmean qsoftmax qlut qhard_swish quantize "
+             "dequantize requantize").split()
 
 
 def test_catalogue_is_the_47_plus_the_real_model_ops() -> None:
@@ -31,7 +31,7 @@ def test_catalogue_is_the_47_plus_the_real_model_ops() -> None:
 def test_digest_table_flags() -> None:
     bc = {o.name for o in all_ops() if o.broadcast}
     assert bc == {"add", "mul", "sub", "div", "floor_div", "rem", "pow", "matmul", "sdpa",
-                  "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "qadd"}
+                  "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "qadd", "qsub", "qmul"}
     acc = {o.name for o in all_ops() if o.accumulate}
     assert acc == {"add", "mul", "sub", "abs", "matmul", "sum_axis", "mean_axis", "prod_axis"}
     no_inplace = {o.name for o in all_ops()[:47] if not o.inplace}

@@ -25,7 +25,8 @@ SUPPORTED = sorted(p.stem for p in TESTDATA.glob("*.tflite")
                    if not p.stem.endswith("_f32") and p.stem.split("_")[0] in
                    ("conv2d", "depthwise", "fully", "average", "max", "reshape", "squeeze", "softmax", "add",
                     "transpose", "strided", "concatenation", "pad", "padv2",
-                    "quantize", "requantize", "dequantize", "logistic", "tanh", "hard", "tiny"))
+                    "sub", "mul", "mean", "relu", "relu6", "quantize", "requantize", "dequantize", "logistic", "tanh",
+                    "hard", "tiny"))
 #: the float models: LiteRT's float kernels within F32_TOLERANCE
 SUPPORTED_F32 = sorted(p.stem for p in TESTDATA.glob("*_f32.tflite"))
 #: (rtol, atol) of the float models against LiteRT. Not bit-exact: LiteRT's float kernels sum a

@@ -218,6 +218,51 @@ def qadd(xs: Arrays, inf: Inference) -> np.ndarray:
     return _clamp_i8(np.broadcast_to(y, inf.out_shape), a["act_min"], a["act_max"])
 
 
+def qsub(xs: Arrays, inf: Inference) -> np.ndarray:
+    """reference_ops::Sub / BroadcastQuantSubSlow for int8 (SubElementwise): qadd's scaling, the
+    difference of the rescaled inputs."""
+    a = inf.attrs
+
+    def scaled(v: np.ndarray, p: str) -> np.ndarray:
+        shifted = wrap32((v.astype(np.int64) - a[f"{p}_zero"]) << a["left_shift"])
+        return rounding_divide_by_pot(srdhm(shifted, a[f"{p}_multiplier"]), -a[f"{p}_shift"])
+
+    difference = wrap32(scaled(xs[0], "a") - scaled(xs[1], "b"))
+    y = a["y_zero"] + rounding_divide_by_pot(srdhm(difference, a["y_multiplier"]), -a["y_shift"])
+    return _clamp_i8(np.broadcast_to(y, inf.out_shape), a["act_min"], a["act_max"])
+
+
+def qmul(xs: Arrays, inf: Inference) -> np.ndarray:
+    """reference_integer_ops::Mul / BroadcastMul6DSlow (MulElementwise): the int32 product of the
+    offset inputs requantized with one multiplier."""
+    a = inf.attrs
+    product = (xs[0].astype(np.int64) - a["a_zero"]) * (xs[1].astype(np.int64) - a["b_zero"])
+    y = a["y_zero"] + requantize(product, a["multiplier"], a["shift"])
+    return _clamp_i8(np.broadcast_to(y, inf.out_shape), a["act_min"], a["act_max"])
+
+
+def mean_multiplier(multiplier: int, shift: int, count: int) -> tuple[int, int]:
+    """QuantizedMeanOrSum's readaptation of x_scale / y_scale's multiplier to include 1 / count:
+    b = min(floor(log2(count)), 32, 31 + shift) bits of headroom, then (multiplier << b) / count
+    truncated (C's int64 division of positive values) and the shift lowered by b."""
+    bits = min(count.bit_length() - 1, 32, 31 + shift)
+    return (multiplier << bits) // count, shift - bits
+
+
+def qmean(xs: Arrays, inf: Inference) -> np.ndarray:
+    """reference_ops::QuantizedMeanOrSum (compute_sum false), the path LiteRT's reference MEAN
+    runs for int8 whatever the axes and keep_dims: the int32 sum over the axes less x_zero * count,
+    requantized with the multiplier that includes 1 / count."""
+    a = inf.attrs
+    x = xs[0]
+    axes = tuple(a["axes"])
+    count = int(np.prod([x.shape[i] for i in axes]))
+    multiplier, shift = mean_multiplier(a["multiplier"], a["shift"], count)
+    total = wrap32(x.astype(np.int64).sum(axis=axes, keepdims=a["keepdims"]) - a["x_zero"] * count)
+    y = a["y_zero"] + requantize(total, multiplier, shift)
+    return _clamp_i8(y.reshape(inf.out_shape), -128, 127)
+
+
 def qsoftmax(xs: Arrays, inf: Inference) -> np.ndarray:
     a = inf.attrs
     return softmax_rows(xs[0], a["multiplier"], a["left_shift"], a["diff_min"])
@@ -239,10 +284,10 @@ def dequantize(xs: Arrays, inf: Inference) -> np.ndarray:
 
 
 def requantize_op(xs: Arrays, inf: Inference) -> np.ndarray:
-    """reference_ops::Requantize (int8 to int8)."""
+    """reference_ops::Requantize (int8 to int8), and ReluX (the same, clamped to the activation's bounds)."""
     a = inf.attrs
     y = a["y_zero"] + requantize(xs[0].astype(np.int64) - a["x_zero"], a["multiplier"], a["shift"])
-    return _clamp_i8(y, -128, 127)
+    return _clamp_i8(y, a["act_min"], a["act_max"])
 
 
 def qlut(xs: Arrays, inf: Inference) -> np.ndarray:
@@ -292,5 +337,5 @@ def qhard_swish(xs: Arrays, inf: Inference) -> np.ndarray:
 
 
 KERNELS = {"qconv2d": qconv2d, "qlinear": qlinear, "qavg_pool2d": _qpool(False), "qmax_pool2d": _qpool(True),
-           "qadd": qadd, "qsoftmax": qsoftmax, "qlut": qlut, "qhard_swish": qhard_swish, "quantize": quantize,
-           "dequantize": dequantize, "requantize": requantize_op}
+           "qadd": qadd, "qsub": qsub, "qmul": qmul, "qmean": qmean, "qsoftmax": qsoftmax, "qlut": qlut,
+           "qhard_swish": qhard_swish, "quantize": quantize, "dequantize": dequantize, "requantize": requantize_op}

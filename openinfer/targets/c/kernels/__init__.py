@@ -20,7 +20,7 @@ in the modules of this package and register with `@family("op", ...)`:
     layout       gather, transpose, reshape, concat, slice
     nn           softmax, log_softmax, layer_norm, rms_norm, rope, sdpa, conv1d/2d, max/avg_pool2d, lrn
     quantized    the integer-only int8 ops (TFLite's): qconv2d, qlinear, qavg/qmax_pool2d, qadd,
-                 qsoftmax, qlut, qhard_swish, quantize, dequantize, requantize (their fixed point:
+                 qsub, qmul, qmean, qsoftmax, qlut, qhard_swish, quantize, dequantize, requantize (their fixed point:
                  oi_quant.h)
 
 The C lives in templates/c/ops/*.c.j2; oi_numeric.h has the scalar helpers (rounding, IEEE

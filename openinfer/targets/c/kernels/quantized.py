@@ -1,5 +1,6 @@
 """The integer-only int8 ops (TFLite's int8 kernels) in portable C: qconv2d, qlinear,
-qavg_pool2d / qmax_pool2d, qadd, qsoftmax, qlut, qhard_swish, quantize, dequantize, requantize
+qavg_pool2d / qmax_pool2d, qadd, qsub, qmul, qmean, qsoftmax, qlut, qhard_swish, quantize, dequantize,
+requantize
 (openinfer/reference/kernels/quantized.py). Every one is bit-exact with the reference: the
 fixed-point steps are hal/include/oi_quant.h's, which follow TFLite's C line by line; the shapes,
 zero points, multipliers of per-tensor scales and activation bounds are constants here, the
@@ -12,6 +13,7 @@ static: TFLite models have fixed shapes."""
 from __future__ import annotations
 
 from ....errors import SynthesisError
+from ....reference.kernels.quantized import mean_multiplier, wrap32
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import contiguous_strides, numel
@@ -83,17 +85,54 @@ def _broadcast_index(shape: tuple[int, ...], out: tuple[int, ...], var: str) -> 
     return [f"const int64_t {var} = {' + '.join(terms) or '0'};"], var
 
 
-@family("qadd")
-def emit_qadd(req: KernelRequest, name: str, renderer) -> str:
-    _static(req)
+def _binary_indexes(req: KernelRequest) -> dict:
     out = req.output.shape
     a_lines, a_index = _broadcast_index(req.inputs[0].shape, out, "ia")
     b_lines, b_index = _broadcast_index(req.inputs[1].shape, out, "ib")
+    return {"count": numel(out), "index_lines": a_lines + b_lines, "a_index": a_index, "b_index": b_index}
+
+
+@family("qadd", "qsub")
+def emit_qadd(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
     a = _attrs(req, "a_zero", "a_shift", "b_zero", "b_shift", "y_zero", "y_shift", "left_shift", "act_min", "act_max")
-    return render("c/ops/qadd.c.j2", proto=prototype(req, name), doc=_doc(req), count=numel(out),
-                  index_lines=a_lines + b_lines, a_index=a_index, b_index=b_index,
+    return render("c/ops/qadd.c.j2", proto=prototype(req, name), doc=_doc(req), subtract=req.op == "qsub",
                   a_mult=static_attr(req, "a_multiplier"), b_mult=static_attr(req, "b_multiplier"),
-                  y_mult=static_attr(req, "y_multiplier"), **a)
+                  y_mult=static_attr(req, "y_multiplier"), **_binary_indexes(req), **a)
+
+
+@family("qmul")
+def emit_qmul(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    return render("c/ops/qmul.c.j2", proto=prototype(req, name), doc=_doc(req), **_binary_indexes(req),
+                  **_attrs(req, "a_zero", "b_zero", "y_zero", "multiplier", "shift", "act_min", "act_max"))
+
+
+def _offset(index: str, dims: list[tuple[int, int]]) -> str:
+    """The C expression of the input offset of coordinate `index` into the row-major block of
+    `dims` [(extent, input stride)], extents of 1 left out."""
+    terms, inner = [], 1
+    for extent, stride in reversed(dims):
+        if extent != 1:
+            terms.append(f"(({index} / {inner}) % {extent}) * {stride}")
+        inner *= extent
+    return " + ".join(reversed(terms)) or "0"
+
+
+@family("qmean")
+def emit_qmean(req: KernelRequest, name: str, renderer) -> str:
+    _static(req)
+    shape = req.inputs[0].shape
+    axes = static_attr(req, "axes")
+    strides = contiguous_strides(shape)
+    kept = [(d, s) for i, (d, s) in enumerate(zip(shape, strides, strict=True)) if i not in axes]
+    reduced = [(d, s) for i, (d, s) in enumerate(zip(shape, strides, strict=True)) if i in axes]
+    count = numel([d for d, _ in reduced])
+    multiplier, shift = mean_multiplier(static_attr(req, "multiplier"), static_attr(req, "shift"), count)
+    zero_times_count = int(wrap32(static_attr(req, "x_zero") * count))
+    return render("c/ops/qmean.c.j2", proto=prototype(req, name), doc=_doc(req), outputs=numel(req.output.shape),
+                  count=count, base=_offset("o", kept), reduced=_offset("r", reduced), multiplier=multiplier,
+                  shift=shift, zero_times_count=zero_times_count, y_zero=static_attr(req, "y_zero"))
 
 
 @family("qsoftmax")
@@ -124,7 +163,7 @@ def emit_qconvert(req: KernelRequest, name: str, renderer) -> str:
     _static(req)
     ctx = {"op": req.op, "count": numel(req.output.shape)}
     if req.op == "requantize":
-        ctx.update(_attrs(req, "x_zero", "y_zero", "multiplier", "shift"))
+        ctx.update(_attrs(req, "x_zero", "y_zero", "multiplier", "shift", "act_min", "act_max"))
     else:
         scale = static_attr(req, "scale")
         ctx.update(zero=static_attr(req, "zero"),

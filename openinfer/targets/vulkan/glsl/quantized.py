@@ -1,5 +1,5 @@
 """The integer-only int8 ops (TFLite's int8 kernels) in GLSL: qconv2d, qlinear, qavg_pool2d /
-qmax_pool2d, qadd, qsoftmax, qlut, qhard_swish, quantize, dequantize, requantize
+qmax_pool2d, qadd, qsub, qmul, qmean, qsoftmax, qlut, qhard_swish, quantize, dequantize, requantize
 (openinfer/reference/kernels/quantized.py), bit-exact with the reference as the portable C
 kernels are (openinfer/targets/c/kernels/quantized.py).
 
@@ -22,8 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import SynthesisError
+from ....reference.kernels.quantized import mean_multiplier, wrap32
 from ....synth.program import KernelRequest
-from ...geometry import broadcast_strides, numel
+from ...geometry import broadcast_strides, contiguous_strides, numel
 from .registry import Body, family
 from .types import KernelCtx, double_lit, index_expr, lit
 
@@ -275,25 +276,68 @@ def emit_qpool(req: KernelRequest, k: KernelCtx) -> Body:
     return Body(functions=_helpers(k, "oi_q_clamp"), value="\n".join(lines), vct="int", doc=_doc(req))
 
 
-@family("qadd")
+def _operand(req: KernelRequest, k: KernelCtx, j: int) -> str:
+    """Input j's element that output element i reads (NumPy broadcasting), as an int."""
+    t, out = req.inputs[j], req.output.shape
+    return k.load(t.dtype, f"in{j}", index_expr("i", out, broadcast_strides(t.shape, out)))
+
+
+@family("qadd", "qsub")
 def emit_qadd(req: KernelRequest, k: KernelCtx) -> Body:
     """Output element i: a and b (NumPy broadcasting) each moved to the common scale after
-    `left_shift` bits of headroom, their sum requantized to y's scale."""
+    `left_shift` bits of headroom, their sum (qsub: difference) requantized to y's scale."""
     _static(req)
-    out = req.output.shape
 
     def scaled(j: int, p: str) -> str:
-        t = req.inputs[j]
-        v = k.load(t.dtype, f"in{j}", index_expr("i", out, broadcast_strides(t.shape, out)))
         shift = -k.static(f"{p}_shift")
-        return (f"int {p} = oi_q_rdbpot(oi_q_srdhm(({v} - {_int(k, f'{p}_zero')}) << {_int(k, 'left_shift')}, "
-                f"{_int(k, f'{p}_multiplier')}), {lit('int', shift)});")
+        return (f"int {p} = oi_q_rdbpot(oi_q_srdhm(({_operand(req, k, j)} - {_int(k, f'{p}_zero')}) << "
+                f"{_int(k, 'left_shift')}, {_int(k, f'{p}_multiplier')}), {lit('int', shift)});")
+    combined = ("difference", "a - b") if req.op == "qsub" else ("sum", "a + b")
     lines = [scaled(0, "a"), scaled(1, "b"),
-             f"int sum = oi_q_rdbpot(oi_q_srdhm(a + b, {_int(k, 'y_multiplier')}), "
+             f"int {combined[0]} = oi_q_rdbpot(oi_q_srdhm({combined[1]}, {_int(k, 'y_multiplier')}), "
              f"{lit('int', -k.static('y_shift'))});",
-             _clamped(k, f"{_int(k, 'y_zero')} + sum")]
+             _clamped(k, f"{_int(k, 'y_zero')} + {combined[0]}")]
     return Body(functions=_helpers(k, "oi_q_srdhm", "oi_q_rdbpot", "oi_q_clamp"), value="\n".join(lines),
                 vct="int", doc=_doc(req))
+
+
+@family("qmul")
+def emit_qmul(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i: the product of the offset inputs (NumPy broadcasting; at most 256 * 256
+    in magnitude, exact in int), requantized with one multiplier."""
+    _static(req)
+    lines = [f"int product = ({_operand(req, k, 0)} - {_int(k, 'a_zero')}) * ({_operand(req, k, 1)} - "
+             f"{_int(k, 'b_zero')});",
+             _clamped(k, f"{_int(k, 'y_zero')} + oi_q_requantize(product, {_int(k, 'multiplier')}, "
+                         f"{_int(k, 'shift')})")]
+    return Body(functions=_helpers(k, "oi_q_requantize", "oi_q_clamp"), value="\n".join(lines), vct="int",
+                doc=_doc(req))
+
+
+@family("qmean")
+def emit_qmean(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i: the int sum (wrapping, as TFLite's int32 accumulator) of the reduced
+    elements, less x_zero * count, requantized with the multiplier and shift that include 1 /
+    count (readapted here as QuantizedMeanOrSum does at run time). i's kept coordinates give the
+    base offset into x, r's reduced coordinates the offset from there."""
+    _static(req)
+    shape = req.inputs[0].shape
+    axes = k.static("axes")
+    strides = contiguous_strides(shape)
+    kept = [i for i in range(len(shape)) if i not in axes]
+    count = numel([shape[a] for a in axes])
+    multiplier, shift = mean_multiplier(k.static("multiplier"), k.static("shift"), count)
+    base = index_expr("i", [shape[a] for a in kept], [strides[a] for a in kept]) if kept else "0u"
+    reduced = index_expr("r", [shape[a] for a in axes], [strides[a] for a in axes])
+    x = k.load(req.inputs[0].dtype, "in0", f"base + {reduced}")
+    lines = [f"uint base = {base};",
+             "int sum = 0;",
+             f"for (uint r = 0u; r < {count}u; ++r) sum += {x};",
+             f"int shifted_sum = sum - {lit('int', int(wrap32(k.static('x_zero') * count)))};",
+             f"return oi_q_clamp(oi_q_requantize(shifted_sum, {lit('int', multiplier)}, {lit('int', shift)}) + "
+             f"{_int(k, 'y_zero')}, -128, 127);"]
+    return Body(functions=_helpers(k, "oi_q_requantize", "oi_q_clamp"), value="\n".join(lines), vct="int",
+                doc=_doc(req))
 
 
 @family("qsoftmax")
@@ -360,13 +404,14 @@ def emit_qconvert(req: KernelRequest, k: KernelCtx) -> Body:
     rounded half away from zero as roundf (GLSL's round may round ties to even, so the integer
     part plus the exact fraction's carry); NaN gives the zero point, values past +-1024 saturate.
     dequantize: scale * (x - zero) in double, exact, rounded to f32 once. requantize: int8 to
-    int8 through the fixed-point multiplier."""
+    int8 through the fixed-point multiplier, clamped to [act_min, act_max] (TFLite's int8 RELU,
+    RELU6)."""
     _static(req)
     t = req.inputs[0].dtype
     x = k.load(t, "in0", "i")
     if req.op == "requantize":
-        lines = [_clamped_literal(f"{_int(k, 'y_zero')} + oi_q_requantize({x} - {_int(k, 'x_zero')}, "
-                                  f"{_int(k, 'multiplier')}, {_int(k, 'shift')})")]
+        lines = [_clamped(k, f"{_int(k, 'y_zero')} + oi_q_requantize({x} - {_int(k, 'x_zero')}, "
+                             f"{_int(k, 'multiplier')}, {_int(k, 'shift')})")]
         return Body(functions=_helpers(k, "oi_q_requantize", "oi_q_clamp"), value="\n".join(lines), vct="int",
                     doc=_doc(req))
     k.need("fp64", f"{req.op}'s exact {'quotient' if req.op == 'quantize' else 'product'} (in double)")
