@@ -20,6 +20,10 @@ from ..c.kernels.registry import KernelText
 from ..env import render
 from ..geometry import numel
 
+#: Bytes of a channel's entry in the requantization table (templates/mcu/qrequant.c.j2: two
+#: int64 rounding constants, three int32, padded to 8)
+_RQ_BYTES = 32
+
 
 def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None:
     """The kernel text of a qconv2d request the DSP kernel covers, with its scratch; None for any other."""
@@ -44,6 +48,7 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
         scratch = max(1, c // 4) * (k * 8 + 16)        # per 4 channels and tap two int16 pairs; 4 folded biases
     else:
         return None
+    scratch += o * _RQ_BYTES                                # the requantization table first
     doc = (f"qconv2d: {x} * {w}{' + bias' if len(req.inputs) > 4 else ''}, stride {[sh, sw]}, "
            f"padding {list(static_attr(req, 'padding'))}, dilation {[dh, dw]}, groups {groups} -> {out}")
     text = render("mcu/qconv.c.j2", name=name, proto=proto, doc=doc, kind=kind, n=n, h=h, w=wd, c=c, o=o, kh=kh,
