@@ -3,8 +3,8 @@ qlinear (TFLite's FULLY_CONNECTED, integer-only) on an Armv7E-M or Armv8-M Mainl
 (Cortex-M4, M7, M33) with SMLAD / SXTB16, bit-exact with the portable kernel
 (openinfer/targets/c/kernels/quantized.py): the same int32 sums of (x - x_zero)(w - w_zero),
 and round(acc * scale) in double reproduced exactly in integers (templates/mcu/qrequant.c.j2).
-Every static-shape request takes it (any K, N, rows, zero points); dynamic shapes and the
-planner's fused forms take the portable kernel.
+Every static-shape request with K <= 4095 takes it (any N, rows, zero points); dynamic shapes,
+a longer K and the planner's fused forms take the portable kernel.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def qlinear_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | No
     if not all(isinstance(d, int) for t in (x, w, req.output) for d in t.shape) or numel(req.output.shape) == 0:
         return None
     n, k = w.shape
-    if k == 0:
+    if not 0 < k <= 4095:            # the assembly's loads of w reach row + 1 at offset K (12 bits)
         return None
     rows = numel(req.output.shape) // n
     has_bias = len(req.inputs) > 3
