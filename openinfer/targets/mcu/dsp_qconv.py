@@ -9,7 +9,8 @@ as int16 into the kernel's scratch (two output positions at a time, 4 bytes a ta
 for two output channels at a time with SMLAD; and depthwise with depth multiplier 1 (groups == C
 == O), 4 channels at a time, the weights packed per call into the scratch as int16 pairs (8 bytes
 a tap per 4 channels). Any other request (grouped, a depth multiplier above 1, dynamic shapes)
-takes the portable kernel.
+takes the portable kernel. The requantization goes through a per-channel table made at each call
+in front of the scratch (templates/mcu/qrequant.c.j2).
 """
 
 from __future__ import annotations
