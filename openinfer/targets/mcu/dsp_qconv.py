@@ -9,7 +9,8 @@ as int16 into the kernel's scratch (two output positions at a time, 4 bytes a ta
 for two output channels at a time with SMLAD; and depthwise with depth multiplier 1 (groups == C
 == O), 4 channels at a time, the weights packed per call into the scratch as int16 pairs (8 bytes
 a tap per 4 channels). Any other request (grouped, a depth multiplier above 1, dynamic shapes)
-takes the portable kernel.
+takes the portable kernel. The requantization goes through a per-channel table made at each call
+in front of the scratch (templates/mcu/qrequant.c.j2).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from ..c.kernels.common import static_attr
 from ..c.kernels.registry import KernelText
 from ..env import render
 from ..geometry import numel
+
+#: Bytes of a channel's entry in the requantization table (templates/mcu/qrequant.c.j2: two
+#: int64 rounding constants, three int32, padded to 8)
+_RQ_BYTES = 32
 
 
 def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None:
@@ -44,6 +49,7 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
         scratch = max(1, c // 4) * (k * 8 + 16)        # per 4 channels and tap two int16 pairs; 4 folded biases
     else:
         return None
+    scratch += o * _RQ_BYTES                                # the requantization table first
     doc = (f"qconv2d: {x} * {w}{' + bias' if len(req.inputs) > 4 else ''}, stride {[sh, sw]}, "
            f"padding {list(static_attr(req, 'padding'))}, dilation {[dh, dw]}, groups {groups} -> {out}")
     text = render("mcu/qconv.c.j2", name=name, proto=proto, doc=doc, kind=kind, n=n, h=h, w=wd, c=c, o=o, kh=kh,

@@ -20,7 +20,9 @@ output columns (fewer channels: wider) whose 16 sums stay in s16-s31 for all tap
 input row's segment and one of each channel's row of weights per kernel row; any other request
 takes the portable kernel; the integer-only qconv2d (TFLite's int8 CONV_2D, DEPTHWISE_CONV_2D)
 with groups 1 or depthwise takes SMLAD over int16 copies of its windows, or 4 channels a word
-(dsp_qconv.py, templates/mcu/qconv.c.j2), bit-exact with the portable kernel.
+(dsp_qconv.py, templates/mcu/qconv.c.j2), bit-exact with the portable kernel; qlinear (TFLite's
+int8 FULLY_CONNECTED) 4 rows of w at a time with SMLAD, its double requantization emulated
+exactly in integers (dsp_qlinear.py, templates/mcu/qlinear.c.j2).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..c.kernels import KernelSource, prototype
 from ..c.renderer import CRenderer, CTarget
 from ..env import render
 from .dsp_qconv import qconv_kernel
+from .dsp_qlinear import qlinear_kernel
 from .fpu_conv import conv_context, conv_geometry
 from .helium import HeliumRenderer
 from .thumb import add_immediate
@@ -162,3 +165,10 @@ def _qconv(r: CortexMRenderer, req: KernelRequest, name: str) -> str | None:
     """Integer-only int8 convolutions, groups 1 or depthwise (multiplier 1), with SMLAD / SXTB16
     (openinfer/targets/mcu/dsp_qconv.py, templates/mcu/qconv.c.j2); None for any other request."""
     return qconv_kernel(req, name, prototype(req, name))
+
+
+@emitter("qlinear")
+def _qlinear(r: CortexMRenderer, req: KernelRequest, name: str) -> str | None:
+    """Integer-only int8 fully connected layers with SMLAD / SXTB16, the double requantization in
+    integers (openinfer/targets/mcu/dsp_qlinear.py, templates/mcu/qlinear.c.j2); None for dynamic shapes."""
+    return qlinear_kernel(req, name, prototype(req, name))

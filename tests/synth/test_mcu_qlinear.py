@@ -1,0 +1,128 @@
+"""The Cortex-M wing's int8 fully connected layer with the DSP extension
+(openinfer/targets/mcu/dsp_qlinear.py, templates/mcu/qlinear.c.j2) under the Cortex-M4 firmware
+simulation, bit-exact against the reference: one program with a qlinear of its own per case, over
+two steps of random int8 inputs. K 1, 3, 4, 5, 13, 33, 640 (around the 4 k an SMLAD pair sums and
+the 2 groups of the loop's iteration, K % 4 tails, the MLPerf Tiny AD model's 640); N 1, 2, 3, 8,
+9, 128 (around the 4 rows of w a block); 1 to 3 rows of x; x_zero -128, 0, 89; w_zero 0 and not
+(folded); with and without bias; random weights and scales of several magnitudes. And the
+requantization's ties: a layer whose weights are 0, so that each output's accumulator is its bias,
+chosen with its scale so that the exact product lies just under a half-integer and the double
+rounds it onto the tie (the integer emulation must round as the double, not as the exact product).
+
+    OI_SLOW=1   also on the Cortex-M7 and the Cortex-M33 (the same wing)
+"""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import openinfer as oi
+from openinfer.testing import assert_matches_reference
+
+SLOW = os.environ.get("OI_SLOW") == "1"
+
+#: (rows, K, N, x_zero, w_zero, bias?, (act_min, act_max))
+CASES = [
+    (1, 1, 3, -128, 0, True, (-128, 127)),
+    (1, 3, 1, 0, 0, False, (-128, 127)),
+    (2, 4, 2, 89, 0, True, (-128, 127)),
+    (1, 5, 8, -128, 3, True, (-128, 127)),
+    (3, 13, 9, 0, 0, True, (0, 127)),
+    (1, 33, 128, 89, 0, True, (-128, 127)),
+    (1, 640, 128, -128, 0, True, (-128, 127)),      # AD's first layer
+    (1, 128, 8, 0, -7, True, (-128, 127)),
+    (2, 8, 9, 89, 0, False, (-60, 100)),
+    (1, 12, 3, -128, 0, True, (-128, 127)),
+    (1, 640, 9, 0, 1, True, (-128, 127)),
+]
+TIES = 16           # outputs of the layer of ties
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sim_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OI_CACHE_DIR", str(tmp_path_factory.mktemp("mcu-qlinear-cache")))
+        yield
+
+
+def _round_half_away(v: Fraction) -> int:
+    whole = int(v)
+    return whole + (1 if v - whole >= Fraction(1, 2) else -1 if v - whole <= Fraction(-1, 2) else 0)
+
+
+def _ties(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """TIES (accumulator, scale) pairs of small results whose double product rounds onto a
+    half-integer the exact product is just under (a odd, a M = q 2^S + 2^(S-1) - r, r at most half
+    the bits the product drops past 53), so the double's result differs from the exact one's."""
+    accs, scales = [], []
+    while len(accs) < TIES:
+        a = int(rng.integers(3, 128)) | 1
+        s = int(rng.integers(53, 62))
+        d = (a * 2**52).bit_length() - 53
+        low = 2**(s - 1) - int(rng.integers(1, 2**(d - 1) + 1))
+        q = (-low * pow(2**s, -1, a)) % a
+        mant = (q * 2**s + low) // a
+        if not 2**52 <= mant < 2**53:
+            continue
+        scale = mant * 2.0**-s
+        acc = a if rng.random() < 0.5 else -a
+        if _round_half_away(acc * Fraction(scale)) != _round_half_away(Fraction(acc * scale)):
+            accs.append(acc)
+            scales.append(scale)
+    return np.array(accs, np.int32), np.array(scales, np.float64)
+
+
+def _program(rng: np.random.Generator):
+    """CASES and the layer of ties as one program: (graph text, weights, two steps' inputs)."""
+    dyn, const, outs, body, weights, shapes = [], [], [], [], {}, {}
+    for j, (rows, k, n, x_zero, w_zero, bias, (lo, hi)) in enumerate(CASES):
+        weights[f"w{j}"] = rng.integers(-128, 128, (n, k)).astype(np.int8)
+        # scales that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
+        weights[f"s{j}"] = (60 / (75 * 75 * np.sqrt(k)) * rng.uniform(0.5, 2.0, n)).astype(np.float64)
+        const += [f"w{j}: i8[{n}, {k}];", f"s{j}: f64[{n}];"]
+        args = f"x{j}, w{j}, s{j}"
+        if bias:
+            weights[f"b{j}"] = rng.integers(-20000, 20000, n).astype(np.int32)
+            const.append(f"b{j}: i32[{n}];")
+            args += f", b{j}"
+        shapes[f"x{j}"] = (rows, k)
+        dyn.append(f"x{j}: i8[{rows}, {k}];")
+        outs.append(f"y{j}: i8[{rows}, {n}];")
+        body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
+                    f"act_min={lo}, act_max={hi}) >> y{j};\n")
+    weights["bt"], weights["st"] = _ties(rng)
+    weights["wt"] = np.zeros((TIES, 4), np.int8)
+    shapes["xt"] = (1, 4)
+    const += [f"wt: i8[{TIES}, 4];", f"st: f64[{TIES}];", f"bt: i32[{TIES}];"]
+    dyn.append("xt: i8[1, 4];")
+    outs.append(f"yt: i8[1, {TIES}];")
+    body.append("  op qlinear(xt, wt, st, bt, x_zero=5, y_zero=0, act_min=-128, act_max=127) >> yt;\n")
+    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
+            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
+    feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()} for _ in range(2)]
+    return text, weights, feeds
+
+
+def _check(tmp_path: Path, arch: str) -> None:
+    text, weights, feeds = _program(np.random.default_rng(7))
+    oi.write_oinf(tmp_path / "qlinear.oinf", weights)
+    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "qlinear.oinf"), oi.graph(text), arch=arch,
+                                   feeds=feeds)
+    kernels = "".join(p.read_text() for p in Path(sim.project).glob("*_kernels.c"))
+    for rows, k, n, *_ in [*CASES, (1, 4, TIES)]:
+        assert f"cortex-m SMLAD qlinear: x[{rows}, {k}] * w[{n}, {k}]" in kernels, (rows, k, n)
+
+
+def test_qlinear_matches_reference(tmp_path):
+    _check(tmp_path, "cortex-m4")
+
+
+@pytest.mark.skipif(not SLOW, reason="OI_SLOW=1: the Cortex-M7 and M33 builds")
+@pytest.mark.parametrize("arch", ("cortex-m7", "cortex-m33"))
+def test_qlinear_matches_reference_m7_m33(tmp_path, arch):
+    _check(tmp_path, arch)
