@@ -13,12 +13,13 @@ from .case import SweepCase
 from .fused import PATHS, all_fused
 from .ops_elementwise import elementwise, layout, reductions, rows
 from .ops_nn import conv, dequant, lrn, matmul, pools, rope, sdpa
+from .ops_quant import quantized
 
 
 @cache
 def catalogue() -> tuple[SweepCase, ...]:
     made = [*elementwise(), *reductions(), *rows(), *layout(), *matmul(), *dequant(), *conv(), *pools(), *sdpa(),
-            *rope(), *lrn(), *all_fused()]
+            *rope(), *lrn(), *quantized(), *all_fused()]
     counts: Counter[str] = Counter()
     out = []
     for c in made:
