@@ -62,15 +62,24 @@ def computed_tensors(model: bytes) -> list[str]:
     return [m.tensors[o].name for op in m.operators for o in op.outputs]
 
 
-def mismatches(imported, model: bytes, executor, litert: dict[str, np.ndarray]) -> list[str]:
+def feed(imported, inputs_by_name: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Inputs by TFLite name as the imported graph's variables."""
+    return {imported.renamed.get(k, k): v for k, v in inputs_by_name.items()}
+
+
+def mismatches(imported, model: bytes, executor, litert: dict[str, np.ndarray],
+               tolerance: tuple[float, float] | None = None) -> list[str]:
     """The computed tensors whose values differ between `executor` (reference or simulator, run
-    already) and LiteRT's run, as lines naming the tensor and how many elements differ."""
+    already) and LiteRT's run, as lines naming the tensor: bit for bit, or within `tolerance`
+    (rtol, atol) for float models."""
     bad = []
     for name in computed_tensors(model):
         var = imported.renamed.get(name, name)
         want, got = litert[name], executor.fetch(var)
         if want.shape != got.shape or want.dtype != got.dtype:
             bad.append(f"{var}: {got.dtype}{list(got.shape)}, LiteRT {want.dtype}{list(want.shape)}")
-        elif np.any(want != got):
+        elif tolerance is None and np.any(want != got):
             bad.append(f"{var}: {int(np.count_nonzero(want != got))} of {want.size} elements differ")
+        elif tolerance is not None and not np.allclose(got, want, *tolerance):
+            bad.append(f"{var}: largest difference {float(np.max(np.abs(got - want))):.3g}")
     return bad

@@ -13,7 +13,7 @@ pytest.importorskip("tflite", minversion="2.18",
 pytest.importorskip("ai_edge_litert.interpreter", reason="needs ai-edge-litert (LiteRT's interpreter)")
 
 from tflite_builder import Op, Tensor, build_model  # noqa: E402
-from tflite_oracle import DATA, computed_tensors, litert_inputs, litert_run, mismatches  # noqa: E402
+from tflite_oracle import DATA, feed, litert_inputs, litert_run, mismatches  # noqa: E402
 
 from openinfer.errors import TfliteImportError  # noqa: E402
 from openinfer.reference.executor import Reference  # noqa: E402
@@ -53,22 +53,10 @@ def test_every_tensor_is_bit_exact_with_litert(name, tmp_path) -> None:
     ex = ref.make_executor()
     for seed in range(3):
         by_index, by_name = litert_inputs(data, seed)
-        ex.insert(**{result.renamed.get(k, k): v for k, v in by_name.items()})
+        ex.insert(**feed(result, by_name))
         ex.run_step()
         bad = mismatches(result, data, ex, litert_run(data, by_index))
         assert not bad, f"{name}, input seed {seed}:\n" + "\n".join(bad)
-
-
-def _float_mismatches(result, data: bytes, ex, litert: dict) -> list[str]:
-    bad = []
-    for name in computed_tensors(data):
-        var = result.renamed.get(name, name)
-        want, got = litert[name], ex.fetch(var)
-        if want.shape != got.shape or want.dtype != got.dtype:
-            bad.append(f"{var}: {got.dtype}{list(got.shape)}, LiteRT {want.dtype}{list(want.shape)}")
-        elif not np.allclose(got, want, *F32_TOLERANCE):
-            bad.append(f"{var}: largest difference {float(np.max(np.abs(got - want))):.3g}")
-    return bad
 
 
 @pytest.mark.parametrize("arch", ["reference", "x86_64-generic"])
@@ -87,9 +75,9 @@ def test_float_models_match_litert(name, arch, tmp_path) -> None:
         ex = Simulator(ref.model, ref.graph, arch=arch).make_executor()
     for seed in range(2):
         by_index, by_name = litert_inputs(data, seed)
-        ex.insert(**{result.renamed.get(k, k): v for k, v in by_name.items()})
+        ex.insert(**feed(result, by_name))
         ex.run_step()
-        bad = _float_mismatches(result, data, ex, litert_run(data, by_index))
+        bad = mismatches(result, data, ex, litert_run(data, by_index), F32_TOLERANCE)
         assert not bad, f"{name} on {arch}, input seed {seed}:\n" + "\n".join(bad)
 
 
@@ -104,7 +92,7 @@ def test_chains_compile_bit_exact(arch, tmp_path) -> None:
         result, data, ref = _import(name, tmp_path / name)
         ex = Simulator(ref.model, ref.graph, arch=arch).make_executor()
         by_index, by_name = litert_inputs(data, 3)
-        ex.insert(**{result.renamed.get(k, k): v for k, v in by_name.items()})
+        ex.insert(**feed(result, by_name))
         ex.run_step()
         bad = mismatches(result, data, ex, litert_run(data, by_index))
         assert not bad, f"{name} on {arch}:\n" + "\n".join(bad)
@@ -256,7 +244,7 @@ def test_float_twins_match_litert(name, tmp_path, monkeypatch) -> None:
     graph, weights = result.write(tmp_path)
     ex = Reference(weights, graph).make_executor()
     by_index, by_name = litert_inputs(data, 0)
-    ex.insert(**{result.renamed.get(k, k): v for k, v in by_name.items()})
+    ex.insert(**feed(result, by_name))
     ex.run_step()
-    bad = _float_mismatches(result, data, ex, litert_run(data, by_index))
+    bad = mismatches(result, data, ex, litert_run(data, by_index), F32_TOLERANCE)
     assert not bad, f"{name} (f32):\n" + "\n".join(bad)

@@ -12,7 +12,7 @@ pytest.importorskip("tflite", minversion="2.18",
                     reason="needs the tflite flatbuffer package (pip install 'openinfer[tflite]')")
 pytest.importorskip("ai_edge_litert.interpreter", reason="needs ai-edge-litert (LiteRT's interpreter)")
 
-from tflite_oracle import DATA, litert_inputs, litert_run, mismatches  # noqa: E402
+from tflite_oracle import DATA, feed, litert_inputs, litert_run, mismatches  # noqa: E402
 
 from openinfer.reference.executor import Reference  # noqa: E402
 from openinfer.testing import skip_unless_runs_here  # noqa: E402
@@ -38,17 +38,13 @@ def imported(tmp_path_factory):
     return get
 
 
-def _feed(result, inputs_by_name):
-    return {result.renamed.get(k, k): v for k, v in inputs_by_name.items()}
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_reference_is_bit_exact_with_litert(name, imported) -> None:
     result, data, graph, model = imported(name)
     ex = Reference(model, graph).make_executor()
     for seed in range(3):
         by_index, by_name = litert_inputs(data, seed)
-        ex.insert(**_feed(result, by_name))
+        ex.insert(**feed(result, by_name))
         ex.run_step()
         bad = mismatches(result, data, ex, litert_run(data, by_index))
         assert not bad, f"{name}, input seed {seed}:\n" + "\n".join(bad)
@@ -64,7 +60,7 @@ def test_compiled_is_bit_exact_with_litert(name, arch, imported) -> None:
     ref = Reference(model, graph)
     ex = Simulator(ref.model, ref.graph, arch=arch).make_executor()
     by_index, by_name = litert_inputs(data, 7)
-    ex.insert(**_feed(result, by_name))
+    ex.insert(**feed(result, by_name))
     ex.run_step()
     bad = mismatches(result, data, ex, litert_run(data, by_index))
     assert not bad, f"{name} on {arch}:\n" + "\n".join(bad)
