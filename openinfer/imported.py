@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,10 +15,29 @@ import numpy as np
 
 from .api import bind_inputs
 from .dsl import graph as parse_graph
+from .dsl.lexer import KEYWORDS
 from .errors import OpenInferError, OutputFileError
 from .files import fsync_dir, refuse_non_regular, write_text
 from .oinf import ModelLoader, write_oinf
 from .oinf.values import TensorSpec
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_identifier(name: str) -> bool:
+    """A name the DSL takes as it is."""
+    return bool(_IDENT.fullmatch(name)) and name not in KEYWORDS
+
+
+def sanitize(name: str) -> str:
+    """`name` made a DSL identifier: runs of other characters become `_`, leading and trailing `_`
+    go, a leading digit gets `v_` in front and a keyword `_` behind."""
+    if is_identifier(name):
+        return name
+    out = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "v"
+    if out[0].isdigit():
+        out = "v_" + out
+    return out + "_" if out in KEYWORDS else out
 
 
 def quoted(name: str) -> str:

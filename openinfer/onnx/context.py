@@ -26,12 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..dsl.lexer import KEYWORDS
 from ..errors import OnnxImportError
-from ..imported import quoted  # noqa: F401  (the handlers import it from here)
+from ..imported import is_identifier, quoted, sanitize  # noqa: F401  (the importer and handlers import them from here)
 from .problems import shape_problem
-
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: ONNX TensorProto element types -> DSL dtypes (the ones both sides have).
 ONNX_DTYPES = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool", 10: "f16",
@@ -42,22 +39,6 @@ NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": n
 FLOATS = ("f16", "f32", "f64")
 ONNX_INTS = ("i8", "i16", "i32", "i64")
 ONNX_UINTS = ("u8", "u16", "u32", "u64")
-
-
-def is_identifier(name: str) -> bool:
-    """A name the DSL takes as it is."""
-    return bool(_IDENT.fullmatch(name)) and name not in KEYWORDS
-
-
-def sanitize(name: str) -> str:
-    """`name` made a DSL identifier: runs of other characters become `_`, leading and trailing `_`
-    go, a leading digit gets `v_` in front and a keyword `_` behind."""
-    if is_identifier(name):
-        return name
-    out = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "v"
-    if out[0].isdigit():
-        out = "v_" + out
-    return out + "_" if out in KEYWORDS else out
 
 
 @dataclass(frozen=True)

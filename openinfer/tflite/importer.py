@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TfliteImportError
-from ..imported import ImportedModel, check_imported, quoted
-from ..onnx.context import sanitize
+from ..imported import ImportedModel, check_imported, quoted, sanitize
 from .model import Operator, Tensor, TfliteModel, read_model
 
 
