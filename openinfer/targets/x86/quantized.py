@@ -1,0 +1,108 @@
+"""The x86 wing's int8 kernels (templates/x86/qconv.c.j2, qlinear.c.j2): the registry's qconv2d
+(TFLite's CONV_2D and DEPTHWISE_CONV_2D, integer-only) and qlinear (FULLY_CONNECTED) with AVX2 or
+AVX-512BW integer multiply-adds, bit-exact with the portable kernels
+(openinfer/targets/c/kernels/quantized.py): the same int32 sums of (x - x_zero) w, wrapping
+modulo 2^32 as the reference's int32, then the same scalar requantization per output
+(oi_quant.h's oi_q_requantize, qlinear's oi_q_round_f64 of acc * scale in double).
+
+The multiply-add is VPMADDWD (int16 x int16, adjacent pairs summed into int32 lanes): x - x_zero
+is in [-255, 255] and w in [-128, 127], so a pair sums to at most 2 * 255 * 128 = 65280 in
+magnitude and the instruction's one saturating case (both pairs -32768 * -32768) never occurs;
+the int32 lanes then add with wrap-around, exact modulo 2^32 in any order. VPMADDUBSW (u8 x s8
+into SATURATING int16 pairs) would be faster but can saturate for int8 data, so it is not used.
+
+Kinds of qconv2d taken (any other request, grouped or with a depth multiplier above 1, dynamic
+shapes or the planner's fused forms, takes the portable kernel):
+- groups == 1 (pointwise and regular): w is widened once per call into the scratch as int16 rows
+  of K = KH KW C taps (zero-padded to a whole vector); the window of each output position is
+  copied as int16 x - x_zero (0 for a tap in the padding, which adds nothing, as the reference
+  skips it), in the same (ky, kx, c) order as a row of w. Then NP positions x 4 output channels
+  are summed together, so each vector load of a window serves 4 VPMADDWDs and each load of w NP;
+  the 4 channels' lanes are added horizontally once, at the end of the row (VPHADDD, wrapping).
+- depthwise with multiplier 1 (groups == C == O): channels across the lanes (8 or 16 int32), a tap
+  a VPMOVSXBD load of x; w is widened per call to int32 lanes holding w in their low int16 and 0
+  in the high one, so that VPMADDWD against the sign-extended x (whose high int16 is x's sign)
+  makes x * w exactly (x_lo w + x_hi 0) with a 5-cycle multiply instead of VPMULLD's 10. A window
+  whose taps are all inside x starts at bias - x_zero sum w (folded once per call; exact modulo
+  2^32) and runs its taps unrolled; a window reaching into the padding subtracts x_zero from x
+  and skips the padding's taps. C % lanes last channels take the portable arithmetic in C.
+
+qlinear: a row of x is copied as int16 x - x_zero; 4 rows of w at a time, each vector of x loaded
+once for 4 VPMADDWDs against w widened on the fly (VPMOVSXBW; w is read once per row of x, so
+widening it in advance would double its traffic); K % (vector width) last k in C. A non-zero w_zero
+is folded: sum (x - x_zero)(w - w_zero) = sum (x - x_zero) w - w_zero sum (x - x_zero).
+"""
+
+from __future__ import annotations
+
+from ...synth.program import KernelRequest
+from ..c.kernels.common import static_attr
+from ..c.kernels.registry import KernelText
+from ..geometry import numel
+from .renderer import Avx2Renderer, emitter
+
+#: Output positions summed together by the groups-1 convolution, by vector width: with 4
+#: channels, NP x 4 accumulators, NP windows' vectors and one of w in registers (16 ymm, 32 zmm)
+_POSITIONS = {256: 2, 512: 4}
+
+
+def _covered(req: KernelRequest) -> bool:
+    """Whether a request is a plain static-shape call of the op (no fused or planner form)."""
+    if req.mode != "normal" or req.aliased or req.acc or req.epilogue or req.prologue or req.input_perms \
+            or req.packed or req.sizes or req.runtime_attrs or req.pool:
+        return False
+    return all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape) and numel(req.output.shape) > 0
+
+
+def _round_up(x: int, step: int) -> int:
+    return -(-x // step) * step
+
+
+@emitter("qconv2d")
+def _qconv(r: Avx2Renderer, req: KernelRequest, name: str) -> KernelText | None:
+    """Integer-only int8 convolutions with groups 1 or depthwise (multiplier 1); None for any other."""
+    if not _covered(req):
+        return None
+    x, w = req.inputs[0], req.inputs[1]
+    n, h, wd, c = x.shape
+    o, kh, kw, cg = w.shape
+    _, oh, ow, _ = req.output.shape
+    groups = static_attr(req, "groups")
+    (sh, sw), (dh, dw), (pt, pl, _, _) = (static_attr(req, a) for a in ("stride", "dilation", "padding"))
+    v = r.vec
+    l16, l32 = v.bits // 16, v.bits // 32            # int16 lanes, int32 lanes of a vector
+    np_ = _POSITIONS[v.bits]
+    if groups == 1:
+        kind = "pointwise" if kh == kw == 1 else "regular"
+        k = kh * kw * c
+        kp = _round_up(k, l16)
+        scratch = 2 * kp * (o + np_)                  # w as int16 rows, then NP windows
+    elif groups == c == o and cg == 1:
+        kind, k, kp = "depthwise", kh * kw, 0
+        scratch = 4 * (c // l32 * l32) * (k + 1) + 4      # w as int32 lanes per tap, the folded biases
+    else:
+        return None
+    has_bias = len(req.inputs) > 4
+    doc = (f"qconv2d: {x} * {w}{' + bias' if has_bias else ''}, stride {[sh, sw]}, "
+           f"padding {list(static_attr(req, 'padding'))}, dilation {[dh, dw]}, groups {groups} -> {req.output}")
+    text = r.render("qconv.c.j2", req, name, (), doc=doc, kind=kind, n=n, h=h, w=wd, c=c, o=o, kh=kh, kw=kw, cg=cg,
+                    oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, k=k, kp=kp, taps=kh * kw, l16=l16,
+                    l32=l32, np=np_, positions=n * oh * ow, has_bias=has_bias,
+                    **{a: static_attr(req, a) for a in ("x_zero", "y_zero", "act_min", "act_max")})
+    return KernelText(text, scratch)
+
+
+@emitter("qlinear")
+def _qlinear(r: Avx2Renderer, req: KernelRequest, name: str) -> KernelText | None:
+    """Integer-only int8 fully connected layers, static shapes; None for any other request."""
+    if not _covered(req):
+        return None
+    n, k = req.inputs[1].shape
+    rows = numel(req.output.shape) // n
+    l16 = r.vec.bits // 16
+    has_bias = len(req.inputs) > 3
+    doc = f"qlinear: {req.inputs[0]} * {req.inputs[1]}^T{' + bias' if has_bias else ''} -> {req.output}"
+    text = r.render("qlinear.c.j2", req, name, (), doc=doc, rows=rows, k=k, n=n, kv=k // l16 * l16, l16=l16,
+                    has_bias=has_bias,
+                    **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
+    return KernelText(text, 2 * max(k, 1))        # x - x_zero of a row as int16

@@ -1,0 +1,172 @@
+"""The x86 wing's int8 kernels (openinfer/targets/x86/quantized.py, templates/x86/qconv.c.j2,
+qlinear.c.j2) built and run natively, bit-exact against the reference: ONE program per target
+with a qconv2d or qlinear of its own per case, over two steps of random int8 inputs.
+
+qconv2d: the Cortex-M kernel test's cases (test_mcu_qconv.py: channels 1, 3, 4, 5, 7, 8, 9, 17, 64;
+1 x 1, 3 x 3, 10 x 4, 5 x 3 kernels; strides 1 and 2; VALID, SAME and uneven paddings, outputs of
+only padding; dilation; a batch of 2; depthwise multiplier 1 and 2, grouped; x_zero -128, 0, 83;
+bias or not; activation bounds) and channels C and O at 7, 8, 9, 15, 16, 17, 31, 32, 33 (and 63,
+64, 65): every vector width of the kernels +-1 (8 / 16 int32 lanes of the depthwise kernel, 16 /
+32 int16 lanes of a window's vector, the 4 output channels of a block) and odd position counts
+(the 2 / 4 positions of a block). qlinear: the Cortex-M test's cases and K, N around the 16 / 32
+int16 lanes and the 4 rows of a block, w_zero folded or not.
+
+The AVX-512 program runs only where the CPU has AVX-512F/BW/VL/DQ (skipped elsewhere).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import openinfer as oi
+from openinfer.testing import assert_matches_reference, skip_unless_runs_here
+
+#: (x [N, H, W, C], w [O, KH, KW, C / groups], stride, padding [top, left, bottom, right], dilation,
+#: groups, x_zero, bias?, (act_min, act_max))
+CONV_CASES = [
+    ((1, 5, 4, 1), (3, 1, 1, 1), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),       # pointwise C = 1, K = 1
+    ((1, 6, 5, 3), (5, 1, 1, 3), 1, [0, 0, 0, 0], 1, 1, 0, False, (-128, 127)),
+    ((1, 3, 7, 4), (4, 1, 1, 4), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),         # odd positions
+    ((1, 4, 4, 5), (7, 1, 1, 5), 1, [0, 0, 0, 0], 1, 1, -128, True, (-100, 90)),
+    ((1, 5, 5, 7), (8, 1, 1, 7), 2, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),          # stride 2
+    ((1, 3, 5, 8), (9, 1, 1, 8), 1, [0, 0, 0, 0], 1, 1, 83, False, (-128, 127)),
+    ((1, 4, 3, 9), (17, 1, 1, 9), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),
+    ((1, 5, 3, 17), (64, 1, 1, 17), 1, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),
+    ((1, 5, 5, 64), (64, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),    # KWS's pointwise
+    ((2, 3, 3, 64), (3, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),       # a batch
+    ((1, 3, 5, 15), (7, 1, 1, 15), 1, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),        # C, O around the widths
+    ((1, 3, 3, 16), (15, 1, 1, 16), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),
+    ((1, 2, 5, 31), (16, 1, 1, 31), 1, [0, 0, 0, 0], 1, 1, -128, False, (-128, 127)),
+    ((1, 3, 3, 32), (31, 1, 1, 32), 1, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),
+    ((1, 1, 7, 33), (32, 1, 1, 33), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),
+    ((1, 3, 3, 63), (33, 1, 1, 63), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),
+    ((1, 2, 3, 65), (8, 1, 1, 65), 1, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),
+    ((1, 3, 2, 16), (17, 1, 1, 16), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),
+    ((1, 7, 6, 3), (8, 3, 3, 3), 2, [0, 0, 1, 1], 1, 1, -128, True, (-128, 127)),       # VWW's first: SAME, stride 2
+    ((1, 6, 6, 4), (5, 3, 3, 4), 1, [1, 1, 1, 1], 1, 1, 0, True, (-128, 127)),          # SAME
+    ((1, 5, 7, 5), (4, 3, 3, 5), 1, [0, 0, 0, 0], 1, 1, 83, False, (-128, 127)),        # VALID
+    ((1, 6, 5, 8), (9, 3, 3, 8), 2, [1, 1, 1, 1], 1, 1, -128, True, (-128, 127)),
+    ((1, 5, 5, 16), (16, 3, 3, 16), 1, [1, 1, 1, 1], 2, 1, 0, True, (-128, 127)),       # dilation 2
+    ((1, 4, 5, 7), (3, 3, 3, 7), 1, [3, 2, 4, 3], 1, 1, 83, True, (-128, 127)),         # outputs of only padding
+    ((1, 12, 6, 1), (64, 10, 4, 1), 2, [4, 1, 5, 1], 1, 1, 83, True, (-128, 127)),      # KWS's first (K = 40)
+    ((1, 9, 7, 1), (5, 10, 4, 1), 1, [4, 1, 5, 2], 1, 1, -128, False, (-128, 127)),
+    ((1, 6, 5, 9), (3, 5, 3, 9), 1, [2, 1, 2, 1], 1, 1, 0, True, (0, 127)),             # K = 135
+    ((1, 6, 6, 17), (33, 3, 3, 17), 2, [1, 1, 1, 1], 1, 1, 83, True, (-128, 127)),      # ResNet-like, odd widths
+    ((1, 5, 4, 32), (32, 3, 3, 32), 1, [1, 1, 1, 1], 1, 1, -128, True, (-128, 127)),
+    ((1, 5, 5, 1), (1, 3, 3, 1), 1, [1, 1, 1, 1], 1, 1, 83, True, (-128, 127)),         # depthwise C = 1: groups 1
+    ((1, 6, 5, 3), (3, 3, 3, 1), 1, [1, 1, 1, 1], 1, 3, -128, True, (-128, 127)),
+    ((1, 5, 6, 4), (4, 3, 3, 1), 1, [1, 1, 1, 1], 1, 4, 0, False, (-128, 127)),
+    ((1, 7, 7, 5), (5, 3, 3, 1), 2, [0, 0, 1, 1], 1, 5, 83, True, (-128, 127)),
+    ((1, 5, 5, 8), (8, 3, 3, 1), 1, [0, 0, 0, 0], 1, 8, -128, True, (-128, 127)),       # VALID
+    ((1, 6, 6, 9), (9, 3, 3, 1), 2, [1, 1, 1, 1], 1, 9, 0, True, (-20, 127)),
+    ((1, 5, 4, 17), (17, 3, 3, 1), 1, [2, 2, 2, 2], 2, 17, 83, True, (-128, 127)),      # dilation 2
+    ((1, 5, 5, 64), (64, 3, 3, 1), 1, [1, 1, 1, 1], 1, 64, -128, True, (-128, 127)),    # KWS's depthwise
+    ((2, 4, 3, 7), (7, 3, 3, 1), 1, [3, 3, 3, 3], 1, 7, 0, True, (-128, 127)),          # padding past the taps
+    ((1, 4, 5, 15), (15, 3, 3, 1), 1, [1, 1, 1, 1], 1, 15, 83, False, (-128, 127)),     # C around the lanes
+    ((1, 5, 4, 16), (16, 3, 3, 1), 2, [1, 1, 1, 1], 1, 16, -128, True, (-128, 127)),
+    ((1, 4, 4, 31), (31, 3, 3, 1), 1, [1, 1, 1, 1], 1, 31, 0, True, (-128, 127)),
+    ((1, 3, 5, 32), (32, 3, 3, 1), 1, [1, 1, 1, 1], 1, 32, 83, True, (-128, 127)),
+    ((1, 4, 3, 33), (33, 3, 3, 1), 1, [0, 1, 2, 1], 1, 33, -128, True, (-128, 127)),
+    ((1, 3, 3, 65), (65, 3, 3, 1), 1, [1, 1, 1, 1], 1, 65, 0, True, (-128, 127)),
+    ((1, 5, 5, 4), (8, 3, 3, 1), 1, [1, 1, 1, 1], 1, 4, 83, True, (-128, 127)),         # multiplier 2: portable
+    ((1, 5, 5, 8), (4, 3, 3, 4), 1, [1, 1, 1, 1], 1, 2, -128, True, (-128, 127)),       # 2 groups: portable
+]
+#: the kernel each case takes (groups 1, or depthwise with multiplier 1), by its comment's kind
+CONV_KIND = ["pointwise"] * 18 + ["regular"] * 12 + ["depthwise"] * 14 + [None] * 2
+
+#: (rows, K, N, x_zero, w_zero, bias?, (act_min, act_max))
+LINEAR_CASES = [
+    (1, 1, 3, -128, 0, True, (-128, 127)),
+    (1, 3, 1, 0, 0, False, (-128, 127)),
+    (2, 4, 2, 89, 0, True, (-128, 127)),
+    (1, 5, 8, -128, 3, True, (-128, 127)),
+    (3, 13, 9, 0, 0, True, (0, 127)),
+    (1, 33, 128, 89, 0, True, (-128, 127)),
+    (1, 640, 128, -128, 0, True, (-128, 127)),      # AD's first layer
+    (1, 128, 8, 0, -7, True, (-128, 127)),
+    (2, 8, 9, 89, 0, False, (-60, 100)),
+    (1, 15, 7, 0, 0, True, (-128, 127)),            # K around 16 / 32 lanes, N around 4 rows
+    (1, 16, 5, -128, 0, True, (-128, 127)),
+    (2, 17, 4, 89, 2, True, (-128, 127)),
+    (1, 31, 3, 0, 0, False, (-128, 127)),
+    (1, 32, 17, -128, 0, True, (-128, 127)),
+    (1, 63, 15, 89, 0, True, (-128, 127)),
+    (1, 64, 16, 0, -1, True, (-128, 127)),
+    (1, 65, 33, -128, 0, True, (-128, 127)),
+    (1, 640, 9, 0, 1, True, (-128, 127)),
+]
+
+
+def _out_size(size: int, k: int, stride: int, before: int, after: int, dil: int) -> int:
+    return (size + before + after - dil * (k - 1) - 1) // stride + 1
+
+
+def _program(rng: np.random.Generator):
+    """CONV_CASES and LINEAR_CASES as one program: (graph text, weights, two steps' inputs)."""
+    dyn, const, outs, body, weights, shapes = [], [], [], [], {}, {}
+    for j, (xs, ws, stride, pad, dil, groups, x_zero, bias, (lo, hi)) in enumerate(CONV_CASES):
+        n, h, w, _ = xs
+        o, kh, kw, cg = ws
+        oh = _out_size(h, kh, stride, pad[0], pad[2], dil)
+        ow = _out_size(w, kw, stride, pad[1], pad[3], dil)
+        weights[f"w{j}"] = rng.integers(-128, 128, ws).astype(np.int8)
+        weights[f"m{j}"] = rng.integers(1 << 30, (1 << 31) - 1, o).astype(np.int32)
+        # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
+        spread = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60))
+        shifts = spread + rng.integers(-1, 2, o)
+        if j == 0:                  # left shifts too (a scale above 1: the requantization's other branch)
+            shifts[:2] = (1, 0)
+        weights[f"s{j}"] = shifts.astype(np.int32)
+        const += [f"w{j}: i8[{', '.join(map(str, ws))}];", f"m{j}: i32[{o}];", f"s{j}: i32[{o}];"]
+        args = f"x{j}, w{j}, m{j}, s{j}"
+        if bias:
+            weights[f"b{j}"] = rng.integers(-20000, 20000, o).astype(np.int32)
+            const.append(f"b{j}: i32[{o}];")
+            args += f", b{j}"
+        shapes[f"x{j}"] = xs
+        dyn.append(f"x{j}: i8[{', '.join(map(str, xs))}];")
+        outs.append(f"y{j}: i8[{n}, {oh}, {ow}, {o}];")
+        body.append(f"  op qconv2d({args}, stride={stride}, padding={pad}, dilation={dil}, groups={groups}, "
+                    f"x_zero={x_zero}, y_zero={int(rng.integers(-20, 21))}, act_min={lo}, act_max={hi}) >> y{j};\n")
+    for j, (rows, k, n, x_zero, w_zero, bias, (lo, hi)) in enumerate(LINEAR_CASES):
+        weights[f"fw{j}"] = rng.integers(-128, 128, (n, k)).astype(np.int8)
+        weights[f"fs{j}"] = (60 / (75 * 75 * np.sqrt(k)) * rng.uniform(0.5, 2.0, n)).astype(np.float64)
+        const += [f"fw{j}: i8[{n}, {k}];", f"fs{j}: f64[{n}];"]
+        args = f"fx{j}, fw{j}, fs{j}"
+        if bias:
+            weights[f"fb{j}"] = rng.integers(-20000, 20000, n).astype(np.int32)
+            const.append(f"fb{j}: i32[{n}];")
+            args += f", fb{j}"
+        shapes[f"fx{j}"] = (rows, k)
+        dyn.append(f"fx{j}: i8[{rows}, {k}];")
+        outs.append(f"fy{j}: i8[{rows}, {n}];")
+        body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
+                    f"act_min={lo}, act_max={hi}) >> fy{j};\n")
+    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
+            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
+    feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()} for _ in range(2)]
+    return text, weights, feeds
+
+
+def _check(tmp_path: Path, arch: str, isa: str) -> None:
+    skip_unless_runs_here(arch)
+    text, weights, feeds = _program(np.random.default_rng(11))
+    oi.write_oinf(tmp_path / "q.oinf", weights)
+    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "q.oinf"), oi.graph(text), arch=arch, feeds=feeds)
+    kernels = "".join(p.read_text() for p in Path(sim.project).glob("*_kernels.c"))
+    for (xs, ws, *_), kind in zip(CONV_CASES, CONV_KIND, strict=True):
+        line = f"x[{', '.join(map(str, xs))}] * w[{', '.join(map(str, ws))}]"
+        taken = [k for k in ("pointwise", "regular", "depthwise") if f"{isa} qconv2d {k}: {line}" in kernels]
+        assert taken == ([kind] if kind else []), (xs, ws, taken)
+    for rows, k, n, *_ in LINEAR_CASES:
+        assert f"{isa} qlinear: x[{rows}, {k}] * w[{n}, {k}]" in kernels, (rows, k, n)
+
+
+@pytest.mark.parametrize(("arch", "isa"), [("x86_64-avx2", "avx2"), ("x86_64-avx512", "avx512")])
+def test_int8_kernels_match_reference(tmp_path, monkeypatch, arch, isa):
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
+    _check(tmp_path, arch, isa)
