@@ -23,7 +23,11 @@ import numpy as np
 import pytest
 
 import openinfer as oi
+from openinfer.api import bind_inputs
+from openinfer.build import build
+from openinfer.synthesizer import Synthesizer
 from openinfer.testing import assert_matches_reference, skip_unless_runs_here
+from openinfer.writetree import write_tree
 
 #: (x [N, H, W, C], w [O, KH, KW, C / groups], stride, padding [top, left, bottom, right], dilation,
 #: groups, x_zero, bias?, (act_min, act_max))
@@ -170,3 +174,20 @@ def _check(tmp_path: Path, arch: str, isa: str) -> None:
 def test_int8_kernels_match_reference(tmp_path, monkeypatch, arch, isa):
     monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
     _check(tmp_path, arch, isa)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_int8_kernels_compile_clean(tmp_path, isa):
+    """The program's generated C builds with -Werror (meson's warning_level 2: -Wall -Wextra) on
+    any x86-64 host, whether or not its CPU could run it: the AVX-512 kernels are checked here
+    (parametrised by family, not descriptor, so that tests/conftest.py does not skip it)."""
+    arch = f"x86_64-{isa}"
+    text, weights, _ = _program(np.random.default_rng(11))
+    oi.write_oinf(tmp_path / "q.oinf", weights)
+    model, graph, _ = bind_inputs(oi.ModelLoader.open(tmp_path / "q.oinf"), oi.graph(text), None, None)
+    plan = Synthesizer.from_arch(arch).synthesize(model, graph)
+    kernels = b"".join(v for k, v in plan.files.items() if k.endswith("_kernels.c")).decode()
+    assert kernels.count(f"{isa} qconv2d ") == len([k for k in CONV_KIND if k])
+    assert kernels.count(f"{isa} qlinear: ") == len(LINEAR_CASES)
+    write_tree(tmp_path / "project", dict(plan.files))
+    build(tmp_path / "project", options=["-Dwerror=true"])
