@@ -253,6 +253,7 @@ static inline void *oi_kctx_scratch(const oi_kctx *ctx) {
 #define OI_CPU_ASIMDDP     (1u << 12)
 #define OI_CPU_FPHP        (1u << 13)
 #define OI_CPU_ASIMDHP     (1u << 14)
+#define OI_CPU_AVX512_VNNI (1u << 15)
 
 #define OI_CPU_FAMILIES(X) X("generic") X("avx2") X("avx512") X("neon") X("v82") X("cortex-m") X("cortex-m-v8m") X("helium")
 
@@ -269,6 +270,7 @@ static inline void *oi_kctx_scratch(const oi_kctx *ctx) {
     X(OI_CPU_AVX512DQ,    "avx512dq",    "avx512",  7, 0, 1, 17, 0xE6, 0, 0)  \
     X(OI_CPU_AVX512_BF16, "avx512_bf16", "avx512",  7, 1, 0, 5,  0xE6, 0, 0)  \
     X(OI_CPU_AVX512_FP16, "avx512_fp16", "avx512",  7, 0, 3, 23, 0xE6, 0, 0)  \
+    X(OI_CPU_AVX512_VNNI, "avx512_vnni", "avx512",  7, 0, 2, 11, 0xE6, 0, 0)  \
     X(OI_CPU_ASIMD,       "asimd",       "neon",    0, 0, 0, 0,  0x00, 1, 1)  \
     X(OI_CPU_ASIMDDP,     "asimddp",     "v82",     0, 0, 0, 0,  0x00, 1, 20) \
     X(OI_CPU_FPHP,        "fphp",        "v82",     0, 0, 0, 0,  0x00, 1, 9)  \

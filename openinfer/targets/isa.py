@@ -59,6 +59,9 @@ FEATURES: tuple[Feature, ...] = (
     Feature("avx512dq", "OI_CPU_AVX512DQ", "avx512dq", "-mavx512dq", "avx512"),
     Feature("avx512_bf16", "OI_CPU_AVX512_BF16", "avx512_bf16", None, "avx512"),
     Feature("avx512_fp16", "OI_CPU_AVX512_FP16", "avx512_fp16", None, "avx512"),
+    # VPDPBUSD (u8 x s8 sums of 4 into int32 lanes): the int8 kernels' multiply-add where listed
+    # (openinfer/targets/x86/quantized.py); Cascade Lake, Ice Lake, Zen 4 and later have it
+    Feature("avx512_vnni", "OI_CPU_AVX512_VNNI", "avx512_vnni", "-mavx512vnni", "avx512"),
     # AArch64 (Linux reports them in AT_HWCAP; /proc/cpuinfo's `Features` line spells them so).
     # No compiler flag: Advanced SIMD is baseline Armv8-A, and the Armv8.2-A extensions are
     # enabled together by one -march (a descriptor's `compiler.cflags`), which flags of single

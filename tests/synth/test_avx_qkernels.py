@@ -11,11 +11,13 @@ bias or not; activation bounds) and channels C and O at 7, 8, 9, 15, 16, 17, 31,
 (the 2 / 4 positions of a block). qlinear: the Cortex-M test's cases and K, N around the 16 / 32
 int16 lanes and the 4 rows of a block, w_zero folded or not.
 
-The AVX-512 program runs only where the CPU has AVX-512F/BW/VL/DQ (skipped elsewhere).
+The AVX-512 programs run only where the CPU has AVX-512F/BW/VL/DQ (and VNNI for the descriptor
+that lists it; skipped elsewhere); every program is also built with -Werror on any x86-64 host.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -156,7 +158,19 @@ def _program(rng: np.random.Generator):
     return text, weights, feeds
 
 
-def _check(tmp_path: Path, arch: str, isa: str) -> None:
+def _vnni_descriptor(tmp_path: Path) -> Path:
+    """x86_64-avx512 with AVX512-VNNI listed (a Cascade Lake, Ice Lake or Zen 4 class CPU): the
+    VPDPBUSD kernels."""
+    doc = json.loads((Path(__file__).resolve().parents[2] / "devices" / "x86_64-avx512.json").read_text())
+    doc["device"]["name"] = "x86-64-v4 with AVX512-VNNI"
+    doc["isa"]["features"].append("avx512_vnni")
+    doc["compiler"]["cflags"].append("-mavx512vnni")
+    path = tmp_path / "x86_64-avx512-vnni.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _check(tmp_path: Path, arch: str | Path, isa: str) -> None:
     skip_unless_runs_here(arch)
     text, weights, feeds = _program(np.random.default_rng(11))
     oi.write_oinf(tmp_path / "q.oinf", weights)
@@ -168,6 +182,9 @@ def _check(tmp_path: Path, arch: str, isa: str) -> None:
         assert taken == ([kind] if kind else []), (xs, ws, taken)
     for rows, k, n, *_ in LINEAR_CASES:
         assert f"{isa} qlinear: x[{rows}, {k}] * w[{n}, {k}]" in kernels, (rows, k, n)
+    vnni = isinstance(arch, Path)
+    assert kernels.count("VPDPBUSD") == vnni * (CONV_KIND.count("pointwise") + CONV_KIND.count("regular")
+                                                + len(LINEAR_CASES))
 
 
 @pytest.mark.parametrize(("arch", "isa"), [("x86_64-avx2", "avx2"), ("x86_64-avx512", "avx512")])
@@ -176,12 +193,18 @@ def test_int8_kernels_match_reference(tmp_path, monkeypatch, arch, isa):
     _check(tmp_path, arch, isa)
 
 
-@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_int8_vnni_kernels_match_reference(tmp_path, monkeypatch):
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
+    _check(tmp_path, _vnni_descriptor(tmp_path), "avx512")
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512", "avx512-vnni"])
 def test_int8_kernels_compile_clean(tmp_path, isa):
     """The program's generated C builds with -Werror (meson's warning_level 2: -Wall -Wextra) on
     any x86-64 host, whether or not its CPU could run it: the AVX-512 kernels are checked here
     (parametrised by family, not descriptor, so that tests/conftest.py does not skip it)."""
-    arch = f"x86_64-{isa}"
+    arch = _vnni_descriptor(tmp_path) if isa == "avx512-vnni" else f"x86_64-{isa}"
+    isa = isa.removesuffix("-vnni")
     text, weights, _ = _program(np.random.default_rng(11))
     oi.write_oinf(tmp_path / "q.oinf", weights)
     model, graph, _ = bind_inputs(oi.ModelLoader.open(tmp_path / "q.oinf"), oi.graph(text), None, None)
@@ -189,5 +212,7 @@ def test_int8_kernels_compile_clean(tmp_path, isa):
     kernels = b"".join(v for k, v in plan.files.items() if k.endswith("_kernels.c")).decode()
     assert kernels.count(f"{isa} qconv2d ") == len([k for k in CONV_KIND if k])
     assert kernels.count(f"{isa} qlinear: ") == len(LINEAR_CASES)
+    assert kernels.count("VPDPBUSD") == isinstance(arch, Path) * (len([k for k in CONV_KIND if k in (
+        "pointwise", "regular")]) + len(LINEAR_CASES))
     write_tree(tmp_path / "project", dict(plan.files))
     build(tmp_path / "project", options=["-Dwerror=true"])

@@ -27,6 +27,16 @@ shapes or the planner's fused forms, takes the portable kernel):
   2^32) and runs its taps unrolled; a window reaching into the padding subtracts x_zero from x
   and skips the padding's taps. C % lanes last channels take the portable arithmetic in C.
 
+With AVX512-VNNI (a descriptor listing avx512_vnni; the bundled x86_64-avx512 is the generic
+x86-64-v4 and does not) the groups-1 convolution and qlinear multiply with VPDPBUSD instead: 64
+u8 x s8 products a vector, summed by 4 into int32 lanes without saturation. x is made unsigned by
+x ^ 0x80 = x + 128, so the sums are sum (x + 128) w = sum (x - x_zero) w + (x_zero + 128) sum w,
+and (x_zero + 128) sum w is subtracted per output channel (exact modulo 2^32): the convolution
+folds sum w per call while it copies w (a tap in the padding holds x_zero ^ 0x80, so it adds
+(x_zero + 128) w, which the fold takes back: sum w runs over every tap), qlinear sums each row of w
+in the same loop, one more VPDPBUSD against bytes of 1 per load of w (its rows are read once per
+row of x). The depthwise kernel keeps VPMADDWD (VPDPBUSD sums 4 adjacent bytes, 4 channels there).
+
 qlinear: a row of x is copied as int16 x - x_zero; 4 rows of w at a time, each vector of x loaded
 once for 4 VPMADDWDs against w widened on the fly (VPMOVSXBW; w is read once per row of x, so
 widening it in advance would double its traffic); K % (vector width) last k in C. A non-zero w_zero
@@ -72,11 +82,16 @@ def _qconv(r: Avx2Renderer, req: KernelRequest, name: str) -> KernelText | None:
     v = r.vec
     l16, l32 = v.bits // 16, v.bits // 32            # int16 lanes, int32 lanes of a vector
     np_ = _POSITIONS[v.bits]
+    vnni = _vnni(r)
     if groups == 1:
         kind = "pointwise" if kh == kw == 1 else "regular"
         k = kh * kw * c
-        kp = _round_up(k, l16)
-        scratch = 2 * kp * (o + np_)                  # w as int16 rows, then NP windows
+        if vnni:
+            kp = _round_up(k, 64)
+            scratch = kp * (o + np_) + 4 * o          # w rows, NP windows of u8, sum w per channel
+        else:
+            kp = _round_up(k, l16)
+            scratch = 2 * kp * (o + np_)              # w as int16 rows, then NP windows
     elif groups == c == o and cg == 1:
         kind, k, kp = "depthwise", kh * kw, 0
         scratch = 4 * (c // l32 * l32) * (k + 1) + 4      # w as int32 lanes per tap, the folded biases
@@ -87,7 +102,7 @@ def _qconv(r: Avx2Renderer, req: KernelRequest, name: str) -> KernelText | None:
            f"padding {list(static_attr(req, 'padding'))}, dilation {[dh, dw]}, groups {groups} -> {req.output}")
     text = r.render("qconv.c.j2", req, name, (), doc=doc, kind=kind, n=n, h=h, w=wd, c=c, o=o, kh=kh, kw=kw, cg=cg,
                     oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, k=k, kp=kp, taps=kh * kw, l16=l16,
-                    l32=l32, np=np_, positions=n * oh * ow, has_bias=has_bias,
+                    l32=l32, np=np_, positions=n * oh * ow, has_bias=has_bias, vnni=vnni and groups == 1,
                     **{a: static_attr(req, a) for a in ("x_zero", "y_zero", "act_min", "act_max")})
     return KernelText(text, scratch)
 
@@ -99,10 +114,17 @@ def _qlinear(r: Avx2Renderer, req: KernelRequest, name: str) -> KernelText | Non
         return None
     n, k = req.inputs[1].shape
     rows = numel(req.output.shape) // n
-    l16 = r.vec.bits // 16
+    vnni = _vnni(r)
+    l16 = 64 if vnni else r.vec.bits // 16           # k a step: bytes (VNNI) or int16 lanes
     has_bias = len(req.inputs) > 3
     doc = f"qlinear: {req.inputs[0]} * {req.inputs[1]}^T{' + bias' if has_bias else ''} -> {req.output}"
     text = r.render("qlinear.c.j2", req, name, (), doc=doc, rows=rows, k=k, n=n, kv=k // l16 * l16, l16=l16,
-                    has_bias=has_bias,
+                    has_bias=has_bias, vnni=vnni,
                     **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
-    return KernelText(text, 2 * max(k, 1))        # x - x_zero of a row as int16
+    # a row of x: as int16 x - x_zero, or as u8 x ^ 0x80 zero-padded to whole vectors (VNNI)
+    return KernelText(text, _round_up(k, 64) if vnni else 2 * max(k, 1))
+
+
+def _vnni(r: Avx2Renderer) -> bool:
+    """Whether the kernels may use VPDPBUSD: 512-bit kernels of a descriptor listing avx512_vnni."""
+    return r.vec.bits == 512 and "avx512_vnni" in r.device.features
