@@ -19,17 +19,24 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import openinfer as oi
-from openinfer.api import bind_inputs
-from openinfer.build import build
-from openinfer.synthesizer import Synthesizer
-from openinfer.testing import assert_matches_reference, skip_unless_runs_here
-from openinfer.writetree import write_tree
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from compilers import Toolchain  # noqa: E402
+
+import openinfer as oi  # noqa: E402
+from openinfer.api import bind_inputs  # noqa: E402
+from openinfer.build import build  # noqa: E402
+from openinfer.synthesizer import Synthesizer  # noqa: E402
+from openinfer.testing import assert_matches_reference, skip_unless_runs_here  # noqa: E402
+from openinfer.writetree import write_tree  # noqa: E402
 
 #: (x [N, H, W, C], w [O, KH, KW, C / groups], stride, padding [top, left, bottom, right], dilation,
 #: groups, x_zero, bias?, (act_min, act_max))
@@ -200,9 +207,10 @@ def test_int8_vnni_kernels_match_reference(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512", "avx512-vnni"])
 def test_int8_kernels_compile_clean(tmp_path, isa):
-    """The program's generated C builds with -Werror (meson's warning_level 2: -Wall -Wextra) on
-    any x86-64 host, whether or not its CPU could run it: the AVX-512 kernels are checked here
-    (parametrised by family, not descriptor, so that tests/conftest.py does not skip it)."""
+    """The program's generated C builds with -Werror (meson's warning_level 2: -Wall -Wextra),
+    with GCC and with Clang (where installed; the shape sweep builds with both), on any x86-64
+    host whether or not its CPU could run it: the AVX-512 kernels are checked here (parametrised
+    by family, not descriptor, so that tests/conftest.py does not skip it)."""
     arch = _vnni_descriptor(tmp_path) if isa == "avx512-vnni" else f"x86_64-{isa}"
     isa = isa.removesuffix("-vnni")
     text, weights, _ = _program(np.random.default_rng(11))
@@ -214,5 +222,9 @@ def test_int8_kernels_compile_clean(tmp_path, isa):
     assert kernels.count(f"{isa} qlinear: ") == len(LINEAR_CASES)
     assert kernels.count("VPDPBUSD") == isinstance(arch, Path) * (len([k for k in CONV_KIND if k in (
         "pointwise", "regular")]) + len(LINEAR_CASES))
-    write_tree(tmp_path / "project", dict(plan.files))
-    build(tmp_path / "project", options=["-Dwerror=true"])
+    compilers = [t for t in (Toolchain("gcc", "2"), Toolchain("clang", "2")) if not t.missing()]
+    for toolchain in compilers:
+        project = tmp_path / toolchain.name
+        write_tree(project, dict(plan.files))
+        with toolchain.active():
+            build(project, options=["-Dwerror=true", *toolchain.build_options])
