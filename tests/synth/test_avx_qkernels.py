@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -228,3 +229,70 @@ def test_int8_kernels_compile_clean(tmp_path, isa):
         write_tree(project, dict(plan.files))
         with toolchain.active():
             build(project, options=["-Dwerror=true", *toolchain.build_options])
+
+
+REQUANT_HARNESS = r"""
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "oi_quant.h"
+{{ requant8("t") }}
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    FILE *in = fopen(argv[1], "r"), *out = fopen(argv[2], "w");
+    int32_t acc[8], mult[8], shift[8], got[8];
+    int n = 0;
+    long long a, b, c;
+    for (;;) {
+        const int more = fscanf(in, " %lld %lld %lld", &a, &b, &c) == 3;
+        if (more) {
+            acc[n] = (int32_t)a, mult[n] = (int32_t)b, shift[n] = (int32_t)c;
+            ++n;
+        }
+        if (n == 8 || (!more && n)) {
+            for (int i = n; i < 8; ++i) acc[i] = mult[i] = shift[i] = 0;
+            _mm256_storeu_si256((__m256i *)got, t_requant8(_mm256_loadu_si256((const __m256i *)acc),
+                                                           _mm256_loadu_si256((const __m256i *)mult),
+                                                           _mm256_loadu_si256((const __m256i *)shift)));
+            for (int i = 0; i < n; ++i)
+                fprintf(out, "%ld %ld\n", (long)got[i], (long)oi_q_requantize(acc[i], mult[i], shift[i]));
+            n = 0;
+        }
+        if (!more) break;
+    }
+    fclose(in);
+    fclose(out);
+    return 0;
+}
+"""
+
+
+def test_vector_requantization_is_oi_quant(tmp_path):
+    """templates/x86/qrequant.c.j2's 8-lane oi_q_requantize, compiled on the host (undefined-behaviour
+    sanitizer on), against oi_quant.h on the adversarial values of test_mcu_qrequant.py (every shift
+    from -31 to 8, the extremes, INT32_MIN x INT32_MIN, both roundings' ties) and shifts to 31, each
+    lane with its own multiplier and shift."""
+    skip_unless_runs_here("x86_64-avx2")
+    from test_mcu_qrequant import _requant_cases
+
+    from openinfer.resources import hal_dir
+    from openinfer.targets.env import environment
+
+    rng = np.random.default_rng(3)
+    cases = _requant_cases(rng)
+    cases += [(int(a), int(m), int(s)) for a, m, s in zip(rng.integers(-2**31, 2**31, 4000),
+                                                             rng.integers(-2**31, 2**31, 4000),
+                                                             rng.integers(9, 32, 4000), strict=True)]
+    order = rng.permutation(len(cases))             # neighbours in a vector with other shifts and multipliers
+    cases = [cases[i] for i in order]
+    src = environment().from_string('{% from "x86/qrequant.c.j2" import requant8 %}' + REQUANT_HARNESS)
+    (tmp_path / "h.c").write_text(src.render())
+    subprocess.run(["cc", "-std=c11", "-O2", "-mavx2", "-Wall", "-Wextra", "-Werror", "-fsanitize=undefined",
+                    "-fno-sanitize-recover=undefined", f"-I{hal_dir() / 'include'}", str(tmp_path / "h.c"),
+                    "-o", str(tmp_path / "h")], check=True)
+    (tmp_path / "in.txt").write_text("".join(f"{a} {m} {s}\n" for a, m, s in cases))
+    subprocess.run([str(tmp_path / "h"), str(tmp_path / "in.txt"), str(tmp_path / "out.txt")], check=True)
+    got = [tuple(map(int, line.split())) for line in (tmp_path / "out.txt").read_text().splitlines()]
+    assert len(got) == len(cases) > 40_000
+    bad = [(c, g) for c, g in zip(cases, got, strict=True) if g[0] != g[1]]
+    assert not bad, bad[:10]
