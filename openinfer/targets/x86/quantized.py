@@ -3,7 +3,12 @@
 AVX-512BW integer multiply-adds, bit-exact with the portable kernels
 (openinfer/targets/c/kernels/quantized.py): the same int32 sums of (x - x_zero) w, wrapping
 modulo 2^32 as the reference's int32, then the same scalar requantization per output
-(oi_quant.h's oi_q_requantize, qlinear's oi_q_round_f64 of acc * scale in double).
+(oi_quant.h's oi_q_requantize, qlinear's oi_q_round_f64 of acc * scale in double). The
+convolutions requantize 8 outputs at a time where every channel's shift is in [-31, 31] (checked
+per call) and act_min <= act_max: templates/x86/qrequant.c.j2, oi_q_requantize's steps one for
+one in AVX2 (its comment shows each lane equals the scalar function for every input;
+tests/synth/test_avx_qkernels.py checks it against oi_quant.h on adversarial values); any other
+output takes oi_q_requantize itself.
 
 The multiply-add is VPMADDWD (int16 x int16, adjacent pairs summed into int32 lanes): x - x_zero
 is in [-255, 255] and w in [-128, 127], so a pair sums to at most 2 * 255 * 128 = 65280 in
