@@ -1,0 +1,112 @@
+"""Helium (Armv8.1-M MVE, Cortex-M55) int8 kernels for the integer-only qconv2d (TFLite's CONV_2D
+and DEPTHWISE_CONV_2D) and qlinear (FULLY_CONNECTED): templates/mcu/helium_qconv.c.j2 and
+helium_qlinear.c.j2, bit-exact with the portable kernels (openinfer/targets/c/kernels/quantized.py):
+the same int32 sums, modulo 2^32, then the same requantization.
+
+groups == 1 (pointwise and regular convolutions) and qlinear are dot products of a window (a row
+of x) with rows of w, 16 int8 taps at a time: VMLADAVA.S8 multiplies the 16 lane pairs and adds
+the products into a scalar int32 (no int16 intermediate, nothing saturates; the sum wraps as the
+reference's int32). The zero point is folded out of the products, sum (x - x_zero) w = sum x w -
+x_zero sum w (exact modulo 2^32), so x is used as stored: a convolution makes, per call, each
+output channel's bias - x_zero sum w (its weights are summed once for all positions); qlinear,
+whose x usually has one row, sums each row of w with VADDVA in the same loop as the products
+instead (a pass of its own would read w twice). 4 rows of w share each loaded vector of the
+window (CMSIS-NN's arm_nn_mat_mult_nt_t_s8 blocking): per 16 taps one load of x, 4 of w and 4
+VMLADAVAs for 64 multiply-adds; the K % 16 last taps are one predicated step (VCTP.8: the
+inactive lanes read no memory and load 0, which adds nothing). A pointwise convolution without
+padding reads its windows in place (C contiguous bytes of x); any other window is copied into
+the kernel's scratch with its taps in the padding set to x_zero, so that the folded sum stays
+exact there (x_zero - x_zero adds 0, as the reference skips the tap).
+
+Depthwise with multiplier 1 (groups == C == O): the channels are the vector lanes, 8 at a time
+(VLDRB.S16 loads 8 int8 sign-extended, VMULLB / VMULLT multiply the even / odd lanes into int32
+products, exact, added to two int32 vectors of sums). The weights [C, KH, KW, 1] are transposed
+per call into the scratch as [KH KW, C], a tap's channels contiguous; a window inside x starts
+from bias - x_zero sum w (also made per call) and unrolls its taps at static offsets; a window
+reaching into the padding takes a loop whose padding taps multiply x_zero (what adds 0 to the
+folded sum). A last group of C % 8 channels is predicated (VCTP.16).
+
+Requantization stays scalar, an output at a time: a convolution's through the DSP kernels'
+per-channel table (templates/mcu/qrequant.c.j2, bit-exact with oi_quant.h's
+oi_q_requantize for every input; MVE's VQRDMULH rounds differently from TFLite's
+SaturatingRoundingDoublingHighMul, so no vector form is used), qlinear's as the portable kernel's
+round(acc * scale) on the M55's double-precision FPU. Any other request (grouped, a depth
+multiplier above 1, dynamic shapes, the planner's fused forms) takes the portable kernel.
+"""
+
+from __future__ import annotations
+
+from ...synth.program import KernelRequest
+from ..c.kernels.common import static_attr
+from ..c.kernels.registry import KernelText
+from ..env import render
+from ..geometry import numel
+from .dsp_qconv import _RQ_BYTES
+
+#: int8 lanes of a Q register (VMLADAVA.S8's taps an instruction)
+LANES8 = 16
+#: int16 lanes: the depthwise kernel's channels a vector
+LANES16 = 8
+#: rows of w that share a loaded vector of the window (4 scalar sums)
+ROWS = 4
+#: taps up to which a depthwise window inside x is unrolled; larger kernels take the loop
+UNROLL_TAPS = 32
+
+
+def _plain(req: KernelRequest) -> bool:
+    """A request of static shape without the planner's fused or aliased forms."""
+    if req.mode != "normal" or req.aliased or req.acc or req.epilogue or req.prologue or req.input_perms \
+            or req.packed or req.sizes or req.runtime_attrs:
+        return False
+    return all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape) and numel(req.output.shape) > 0
+
+
+def _pad16(n: int) -> int:
+    return (n + 15) // 16 * 16
+
+
+def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None:
+    """The Helium kernel text of a qconv2d request with groups 1 or depthwise multiplier 1, with
+    its scratch; None for any other."""
+    if not _plain(req):
+        return None
+    x, w, out = req.inputs[0], req.inputs[1], req.output
+    n, h, wd, c = x.shape
+    o, kh, kw, cg = w.shape
+    _, oh, ow, _ = out.shape
+    groups = static_attr(req, "groups")
+    (sh, sw), (dh, dw), pad = (static_attr(req, a) for a in ("stride", "dilation", "padding"))
+    pt, pl = pad[0], pad[1]
+    if groups == 1:
+        kind, k = ("pointwise" if kh == kw == 1 else "regular"), kh * kw * c
+        in_place = kh == kw == 1 and not any(pad)        # a window is C contiguous bytes of x
+        scratch = o * _RQ_BYTES + 4 * o + (0 if in_place else _pad16(k))
+    elif groups == c == o and cg == 1:
+        kind, k, in_place = "depthwise", kh * kw, False
+        groups8 = -(-c // LANES16)
+        scratch = c * _RQ_BYTES + 4 * LANES16 * groups8 + _pad16(kh * kw * c)
+    else:
+        return None
+    has_bias = len(req.inputs) > 4
+    doc = (f"qconv2d: {x} * {w}{' + bias' if has_bias else ''}, stride {[sh, sw]}, padding {list(pad)}, "
+           f"dilation {[dh, dw]}, groups {groups} -> {out}")
+    text = render("mcu/helium_qconv.c.j2", name=name, proto=proto, doc=doc, kind=kind, n=n, h=h, w=wd, c=c, o=o,
+                  kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, k=k, taps=kh * kw,
+                  in_place=in_place, has_bias=has_bias, lanes8=LANES8, lanes16=LANES16, rows=ROWS,
+                  unroll=kh * kw <= UNROLL_TAPS,
+                  **{a: static_attr(req, a) for a in ("x_zero", "y_zero", "act_min", "act_max")})
+    return KernelText(text, scratch)
+
+
+def qlinear_kernel(req: KernelRequest, name: str, proto: str) -> str | None:
+    """The Helium kernel text of a static-shape qlinear request; None for any other."""
+    if not _plain(req):
+        return None
+    x, w = req.inputs[0], req.inputs[1]
+    nout, k = w.shape
+    rows = numel(req.output.shape) // nout
+    has_bias = len(req.inputs) > 3
+    doc = f"qlinear: {x} * {w}^T{' + bias' if has_bias else ''} -> {req.output}"
+    return render("mcu/helium_qlinear.c.j2", name=name, proto=proto, doc=doc, rows=rows, k=k, n=nout,
+                  has_bias=has_bias, lanes8=LANES8, rows_w=ROWS,
+                  **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
