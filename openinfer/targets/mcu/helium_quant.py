@@ -20,18 +20,21 @@ exact there (x_zero - x_zero adds 0, as the reference skips the tap).
 
 Depthwise with multiplier 1 (groups == C == O): the channels are the vector lanes, 8 at a time
 (VLDRB.S16 loads 8 int8 sign-extended, VMULLB / VMULLT multiply the even / odd lanes into int32
-products, exact, added to two int32 vectors of sums). The weights [C, KH, KW, 1] are transposed
-per call into the scratch as [KH KW, C], a tap's channels contiguous; a window inside x starts
-from bias - x_zero sum w (also made per call) and unrolls its taps at static offsets; a window
-reaching into the padding takes a loop whose padding taps multiply x_zero (what adds 0 to the
-folded sum). A last group of C % 8 channels is predicated (VCTP.16).
+products, exact, added to two int32 vectors of sums). The weights [C, KH, KW, 1] are packed
+per call into the scratch as [C / 8][KH KW][8], a group's taps contiguous; a window inside x
+starts from bias - x_zero sum w (also made per call) and unrolls its taps at static offsets; a
+window reaching into the padding loops over its taps inside x only, from the bias, with x -
+x_zero. A last group of C % 8 channels loads x under a VCTP.16 predicate.
 
-Requantization stays scalar, an output at a time: a convolution's through the DSP kernels'
-per-channel table (templates/mcu/qrequant.c.j2, bit-exact with oi_quant.h's
-oi_q_requantize for every input; MVE's VQRDMULH rounds differently from TFLite's
-SaturatingRoundingDoublingHighMul, so no vector form is used), qlinear's as the portable kernel's
-round(acc * scale) on the M55's double-precision FPU. Any other request (grouped, a depth
-multiplier above 1, dynamic shapes, the planner's fused forms) takes the portable kernel.
+Requantization: 4 outputs a vector (VSHL, VQRDMULH, a VQADD fix-up and VRSHL, VADD of y_zero,
+VMAX / VMIN, a truncating VSTRB), proved equal lane by lane to oi_quant.h's oi_q_requantize
+(TFLite's MultiplyByQuantizedMultiplier) for every input in templates/mcu/helium_qconv.c.j2:
+VQRDMULH's floor((x m + 2^30) / 2^31) is exactly the truncating division of
+SaturatingRoundingDoublingHighMul for either sign of x m, and VRSHL after subtracting 1 from a
+negative value is RoundingDivideByPOT's round half away from zero. qlinear keeps the portable
+kernel's scalar round(acc * scale) in double (the M55's FPU). Any other request (grouped, a
+depth multiplier above 1, act_min > act_max, dynamic shapes, the planner's fused forms) takes the
+portable kernel.
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ from ..c.kernels.common import static_attr
 from ..c.kernels.registry import KernelText
 from ..env import render
 from ..geometry import numel
-from .dsp_qconv import _RQ_BYTES
 
 #: int8 lanes of a Q register (VMLADAVA.S8's taps an instruction)
 LANES8 = 16
@@ -80,12 +82,14 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
     if groups == 1:
         kind, k = ("pointwise" if kh == kw == 1 else "regular"), kh * kw * c
         in_place = kh == kw == 1 and not any(pad)        # a window is C contiguous bytes of x
-        scratch = o * _RQ_BYTES + 4 * o + (0 if in_place else _pad16(k))
+        scratch = 3 * 4 * -(-o // ROWS) * ROWS + 4 * o + (0 if in_place else _pad16(k))
     elif groups == c == o and cg == 1:
         kind, k, in_place = "depthwise", kh * kw, False
         groups8 = -(-c // LANES16)
-        scratch = c * _RQ_BYTES + 4 * LANES16 * groups8 + _pad16(kh * kw * c)
+        scratch = (3 + 2) * 4 * LANES16 * groups8 + kh * kw * LANES16 * groups8
     else:
+        return None
+    if static_attr(req, "act_min") > static_attr(req, "act_max"):      # the vector clamp's VMAX, VMIN order
         return None
     has_bias = len(req.inputs) > 4
     doc = (f"qconv2d: {x} * {w}{' + bias' if has_bias else ''}, stride {[sh, sw]}, padding {list(pad)}, "
