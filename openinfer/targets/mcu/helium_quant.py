@@ -25,8 +25,9 @@ Depthwise with multiplier 1 (groups == C == O): the channels are the vector lane
 products, exact, added to two int32 vectors of sums). The weights [C, KH, KW, 1] are packed
 per call into the scratch as [C / 8][KH KW][8], a group's taps contiguous; a window inside x
 starts from bias - x_zero sum w (also made per call) and unrolls its taps at static offsets; a
-window reaching into the padding loops over its taps inside x only, from the bias, with x -
-x_zero. A last group of C % 8 channels loads x under a VCTP.16 predicate.
+window reaching into the padding is copied with x_zero in its padding's taps and takes the same
+unrolled code (a kernel of more than UNROLL_TAPS taps loops over each window's taps inside x,
+from the bias, with x - x_zero). A last group of C % 8 channels loads x under a VCTP.16 predicate.
 
 Requantization: 4 outputs a vector (VSHL, VQRDMULH, a VQADD fix-up and VRSHL, VADD of y_zero,
 VMAX / VMIN, a truncating VSTRB), proved equal lane by lane to oi_quant.h's oi_q_requantize
@@ -88,7 +89,8 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
     elif groups == c == o and cg == 1:
         kind, k, in_place = "depthwise", kh * kw, False
         groups8 = -(-c // LANES16)
-        scratch = (3 + 2) * 4 * LANES16 * groups8 + kh * kw * LANES16 * groups8
+        scratch = (3 + 2) * 4 * LANES16 * groups8 + kh * kw * LANES16 * groups8 \
+            + (kh * kw * c if kh * kw <= UNROLL_TAPS else 0)         # the padded window's copy
     else:
         return None
     if static_attr(req, "act_min") > static_attr(req, "act_max"):      # the vector clamp's VMAX, VMIN order
