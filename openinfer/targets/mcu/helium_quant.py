@@ -10,15 +10,15 @@ reference's int32). The zero point is folded out of the products, sum (x - x_zer
 x_zero sum w (exact modulo 2^32), so x is used as stored: a convolution makes, per call, each
 output channel's bias - x_zero sum w (its weights are summed once for all positions); qlinear,
 whose x usually has one row, sums each row of w with VADDVA in the same loop as the products
-instead (a pass of its own would read w twice), 2 rows of w at a time then (4 rows' 8 sums
-and 5 pointers spill). Otherwise 4 rows of w share each loaded vector of the window
-(CMSIS-NN's arm_nn_mat_mult_nt_t_s8 blocking): per 16 taps one load of x, 4 of w and 4
-VMLADAVAs for 64 multiply-adds, the loop over K kept rolled (GCC 12 unrolls it fully and
-spills); the K % 16 last taps are one predicated step (VCTP.8: the
-inactive lanes read no memory and load 0, which adds nothing). A pointwise convolution without
-padding reads its windows in place (C contiguous bytes of x); any other window is copied into
-the kernel's scratch with its taps in the padding set to x_zero, so that the folded sum stays
-exact there (x_zero - x_zero adds 0, as the reference skips the tap).
+instead (a pass of its own would read w twice), 2 rows of w at a time then (4 rows' 8 sums do
+not fit the 7 even registers VMLADAVA and VADDVA add into). Otherwise 4 rows of w share each
+loaded vector of the window (CMSIS-NN's arm_nn_mat_mult_nt_t_s8 blocking): per 16 taps one load
+of x, 4 of w and 4 VMLADAVAs for 64 multiply-adds (inline asm: templates/mcu/helium_qdot.c.j2
+says why); the K % 16 last taps are one predicated step (VCTP.8: the inactive lanes read no
+memory and load 0, which adds nothing). A pointwise convolution without padding reads its
+windows in place (C contiguous bytes of x); any other window is copied into the kernel's scratch
+with its taps in the padding set to x_zero, so that the folded sum stays exact there (x_zero -
+x_zero adds 0, as the reference skips the tap).
 
 Depthwise with multiplier 1 (groups == C == O): the channels are the vector lanes, 8 at a time
 (VLDRB.S16 loads 8 int8 sign-extended, VMULLB / VMULLT multiply the even / odd lanes into int32
@@ -37,7 +37,8 @@ SaturatingRoundingDoublingHighMul for either sign of x m, and VRSHL after subtra
 negative value is RoundingDivideByPOT's round half away from zero. qlinear keeps the portable
 kernel's scalar round(acc * scale) in double (the M55's FPU). Any other request (grouped, a
 depth multiplier above 1, act_min > act_max, dynamic shapes, the planner's fused forms) takes the
-portable kernel.
+portable kernel: the DSP extension's kernels (dsp_qconv.py), which the M55 could also run, cover
+only the kinds covered here, so they are no fallback.
 """
 
 from __future__ import annotations
@@ -115,8 +116,8 @@ def qlinear_kernel(req: KernelRequest, name: str, proto: str) -> str | None:
     rows = numel(req.output.shape) // nout
     has_bias = len(req.inputs) > 3
     doc = f"qlinear: {x} * {w}^T{' + bias' if has_bias else ''} -> {req.output}"
-    # with x_zero each row of the block also keeps its sum of w: 2 rows (2 + 2 sums, 3 pointers)
-    # fit the general-purpose registers where 4 (4 + 4, 5) spill
+    # with x_zero each row of the block also keeps its sum of w: VMLADAVA and VADDVA add only into
+    # even registers (templates/mcu/helium_qdot.c.j2), 7 of them, so 2 rows (4 sums), not 4 (8)
     rows_w = ROWS if static_attr(req, "x_zero") == 0 else ROWS // 2
     return render("mcu/helium_qlinear.c.j2", name=name, proto=proto, doc=doc, rows=rows, k=k, n=nout,
                   has_bias=has_bias, lanes8=LANES8, rows_w=rows_w,
