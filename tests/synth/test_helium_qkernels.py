@@ -1,5 +1,5 @@
 """The Helium int8 kernels (openinfer/targets/mcu/helium_quant.py, templates/mcu/helium_qconv.c.j2,
-helium_qlinear.c.j2) under the Cortex-M55 firmware simulation (mps3-an547, QEMU's MVE), bit-exact
+helium_qlinear.c.j2, helium_qbinary.c.j2) under the Cortex-M55 firmware simulation (mps3-an547, QEMU's MVE), bit-exact
 against the reference: ONE program with a qconv2d or qlinear of its own per case, over two steps
 of random int8 inputs. Around the kernels' widths: K (the taps of a groups-1 window, qlinear's
 row) 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33 and longer (VMLADAVA.S8's 16 taps a step and its
@@ -11,7 +11,12 @@ VALID, SAME and uneven paddings (outputs whose every tap is padding), dilation 2
 copies), a batch of 2; depthwise windows inside x (unrolled) and reaching into the padding, and a
 7 x 5 kernel (35 taps: the loop only); x_zero -128, 0 and 83; qlinear w_zero 0 and not; with
 and without bias; activation bounds; grouped and depth-multiplier-2 convolutions (the portable
-kernel's). Random weights, multipliers, shifts (some left) and scales.
+kernel's). Random weights, multipliers, shifts (some left) and scales. qadd, qsub and qmul
+(4 elements a vector) of lengths around 4 and primes, inputs of one element on either side, and
+per-channel broadcasts (the portable kernel's); their multipliers from random scales as the
+TFLite importer makes them (add_params), shifts 0 (equal scales) and below, qmul's some left;
+and multipliers of one half, whose roundings meet exact halves of either sign (the fix-up of
+the rounding shift: random multipliers meet them too rarely).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import pytest
 
 import openinfer as oi
 from openinfer.testing import assert_matches_reference
+from openinfer.tflite.quantization import add_params
 
 #: qconv2d: (x [N, H, W, C], w [O, KH, KW, C / groups], stride, padding [top, left, bottom, right],
 #: dilation, groups, x_zero, bias?, (act_min, act_max), the Helium kernel's kind or None)
@@ -91,6 +97,49 @@ LINEAR = [
     (1, 128, 8, 0, -7, True, (-128, 127)),
 ]
 
+#: qadd / qsub / qmul: (op, a's shape, b's shape, a's scale over b's or 'ties', (act_min, act_max), Helium's?)
+#: 4 elements a vector: lengths 1, 3, 4, 5, 7, 8, 9, 13, 15, 16, 17, 31, 32, 33 and longer; one
+#: input a single element (either side); a per-channel broadcast (the portable kernel's)
+BINARY = [
+    ("qadd", (1,), (1,), 1.0, (-128, 127), True),
+    ("qadd", (3,), (3,), 0.3, (-128, 127), True),
+    ("qadd", (4,), (4,), 1.0, (-128, 127), True),         # equal scales: both shifts 0
+    ("qadd", (5,), (5,), 3.7, (-128, 127), True),
+    ("qadd", (7,), (7,), 0.06, (0, 127), True),
+    ("qadd", (2, 4), (2, 4), 1.9, (-128, 127), True),
+    ("qadd", (9,), (9,), 0.5, (-100, 90), True),
+    ("qadd", (13,), (13,), 11.0, (-128, 127), True),
+    ("qadd", (3, 5), (3, 5), 0.7, (-128, 127), True),
+    ("qadd", (16,), (16,), 1.3, (-128, 127), True),
+    ("qadd", (17,), (17,), 0.2, (-128, 127), True),
+    ("qadd", (1, 4, 4, 2), (1, 4, 4, 2), 2.5, (-128, 127), True),
+    ("qadd", (1, 2, 2, 8), (1, 2, 2, 8), 0.9, (-128, 127), True),
+    ("qadd", (1, 3, 11, 1), (1, 3, 11, 1), 1.1, (0, 127), True),
+    ("qadd", (1, 8, 8, 16), (1, 8, 8, 16), 0.8, (-128, 127), True),    # IC's residual shape
+    ("qadd", (5, 3), (1,), 0.4, (-128, 127), True),       # b a single element
+    ("qadd", (1,), (2, 9), 2.2, (-128, 127), True),       # a a single element
+    ("qadd", (3, 4), (4,), 1.0, (-128, 127), False),      # per-channel broadcast
+    ("qsub", (3,), (3,), 0.3, (-128, 127), True),
+    ("qsub", (4,), (4,), 1.0, (-128, 127), True),
+    ("qsub", (5,), (5,), 5.0, (-128, 127), True),
+    ("qsub", (8,), (8,), 0.7, (-128, 127), True),
+    ("qsub", (31,), (31,), 1.6, (-50, 127), True),
+    ("qsub", (4, 3), (1,), 0.5, (-128, 127), True),
+    ("qsub", (1,), (11,), 3.0, (-128, 127), True),
+    ("qmul", (3,), (3,), 1.0, (-128, 127), True),
+    ("qmul", (4,), (4,), 1.0, (-128, 127), True),
+    ("qmul", (5,), (5,), 1.0, (0, 127), True),
+    ("qmul", (9,), (9,), 1.0, (-128, 127), True),
+    ("qmul", (32,), (32,), 1.0, (-128, 127), True),
+    ("qmul", (33,), (33,), 1.0, (-128, 127), True),
+    ("qmul", (2, 7), (1,), 1.0, (-128, 127), True),
+    ("qmul", (1,), (15,), 1.0, (-90, 127), True),
+    ("qmul", (2, 5), (5,), 1.0, (-128, 127), False),
+    # multipliers 2^30 (one half): the output's rounding sees exact halves, of either sign
+    ("qadd", (37,), (37,), "ties", (-128, 127), True),
+    ("qsub", (2, 23), (2, 23), "ties", (-128, 127), True),
+]
+
 
 @pytest.fixture(scope="module", autouse=True)
 def sim_cache(tmp_path_factory):
@@ -143,6 +192,23 @@ def _program(rng: np.random.Generator):
         outs.append(f"ly{j}: i8[{rows}, {n}];")
         body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
                     f"act_min={lo}, act_max={hi}) >> ly{j};\n")
+    for j, (op, a_shape, b_shape, ratio, (lo, hi), _) in enumerate(BINARY):
+        y_shape = np.broadcast_shapes(a_shape, b_shape)
+        zeros = ", ".join(f"{p}_zero={int(rng.integers(-128, 128))}" for p in "aby")
+        if ratio == "ties":           # y = (2 (a - a_zero) + b - b_zero) / 4, rounded
+            fixed = f"a_multiplier={1 << 30}, a_shift=0, b_multiplier={1 << 30}, b_shift=-1, " \
+                    f"y_multiplier={1 << 30}, y_shift=-19, left_shift=20"
+        elif op == "qmul":
+            # a shift of -9..1 (some left): products of about 75^2 around +-60 outputs, some saturating
+            fixed = f"multiplier={int(rng.integers(1 << 30, 1 << 31))}, shift={int(rng.integers(-9, 2))}"
+        else:
+            scale_b = float(rng.uniform(0.01, 0.1))
+            scale_y = 2 * max(ratio, 1.0) * scale_b * float(rng.uniform(0.6, 1.4))
+            fixed = ", ".join(f"{k}={v}" for k, v in add_params(ratio * scale_b, scale_b, scale_y).items())
+        dyn += [f"ba{j}: i8[{', '.join(map(str, a_shape))}];", f"bb{j}: i8[{', '.join(map(str, b_shape))}];"]
+        shapes[f"ba{j}"], shapes[f"bb{j}"] = a_shape, b_shape
+        outs.append(f"by{j}: i8[{', '.join(map(str, y_shape))}];")
+        body.append(f"  op {op}(ba{j}, bb{j}, {zeros}, {fixed}, act_min={lo}, act_max={hi}) >> by{j};\n")
     text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
             f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
     feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()} for _ in range(2)]
@@ -161,3 +227,8 @@ def test_helium_qkernels_match_reference(tmp_path):
         assert taken == ([kind] if kind else []), (xs, ws, taken)
     for rows, k, n, *_ in LINEAR:
         assert f"helium qlinear: x[{rows}, {k}] * w[{n}, {k}]" in kernels, (rows, k, n)
+    for op, a_shape, b_shape, _, _, helium in BINARY:
+        count = math.prod(np.broadcast_shapes(a_shape, b_shape))
+        scalar = "a" if math.prod(a_shape) < count else "b" if math.prod(b_shape) < count else ""
+        line = f"helium {op}: {count} elements{f', input {scalar} broadcast' if scalar else ''} */"
+        assert (line in kernels) == helium, (op, a_shape, b_shape)

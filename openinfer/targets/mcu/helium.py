@@ -18,8 +18,8 @@ every step has an MVE form (helium_elementwise.py says which; same shape, bias a
 broadcasts, in place, run-time extents; templates/mcu/helium_elementwise.c.j2); conv1d / conv2d
 at column stride 1 with no scratch (helium_conv.py).
 Covered (int8, integer-only): qconv2d with groups 1 or depthwise multiplier 1 and qlinear, with
-VMLADAVA.S8 dot products and widening multiplies, bit-exact with the portable kernels
-(helium_quant.py).
+VMLADAVA.S8 dot products and widening multiplies; qadd, qsub and qmul 4 lanes a vector; all
+bit-exact with the portable kernels (helium_quant.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from ..x86.elementwise import VectorStep
 from ..x86.renderer import chain_consts, common_dtype, rows_view, used_kinds, vector_chain
 from .helium_conv import conv_context, conv_geometry
 from .helium_elementwise import mve_step
-from .helium_quant import qconv_kernel, qlinear_kernel
+from .helium_quant import qbinary_kernel, qconv_kernel, qlinear_kernel
 from .mve import LANES, TILE_VECTORS
 
 _EMITTERS = EmitterTable()
@@ -152,3 +152,10 @@ def _qlinear(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
     """Integer-only int8 fully connected layers (helium_quant.py, templates/mcu/helium_qlinear.c.j2);
     None for dynamic shapes."""
     return qlinear_kernel(req, name, prototype(req, name))
+
+
+@emitter("qadd", "qsub", "qmul")
+def _qbinary(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
+    """Integer-only int8 ADD, SUB and MUL, 4 elements a vector (helium_quant.py,
+    templates/mcu/helium_qbinary.c.j2); None for broadcasts other than a single element."""
+    return qbinary_kernel(req, name, prototype(req, name))

@@ -1,7 +1,8 @@
 """Helium (Armv8.1-M MVE, Cortex-M55) int8 kernels for the integer-only qconv2d (TFLite's CONV_2D
-and DEPTHWISE_CONV_2D) and qlinear (FULLY_CONNECTED): templates/mcu/helium_qconv.c.j2 and
-helium_qlinear.c.j2, bit-exact with the portable kernels (openinfer/targets/c/kernels/quantized.py):
-the same int32 sums, modulo 2^32, then the same requantization.
+and DEPTHWISE_CONV_2D), qlinear (FULLY_CONNECTED) and qadd / qsub / qmul (ADD, SUB, MUL):
+templates/mcu/helium_qconv.c.j2, helium_qlinear.c.j2 and helium_qbinary.c.j2, bit-exact with the
+portable kernels (openinfer/targets/c/kernels/quantized.py): the same int32 sums, modulo 2^32,
+then the same requantization.
 
 groups == 1 (pointwise and regular convolutions) and qlinear are dot products of a window (a row
 of x) with rows of w, 16 int8 taps at a time: VMLADAVA.S8 multiplies the 16 lane pairs and adds
@@ -31,7 +32,7 @@ from the bias, with x - x_zero). A last group of C % 8 channels loads x under a 
 
 Requantization: 4 outputs a vector (VSHL, VQRDMULH, a VQADD fix-up and VRSHL, VADD of y_zero,
 VMAX / VMIN, a truncating VSTRB), proved equal lane by lane to oi_quant.h's oi_q_requantize
-(TFLite's MultiplyByQuantizedMultiplier) for every input in templates/mcu/helium_qconv.c.j2:
+(TFLite's MultiplyByQuantizedMultiplier) for every input in templates/mcu/helium_qfixed.c.j2:
 VQRDMULH's floor((x m + 2^30) / 2^31) is exactly the truncating division of
 SaturatingRoundingDoublingHighMul for either sign of x m, and VRSHL after subtracting 1 from a
 negative value is RoundingDivideByPOT's round half away from zero. qlinear keeps the portable
@@ -39,6 +40,11 @@ kernel's scalar round(acc * scale) in double (the M55's FPU). Any other request 
 depth multiplier above 1, act_min > act_max, dynamic shapes, the planner's fused forms) takes the
 portable kernel: the DSP extension's kernels (dsp_qconv.py), which the M55 could also run, cover
 only the kinds covered here, so they are no fallback.
+
+qadd, qsub and qmul (TFLite's int8 ADD, SUB, MUL: ResNet's residual additions) take 4 elements a
+vector (VLDRB.S32), each step of the portable kernel a lane-wise instruction, the fixed-point
+rounding multiplies by the same VQRDMULH construction (templates/mcu/helium_qbinary.c.j2); inputs
+of the output's shape or one of them a single element (any other broadcast: the portable kernel).
 """
 
 from __future__ import annotations
@@ -122,3 +128,41 @@ def qlinear_kernel(req: KernelRequest, name: str, proto: str) -> str | None:
     return render("mcu/helium_qlinear.c.j2", name=name, proto=proto, doc=doc, rows=rows, k=k, n=nout,
                   has_bias=has_bias, lanes8=LANES8, rows_w=rows_w,
                   **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
+
+
+def qbinary_kernel(req: KernelRequest, name: str, proto: str) -> str | None:
+    """The Helium kernel text of a qadd, qsub or qmul request (templates/mcu/helium_qbinary.c.j2):
+    inputs of the output's shape, or one of them a single element; None for any other broadcast
+    and for shifts outside oi_quant.h's range."""
+    if req.mode not in ("normal", "inplace") or req.acc or req.epilogue or req.prologue or req.input_perms \
+            or req.packed or req.sizes or req.runtime_attrs:
+        return None
+    if not all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape):
+        return None
+    count = numel(req.output.shape)
+    sizes = [numel(t.shape) for t in req.inputs]
+    if count == 0 or any(s not in (1, count) for s in sizes):
+        return None
+    scalar = "a" if sizes[0] < count else "b" if sizes[1] < count else ""
+    if scalar and max(sizes) < count:                   # both broadcast: the portable kernel
+        return None
+    a = {n: static_attr(req, n) for n in ("a_zero", "b_zero", "y_zero", "act_min", "act_max")}
+    if a["act_min"] > a["act_max"]:                     # the vector clamp's VMAX, VMIN order
+        return None
+    if req.op == "qmul":
+        shift = static_attr(req, "shift")
+        if not -31 <= shift <= 31:
+            return None
+        fixed = {"mult": static_attr(req, "multiplier"), "left": max(shift, 0), "e": max(-shift, 0)}
+    else:
+        shifts = [static_attr(req, f"{p}_shift") for p in "aby"]
+        left_shift = static_attr(req, "left_shift")
+        if not all(-31 <= s <= 0 for s in shifts) or not 0 <= left_shift <= 31:
+            return None
+        fixed = {"mults": {p: static_attr(req, f"{p}_multiplier") for p in "ab"},
+                 "es": {"a": -shifts[0], "b": -shifts[1]}, "mult": static_attr(req, "y_multiplier"),
+                 "e": -shifts[2], "left_shift": left_shift}
+    doc = f"{req.op}: {req.inputs[0]}, {req.inputs[1]} -> {req.output}"
+    return render("mcu/helium_qbinary.c.j2", name=name, proto=proto, doc=doc, op=req.op, count=count, scalar=scalar,
+                  zeros={"a": a["a_zero"], "b": a["b_zero"]}, y_zero=a["y_zero"], act_min=a["act_min"],
+                  act_max=a["act_max"], **fixed)
