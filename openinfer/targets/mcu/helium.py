@@ -17,6 +17,9 @@ products of rows of x with W's stored rows); element-wise ops and fused chains w
 every step has an MVE form (helium_elementwise.py says which; same shape, bias and per-row
 broadcasts, in place, run-time extents; templates/mcu/helium_elementwise.c.j2); conv1d / conv2d
 at column stride 1 with no scratch (helium_conv.py).
+Covered (int8, integer-only): qconv2d with groups 1 or depthwise multiplier 1 and qlinear, with
+VMLADAVA.S8 dot products and widening multiplies; qadd, qsub and qmul 4 lanes a vector; all
+bit-exact with the portable kernels (helium_quant.py).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..x86.elementwise import VectorStep
 from ..x86.renderer import chain_consts, common_dtype, rows_view, used_kinds, vector_chain
 from .helium_conv import conv_context, conv_geometry
 from .helium_elementwise import mve_step
+from .helium_quant import qbinary_kernel, qconv_kernel, qlinear_kernel
 from .mve import LANES, TILE_VECTORS
 
 _EMITTERS = EmitterTable()
@@ -45,7 +49,9 @@ class HeliumRenderer(CRenderer):
     def kernel(self, req: KernelRequest, name: str) -> KernelSource:
         emit = _EMITTERS.get(req.op)
         body = emit(self, req, name) if emit is not None else None
-        return super().kernel(req, name) if body is None else KernelSource(name, prototype(req, name), body)
+        if body is None:
+            return super().kernel(req, name)
+        return KernelSource(name, prototype(req, name), body, scratch=getattr(body, "scratch", 0))
 
 
 # ---------------------------------------------------------------------------------------- matmul
@@ -130,3 +136,26 @@ def _conv(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
     if g is None:
         return None
     return render("mcu/helium_conv.c.j2", name=name, proto=prototype(req, name), **conv_context(req, g))
+
+
+# ---------------------------------------------------------------------------------------- int8
+
+@emitter("qconv2d")
+def _qconv(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
+    """Integer-only int8 convolutions, groups 1 or depthwise multiplier 1 (helium_quant.py,
+    templates/mcu/helium_qconv.c.j2); None for any other request."""
+    return qconv_kernel(req, name, prototype(req, name))
+
+
+@emitter("qlinear")
+def _qlinear(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
+    """Integer-only int8 fully connected layers (helium_quant.py, templates/mcu/helium_qlinear.c.j2);
+    None for dynamic shapes."""
+    return qlinear_kernel(req, name, prototype(req, name))
+
+
+@emitter("qadd", "qsub", "qmul")
+def _qbinary(r: HeliumRenderer, req: KernelRequest, name: str) -> str | None:
+    """Integer-only int8 ADD, SUB and MUL, 4 elements a vector (helium_quant.py,
+    templates/mcu/helium_qbinary.c.j2); None for broadcasts other than a single element."""
+    return qbinary_kernel(req, name, prototype(req, name))
