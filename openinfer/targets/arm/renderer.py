@@ -77,7 +77,7 @@ from ..x86.renderer import (
     used_kinds,
     vector_chain,
 )
-from . import winograd
+from . import quantized, winograd
 from .conv import conv_geometry, conv_kernel, packed_elems, pools_own_result
 from .elementwise import neon_step
 
@@ -458,3 +458,9 @@ def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> KernelTex
     # the SDOT path splits x into digits once a call, in the caller's workspace: per row its unit,
     # sum and three digits a column of K rounded up to 16 (templates/arm/dequant.c.j2 `_digits`)
     return KernelText(text, capacity(m) * round_up(16 + 3 * round_up(k, 16), 16) if dot else 0)
+
+
+# ---------------------------------------------------------------------------------------- integer-only int8
+
+emitter("qconv2d")(quantized.qconv_kernel)
+emitter("qlinear")(quantized.qlinear_kernel)
