@@ -11,7 +11,9 @@ portable kernel's multiplier 2 and grouped) and more around this kernel's widths
 25, 31, 32, 33 (its 16- and 8-byte steps and the scalar tail), position counts around its blocks of
 2 (Armv8.0-A) and 4 (SDOT), depthwise channels 7, 8, 9, 15, 16, 17 (8 lanes of int16). qlinear:
 K 1 to 640 around 8 and 16, N around the blocks of 4, 1 to 3 rows, x_zero and w_zero 0 or not.
-Random weights, multipliers, shifts (some left) and scales.
+Random weights, multipliers (some negative), shifts and scales; a pointwise, a regular and a depthwise layer with
+some left shifts (the requantization in lanes covers right shifts: those layers take the scalar
+table), the others right shifts only (in lanes).
 """
 
 from __future__ import annotations
@@ -126,11 +128,15 @@ def _program(rng: np.random.Generator):
         oh = _out_size(h, kh, stride, pad[0], pad[2], dil)
         ow = _out_size(w, kw, stride, pad[1], pad[3], dil)
         weights[f"w{j}"] = rng.integers(-128, 128, ws).astype(np.int8)
-        weights[f"m{j}"] = rng.integers(1 << 30, (1 << 31) - 1, o).astype(np.int32)
+        mult = rng.integers(1 << 30, (1 << 31) - 1, o)
+        if j % 4 == 1:              # negative multipliers too (the requantization's rounding by sign)
+            mult[::2] *= -1
+        weights[f"m{j}"] = mult.astype(np.int32)
         # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
         spread = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60))
         shifts = spread + rng.integers(-1, 2, o)
-        if j in (0, 33):            # left shifts too (a scale above 1: the requantization's other branch)
+        if j in (0, 18, 38):        # left shifts too (a scale above 1: the scalar table's other branch; the
+            # kernels' lanes then leave the whole layer to the scalar table)
             shifts[:2] = (1, 0)
         weights[f"s{j}"] = shifts.astype(np.int32)
         const += [f"w{j}: i8[{', '.join(map(str, ws))}];", f"m{j}: i32[{o}];", f"s{j}: i32[{o}];"]

@@ -30,10 +30,14 @@ qlinear: a block of 4 rows of w against a row of x, 16 k at a time, with sum w i
 (SADDLP / SADALP) when x_zero != 0 and sum x once per row when w_zero != 0:
 sum (x - zx)(w - zw) = sum x w - zx sum w - zw sum x + K zx zw (modulo 2^32).
 
-Requantization, scalar per output: qconv2d through the Cortex-M wing's per-channel table
-(templates/mcu/qrequant.c.j2 `requant_table`, bit-exact with oi_quant.h's oi_q_requantize for
-every input and tested so by tests/synth/test_mcu_qrequant.py; made once per call); qlinear with
-oi_quant.h's oi_q_round_f64 of the double product, as the portable kernel.
+Requantization: qconv2d through the Cortex-M wing's per-channel table (templates/mcu/qrequant.c.j2
+`requant_table`, bit-exact with oi_quant.h's oi_q_requantize for every input and tested so by
+tests/synth/test_mcu_qrequant.py; made once per call). Its formula for a right shift (every
+channel of a layer scaled down) is a 64-bit multiply-add and two shifts, which the lanes do with
+the same integer steps (templates/arm/qdot.c.j2 `requant_vec`: SMLAL, SHRN #32, SSHL), 4 channels
+at a time: the requantization had been ~20 instructions an output, as many as the multiply-adds
+of a 64-channel pointwise layer with SDOT. A call with any other shift takes the scalar table for
+every output. qlinear: oi_quant.h's oi_q_round_f64 of the double product, as the portable kernel.
 Any other request (grouped, multiplier above 1, dynamic shapes, the planner's fused forms) takes
 the portable kernel.
 """
@@ -78,7 +82,8 @@ def qconv_kernel(r, req: KernelRequest, name: str) -> KernelText | None:
     groups = static_attr(req, "groups")
     (sh, sw), (dh, dw), pad = (static_attr(req, a) for a in ("stride", "dilation", "padding"))
     pt, pl = pad[0], pad[1]
-    rq_bytes = _round_up(o, _OB) * _RQ_BYTES
+    # the scalar requantization table, then the lanes' (an int64 and two int32 a channel)
+    rq_bytes = _round_up(o, _OB) * (_RQ_BYTES + 16)
     if groups == 1:
         kind = "pointwise" if kh == kw == 1 and not any(pad) else "regular"
         k = kh * kw * c
