@@ -19,8 +19,10 @@ thread's workspace (memset / memcpy per row of taps; a tap in the padding holds 
 fold turns into 0, as the reference's skipped tap). A block of 4 output channels x PB positions
 (PB = 4 with SDOT: 16 accumulators; 2 on Armv8.0-A, whose dot is 4 instructions) sums K 16 bytes
 at a time: 4 + PB loads per 4 PB dot products. The 4-lane sums reduce with 3 ADDPs per position.
-K % 16 >= 8 takes one 8-byte dot, K % 8 scalar multiply-adds. The units of the pool are the
-blocks of positions.
+K % 16 >= 8 takes one 8-byte dot; K % 8: a regular convolution's windows are zero-padded and
+each channel's last weights packed per call, zero-padded to 8, for one more 8-byte dot (VWW's and
+IC's first layers have K = 27), a pointwise convolution's (x read in place) scalar multiply-adds.
+The units of the pool are the blocks of positions.
 qconv2d, depthwise with multiplier 1 (groups == C == O): channels across lanes, 8 at a time:
 x - x_zero widened exactly to int16 (SSUBL), times the int16 weights (transposed per call into
 [tap][channel]) with SMLAL / SMLAL2 into 4 + 4 int32 lanes; padding taps are skipped as the
@@ -90,7 +92,8 @@ def qconv_kernel(r, req: KernelRequest, name: str) -> KernelText | None:
         pb = 4 if r.sdot else 2
         positions = n * oh * ow
         units = -(-positions // pb)
-        win_at = rq_bytes + _round_up(o, _OB) * 4          # after the table and the folded biases
+        # after the tables, the start values and (a regular convolution's K % 8) the weights' tails
+        win_at = rq_bytes + _round_up(o, _OB) * (4 + (8 if kind == "regular" and k % 8 else 0))
         wstride = _round_up(k, 16)
         scratch = win_at + (pb * wstride if kind == "regular" else 0)
         par = par_rows(units, pb * o * k, _PAR_MACS)
