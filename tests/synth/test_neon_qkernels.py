@@ -11,6 +11,7 @@ portable kernel's multiplier 2 and grouped) and more around this kernel's widths
 25, 31, 32, 33 (its 16- and 8-byte steps and the scalar tail), position counts around its blocks of
 2 (Armv8.0-A) and 4 (SDOT), depthwise channels 7, 8, 9, 15, 16, 17 (8 lanes of int16). qlinear:
 K 1 to 640 around 8 and 16, N around the blocks of 4, 1 to 3 rows, x_zero and w_zero 0 or not.
+A layer of each kind large enough to split over the pool's threads (the descriptors' 4).
 Random weights, multipliers (some negative), shifts and scales; a pointwise, a regular and a depthwise layer with
 some left shifts (the requantization in lanes covers right shifts: those layers take the scalar
 table), the others right shifts only (in lanes).
@@ -52,6 +53,7 @@ QCONV = [
     ((1, 3, 2, 33), (16, 1, 1, 33), 1, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),
     ((1, 5, 5, 64), (64, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),    # KWS's pointwise
     ((2, 3, 3, 64), (3, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),       # a batch
+    ((1, 8, 8, 64), (64, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),    # over the pool's threads
     ((1, 7, 6, 3), (8, 3, 3, 3), 2, [0, 0, 1, 1], 1, 1, -128, True, (-128, 127)),       # regular: VWW's first
     ((1, 6, 6, 4), (5, 3, 3, 4), 1, [1, 1, 1, 1], 1, 1, 0, True, (-128, 127)),          # SAME
     ((1, 5, 7, 5), (4, 3, 3, 5), 1, [0, 0, 0, 0], 1, 1, 83, False, (-128, 127)),        # VALID
@@ -67,6 +69,7 @@ QCONV = [
     ((1, 4, 4, 8), (7, 3, 1, 8), 1, [1, 0, 1, 0], 2, 1, 83, True, (-128, 127)),         # K = 24, dilation 2
     ((1, 5, 5, 3), (16, 3, 3, 3), 1, [1, 1, 1, 1], 2, 1, -128, False, (-128, 127)),     # K = 27, dilation 2
     ((2, 4, 3, 5), (4, 1, 1, 5), 1, [1, 1, 0, 0], 1, 1, 83, True, (-128, 127)),         # 1 x 1 with padding
+    ((1, 16, 16, 16), (16, 3, 3, 16), 1, [1, 1, 1, 1], 1, 1, 0, True, (-128, 127)),     # over the pool's threads
     ((1, 6, 5, 3), (3, 3, 3, 1), 1, [1, 1, 1, 1], 1, 3, -128, True, (-128, 127)),       # depthwise
     ((1, 5, 6, 4), (4, 3, 3, 1), 1, [1, 1, 1, 1], 1, 4, 0, False, (-128, 127)),
     ((1, 7, 7, 5), (5, 3, 3, 1), 2, [0, 0, 1, 1], 1, 5, 83, True, (-128, 127)),
@@ -79,11 +82,12 @@ QCONV = [
     ((1, 5, 5, 64), (64, 3, 3, 1), 1, [1, 1, 1, 1], 1, 64, -128, True, (-128, 127)),    # KWS's depthwise
     ((2, 4, 3, 7), (7, 3, 3, 1), 1, [3, 3, 3, 3], 1, 7, 0, True, (-128, 127)),          # padding past the taps
     ((1, 6, 7, 16), (16, 5, 3, 1), 1, [3, 0, 2, 4], 1, 16, 0, True, (-128, 127)),       # padding past the taps
+    ((1, 24, 24, 64), (64, 3, 3, 1), 1, [1, 1, 1, 1], 1, 64, 83, True, (-128, 127)),    # over the pool's threads
     ((1, 5, 5, 4), (8, 3, 3, 1), 1, [1, 1, 1, 1], 1, 4, 83, True, (-128, 127)),         # multiplier 2: portable
     ((1, 5, 5, 8), (4, 3, 3, 4), 1, [1, 1, 1, 1], 1, 2, -128, True, (-128, 127)),       # 2 groups: portable
 ]
 #: the kernel each case takes, in order (None: the portable kernel)
-KIND = ["pointwise"] * 18 + ["regular"] * 15 + ["depthwise"] * 12 + [None] * 2
+KIND = ["pointwise"] * 19 + ["regular"] * 16 + ["depthwise"] * 13 + [None] * 2
 
 #: (rows, K, N, x_zero, w_zero, bias?, (act_min, act_max))
 QLINEAR = [
@@ -135,7 +139,7 @@ def _program(rng: np.random.Generator):
         # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
         spread = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60))
         shifts = spread + rng.integers(-1, 2, o)
-        if j in (0, 18, 38):        # left shifts too (a scale above 1: the scalar table's other branch; the
+        if j in (0, 19, 40):        # left shifts too (a scale above 1: the scalar table's other branch; the
             # kernels' lanes then leave the whole layer to the scalar table)
             shifts[:2] = (1, 0)
         weights[f"s{j}"] = shifts.astype(np.int32)
