@@ -2,7 +2,7 @@
 registry's qconv2d (TFLite's CONV_2D and DEPTHWISE_CONV_2D) and qlinear (FULLY_CONNECTED),
 bit-exact with the portable kernels (openinfer/targets/c/kernels/quantized.py): the same int32
 sums modulo 2^32 (integer sums are exact in any order; every instruction used wraps, none
-saturates), then the same scalar requantization per output.
+saturates), then the same requantization (below).
 
 The int8 dot product of 16 bytes is the families' one difference (`sdot` of the renderer):
 - Armv8.2-A (V82Renderer): SDOT, 4 int8 x int8 products summed into each int32 lane, one
@@ -29,7 +29,7 @@ x - x_zero widened exactly to int16 (SSUBL), times the int16 weights (transposed
 reference does (windows inside x have their taps unrolled at static offsets). C % 8 channels
 take scalar multiply-adds. Units: the output rows.
 qlinear: a block of 4 rows of w against a row of x, 16 k at a time, with sum w in the same loop
-(SADDLP / SADALP) when x_zero != 0 and sum x once per row when w_zero != 0:
+(SDOT with ones; SADDLP / SADALP on Armv8.0-A) when x_zero != 0 and sum x once per row when w_zero != 0:
 sum (x - zx)(w - zw) = sum x w - zx sum w - zw sum x + K zx zw (modulo 2^32).
 
 Requantization: qconv2d through the Cortex-M wing's per-channel table (templates/mcu/qrequant.c.j2
