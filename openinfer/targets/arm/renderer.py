@@ -27,7 +27,9 @@ Winograd's F(4 x 4, 3 x 3), openinfer/targets/arm/winograd.py; the others direct
 openinfer/targets/arm/conv.py: tiles in registers over a padded copy, column strides 1-4) with
 epilogues of the sums, max / avg pooling
 (column stride 1 or 2), and lrn (a plane's positions a vector at a time, the power as exp(beta log
-d) with a vector log).
+d) with a vector log). Integer-only int8 (TFLite's): qconv2d (groups 1 and depthwise with
+multiplier 1) and qlinear, SDOT on Armv8.2-A and SMULL / SADALP on Armv8.0-A, bit-exact with the
+portable kernels (openinfer/targets/arm/quantized.py).
 
 Dynamic sizes (openinfer/dims.py), as the x86 wing's (x86/renderer.py describes the design): the
 emitters decide paths, tiling and the pool's split at the bounds (`capacity`) and the templates
@@ -77,7 +79,7 @@ from ..x86.renderer import (
     used_kinds,
     vector_chain,
 )
-from . import winograd
+from . import quantized, winograd
 from .conv import conv_geometry, conv_kernel, packed_elems, pools_own_result
 from .elementwise import neon_step
 
@@ -458,3 +460,9 @@ def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> KernelTex
     # the SDOT path splits x into digits once a call, in the caller's workspace: per row its unit,
     # sum and three digits a column of K rounded up to 16 (templates/arm/dequant.c.j2 `_digits`)
     return KernelText(text, capacity(m) * round_up(16 + 3 * round_up(k, 16), 16) if dot else 0)
+
+
+# ---------------------------------------------------------------------------------------- integer-only int8
+
+emitter("qconv2d")(quantized.qconv_kernel)
+emitter("qlinear")(quantized.qlinear_kernel)

@@ -1,0 +1,189 @@
+"""The NEON wing's int8 kernels (openinfer/targets/arm/quantized.py, templates/arm/qconv.c.j2,
+qlinear.c.j2) under qemu-aarch64, bit-exact against the reference: per target (aarch64-neon: the
+SMULL / SADALP dot; aarch64-v82: SDOT) ONE program with a qconv2d or qlinear of its own per case,
+over two steps of random int8 inputs.
+
+qconv2d: the Cortex-M test's cases (tests/synth/test_mcu_qconv.py: 1 x 1, 3 x 3, 10 x 4 and 5 x 3
+kernels, strides, SAME / VALID / uneven padding with outputs of only padding, dilation, a batch
+of 2, x_zero -128 / 0 / 83, bias or not, activation bounds, depthwise multiplier 1 and the
+portable kernel's multiplier 2 and grouped) and more around this kernel's widths: output channels
+3, 4, 5, 7, 8, 9, 15, 16, 17 (its blocks of 4 channels), K = KH KW C of 7, 8, 9, 15, 16, 17, 23, 24,
+25, 31, 32, 33 (its 16- and 8-byte steps and the scalar tail), position counts around its blocks of
+2 (Armv8.0-A) and 4 (SDOT), depthwise channels 7, 8, 9, 15, 16, 17 (8 lanes of int16). qlinear:
+K 1 to 640 around 8 and 16, N around the blocks of 4, 1 to 3 rows, x_zero and w_zero 0 or not.
+A layer of each kind large enough to split over the pool's threads (the descriptors' 4).
+Random weights, multipliers (some negative), shifts and scales; a pointwise, a regular and a depthwise layer with
+some left shifts (the requantization in lanes covers right shifts: those layers take the scalar
+table), the others right shifts only (in lanes).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import openinfer as oi
+from openinfer.testing import assert_matches_reference
+
+pytestmark = pytest.mark.skipif(shutil.which("qemu-aarch64") is None or shutil.which("aarch64-linux-gnu-gcc") is None,
+                                reason="needs qemu-aarch64 and aarch64-linux-gnu-gcc")
+
+#: (x [N, H, W, C], w [O, KH, KW, C / groups], stride, padding [top, left, bottom, right], dilation,
+#: groups, x_zero, bias?, (act_min, act_max))
+QCONV = [
+    ((1, 5, 4, 1), (3, 1, 1, 1), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),       # pointwise, K = 1
+    ((1, 6, 5, 3), (5, 1, 1, 3), 1, [0, 0, 0, 0], 1, 1, 0, False, (-128, 127)),
+    ((1, 3, 7, 4), (4, 1, 1, 4), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),
+    ((1, 4, 4, 5), (7, 1, 1, 5), 1, [0, 0, 0, 0], 1, 1, -128, True, (-100, 90)),
+    ((1, 5, 5, 7), (8, 1, 1, 7), 2, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),          # stride 2
+    ((1, 3, 5, 8), (9, 1, 1, 8), 1, [0, 0, 0, 0], 1, 1, 83, False, (-128, 127)),
+    ((1, 4, 3, 9), (17, 1, 1, 9), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),
+    ((1, 3, 3, 15), (15, 1, 1, 15), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),
+    ((1, 2, 3, 16), (16, 1, 1, 16), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),
+    ((1, 5, 3, 17), (64, 1, 1, 17), 1, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),
+    ((1, 1, 7, 23), (3, 1, 1, 23), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),
+    ((1, 3, 1, 24), (5, 1, 1, 24), 1, [0, 0, 0, 0], 1, 1, -128, False, (-128, 127)),
+    ((1, 3, 3, 25), (7, 1, 1, 25), 1, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),
+    ((1, 2, 2, 31), (8, 1, 1, 31), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),
+    ((1, 3, 3, 32), (9, 1, 1, 32), 2, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),
+    ((1, 3, 2, 33), (16, 1, 1, 33), 1, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),
+    ((1, 5, 5, 64), (64, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),    # KWS's pointwise
+    ((2, 3, 3, 64), (3, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),       # a batch
+    ((1, 8, 8, 64), (64, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),    # over the pool's threads
+    ((1, 7, 6, 3), (8, 3, 3, 3), 2, [0, 0, 1, 1], 1, 1, -128, True, (-128, 127)),       # regular: VWW's first
+    ((1, 6, 6, 4), (5, 3, 3, 4), 1, [1, 1, 1, 1], 1, 1, 0, True, (-128, 127)),          # SAME
+    ((1, 5, 7, 5), (4, 3, 3, 5), 1, [0, 0, 0, 0], 1, 1, 83, False, (-128, 127)),        # VALID
+    ((1, 6, 5, 8), (9, 3, 3, 8), 2, [1, 1, 1, 1], 1, 1, -128, True, (-128, 127)),
+    ((1, 5, 5, 16), (16, 3, 3, 16), 1, [1, 1, 1, 1], 2, 1, 0, True, (-128, 127)),       # dilation 2
+    ((1, 4, 5, 7), (3, 3, 3, 7), 1, [3, 2, 4, 3], 1, 1, 83, True, (-128, 127)),         # outputs of only padding
+    ((1, 12, 6, 1), (64, 10, 4, 1), 2, [4, 1, 5, 1], 1, 1, 83, True, (-128, 127)),      # KWS's first (K = 40)
+    ((1, 9, 7, 1), (5, 10, 4, 1), 1, [4, 1, 5, 2], 1, 1, -128, False, (-128, 127)),
+    ((1, 6, 5, 9), (3, 5, 3, 9), 1, [2, 1, 2, 1], 1, 1, 0, True, (0, 127)),             # K = 135
+    ((1, 5, 5, 1), (1, 3, 3, 1), 1, [1, 1, 1, 1], 1, 1, 83, True, (-128, 127)),         # K = 9, C = 1
+    ((1, 4, 4, 1), (15, 4, 4, 1), 1, [1, 2, 2, 1], 1, 1, -128, True, (-128, 127)),      # K = 16
+    ((1, 5, 4, 17), (17, 1, 2, 17), 1, [0, 1, 0, 0], 1, 1, 0, True, (-128, 127)),       # K = 34, padding left
+    ((1, 4, 4, 8), (7, 3, 1, 8), 1, [1, 0, 1, 0], 2, 1, 83, True, (-128, 127)),         # K = 24, dilation 2
+    ((1, 5, 5, 3), (16, 3, 3, 3), 1, [1, 1, 1, 1], 2, 1, -128, False, (-128, 127)),     # K = 27, dilation 2
+    ((2, 4, 3, 5), (4, 1, 1, 5), 1, [1, 1, 0, 0], 1, 1, 83, True, (-128, 127)),         # 1 x 1 with padding
+    ((1, 16, 16, 16), (16, 3, 3, 16), 1, [1, 1, 1, 1], 1, 1, 0, True, (-128, 127)),     # over the pool's threads
+    ((1, 6, 5, 3), (3, 3, 3, 1), 1, [1, 1, 1, 1], 1, 3, -128, True, (-128, 127)),       # depthwise
+    ((1, 5, 6, 4), (4, 3, 3, 1), 1, [1, 1, 1, 1], 1, 4, 0, False, (-128, 127)),
+    ((1, 7, 7, 5), (5, 3, 3, 1), 2, [0, 0, 1, 1], 1, 5, 83, True, (-128, 127)),
+    ((1, 5, 5, 7), (7, 3, 3, 1), 1, [1, 1, 1, 1], 1, 7, -128, True, (-128, 127)),
+    ((1, 5, 5, 8), (8, 3, 3, 1), 1, [0, 0, 0, 0], 1, 8, -128, True, (-128, 127)),       # VALID
+    ((1, 6, 6, 9), (9, 3, 3, 1), 2, [1, 1, 1, 1], 1, 9, 0, True, (-20, 127)),
+    ((1, 4, 5, 15), (15, 3, 3, 1), 1, [1, 1, 1, 1], 1, 15, 83, False, (-128, 127)),
+    ((1, 5, 4, 16), (16, 3, 3, 1), 2, [1, 1, 1, 1], 1, 16, -128, True, (-128, 127)),
+    ((1, 5, 4, 17), (17, 3, 3, 1), 1, [2, 2, 2, 2], 2, 17, 83, True, (-128, 127)),      # dilation 2
+    ((1, 5, 5, 64), (64, 3, 3, 1), 1, [1, 1, 1, 1], 1, 64, -128, True, (-128, 127)),    # KWS's depthwise
+    ((2, 4, 3, 7), (7, 3, 3, 1), 1, [3, 3, 3, 3], 1, 7, 0, True, (-128, 127)),          # padding past the taps
+    ((1, 6, 7, 16), (16, 5, 3, 1), 1, [3, 0, 2, 4], 1, 16, 0, True, (-128, 127)),       # padding past the taps
+    ((1, 24, 24, 64), (64, 3, 3, 1), 1, [1, 1, 1, 1], 1, 64, 83, True, (-128, 127)),    # over the pool's threads
+    ((1, 5, 5, 4), (8, 3, 3, 1), 1, [1, 1, 1, 1], 1, 4, 83, True, (-128, 127)),         # multiplier 2: portable
+    ((1, 5, 5, 8), (4, 3, 3, 4), 1, [1, 1, 1, 1], 1, 2, -128, True, (-128, 127)),       # 2 groups: portable
+]
+#: the kernel each case takes, in order (None: the portable kernel)
+KIND = ["pointwise"] * 19 + ["regular"] * 16 + ["depthwise"] * 13 + [None] * 2
+
+#: (rows, K, N, x_zero, w_zero, bias?, (act_min, act_max))
+QLINEAR = [
+    (1, 1, 3, -128, 0, True, (-128, 127)),
+    (1, 3, 1, 0, 0, False, (-128, 127)),
+    (2, 4, 2, 89, 0, True, (-128, 127)),
+    (1, 5, 8, -128, 3, True, (-128, 127)),
+    (1, 7, 4, 0, -2, True, (-128, 127)),
+    (1, 8, 5, -128, 0, True, (-128, 127)),
+    (3, 9, 9, 0, 0, True, (0, 127)),
+    (1, 15, 7, 89, 0, False, (-128, 127)),
+    (1, 16, 16, -128, 0, True, (-128, 127)),
+    (2, 17, 17, 5, 4, True, (-128, 127)),
+    (1, 24, 15, -128, 0, True, (-60, 100)),
+    (1, 31, 3, 0, 0, True, (-128, 127)),
+    (1, 33, 128, 89, 0, True, (-128, 127)),
+    (1, 64, 12, -128, 0, True, (-128, 127)),        # KWS's last
+    (1, 640, 128, -128, 0, True, (-128, 127)),      # AD's first
+    (1, 128, 8, 0, -7, True, (-128, 127)),
+    (1, 8, 128, 3, 0, True, (-128, 127)),           # AD's K = 8
+    (1, 640, 9, 0, 1, True, (-128, 127)),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sim_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OI_CACHE_DIR", str(tmp_path_factory.mktemp("neon-q-cache")))
+        yield
+
+
+def _out_size(size: int, k: int, stride: int, before: int, after: int, dil: int) -> int:
+    return (size + before + after - dil * (k - 1) - 1) // stride + 1
+
+
+def _program(rng: np.random.Generator):
+    """QCONV and QLINEAR as one program: (graph text, weights, two steps' inputs)."""
+    dyn, const, outs, body, weights, shapes = [], [], [], [], {}, {}
+    for j, (xs, ws, stride, pad, dil, groups, x_zero, bias, (lo, hi)) in enumerate(QCONV):
+        n, h, w, _ = xs
+        o, kh, kw, cg = ws
+        oh = _out_size(h, kh, stride, pad[0], pad[2], dil)
+        ow = _out_size(w, kw, stride, pad[1], pad[3], dil)
+        weights[f"w{j}"] = rng.integers(-128, 128, ws).astype(np.int8)
+        mult = rng.integers(1 << 30, (1 << 31) - 1, o)
+        if j % 4 == 1:              # negative multipliers too (the requantization's rounding by sign)
+            mult[::2] *= -1
+        weights[f"m{j}"] = mult.astype(np.int32)
+        # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
+        spread = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60))
+        shifts = spread + rng.integers(-1, 2, o)
+        if j in (0, 19, 40):        # left shifts too (a scale above 1: the scalar table's other branch; the
+            # kernels' lanes then leave the whole layer to the scalar table)
+            shifts[:2] = (1, 0)
+        weights[f"s{j}"] = shifts.astype(np.int32)
+        const += [f"w{j}: i8[{', '.join(map(str, ws))}];", f"m{j}: i32[{o}];", f"s{j}: i32[{o}];"]
+        args = f"x{j}, w{j}, m{j}, s{j}"
+        if bias:
+            weights[f"b{j}"] = rng.integers(-20000, 20000, o).astype(np.int32)
+            const.append(f"b{j}: i32[{o}];")
+            args += f", b{j}"
+        shapes[f"x{j}"] = xs
+        dyn.append(f"x{j}: i8[{', '.join(map(str, xs))}];")
+        outs.append(f"y{j}: i8[{n}, {oh}, {ow}, {o}];")
+        body.append(f"  op qconv2d({args}, stride={stride}, padding={pad}, dilation={dil}, groups={groups}, "
+                    f"x_zero={x_zero}, y_zero={int(rng.integers(-20, 21))}, act_min={lo}, act_max={hi}) >> y{j};\n")
+    for j, (rows, k, n, x_zero, w_zero, bias, (lo, hi)) in enumerate(QLINEAR):
+        weights[f"lw{j}"] = rng.integers(-128, 128, (n, k)).astype(np.int8)
+        weights[f"ls{j}"] = (60 / (75 * 75 * np.sqrt(k)) * rng.uniform(0.5, 2.0, n)).astype(np.float64)
+        const += [f"lw{j}: i8[{n}, {k}];", f"ls{j}: f64[{n}];"]
+        args = f"lx{j}, lw{j}, ls{j}"
+        if bias:
+            weights[f"lb{j}"] = rng.integers(-20000, 20000, n).astype(np.int32)
+            const.append(f"lb{j}: i32[{n}];")
+            args += f", lb{j}"
+        shapes[f"lx{j}"] = (rows, k)
+        dyn.append(f"lx{j}: i8[{rows}, {k}];")
+        outs.append(f"ly{j}: i8[{rows}, {n}];")
+        body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
+                    f"act_min={lo}, act_max={hi}) >> ly{j};\n")
+    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
+            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
+    feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()}
+             for _ in range(2)]
+    return text, weights, feeds
+
+
+@pytest.mark.parametrize("arch, isa", [("aarch64-neon", "neon"), ("aarch64-v82", "sdot")])
+def test_neon_qkernels_match_reference(tmp_path: Path, arch: str, isa: str):
+    text, weights, feeds = _program(np.random.default_rng(11))
+    oi.write_oinf(tmp_path / "q.oinf", weights)
+    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "q.oinf"), oi.graph(text), arch=arch, feeds=feeds)
+    kernels = "".join(p.read_text() for p in Path(sim.project).glob("*_kernels.c"))
+    for (xs, ws, *_), kind in zip(QCONV, KIND, strict=True):
+        line = f"x[{', '.join(map(str, xs))}] * w[{', '.join(map(str, ws))}]"
+        taken = [k for k in ("pointwise", "regular", "depthwise") if f"{isa} qconv2d {k}: {line}" in kernels]
+        assert taken == ([kind] if kind else []), (xs, ws, taken)
+    for rows, k, n, *_ in QLINEAR:
+        assert f"{isa} qlinear: x[{rows}, {k}] * w[{n}, {k}]" in kernels, (rows, k, n)
