@@ -43,6 +43,8 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
     if groups == 1:
         kind = "pointwise" if kh == kw == 1 else "regular"
         k = kh * kw * c
+        if k > 4095:              # the assembly's loads of the second channel's weights at offset K (12 bits)
+            return None
         scratch = 2 * 2 * (k // 4 * 4 + (4 if k % 4 else 0))       # two windows of int16, whole groups of 4
     elif groups == c == o and cg == 1:
         kind, k = "depthwise", kh * kw
