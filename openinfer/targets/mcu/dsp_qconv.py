@@ -48,7 +48,7 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
         scratch = 2 * 2 * (k // 4 * 4 + (4 if k % 4 else 0))       # two windows of int16, whole groups of 4
     elif groups == c == o and cg == 1:
         kind, k = "depthwise", kh * kw
-        scratch = max(1, c // 4) * (k * 8 + 16)        # per 4 channels and tap two int16 pairs; 4 folded biases
+        scratch = max(1, c // 4) * (k * 8 + 20)    # per 4 channels: per tap two int16 pairs; 4 sums; 4 x_zero
     else:
         return None
     scratch += o * _RQ_BYTES                                # the requantization table first
