@@ -25,8 +25,8 @@ from ..env import render
 from ..geometry import numel
 
 #: Bytes of a channel's entry in the requantization table (templates/mcu/qrequant.c.j2: two
-#: int64 rounding constants, three int32, padded to 8)
-_RQ_BYTES = 32
+#: int64 rounding constants, two int32)
+_RQ_BYTES = 24
 
 
 def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None:
