@@ -39,6 +39,8 @@ CASES = [
     ((1, 5, 3, 17), (64, 1, 1, 17), 1, [0, 0, 0, 0], 1, 1, 0, True, (-128, 127)),
     ((1, 5, 5, 64), (64, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),    # KWS's pointwise
     ((2, 3, 3, 64), (3, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, 83, True, (-128, 127)),       # a batch
+    ((1, 3, 5, 12), (6, 1, 1, 12), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),     # K = 12: a pair of groups + 1
+    ((1, 4, 3, 16), (2, 1, 1, 16), 1, [0, 0, 0, 0], 1, 1, 0, False, (-128, 127)),       # K = 16: pairs only, O = 2
     ((1, 7, 6, 3), (8, 3, 3, 3), 2, [0, 0, 1, 1], 1, 1, -128, True, (-128, 127)),       # VWW's first: SAME, stride 2
     ((1, 6, 6, 4), (5, 3, 3, 4), 1, [1, 1, 1, 1], 1, 1, 0, True, (-128, 127)),          # SAME
     ((1, 5, 7, 5), (4, 3, 3, 5), 1, [0, 0, 0, 0], 1, 1, 83, False, (-128, 127)),        # VALID
@@ -57,11 +59,12 @@ CASES = [
     ((1, 5, 4, 17), (17, 3, 3, 1), 1, [2, 2, 2, 2], 2, 17, 83, True, (-128, 127)),      # dilation 2
     ((1, 5, 5, 64), (64, 3, 3, 1), 1, [1, 1, 1, 1], 1, 64, -128, True, (-128, 127)),    # KWS's depthwise
     ((2, 4, 3, 7), (7, 3, 3, 1), 1, [3, 3, 3, 3], 1, 7, 0, True, (-128, 127)),          # padding past the taps
+    ((1, 4, 5, 5), (5, 3, 3, 1), 2, [0, 0, 6, 6], 2, 5, 83, True, (-128, 127)),         # windows below / right of x
     ((1, 5, 5, 4), (8, 3, 3, 1), 1, [1, 1, 1, 1], 1, 4, 83, True, (-128, 127)),         # multiplier 2: portable
     ((1, 5, 5, 8), (4, 3, 3, 4), 1, [1, 1, 1, 1], 1, 2, -128, True, (-128, 127)),       # 2 groups: portable
 ]
 #: the cases the DSP kernel takes (groups 1, or depthwise with multiplier 1), by their comment's kind
-KIND = ["pointwise"] * 10 + ["regular"] * 10 + ["depthwise"] * 8 + [None] * 2
+KIND = ["pointwise"] * 12 + ["regular"] * 10 + ["depthwise"] * 9 + [None] * 2
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -4,13 +4,16 @@
 (openinfer/targets/c/kernels/quantized.py): the same int32 sums of (x - x_zero) w, the same
 oi_quant.h requantization.
 
-Two kinds of convolution take it: groups == 1 (pointwise and regular), whose windows are copied
-as int16 into the kernel's scratch (two output positions at a time, 4 bytes a tap each) and summed
-for two output channels at a time with SMLAD; and depthwise with depth multiplier 1 (groups == C
-== O), 4 channels at a time, the weights packed per call into the scratch as int16 pairs (8 bytes
-a tap per 4 channels). Any other request (grouped, a depth multiplier above 1, dynamic shapes)
-takes the portable kernel. The requantization goes through a per-channel table made at each call
-in front of the scratch (templates/mcu/qrequant.c.j2).
+Two kinds of convolution take it: groups == 1 (pointwise and regular, K = KH KW C <= 4095),
+whose windows are copied as int16 into the kernel's scratch (two output positions at a time,
+interleaved per 4 taps, 4 bytes a tap each) and summed for two output channels at a time with
+SMLAD in an inline-assembly loop; and depthwise with depth multiplier 1 (groups == C == O, at
+most 128 taps, a window's farthest tap at most 4095 bytes from its first), 4 channels at a
+time, the weights packed per call into the scratch as int16 pairs (8 bytes a tap per 4
+channels), a window in the padding reading x_zero there from a row of it in the scratch. Any
+other request (grouped, a depth multiplier above 1, dynamic shapes, larger K or windows) takes
+the portable kernel. The requantization goes through a per-channel table made at each call in
+front of the scratch (templates/mcu/qrequant.c.j2).
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from ..env import render
 from ..geometry import numel
 
 #: Bytes of a channel's entry in the requantization table (templates/mcu/qrequant.c.j2: two
-#: int64 rounding constants, three int32, padded to 8)
-_RQ_BYTES = 32
+#: int64 rounding constants, two int32)
+_RQ_BYTES = 24
 
 
 def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None:
@@ -43,10 +46,13 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
     if groups == 1:
         kind = "pointwise" if kh == kw == 1 else "regular"
         k = kh * kw * c
+        if k > 4095:              # the assembly's loads of the second channel's weights at offset K (12 bits)
+            return None
         scratch = 2 * 2 * (k // 4 * 4 + (4 if k % 4 else 0))       # two windows of int16, whole groups of 4
-    elif groups == c == o and cg == 1:
+    elif groups == c == o and cg == 1 and kh * kw <= 128 and ((kh - 1) * dh * wd + (kw - 1) * dw) * c <= 4095:
+        # (the assembly's loads: a tap's weights at offset 8 t, x at the tap's offset, 12 bits)
         kind, k = "depthwise", kh * kw
-        scratch = max(1, c // 4) * (k * 8 + 16)        # per 4 channels and tap two int16 pairs; 4 folded biases
+        scratch = max(1, c // 4) * (k * 8 + 20)    # per 4 channels: per tap two int16 pairs; 4 sums; 4 x_zero
     else:
         return None
     scratch += o * _RQ_BYTES                                # the requantization table first

@@ -32,4 +32,4 @@ def qlinear_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | No
     doc = f"qlinear: {x} * {w}^T{' + bias' if has_bias else ''} -> {req.output}"
     text = render("mcu/qlinear.c.j2", name=name, proto=proto, doc=doc, rows=rows, k=k, n=n, has_bias=has_bias,
                   **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
-    return KernelText(text, 2 * (k // 4 * 4) + 8)      # x - x_zero of a row as int16, its K % 4 last
+    return KernelText(text, 2 * k)      # x - x_zero of a row as int16 (groups of 4 reordered, then the K % 4 last)
