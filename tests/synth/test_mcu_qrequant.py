@@ -27,7 +27,7 @@ HARNESS = r"""
 #include <string.h>
 #include "oi_quant.h"
 {{ requant_table("t", 0, -128, 127) }}
-{{ round_scaled("t") }}
+{{ round_scaled("u", 0, -128, 127) }}
 int main(int argc, char **argv) {
     if (argc != 3) return 2;
     FILE *in = fopen(argv[1], "r"), *out = fopen(argv[2], "w");
@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
             const uint64_t bits = (uint64_t)b << 32 | (uint64_t)c;
             double scale;
             memcpy(&scale, &bits, sizeof scale);
-            fprintf(out, "%ld %ld\n", (long)t_scaled((int32_t)a, &scale),
+            fprintf(out, "%ld %ld\n", (long)u_scaled((int32_t)a, &scale),
                     (long)oi_q_round_f64((double)(int32_t)a * scale));
         }
     }
