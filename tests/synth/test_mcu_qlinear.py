@@ -1,13 +1,14 @@
 """The Cortex-M wing's int8 fully connected layer with the DSP extension
 (openinfer/targets/mcu/dsp_qlinear.py, templates/mcu/qlinear.c.j2) under the Cortex-M4 firmware
 simulation, bit-exact against the reference: one program with a qlinear of its own per case, over
-two steps of random int8 inputs. K 1, 3, 4, 5, 13, 33, 640 (around the 4 k an SMLAD pair sums and
-the 2 groups of the loop's iteration, K % 4 tails, the MLPerf Tiny AD model's 640); N 1, 2, 3, 8,
-9, 128 (around the 4 rows of w a block); 1 to 3 rows of x; x_zero -128, 0, 89; w_zero 0 and not
-(folded); with and without bias; random weights and scales of several magnitudes. And the
-requantization's ties: a layer whose weights are 0, so that each output's accumulator is its bias,
-chosen with its scale so that the exact product lies just under a half-integer and the double
-rounds it onto the tie (the integer emulation must round as the double, not as the exact product).
+two steps of random int8 inputs. K 1, 3, 4, 5, 8, 12, 13, 15, 17, 24, 33, 128, 640 (around the 4 k
+an SMLAD pair sums and the 2 or 4 groups of the loop's iteration, K % 4 tails, the MLPerf Tiny AD
+model's 640 and 128); N 1, 2, 3, 4, 5, 7, 8, 9, 128 (around the 4 rows of w a block); 1 to 3 rows
+of x; x_zero -128, 0, 89; w_zero 0 and not (folded); with and without bias; random weights and
+scales of several magnitudes. And the requantization's ties: a layer whose weights are 0, so that
+each output's accumulator is its bias, chosen with its scale so that the exact product lies just
+under a half-integer and the double rounds it onto the tie (the integer emulation must round as the
+double, not as the exact product).
 
     OI_SLOW=1   also on the Cortex-M7 and the Cortex-M33 (the same wing)
 """
@@ -39,6 +40,9 @@ CASES = [
     (2, 8, 9, 89, 0, False, (-60, 100)),
     (1, 12, 3, -128, 0, True, (-128, 127)),
     (1, 640, 9, 0, 1, True, (-128, 127)),
+    (1, 15, 5, 89, 0, True, (-128, 127)),          # 3 groups: the loop's 2 and the odd one
+    (2, 17, 4, -128, 0, True, (-128, 127)),        # 4 groups: one iteration of 4
+    (1, 24, 7, 0, 2, False, (-128, 127)),          # 6 groups: 3 iterations of 2
 ]
 TIES = 16           # outputs of the layer of ties
 

@@ -27,7 +27,7 @@ HARNESS = r"""
 #include <string.h>
 #include "oi_quant.h"
 {{ requant_table("t", 0, -128, 127) }}
-{{ round_scaled("t") }}
+{{ round_scaled("u", 0, -128, 127) }}
 int main(int argc, char **argv) {
     if (argc != 3) return 2;
     FILE *in = fopen(argv[1], "r"), *out = fopen(argv[2], "w");
@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
             const uint64_t bits = (uint64_t)b << 32 | (uint64_t)c;
             double scale;
             memcpy(&scale, &bits, sizeof scale);
-            fprintf(out, "%ld %ld\n", (long)t_scaled((int32_t)a, scale),
+            fprintf(out, "%ld %ld\n", (long)u_scaled((int32_t)a, &scale),
                     (long)oi_q_round_f64((double)(int32_t)a * scale));
         }
     }
@@ -113,7 +113,8 @@ def _scaled_cases(rng: np.random.Generator) -> tuple[list[tuple[int, int]], int]
             double = _round_half_away(Fraction(acc * scale))
             double_rounded += exact != double and abs(exact) < 2**31
     specials = [0.0, -0.0, 5e-324, 2.0**-1022, 2.0**-43, 2.0**-44, 2.0**-43 * (1 - 2.0**-53), 2.0**21 * (1 - 2.0**-53),
-                2.0**21, 2.0**40, float("inf"), float("-inf"), float("nan"), 0.5, 1.5, 1.0, -0.5, 2.0**-31, 3.0]
+                2.0**21, 2.0**40, float("inf"), float("-inf"), float("nan"), 0.5, 1.5, 1.0, -0.5, 2.0**-31, 3.0,
+                0.5 * (1 - 2.0**-53), 2.0**-32, 2.0**-32 * (1 - 2.0**-53), -2.0**-32]   # the short code's ends
     scales = specials + [float(m) * 2.0**e
                          for m, e in zip(rng.uniform(1, 2, 300), rng.integers(-44, 22, 300), strict=True)]
     scales += [-s for s in scales[len(specials):len(specials) + 40]]
