@@ -9,7 +9,8 @@ bias or not; activation bounds) and channels C and O at 7, 8, 9, 15, 16, 17, 31,
 64, 65): every vector width of the kernels +-1 (8 / 16 int32 lanes of the depthwise kernel, 16 /
 32 int16 lanes of a window's vector, the 4 output channels of a block) and odd position counts
 (the 2 / 4 positions of a block). qlinear: the Cortex-M test's cases and K, N around the 16 / 32
-int16 lanes and the 4 rows of a block, w_zero folded or not.
+int16 lanes and the 4 rows of a block, w_zero folded or not. Layers large enough to split over
+the pool (PARALLEL_CONV_CASES, PARALLEL_LINEAR_CASES) run at 1, 2 and 3 threads.
 
 The AVX-512 programs run only where the CPU has AVX-512F/BW/VL/DQ (and VNNI for the descriptor
 that lists it; skipped elsewhere); every program is also built with -Werror on any x86-64 host.
@@ -35,6 +36,8 @@ from compilers import Toolchain  # noqa: E402
 import openinfer as oi  # noqa: E402
 from openinfer.api import bind_inputs  # noqa: E402
 from openinfer.build import build  # noqa: E402
+from openinfer.reference.executor import Reference  # noqa: E402
+from openinfer.sim import Simulator  # noqa: E402
 from openinfer.synthesizer import Synthesizer  # noqa: E402
 from openinfer.testing import assert_matches_reference, skip_unless_runs_here  # noqa: E402
 from openinfer.writetree import write_tree  # noqa: E402
@@ -115,14 +118,32 @@ LINEAR_CASES = [
 ]
 
 
+#: Layers past the kernels' _PAR_MACS (openinfer/targets/x86/quantized.py) that split over the
+#: pool: a groups-1 convolution and a pointwise one whose rows hold an odd number of positions (the
+#: pool's units then start on whole blocks of 2 / 4 positions; the last unit ends on a single one),
+#: a depthwise one with a batch of 2 and C past a vector, fully connected layers of one row of x (its
+#: units split w's rows, N % 4 last ones in the last unit) and of 37 rows (units crossing rows).
+PARALLEL_CONV_CASES = [
+    ((1, 17, 9, 32), (33, 3, 3, 32), 1, [1, 1, 1, 1], 1, 1, 83, True, (-128, 127)),
+    ((1, 23, 15, 64), (67, 1, 1, 64), 1, [0, 0, 0, 0], 1, 1, -128, True, (-128, 127)),
+    ((2, 20, 19, 65), (65, 3, 3, 1), 1, [1, 1, 1, 1], 1, 65, 0, True, (-128, 127)),
+]
+PARALLEL_CONV_KIND = ["regular", "pointwise", "depthwise"]
+PARALLEL_LINEAR_CASES = [
+    (1, 1000, 301, -128, 0, True, (-128, 127)),
+    (37, 129, 70, 89, 3, True, (-128, 127)),
+]
+
+
 def _out_size(size: int, k: int, stride: int, before: int, after: int, dil: int) -> int:
     return (size + before + after - dil * (k - 1) - 1) // stride + 1
 
 
-def _program(rng: np.random.Generator):
-    """CONV_CASES and LINEAR_CASES as one program: (graph text, weights, two steps' inputs)."""
+def _program(rng: np.random.Generator, conv_cases=CONV_CASES, linear_cases=LINEAR_CASES):
+    """Convolution and fully connected cases (by default CONV_CASES and LINEAR_CASES) as one
+    program: (graph text, weights, two steps' inputs)."""
     dyn, const, outs, body, weights, shapes = [], [], [], [], {}, {}
-    for j, (xs, ws, stride, pad, dil, groups, x_zero, bias, (lo, hi)) in enumerate(CONV_CASES):
+    for j, (xs, ws, stride, pad, dil, groups, x_zero, bias, (lo, hi)) in enumerate(conv_cases):
         n, h, w, _ = xs
         o, kh, kw, cg = ws
         oh = _out_size(h, kh, stride, pad[0], pad[2], dil)
@@ -146,7 +167,7 @@ def _program(rng: np.random.Generator):
         outs.append(f"y{j}: i8[{n}, {oh}, {ow}, {o}];")
         body.append(f"  op qconv2d({args}, stride={stride}, padding={pad}, dilation={dil}, groups={groups}, "
                     f"x_zero={x_zero}, y_zero={int(rng.integers(-20, 21))}, act_min={lo}, act_max={hi}) >> y{j};\n")
-    for j, (rows, k, n, x_zero, w_zero, bias, (lo, hi)) in enumerate(LINEAR_CASES):
+    for j, (rows, k, n, x_zero, w_zero, bias, (lo, hi)) in enumerate(linear_cases):
         weights[f"fw{j}"] = rng.integers(-128, 128, (n, k)).astype(np.int8)
         weights[f"fs{j}"] = (60 / (75 * 75 * np.sqrt(k)) * rng.uniform(0.5, 2.0, n)).astype(np.float64)
         const += [f"fw{j}: i8[{n}, {k}];", f"fs{j}: f64[{n}];"]
@@ -184,15 +205,21 @@ def _check(tmp_path: Path, arch: str | Path, isa: str) -> None:
     oi.write_oinf(tmp_path / "q.oinf", weights)
     sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "q.oinf"), oi.graph(text), arch=arch, feeds=feeds)
     kernels = "".join(p.read_text() for p in Path(sim.project).glob("*_kernels.c"))
-    for (xs, ws, *_), kind in zip(CONV_CASES, CONV_KIND, strict=True):
-        line = f"x[{', '.join(map(str, xs))}] * w[{', '.join(map(str, ws))}]"
-        taken = [k for k in ("pointwise", "regular", "depthwise") if f"{isa} qconv2d {k}: {line}" in kernels]
-        assert taken == ([kind] if kind else []), (xs, ws, taken)
-    for rows, k, n, *_ in LINEAR_CASES:
-        assert f"{isa} qlinear: x[{rows}, {k}] * w[{n}, {k}]" in kernels, (rows, k, n)
+    _check_kernels(kernels, isa, CONV_CASES, CONV_KIND, LINEAR_CASES)
     vnni = isinstance(arch, Path)
     assert kernels.count("VPDPBUSD") == vnni * (CONV_KIND.count("pointwise") + CONV_KIND.count("regular")
                                                 + len(LINEAR_CASES))
+    assert "oi_pool_parallel_for" not in kernels            # all small enough for the calling thread
+
+
+def _check_kernels(kernels: str, isa: str, conv_cases, conv_kind, linear_cases) -> None:
+    """Each case took the kernel its kind says (None: the portable one)."""
+    for (xs, ws, *_), kind in zip(conv_cases, conv_kind, strict=True):
+        line = f"x[{', '.join(map(str, xs))}] * w[{', '.join(map(str, ws))}]"
+        taken = [k for k in ("pointwise", "regular", "depthwise") if f"{isa} qconv2d {k}: {line}" in kernels]
+        assert taken == ([kind] if kind else []), (xs, ws, taken)
+    for rows, k, n, *_ in linear_cases:
+        assert f"{isa} qlinear: x[{rows}, {k}] * w[{n}, {k}]" in kernels, (rows, k, n)
 
 
 @pytest.mark.parametrize(("arch", "isa"), [("x86_64-avx2", "avx2"), ("x86_64-avx512", "avx512")])
@@ -206,6 +233,36 @@ def test_int8_vnni_kernels_match_reference(tmp_path, monkeypatch):
     _check(tmp_path, _vnni_descriptor(tmp_path), "avx512")
 
 
+@pytest.mark.parametrize(("arch", "isa"), [("x86_64-avx2", "avx2"), ("x86_64-avx512", "avx512"),
+                                           ("x86_64-avx512-vnni", "avx512")])
+def test_int8_kernels_split_over_the_pool(tmp_path, monkeypatch, arch, isa):
+    """PARALLEL_CONV_CASES and PARALLEL_LINEAR_CASES, each kernel split over the pool, bit-exact
+    with the reference at 1, 2 and 3 threads (3: uneven shares, more threads than this host's
+    CPUs may have; each worker copies its windows or rows of x into its own scratch)."""
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
+    if arch.endswith("-vnni"):
+        arch = _vnni_descriptor(tmp_path)
+    skip_unless_runs_here(arch)
+    text, weights, feeds = _program(np.random.default_rng(5), PARALLEL_CONV_CASES, PARALLEL_LINEAR_CASES)
+    oi.write_oinf(tmp_path / "q.oinf", weights)
+    model, graph = oi.ModelLoader.open(tmp_path / "q.oinf"), oi.graph(text)
+    sim = Simulator(model, graph, arch=arch)
+    kernels = "".join(p.read_text() for p in Path(sim.project).glob("*_kernels.c"))
+    _check_kernels(kernels, isa, PARALLEL_CONV_CASES, PARALLEL_CONV_KIND, PARALLEL_LINEAR_CASES)
+    assert kernels.count("oi_pool_parallel_for") == len(PARALLEL_CONV_CASES) + len(PARALLEL_LINEAR_CASES)
+    ref = Reference(model, graph).make_executor()
+    names = [f"y{j}" for j in range(len(PARALLEL_CONV_CASES))] + [f"fy{j}" for j in range(len(PARALLEL_LINEAR_CASES))]
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("OI_NUM_THREADS", threads)      # read when the program's context is created
+        ex = sim.make_executor()
+        for step, inputs in enumerate(feeds):
+            for e in (ref, ex):
+                e.insert(**inputs)
+                e.run_step()
+            for name in names:
+                np.testing.assert_array_equal(ex.fetch(name), ref.fetch(name), err_msg=f"{threads} threads, {step = }")
+
+
 @pytest.mark.parametrize("isa", ["avx2", "avx512", "avx512-vnni"])
 def test_int8_kernels_compile_clean(tmp_path, isa):
     """The program's generated C builds with -Werror (meson's warning_level 2: -Wall -Wextra),
@@ -214,15 +271,18 @@ def test_int8_kernels_compile_clean(tmp_path, isa):
     by family, not descriptor, so that tests/conftest.py does not skip it)."""
     arch = _vnni_descriptor(tmp_path) if isa == "avx512-vnni" else f"x86_64-{isa}"
     isa = isa.removesuffix("-vnni")
-    text, weights, _ = _program(np.random.default_rng(11))
+    conv_kind = CONV_KIND + PARALLEL_CONV_KIND
+    text, weights, _ = _program(np.random.default_rng(11), CONV_CASES + PARALLEL_CONV_CASES,
+                                LINEAR_CASES + PARALLEL_LINEAR_CASES)
     oi.write_oinf(tmp_path / "q.oinf", weights)
     model, graph, _ = bind_inputs(oi.ModelLoader.open(tmp_path / "q.oinf"), oi.graph(text), None, None)
     plan = Synthesizer.from_arch(arch).synthesize(model, graph)
     kernels = b"".join(v for k, v in plan.files.items() if k.endswith("_kernels.c")).decode()
-    assert kernels.count(f"{isa} qconv2d ") == len([k for k in CONV_KIND if k])
-    assert kernels.count(f"{isa} qlinear: ") == len(LINEAR_CASES)
-    assert kernels.count("VPDPBUSD") == isinstance(arch, Path) * (len([k for k in CONV_KIND if k in (
-        "pointwise", "regular")]) + len(LINEAR_CASES))
+    assert kernels.count(f"{isa} qconv2d ") == len([k for k in conv_kind if k])
+    assert kernels.count(f"{isa} qlinear: ") == len(LINEAR_CASES) + len(PARALLEL_LINEAR_CASES)
+    assert kernels.count("VPDPBUSD") == isinstance(arch, Path) * (len([k for k in conv_kind if k in (
+        "pointwise", "regular")]) + len(LINEAR_CASES) + len(PARALLEL_LINEAR_CASES))
+    assert kernels.count("oi_pool_parallel_for") == len(PARALLEL_CONV_CASES) + len(PARALLEL_LINEAR_CASES)
     compilers = [t for t in (Toolchain("gcc", "2"), Toolchain("clang", "2")) if not t.missing()]
     for toolchain in compilers:
         project = tmp_path / toolchain.name

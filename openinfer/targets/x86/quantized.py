@@ -46,12 +46,27 @@ qlinear: a row of x is copied as int16 x - x_zero; 4 rows of w at a time, each v
 once for 4 VPMADDWDs against w widened on the fly (VPMOVSXBW; w is read once per row of x, so
 widening it in advance would double its traffic); K % (vector width) last k in C. A non-zero w_zero
 is folded: sum (x - x_zero)(w - w_zero) = sum (x - x_zero) w - w_zero sum (x - x_zero).
+
+The pool: a layer of at least _PAR_MACS multiply-adds (the portable kernels' threshold, through
+the same par_rows) splits over the program's threads as the portable kernels do. The
+convolutions' units are output rows (batch x output y); what every unit reads is made once, by the
+calling thread, before the parallel section (the widened or copied w and the folded biases, in
+its scratch), and what a unit writes as it goes (the groups-1 kernel's NP windows) lives at the
+start of each thread's own scratch (oi_kctx_scratch: one workspace per thread, each as large as
+the largest kernel's), so the caller's windows do not overlap its w. The groups-1 kernel's units
+run their positions flat, NP at a time, so the grain is rounded up to rows holding whole blocks
+of NP positions: every unit then starts on a block, and only the kernel's last unit ends on
+single positions, as the serial kernel does. qlinear's units are (row of x, 4 rows of w) in
+row-major order, so a layer of one row (every MLPerf Tiny one) splits w's rows; a unit range
+copies each row of x it reaches into its own thread's scratch.
 """
 
 from __future__ import annotations
 
+import math
+
 from ...synth.program import KernelRequest
-from ..c.kernels.common import static_attr
+from ..c.kernels.common import par_rows, static_attr
 from ..c.kernels.registry import KernelText
 from ..geometry import numel
 from .renderer import Avx2Renderer, emitter
@@ -59,6 +74,10 @@ from .renderer import Avx2Renderer, emitter
 #: Output positions summed together by the groups-1 convolution, by vector width: with 4
 #: channels, NP x 4 accumulators, NP windows' vectors and one of w in registers (16 ymm, 32 zmm)
 _POSITIONS = {256: 2, 512: 4}
+#: Multiply-adds from which a convolution or fully connected layer splits over the pool: the
+#: portable kernels' threshold (openinfer/targets/c/kernels/quantized.py), so that a layer the
+#: portable kernel ran on several threads does too
+_PAR_MACS = 1 << 18
 
 
 def _covered(req: KernelRequest) -> bool:
@@ -103,11 +122,16 @@ def _qconv(r: Avx2Renderer, req: KernelRequest, name: str) -> KernelText | None:
     else:
         return None
     has_bias = len(req.inputs) > 4
+    rows = n * oh                                     # the pool's units: (batch, output y)
+    par = par_rows(rows, ow * o * k, _PAR_MACS)
+    if kind != "depthwise":                           # whole blocks of NP positions a unit but the last
+        par["grain"] = _round_up(par["grain"], np_ // math.gcd(ow, np_))
+        par["parallel"] = par["parallel"] and rows > par["grain"]
     doc = (f"qconv2d: {x} * {w}{' + bias' if has_bias else ''}, stride {[sh, sw]}, "
            f"padding {list(static_attr(req, 'padding'))}, dilation {[dh, dw]}, groups {groups} -> {req.output}")
     text = r.render("qconv.c.j2", req, name, (), doc=doc, kind=kind, n=n, h=h, w=wd, c=c, o=o, kh=kh, kw=kw, cg=cg,
                     oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, k=k, kp=kp, taps=kh * kw, l16=l16,
-                    l32=l32, np=np_, positions=n * oh * ow, has_bias=has_bias, vnni=vnni and groups == 1,
+                    l32=l32, np=np_, positions=n * oh * ow, has_bias=has_bias, vnni=vnni and groups == 1, **par,
                     **{a: static_attr(req, a) for a in ("x_zero", "y_zero", "act_min", "act_max")})
     return KernelText(text, scratch)
 
@@ -122,9 +146,10 @@ def _qlinear(r: Avx2Renderer, req: KernelRequest, name: str) -> KernelText | Non
     vnni = _vnni(r)
     l16 = 64 if vnni else r.vec.bits // 16           # k a step: bytes (VNNI) or int16 lanes
     has_bias = len(req.inputs) > 3
+    blocks = -(-n // 4)                              # the pool's units: (row of x, 4 rows of w)
     doc = f"qlinear: {req.inputs[0]} * {req.inputs[1]}^T{' + bias' if has_bias else ''} -> {req.output}"
     text = r.render("qlinear.c.j2", req, name, (), doc=doc, rows=rows, k=k, n=n, kv=k // l16 * l16, l16=l16,
-                    has_bias=has_bias, vnni=vnni,
+                    has_bias=has_bias, vnni=vnni, **par_rows(rows * blocks, 4 * k, _PAR_MACS),
                     **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
     # a row of x: as int16 x - x_zero, or as u8 x ^ 0x80 zero-padded to whole vectors (VNNI)
     return KernelText(text, _round_up(k, 64) if vnni else 2 * max(k, 1))
