@@ -19,7 +19,6 @@ that lists it; skipped elsewhere); every program is also built with -Werror on a
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +31,7 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from compilers import Toolchain  # noqa: E402
+from qkernel_programs import int8_program  # noqa: E402
 
 import openinfer as oi  # noqa: E402
 from openinfer.api import bind_inputs  # noqa: E402
@@ -135,56 +135,11 @@ PARALLEL_LINEAR_CASES = [
 ]
 
 
-def _out_size(size: int, k: int, stride: int, before: int, after: int, dil: int) -> int:
-    return (size + before + after - dil * (k - 1) - 1) // stride + 1
-
-
 def _program(rng: np.random.Generator, conv_cases=CONV_CASES, linear_cases=LINEAR_CASES):
     """Convolution and fully connected cases (by default CONV_CASES and LINEAR_CASES) as one
     program: (graph text, weights, two steps' inputs)."""
-    dyn, const, outs, body, weights, shapes = [], [], [], [], {}, {}
-    for j, (xs, ws, stride, pad, dil, groups, x_zero, bias, (lo, hi)) in enumerate(conv_cases):
-        n, h, w, _ = xs
-        o, kh, kw, cg = ws
-        oh = _out_size(h, kh, stride, pad[0], pad[2], dil)
-        ow = _out_size(w, kw, stride, pad[1], pad[3], dil)
-        weights[f"w{j}"] = rng.integers(-128, 128, ws).astype(np.int8)
-        weights[f"m{j}"] = rng.integers(1 << 30, (1 << 31) - 1, o).astype(np.int32)
-        # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
-        spread = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60))
-        shifts = spread + rng.integers(-1, 2, o)
-        if j == 0:                  # left shifts too (a scale above 1: the requantization's other branch)
-            shifts[:2] = (1, 0)
-        weights[f"s{j}"] = shifts.astype(np.int32)
-        const += [f"w{j}: i8[{', '.join(map(str, ws))}];", f"m{j}: i32[{o}];", f"s{j}: i32[{o}];"]
-        args = f"x{j}, w{j}, m{j}, s{j}"
-        if bias:
-            weights[f"b{j}"] = rng.integers(-20000, 20000, o).astype(np.int32)
-            const.append(f"b{j}: i32[{o}];")
-            args += f", b{j}"
-        shapes[f"x{j}"] = xs
-        dyn.append(f"x{j}: i8[{', '.join(map(str, xs))}];")
-        outs.append(f"y{j}: i8[{n}, {oh}, {ow}, {o}];")
-        body.append(f"  op qconv2d({args}, stride={stride}, padding={pad}, dilation={dil}, groups={groups}, "
-                    f"x_zero={x_zero}, y_zero={int(rng.integers(-20, 21))}, act_min={lo}, act_max={hi}) >> y{j};\n")
-    for j, (rows, k, n, x_zero, w_zero, bias, (lo, hi)) in enumerate(linear_cases):
-        weights[f"fw{j}"] = rng.integers(-128, 128, (n, k)).astype(np.int8)
-        weights[f"fs{j}"] = (60 / (75 * 75 * np.sqrt(k)) * rng.uniform(0.5, 2.0, n)).astype(np.float64)
-        const += [f"fw{j}: i8[{n}, {k}];", f"fs{j}: f64[{n}];"]
-        args = f"fx{j}, fw{j}, fs{j}"
-        if bias:
-            weights[f"fb{j}"] = rng.integers(-20000, 20000, n).astype(np.int32)
-            const.append(f"fb{j}: i32[{n}];")
-            args += f", fb{j}"
-        shapes[f"fx{j}"] = (rows, k)
-        dyn.append(f"fx{j}: i8[{rows}, {k}];")
-        outs.append(f"fy{j}: i8[{rows}, {n}];")
-        body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
-                    f"act_min={lo}, act_max={hi}) >> fy{j};\n")
-    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
-            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
-    feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()} for _ in range(2)]
-    return text, weights, feeds
+    prog = int8_program(rng, conv_cases, linear_cases)
+    return prog.text(), prog.weights, prog.feeds()
 
 
 def _vnni_descriptor(tmp_path: Path) -> Path:
@@ -251,7 +206,7 @@ def test_int8_kernels_split_over_the_pool(tmp_path, monkeypatch, arch, isa):
     _check_kernels(kernels, isa, PARALLEL_CONV_CASES, PARALLEL_CONV_KIND, PARALLEL_LINEAR_CASES)
     assert kernels.count("oi_pool_parallel_for") == len(PARALLEL_CONV_CASES) + len(PARALLEL_LINEAR_CASES)
     ref = Reference(model, graph).make_executor()
-    names = [f"y{j}" for j in range(len(PARALLEL_CONV_CASES))] + [f"fy{j}" for j in range(len(PARALLEL_LINEAR_CASES))]
+    names = [f"yc{j}" for j in range(len(PARALLEL_CONV_CASES))] + [f"yf{j}" for j in range(len(PARALLEL_LINEAR_CASES))]
     for threads in ("1", "2", "3"):
         monkeypatch.setenv("OI_NUM_THREADS", threads)      # read when the program's context is created
         ex = sim.make_executor()

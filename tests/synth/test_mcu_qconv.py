@@ -14,12 +14,12 @@ random weights and per-channel multipliers and shifts.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from qkernel_programs import int8_program
 
 import openinfer as oi
 from openinfer.testing import assert_matches_reference
@@ -74,45 +74,9 @@ def sim_cache(tmp_path_factory):
         yield
 
 
-def _out_size(size: int, k: int, stride: int, before: int, after: int, dil: int) -> int:
-    return (size + before + after - dil * (k - 1) - 1) // stride + 1
-
-
-def _program(rng: np.random.Generator):
-    """CASES as one program: (graph text, weights, two steps' inputs)."""
-    dyn, const, outs, body, weights = [], [], [], [], {}
-    for j, (xs, ws, stride, pad, dil, groups, x_zero, bias, (lo, hi)) in enumerate(CASES):
-        n, h, w, _ = xs
-        o, kh, kw, cg = ws
-        oh = _out_size(h, kh, stride, pad[0], pad[2], dil)
-        ow = _out_size(w, kw, stride, pad[1], pad[3], dil)
-        weights[f"w{j}"] = rng.integers(-128, 128, ws).astype(np.int8)
-        weights[f"m{j}"] = rng.integers(1 << 30, (1 << 31) - 1, o).astype(np.int32)
-        # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
-        spread = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60))
-        shifts = spread + rng.integers(-1, 2, o)
-        if j == 0:                  # left shifts too (a scale above 1: the requantization's other branch)
-            shifts[:2] = (1, 0)
-        weights[f"s{j}"] = shifts.astype(np.int32)
-        const += [f"w{j}: i8[{', '.join(map(str, ws))}];", f"m{j}: i32[{o}];", f"s{j}: i32[{o}];"]
-        args = f"x{j}, w{j}, m{j}, s{j}"
-        if bias:
-            weights[f"b{j}"] = rng.integers(-20000, 20000, o).astype(np.int32)
-            const.append(f"b{j}: i32[{o}];")
-            args += f", b{j}"
-        dyn.append(f"x{j}: i8[{', '.join(map(str, xs))}];")
-        outs.append(f"y{j}: i8[{n}, {oh}, {ow}, {o}];")
-        y_zero = int(rng.integers(-20, 21))
-        body.append(f"  op qconv2d({args}, stride={stride}, padding={pad}, dilation={dil}, groups={groups}, "
-                    f"x_zero={x_zero}, y_zero={y_zero}, act_min={lo}, act_max={hi}) >> y{j};\n")
-    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
-            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
-    feeds = [{f"x{j}": rng.integers(-128, 128, c[0]).astype(np.int8) for j, c in enumerate(CASES)} for _ in range(2)]
-    return text, weights, feeds
-
-
 def _check(tmp_path: Path, arch: str) -> None:
-    text, weights, feeds = _program(np.random.default_rng(5))
+    prog = int8_program(np.random.default_rng(5), conv_cases=CASES)
+    text, weights, feeds = prog.text(), prog.weights, prog.feeds()
     oi.write_oinf(tmp_path / "qconv.oinf", weights)
     sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "qconv.oinf"), oi.graph(text), arch=arch,
                                    feeds=feeds)

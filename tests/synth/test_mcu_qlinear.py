@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from qkernel_programs import int8_program
 
 import openinfer as oi
 from openinfer.testing import assert_matches_reference
@@ -83,33 +84,15 @@ def _ties(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 def _program(rng: np.random.Generator):
     """CASES and the layer of ties as one program: (graph text, weights, two steps' inputs)."""
-    dyn, const, outs, body, weights, shapes = [], [], [], [], {}, {}
-    for j, (rows, k, n, x_zero, w_zero, bias, (lo, hi)) in enumerate(CASES):
-        weights[f"w{j}"] = rng.integers(-128, 128, (n, k)).astype(np.int8)
-        # scales that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
-        weights[f"s{j}"] = (60 / (75 * 75 * np.sqrt(k)) * rng.uniform(0.5, 2.0, n)).astype(np.float64)
-        const += [f"w{j}: i8[{n}, {k}];", f"s{j}: f64[{n}];"]
-        args = f"x{j}, w{j}, s{j}"
-        if bias:
-            weights[f"b{j}"] = rng.integers(-20000, 20000, n).astype(np.int32)
-            const.append(f"b{j}: i32[{n}];")
-            args += f", b{j}"
-        shapes[f"x{j}"] = (rows, k)
-        dyn.append(f"x{j}: i8[{rows}, {k}];")
-        outs.append(f"y{j}: i8[{rows}, {n}];")
-        body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
-                    f"act_min={lo}, act_max={hi}) >> y{j};\n")
-    weights["bt"], weights["st"] = _ties(rng)
-    weights["wt"] = np.zeros((TIES, 4), np.int8)
-    shapes["xt"] = (1, 4)
-    const += [f"wt: i8[{TIES}, 4];", f"st: f64[{TIES}];", f"bt: i32[{TIES}];"]
-    dyn.append("xt: i8[1, 4];")
-    outs.append(f"yt: i8[1, {TIES}];")
-    body.append("  op qlinear(xt, wt, st, bt, x_zero=5, y_zero=0, act_min=-128, act_max=127) >> yt;\n")
-    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
-            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
-    feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()} for _ in range(2)]
-    return text, weights, feeds
+    prog = int8_program(rng, linear_cases=CASES)
+    prog.weights["bt"], prog.weights["st"] = _ties(rng)
+    prog.weights["wt"] = np.zeros((TIES, 4), np.int8)
+    prog.inputs["xt"] = (1, 4)
+    prog.constant += [f"wt: i8[{TIES}, 4];", f"st: f64[{TIES}];", f"bt: i32[{TIES}];"]
+    prog.dynamic.append("xt: i8[1, 4];")
+    prog.volatile.append(f"yt: i8[1, {TIES}];")
+    prog.body.append("  op qlinear(xt, wt, st, bt, x_zero=5, y_zero=0, act_min=-128, act_max=127) >> yt;\n")
+    return prog.text(), prog.weights, prog.feeds()
 
 
 def _check(tmp_path: Path, arch: str) -> None:
