@@ -28,6 +28,7 @@ import pytest
 
 import openinfer as oi
 from openinfer.testing import assert_matches_reference
+from openinfer.tflite.quantization import add_params
 
 pytestmark = pytest.mark.skipif(shutil.which("qemu-aarch64") is None or shutil.which("aarch64-linux-gnu-gcc") is None,
                                 reason="needs qemu-aarch64 and aarch64-linux-gnu-gcc")
@@ -111,6 +112,52 @@ QLINEAR = [
     (1, 640, 9, 0, 1, True, (-128, 127)),
 ]
 
+#: qadd / qsub: (op, a's shape, b's shape, a's scale over b's, 'ties' or the attributes, (act_min,
+#: act_max), the NEON kernel's?)
+BINARY = [
+    ("qadd", (1,), (1,), 1.0, (-128, 127), True),
+    ("qadd", (3,), (3,), 0.3, (-128, 127), True),
+    ("qadd", (4,), (4,), 1.0, (-128, 127), True),         # equal scales: both input shifts 0
+    ("qadd", (5,), (5,), 3.7, (-128, 127), True),
+    ("qadd", (7,), (7,), 0.06, (0, 127), True),
+    ("qadd", (2, 4), (2, 4), 1.9, (-128, 127), True),
+    ("qadd", (9,), (9,), 0.5, (-100, 90), True),
+    ("qadd", (13,), (13,), 11.0, (-128, 127), True),
+    ("qadd", (3, 5), (3, 5), 0.7, (-128, 127), True),     # 15
+    ("qadd", (16,), (16,), 1.3, (-128, 127), True),
+    ("qadd", (17,), (17,), 0.2, (-128, 127), True),
+    ("qadd", (31,), (31,), 1.0, (-128, 127), True),
+    ("qadd", (2, 16), (2, 16), 0.9, (-128, 127), True),
+    ("qadd", (3, 11), (3, 11), 2.5, (-128, 127), True),   # 33
+    ("qadd", (1, 4, 4, 2), (1, 4, 4, 2), 2.5, (-128, 127), True),
+    ("qadd", (1, 3, 11, 1), (1, 3, 11, 1), 1.1, (0, 127), True),
+    ("qadd", (1, 8, 8, 16), (1, 8, 8, 16), 0.8, (-128, 127), True),     # IC's residual shape
+    ("qadd", (5, 3), (1,), 0.4, (-128, 127), True),       # b a single element
+    ("qadd", (1,), (2, 9), 2.2, (-128, 127), True),       # a a single element
+    ("qadd", (1,), (16,), 1.4, (-128, 127), True),
+    ("qadd", (3, 4), (4,), 1.0, (-128, 127), False),      # per-channel broadcast: portable
+    ("qsub", (3,), (3,), 0.3, (-128, 127), True),
+    ("qsub", (8,), (8,), 1.0, (-128, 127), True),
+    ("qsub", (15,), (15,), 5.0, (-128, 127), True),
+    ("qsub", (16,), (16,), 0.7, (-128, 127), True),
+    ("qsub", (29,), (29,), 1.6, (-50, 127), True),
+    ("qsub", (4, 3), (1,), 0.5, (-128, 127), True),
+    ("qsub", (1,), (17,), 3.0, (-128, 127), True),
+    # multipliers 2^30 (one half): the output's rounding sees exact halves, of either sign
+    ("qadd", (37,), (37,), "ties", (-128, 127), True),
+    ("qsub", (2, 23), (2, 23), "ties", (-128, 127), True),
+    # left shifts 0, 15 and 16 (SSHLL's 15 and one more SHL), multipliers near 2^31 and a shift
+    # of 0 on the output: its rounding without the fix-up
+    ("qadd", (19,), (19,), {"a_multiplier": (1 << 31) - 1, "a_shift": 0, "b_multiplier": 1 << 30, "b_shift": -3,
+                            "y_multiplier": (1 << 31) - 1, "y_shift": -1, "left_shift": 0}, (-128, 127), True),
+    ("qadd", (21,), (21,), {"a_multiplier": 1 << 30, "a_shift": -2, "b_multiplier": 1 << 30, "b_shift": 0,
+                            "y_multiplier": 1 << 30, "y_shift": -15, "left_shift": 15}, (-128, 127), True),
+    ("qsub", (18,), (18,), {"a_multiplier": 1 << 30, "a_shift": 0, "b_multiplier": 1717986918, "b_shift": 0,
+                            "y_multiplier": 1 << 30, "y_shift": -16, "left_shift": 16}, (-128, 127), True),
+    ("qadd", (20,), (20,), {"a_multiplier": 1 << 30, "a_shift": -8, "b_multiplier": 1 << 30, "b_shift": -8,
+                            "y_multiplier": 1 << 30, "y_shift": 0, "left_shift": 7}, (-128, 127), True),
+]
+
 
 @pytest.fixture(scope="module", autouse=True)
 def sim_cache(tmp_path_factory):
@@ -168,6 +215,22 @@ def _program(rng: np.random.Generator):
         outs.append(f"ly{j}: i8[{rows}, {n}];")
         body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
                     f"act_min={lo}, act_max={hi}) >> ly{j};\n")
+    for j, (op, a_shape, b_shape, ratio, (lo, hi), _) in enumerate(BINARY):
+        y_shape = np.broadcast_shapes(a_shape, b_shape)
+        zeros = ", ".join(f"{p}_zero={int(rng.integers(-128, 128))}" for p in "aby")
+        if ratio == "ties":           # y = (2 (a - a_zero) + b - b_zero) / 4, rounded
+            fixed = f"a_multiplier={1 << 30}, a_shift=0, b_multiplier={1 << 30}, b_shift=-1, " \
+                    f"y_multiplier={1 << 30}, y_shift=-19, left_shift=20"
+        elif isinstance(ratio, dict):
+            fixed = ", ".join(f"{k}={v}" for k, v in ratio.items())
+        else:
+            scale_b = float(rng.uniform(0.01, 0.1))
+            scale_y = 2 * max(ratio, 1.0) * scale_b * float(rng.uniform(0.6, 1.4))
+            fixed = ", ".join(f"{k}={v}" for k, v in add_params(ratio * scale_b, scale_b, scale_y).items())
+        dyn += [f"ba{j}: i8[{', '.join(map(str, a_shape))}];", f"bb{j}: i8[{', '.join(map(str, b_shape))}];"]
+        shapes[f"ba{j}"], shapes[f"bb{j}"] = a_shape, b_shape
+        outs.append(f"by{j}: i8[{', '.join(map(str, y_shape))}];")
+        body.append(f"  op {op}(ba{j}, bb{j}, {zeros}, {fixed}, act_min={lo}, act_max={hi}) >> by{j};\n")
     text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
             f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
     feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()}
@@ -187,3 +250,8 @@ def test_neon_qkernels_match_reference(tmp_path: Path, arch: str, isa: str):
         assert taken == ([kind] if kind else []), (xs, ws, taken)
     for rows, k, n, *_ in QLINEAR:
         assert f"{isa} qlinear: x[{rows}, {k}] * w[{n}, {k}]" in kernels, (rows, k, n)
+    for op, a_shape, b_shape, _, _, neon in BINARY:
+        count = math.prod(np.broadcast_shapes(a_shape, b_shape))
+        scalar = "a" if math.prod(a_shape) < count else "b" if math.prod(b_shape) < count else ""
+        line = f"neon {op}: {count} elements{f', input {scalar} broadcast' if scalar else ''} */"
+        assert (line in kernels) == neon, (op, a_shape, b_shape)

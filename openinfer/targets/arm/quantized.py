@@ -127,3 +127,32 @@ def qlinear_kernel(r, req: KernelRequest, name: str) -> KernelText | None:
                   **par_rows(units, _OB * k, _PAR_MACS),
                   **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
     return KernelText(text, 0)
+
+
+def qadd_kernel(r, req: KernelRequest, name: str) -> str | None:
+    """The qadd or qsub kernel text of a request it covers (templates/arm/qadd.c.j2): inputs of the
+    output's shape, or one of them a single element; None for any other broadcast, for shifts
+    outside oi_quant.h's range and zero points outside int8 (SSUBL's)."""
+    if req.mode not in ("normal", "inplace") or req.acc or req.epilogue or req.prologue or req.input_perms \
+            or req.packed or req.sizes or req.runtime_attrs:
+        return None
+    if not all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape):
+        return None
+    count = numel(req.output.shape)
+    sizes = [numel(t.shape) for t in req.inputs]
+    if count == 0 or any(s not in (1, count) for s in sizes):
+        return None
+    scalar = "a" if sizes[0] < count else "b" if sizes[1] < count else ""
+    if scalar and max(sizes) < count:                   # both broadcast: the portable kernel
+        return None
+    a = {n: static_attr(req, n) for n in ("a_zero", "b_zero", "y_zero", "act_min", "act_max", "left_shift")}
+    shifts = {p: static_attr(req, f"{p}_shift") for p in "aby"}
+    if a["act_min"] > a["act_max"] or not all(-31 <= s <= 0 for s in shifts.values()) \
+            or not 0 <= a["left_shift"] <= 31 or not all(-128 <= a[f"{p}_zero"] <= 127 for p in "ab"):
+        return None
+    doc = f"{req.op}: {req.inputs[0]}, {req.inputs[1]} -> {req.output}"
+    return render("arm/qadd.c.j2", name=name, proto=prototype(req, name), doc=doc, op=req.op, count=count,
+                  scalar=scalar, zeros={"a": a["a_zero"], "b": a["b_zero"]},
+                  mults={p: static_attr(req, f"{p}_multiplier") for p in "ab"},
+                  es={"a": -shifts["a"], "b": -shifts["b"]}, mult=static_attr(req, "y_multiplier"), e=-shifts["y"],
+                  left_shift=a["left_shift"], y_zero=a["y_zero"], act_min=a["act_min"], act_max=a["act_max"])

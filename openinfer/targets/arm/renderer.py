@@ -466,3 +466,4 @@ def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> KernelTex
 
 emitter("qconv2d")(quantized.qconv_kernel)
 emitter("qlinear")(quantized.qlinear_kernel)
+emitter("qadd", "qsub")(quantized.qadd_kernel)
