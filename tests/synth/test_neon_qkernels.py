@@ -15,6 +15,13 @@ A layer of each kind large enough to split over the pool's threads (the descript
 Random weights, multipliers (some negative), shifts and scales; a pointwise, a regular and a depthwise layer with
 some left shifts (the requantization in lanes covers right shifts: those layers take the scalar
 table), the others right shifts only (in lanes).
+qadd / qsub (templates/arm/qadd.c.j2, 16 elements a step): lengths around 4 and 16 (15, 16, 17,
+31, 32, 33, 35), primes, inputs of one element on either side, a per-channel broadcast (the
+portable kernel's); multipliers from random scales as the TFLite importer makes them
+(add_params), multipliers of one half whose roundings meet exact halves of either sign (the
+rounding shift's fix-up: random multipliers meet them too rarely), left shifts 0, 7, 15, 16, 21
+(the int16 and SSHLL parts) and 22 (portable), an output shift of 0, and outputs far past int16
+(the saturating narrowing and y_zero addition).
 """
 
 from __future__ import annotations
@@ -156,6 +163,15 @@ BINARY = [
                             "y_multiplier": 1 << 30, "y_shift": -16, "left_shift": 16}, (-128, 127), True),
     ("qadd", (20,), (20,), {"a_multiplier": 1 << 30, "a_shift": -8, "b_multiplier": 1 << 30, "b_shift": -8,
                             "y_multiplier": 1 << 30, "y_shift": 0, "left_shift": 7}, (-128, 127), True),
+    # the largest left shift taken (21: SHL #6, SSHLL #15) and outputs h far past int16 (the
+    # saturating SQXTN and SQADD) and around its bounds
+    ("qsub", (35,), (35,), {"a_multiplier": (1 << 31) - 1, "a_shift": 0, "b_multiplier": (1 << 31) - 1, "b_shift": 0,
+                            "y_multiplier": (1 << 31) - 1, "y_shift": 0, "left_shift": 21}, (-128, 127), True),
+    ("qadd", (3, 15), (3, 15), {"a_multiplier": (1 << 31) - 1, "a_shift": 0, "b_multiplier": 1 << 30, "b_shift": -1,
+                                "y_multiplier": (1 << 31) - 1, "y_shift": -13, "left_shift": 21}, (-128, 127), True),
+    # a left shift of 22: int32 sums that could wrap, the portable kernel's
+    ("qadd", (2, 13), (2, 13), {"a_multiplier": 1 << 30, "a_shift": 0, "b_multiplier": 1 << 30, "b_shift": 0,
+                                "y_multiplier": 1 << 30, "y_shift": -21, "left_shift": 22}, (-128, 127), False),
 ]
 
 
