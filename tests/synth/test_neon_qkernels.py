@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 
 import openinfer as oi
+from openinfer.ir.nodes import MemoryKind
 from openinfer.testing import assert_matches_reference
 from openinfer.tflite.quantization import add_params
 
@@ -174,6 +175,9 @@ BINARY = [
                                 "y_multiplier": 1 << 30, "y_shift": -21, "left_shift": 22}, (-128, 127), False),
 ]
 
+#: a qadd in place, of a count found in no other case
+INPLACE, INPLACE_COUNT = "inplace", 41
+
 
 @pytest.fixture(scope="module", autouse=True)
 def sim_cache(tmp_path_factory):
@@ -247,6 +251,13 @@ def _program(rng: np.random.Generator):
         shapes[f"ba{j}"], shapes[f"bb{j}"] = a_shape, b_shape
         outs.append(f"by{j}: i8[{', '.join(map(str, y_shape))}];")
         body.append(f"  op {op}(ba{j}, bb{j}, {zeros}, {fixed}, act_min={lo}, act_max={hi}) >> by{j};\n")
+    # in place (mode inplace; the program computes into scratch and copies over): the output is
+    # input a, a dynamic variable compared after each step
+    params = ", ".join(f"{k}={v}" for k, v in add_params(0.03, 0.05, 0.1).items())
+    dyn += [f"{INPLACE}: i8[{INPLACE_COUNT}];", f"{INPLACE}_b: i8[{INPLACE_COUNT}];"]
+    shapes[INPLACE], shapes[f"{INPLACE}_b"] = (INPLACE_COUNT,), (INPLACE_COUNT,)
+    body.append(f"  op qadd({INPLACE}, {INPLACE}_b, a_zero=5, b_zero=-9, y_zero=3, {params}, act_min=-128, "
+                f"act_max=127) >> {INPLACE};\n")
     text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
             f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
     feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()}
@@ -258,7 +269,10 @@ def _program(rng: np.random.Generator):
 def test_neon_qkernels_match_reference(tmp_path: Path, arch: str, isa: str):
     text, weights, feeds = _program(np.random.default_rng(11))
     oi.write_oinf(tmp_path / "q.oinf", weights)
-    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "q.oinf"), oi.graph(text), arch=arch, feeds=feeds)
+    graph = oi.graph(text)
+    names = [v.name for v in graph.vars.values() if v.kind is MemoryKind.VOLATILE] + [INPLACE]
+    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "q.oinf"), graph, arch=arch, feeds=feeds,
+                                   names=names)
     kernels = "".join(p.read_text() for p in Path(sim.project).glob("*_kernels.c"))
     for (xs, ws, *_), kind in zip(QCONV, KIND, strict=True):
         line = f"x[{', '.join(map(str, xs))}] * w[{', '.join(map(str, ws))}]"
@@ -271,3 +285,4 @@ def test_neon_qkernels_match_reference(tmp_path: Path, arch: str, isa: str):
         scalar = "a" if math.prod(a_shape) < count else "b" if math.prod(b_shape) < count else ""
         line = f"neon {op}: {count} elements{f', input {scalar} broadcast' if scalar else ''} */"
         assert (line in kernels) == neon, (op, a_shape, b_shape)
+    assert f"neon qadd: {INPLACE_COUNT} elements */" in kernels
