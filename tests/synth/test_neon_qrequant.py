@@ -1,4 +1,8 @@
-"""The NEON wing's requantization of 4 channels in lanes (templates/arm/qdot.c.j2 `requant_vec`,
+"""The NEON wing's fixed-point steps in lanes against hal/include/oi_quant.h on adversarial values,
+compiled for AArch64 (the undefined-behaviour sanitizer on) and run under qemu-aarch64, each
+harness rendering the SAME macros the kernels do.
+
+The requantization of 4 channels in lanes (templates/arm/qdot.c.j2 `requant_vec`,
 which the int8 kernels templates/arm/qconv.c.j2 use) against hal/include/oi_quant.h on
 adversarial values, compiled for AArch64 (the undefined-behaviour sanitizer on) and run under
 qemu-aarch64: the harness renders the SAME macros the kernels do (with the scalar table of
@@ -13,7 +17,12 @@ to them, multipliers INT32_MIN, -1, 0, 1, 2^30, INT32_MAX and random ones of bot
 accumulator on and next to each rounding's ties: srdhm's at 2^30 mod 2^31, rdbpot's at 2^(e-1)
 mod 2^e) for every shift the lanes accept (-31 to -1), plus random ones, shuffled so that each
 group mixes shifts and multipliers; and groups with one shift the lanes do not take (0 to 8,
--32), which must go to the scalar table."""
+-32), which must go to the scalar table.
+
+The rounding multiply of qadd / qsub (templates/arm/qfixed.c.j2 `rounding_mul_fn`: SQRDMULH, the
+SQADD fix-up, SRSHR) against oi_q_rdbpot(oi_q_srdhm(x, m), e) for each (m, e) of the same values
+with shifts -31 to 0 (e = 0 to 31), one rendered function each, all of their x (the extremes,
+INT32_MIN x INT32_MIN, the ties of both roundings)."""
 
 from __future__ import annotations
 
@@ -142,3 +151,72 @@ def test_other_shifts_take_the_scalar_table(harness):
     assert len(got) == len(cases)
     in_lanes = [c for c, g in zip(cases, got, strict=True) if g[0] != 0]
     assert not in_lanes, in_lanes[:10]
+
+
+FIXED_HARNESS = r"""
+#include <arm_neon.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "oi_quant.h"
+{% for m, e in pairs %}
+{{ rounding_mul_fn("f%d" % loop.index0, m, e) }}
+{% endfor %}
+static int32x4_t (*const fns[])(int32x4_t) = {
+{% for _ in pairs %}
+    f{{ loop.index0 }},
+{% endfor %}
+};
+static const int32_t mults[] = {
+{% for m, _ in pairs %}
+    {{ m }},
+{% endfor %}
+};
+static const int es[] = {
+{% for _, e in pairs %}
+    {{ e }},
+{% endfor %}
+};
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    FILE *in = fopen(argv[1], "r"), *out = fopen(argv[2], "w");
+    long long k, x[4];
+    while (fscanf(in, " %lld %lld %lld %lld %lld", &k, &x[0], &x[1], &x[2], &x[3]) == 5) {
+        const int32_t xs[4] = {(int32_t)x[0], (int32_t)x[1], (int32_t)x[2], (int32_t)x[3]};
+        int32_t got[4];
+        vst1q_s32(got, fns[k](vld1q_s32(xs)));
+        for (int i = 0; i < 4; ++i)
+            fprintf(out, "%ld %ld\n", (long)got[i], (long)oi_q_rdbpot(oi_q_srdhm(xs[i], mults[k]), es[k]));
+    }
+    fclose(in);
+    fclose(out);
+    return 0;
+}
+"""
+
+
+def test_rounding_multiply_is_oi_quant(tmp_path):
+    by_pair: dict[tuple[int, int], list[int]] = {}
+    for acc, m, shift in _requant_cases(np.random.default_rng(6)):
+        if -31 <= shift <= 0:
+            by_pair.setdefault((m, -shift), []).append(acc)
+    pairs = sorted(by_pair)
+    assert {e for _, e in pairs} == set(range(32))
+    src = environment().from_string('{% from "arm/qfixed.c.j2" import rounding_mul_fn %}' + FIXED_HARNESS)
+    (tmp_path / "h.c").write_text(src.render(pairs=pairs))
+    subprocess.run([CC, "-std=c11", "-O2", "-march=armv8-a", "-Wall", "-Wextra", "-Werror", "-static",
+                    "-fsanitize=undefined", "-fno-sanitize-recover=undefined", f"-I{hal_dir() / 'include'}",
+                    str(tmp_path / "h.c"), "-o", str(tmp_path / "h")], check=True)
+    cases, lines = [], []
+    for k, pair in enumerate(pairs):
+        xs = by_pair[pair]
+        xs += xs[:(-len(xs)) % 4]
+        for i in range(0, len(xs), 4):
+            lines.append(f"{k} {' '.join(map(str, xs[i:i + 4]))}\n")
+            cases += [(x, *pair) for x in xs[i:i + 4]]
+    (tmp_path / "in.txt").write_text("".join(lines))
+    subprocess.run([QEMU, str(tmp_path / "h"), str(tmp_path / "in.txt"), str(tmp_path / "out.txt")], check=True)
+    got = [tuple(map(int, line.split())) for line in (tmp_path / "out.txt").read_text().splitlines()]
+    assert len(got) == len(cases) > 30_000
+    assert any(x == m == I32_MIN for x, m, _ in cases)
+    bad = [(c, g) for c, g in zip(cases, got, strict=True) if g[0] != g[1]]
+    assert not bad, bad[:10]
