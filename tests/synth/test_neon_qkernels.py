@@ -15,6 +15,13 @@ A layer of each kind large enough to split over the pool's threads (the descript
 Random weights, multipliers (some negative), shifts and scales; a pointwise, a regular and a depthwise layer with
 some left shifts (the requantization in lanes covers right shifts: those layers take the scalar
 table), the others right shifts only (in lanes).
+qadd / qsub (templates/arm/qadd.c.j2, 16 elements a step): lengths around 4 and 16 (15, 16, 17,
+31, 32, 33, 35), primes, inputs of one element on either side, a per-channel broadcast (the
+portable kernel's); multipliers from random scales as the TFLite importer makes them
+(add_params), multipliers of one half whose roundings meet exact halves of either sign (the
+rounding shift's fix-up: random multipliers meet them too rarely), left shifts 0, 7, 15, 16, 21
+(the int16 and SSHLL parts) and 22 (portable), an output shift of 0, and outputs far past int16
+(the saturating narrowing and y_zero addition).
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import numpy as np
 import pytest
 
 import openinfer as oi
+from openinfer.ir.nodes import MemoryKind
 from openinfer.testing import assert_matches_reference
+from openinfer.tflite.quantization import add_params
 
 pytestmark = pytest.mark.skipif(shutil.which("qemu-aarch64") is None or shutil.which("aarch64-linux-gnu-gcc") is None,
                                 reason="needs qemu-aarch64 and aarch64-linux-gnu-gcc")
@@ -111,6 +120,64 @@ QLINEAR = [
     (1, 640, 9, 0, 1, True, (-128, 127)),
 ]
 
+#: qadd / qsub: (op, a's shape, b's shape, a's scale over b's, 'ties' or the attributes, (act_min,
+#: act_max), the NEON kernel's?)
+BINARY = [
+    ("qadd", (1,), (1,), 1.0, (-128, 127), True),
+    ("qadd", (3,), (3,), 0.3, (-128, 127), True),
+    ("qadd", (4,), (4,), 1.0, (-128, 127), True),         # equal scales: both input shifts 0
+    ("qadd", (5,), (5,), 3.7, (-128, 127), True),
+    ("qadd", (7,), (7,), 0.06, (0, 127), True),
+    ("qadd", (2, 4), (2, 4), 1.9, (-128, 127), True),
+    ("qadd", (9,), (9,), 0.5, (-100, 90), True),
+    ("qadd", (13,), (13,), 11.0, (-128, 127), True),
+    ("qadd", (3, 5), (3, 5), 0.7, (-128, 127), True),     # 15
+    ("qadd", (16,), (16,), 1.3, (-128, 127), True),
+    ("qadd", (17,), (17,), 0.2, (-128, 127), True),
+    ("qadd", (31,), (31,), 1.0, (-128, 127), True),
+    ("qadd", (2, 16), (2, 16), 0.9, (-128, 127), True),
+    ("qadd", (3, 11), (3, 11), 2.5, (-128, 127), True),   # 33
+    ("qadd", (1, 4, 4, 2), (1, 4, 4, 2), 2.5, (-128, 127), True),
+    ("qadd", (1, 3, 11, 1), (1, 3, 11, 1), 1.1, (0, 127), True),
+    ("qadd", (1, 8, 8, 16), (1, 8, 8, 16), 0.8, (-128, 127), True),     # IC's residual shape
+    ("qadd", (5, 3), (1,), 0.4, (-128, 127), True),       # b a single element
+    ("qadd", (1,), (2, 9), 2.2, (-128, 127), True),       # a a single element
+    ("qadd", (1,), (16,), 1.4, (-128, 127), True),
+    ("qadd", (3, 4), (4,), 1.0, (-128, 127), False),      # per-channel broadcast: portable
+    ("qsub", (3,), (3,), 0.3, (-128, 127), True),
+    ("qsub", (8,), (8,), 1.0, (-128, 127), True),
+    ("qsub", (15,), (15,), 5.0, (-128, 127), True),
+    ("qsub", (16,), (16,), 0.7, (-128, 127), True),
+    ("qsub", (29,), (29,), 1.6, (-50, 127), True),
+    ("qsub", (4, 3), (1,), 0.5, (-128, 127), True),
+    ("qsub", (1,), (17,), 3.0, (-128, 127), True),
+    # multipliers 2^30 (one half): the output's rounding sees exact halves, of either sign
+    ("qadd", (37,), (37,), "ties", (-128, 127), True),
+    ("qsub", (2, 23), (2, 23), "ties", (-128, 127), True),
+    # left shifts 0, 15 and 16 (SSHLL's 15 and one more SHL), multipliers near 2^31 and a shift
+    # of 0 on the output: its rounding without the fix-up
+    ("qadd", (19,), (19,), {"a_multiplier": (1 << 31) - 1, "a_shift": 0, "b_multiplier": 1 << 30, "b_shift": -3,
+                            "y_multiplier": (1 << 31) - 1, "y_shift": -1, "left_shift": 0}, (-128, 127), True),
+    ("qadd", (21,), (21,), {"a_multiplier": 1 << 30, "a_shift": -2, "b_multiplier": 1 << 30, "b_shift": 0,
+                            "y_multiplier": 1 << 30, "y_shift": -15, "left_shift": 15}, (-128, 127), True),
+    ("qsub", (18,), (18,), {"a_multiplier": 1 << 30, "a_shift": 0, "b_multiplier": 1717986918, "b_shift": 0,
+                            "y_multiplier": 1 << 30, "y_shift": -16, "left_shift": 16}, (-128, 127), True),
+    ("qadd", (20,), (20,), {"a_multiplier": 1 << 30, "a_shift": -8, "b_multiplier": 1 << 30, "b_shift": -8,
+                            "y_multiplier": 1 << 30, "y_shift": 0, "left_shift": 7}, (-128, 127), True),
+    # the largest left shift taken (21: SHL #6, SSHLL #15) and outputs h far past int16 (the
+    # saturating SQXTN and SQADD) and around its bounds
+    ("qsub", (35,), (35,), {"a_multiplier": (1 << 31) - 1, "a_shift": 0, "b_multiplier": (1 << 31) - 1, "b_shift": 0,
+                            "y_multiplier": (1 << 31) - 1, "y_shift": 0, "left_shift": 21}, (-128, 127), True),
+    ("qadd", (3, 15), (3, 15), {"a_multiplier": (1 << 31) - 1, "a_shift": 0, "b_multiplier": 1 << 30, "b_shift": -1,
+                                "y_multiplier": (1 << 31) - 1, "y_shift": -13, "left_shift": 21}, (-128, 127), True),
+    # a left shift of 22: int32 sums that could wrap, the portable kernel's
+    ("qadd", (2, 13), (2, 13), {"a_multiplier": 1 << 30, "a_shift": 0, "b_multiplier": 1 << 30, "b_shift": 0,
+                                "y_multiplier": 1 << 30, "y_shift": -21, "left_shift": 22}, (-128, 127), False),
+]
+
+#: a qadd in place, of a count found in no other case
+INPLACE, INPLACE_COUNT = "inplace", 41
+
 
 @pytest.fixture(scope="module", autouse=True)
 def sim_cache(tmp_path_factory):
@@ -168,6 +235,29 @@ def _program(rng: np.random.Generator):
         outs.append(f"ly{j}: i8[{rows}, {n}];")
         body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
                     f"act_min={lo}, act_max={hi}) >> ly{j};\n")
+    for j, (op, a_shape, b_shape, ratio, (lo, hi), _) in enumerate(BINARY):
+        y_shape = np.broadcast_shapes(a_shape, b_shape)
+        zeros = ", ".join(f"{p}_zero={int(rng.integers(-128, 128))}" for p in "aby")
+        if ratio == "ties":           # y = (2 (a - a_zero) + b - b_zero) / 4, rounded
+            fixed = f"a_multiplier={1 << 30}, a_shift=0, b_multiplier={1 << 30}, b_shift=-1, " \
+                    f"y_multiplier={1 << 30}, y_shift=-19, left_shift=20"
+        elif isinstance(ratio, dict):
+            fixed = ", ".join(f"{k}={v}" for k, v in ratio.items())
+        else:
+            scale_b = float(rng.uniform(0.01, 0.1))
+            scale_y = 2 * max(ratio, 1.0) * scale_b * float(rng.uniform(0.6, 1.4))
+            fixed = ", ".join(f"{k}={v}" for k, v in add_params(ratio * scale_b, scale_b, scale_y).items())
+        dyn += [f"ba{j}: i8[{', '.join(map(str, a_shape))}];", f"bb{j}: i8[{', '.join(map(str, b_shape))}];"]
+        shapes[f"ba{j}"], shapes[f"bb{j}"] = a_shape, b_shape
+        outs.append(f"by{j}: i8[{', '.join(map(str, y_shape))}];")
+        body.append(f"  op {op}(ba{j}, bb{j}, {zeros}, {fixed}, act_min={lo}, act_max={hi}) >> by{j};\n")
+    # in place (mode inplace; the program computes into scratch and copies over): the output is
+    # input a, a dynamic variable compared after each step
+    params = ", ".join(f"{k}={v}" for k, v in add_params(0.03, 0.05, 0.1).items())
+    dyn += [f"{INPLACE}: i8[{INPLACE_COUNT}];", f"{INPLACE}_b: i8[{INPLACE_COUNT}];"]
+    shapes[INPLACE], shapes[f"{INPLACE}_b"] = (INPLACE_COUNT,), (INPLACE_COUNT,)
+    body.append(f"  op qadd({INPLACE}, {INPLACE}_b, a_zero=5, b_zero=-9, y_zero=3, {params}, act_min=-128, "
+                f"act_max=127) >> {INPLACE};\n")
     text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
             f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
     feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()}
@@ -179,7 +269,10 @@ def _program(rng: np.random.Generator):
 def test_neon_qkernels_match_reference(tmp_path: Path, arch: str, isa: str):
     text, weights, feeds = _program(np.random.default_rng(11))
     oi.write_oinf(tmp_path / "q.oinf", weights)
-    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "q.oinf"), oi.graph(text), arch=arch, feeds=feeds)
+    graph = oi.graph(text)
+    names = [v.name for v in graph.vars.values() if v.kind is MemoryKind.VOLATILE] + [INPLACE]
+    sim = assert_matches_reference(oi.ModelLoader.open(tmp_path / "q.oinf"), graph, arch=arch, feeds=feeds,
+                                   names=names)
     kernels = "".join(p.read_text() for p in Path(sim.project).glob("*_kernels.c"))
     for (xs, ws, *_), kind in zip(QCONV, KIND, strict=True):
         line = f"x[{', '.join(map(str, xs))}] * w[{', '.join(map(str, ws))}]"
@@ -187,3 +280,9 @@ def test_neon_qkernels_match_reference(tmp_path: Path, arch: str, isa: str):
         assert taken == ([kind] if kind else []), (xs, ws, taken)
     for rows, k, n, *_ in QLINEAR:
         assert f"{isa} qlinear: x[{rows}, {k}] * w[{n}, {k}]" in kernels, (rows, k, n)
+    for op, a_shape, b_shape, _, _, neon in BINARY:
+        count = math.prod(np.broadcast_shapes(a_shape, b_shape))
+        scalar = "a" if math.prod(a_shape) < count else "b" if math.prod(b_shape) < count else ""
+        line = f"neon {op}: {count} elements{f', input {scalar} broadcast' if scalar else ''} */"
+        assert (line in kernels) == neon, (op, a_shape, b_shape)
+    assert f"neon qadd: {INPLACE_COUNT} elements */" in kernels

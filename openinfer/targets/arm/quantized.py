@@ -1,6 +1,6 @@
-"""The NEON wing's integer-only int8 kernels (templates/arm/qconv.c.j2, qlinear.c.j2): the
-registry's qconv2d (TFLite's CONV_2D and DEPTHWISE_CONV_2D) and qlinear (FULLY_CONNECTED),
-bit-exact with the portable kernels (openinfer/targets/c/kernels/quantized.py): the same int32
+"""The NEON wing's integer-only int8 kernels (templates/arm/qconv.c.j2, qlinear.c.j2, qadd.c.j2):
+the registry's qconv2d (TFLite's CONV_2D and DEPTHWISE_CONV_2D), qlinear (FULLY_CONNECTED) and
+qadd / qsub (ADD, SUB), bit-exact with the portable kernels (openinfer/targets/c/kernels/quantized.py): the same int32
 sums modulo 2^32 (integer sums are exact in any order; every instruction used wraps, none
 saturates), then the same requantization (below).
 
@@ -40,8 +40,15 @@ the same integer steps (templates/arm/qdot.c.j2 `requant_vec`: SMLAL, SHRN #32, 
 at a time: the requantization had been ~20 instructions an output, as many as the multiply-adds
 of a 64-channel pointwise layer with SDOT. A call with any other shift takes the scalar table for
 every output. qlinear: oi_quant.h's oi_q_round_f64 of the double product, as the portable kernel.
-Any other request (grouped, multiplier above 1, dynamic shapes, the planner's fused forms) takes
-the portable kernel.
+
+qadd / qsub (ResNet's residual additions): 16 elements a step, every rounding of the portable
+kernel in lanes by exactly equal instructions (SQRDMULH for oi_q_srdhm, a SQADD fix-up and
+SRSHR for oi_q_rdbpot: templates/arm/qadd.c.j2 proves each step), inputs of the output's shape
+or one of them a single element (scaled once); a left shift of at most 21 (TFLite's is 20)
+bounds every int32 value below 2^30, which lets the output's y_zero and clamp run in int16.
+
+Any other request (grouped, multiplier above 1, other broadcasts, attributes outside those
+bounds, dynamic shapes, the planner's fused forms) takes the portable kernel.
 """
 
 from __future__ import annotations
@@ -127,3 +134,34 @@ def qlinear_kernel(r, req: KernelRequest, name: str) -> KernelText | None:
                   **par_rows(units, _OB * k, _PAR_MACS),
                   **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
     return KernelText(text, 0)
+
+
+def qadd_kernel(r, req: KernelRequest, name: str) -> str | None:
+    """The qadd or qsub kernel text of a request it covers (templates/arm/qadd.c.j2): inputs of the
+    output's shape, or one of them a single element; None for any other broadcast and for
+    attributes outside the template's proof (below)."""
+    if req.mode not in ("normal", "inplace") or req.acc or req.epilogue or req.prologue or req.input_perms \
+            or req.packed or req.sizes or req.runtime_attrs:
+        return None
+    if not all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape):
+        return None
+    count = numel(req.output.shape)
+    sizes = [numel(t.shape) for t in req.inputs]
+    if count == 0 or any(s not in (1, count) for s in sizes):
+        return None
+    scalar = "a" if sizes[0] < count else "b" if sizes[1] < count else ""
+    if scalar and max(sizes) < count:                   # both broadcast: the portable kernel
+        return None
+    a = {n: static_attr(req, n) for n in ("a_zero", "b_zero", "y_zero", "act_min", "act_max", "left_shift")}
+    shifts = {p: static_attr(req, f"{p}_shift") for p in "aby"}
+    # the template's exact steps need: shifts in oi_quant.h's range, zero points and bounds in int8
+    # (SSUBL, the int16 output steps), a left shift of at most 21 (no int32 wrapping anywhere)
+    if not -128 <= a["act_min"] <= a["act_max"] <= 127 or not all(-31 <= s <= 0 for s in shifts.values()) \
+            or not 0 <= a["left_shift"] <= 21 or not all(-128 <= a[f"{p}_zero"] <= 127 for p in "aby"):
+        return None
+    doc = f"{req.op}: {req.inputs[0]}, {req.inputs[1]} -> {req.output}"
+    return render("arm/qadd.c.j2", name=name, proto=prototype(req, name), doc=doc, op=req.op, count=count,
+                  scalar=scalar, zeros={"a": a["a_zero"], "b": a["b_zero"]},
+                  mults={p: static_attr(req, f"{p}_multiplier") for p in "ab"},
+                  es={"a": -shifts["a"], "b": -shifts["b"]}, mult=static_attr(req, "y_multiplier"), e=-shifts["y"],
+                  left_shift=a["left_shift"], y_zero=a["y_zero"], act_min=a["act_min"], act_max=a["act_max"])

@@ -28,8 +28,8 @@ openinfer/targets/arm/conv.py: tiles in registers over a padded copy, column str
 epilogues of the sums, max / avg pooling
 (column stride 1 or 2), and lrn (a plane's positions a vector at a time, the power as exp(beta log
 d) with a vector log). Integer-only int8 (TFLite's): qconv2d (groups 1 and depthwise with
-multiplier 1) and qlinear, SDOT on Armv8.2-A and SMULL / SADALP on Armv8.0-A, bit-exact with the
-portable kernels (openinfer/targets/arm/quantized.py).
+multiplier 1) and qlinear, SDOT on Armv8.2-A and SMULL / SADALP on Armv8.0-A, and qadd / qsub
+(16 elements in lanes), bit-exact with the portable kernels (openinfer/targets/arm/quantized.py).
 
 Dynamic sizes (openinfer/dims.py), as the x86 wing's (x86/renderer.py describes the design): the
 emitters decide paths, tiling and the pool's split at the bounds (`capacity`) and the templates
@@ -466,3 +466,4 @@ def _dequant_matmul(r: NeonRenderer, req: KernelRequest, name: str) -> KernelTex
 
 emitter("qconv2d")(quantized.qconv_kernel)
 emitter("qlinear")(quantized.qlinear_kernel)
+emitter("qadd", "qsub")(quantized.qadd_kernel)
