@@ -29,16 +29,20 @@ class Int8Program:
     weights: dict[str, np.ndarray] = field(default_factory=dict)
     inputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
-    def conv(self, name: str, case, left_shifts: bool = False) -> None:
+    def conv(self, name: str, case, left_shifts: bool = False, negative_multipliers: bool = False) -> None:
         """A qconv2d of `case` reading `x<name>`, writing `y<name>`; `left_shifts`: its first two
-        channels scale up (shifts 1 and 0: the requantization's other branch)."""
+        channels scale up (shifts 1 and 0: the requantization's other branch);
+        `negative_multipliers`: every other channel's multiplier negative (rounding by sign)."""
         xs, ws, stride, pad, dil, groups, x_zero, bias, (lo, hi) = case
         n, h, w, _ = xs
         o, kh, kw, cg = ws
         oh = out_size(h, kh, stride, pad[0], pad[2], dil)
         ow = out_size(w, kw, stride, pad[1], pad[3], dil)
         self.weights[f"w{name}"] = self.rng.integers(-128, 128, ws).astype(np.int8)
-        self.weights[f"m{name}"] = self.rng.integers(1 << 30, (1 << 31) - 1, o).astype(np.int32)
+        mult = self.rng.integers(1 << 30, (1 << 31) - 1, o)
+        if negative_multipliers:
+            mult[::2] *= -1
+        self.weights[f"m{name}"] = mult.astype(np.int32)
         # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
         spread = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60))
         shifts = spread + self.rng.integers(-1, 2, o)

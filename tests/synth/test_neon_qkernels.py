@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from qkernel_programs import Int8Program
 
 import openinfer as oi
 from openinfer.ir.nodes import MemoryKind
@@ -186,55 +187,16 @@ def sim_cache(tmp_path_factory):
         yield
 
 
-def _out_size(size: int, k: int, stride: int, before: int, after: int, dil: int) -> int:
-    return (size + before + after - dil * (k - 1) - 1) // stride + 1
-
-
 def _program(rng: np.random.Generator):
-    """QCONV and QLINEAR as one program: (graph text, weights, two steps' inputs)."""
-    dyn, const, outs, body, weights, shapes = [], [], [], [], {}, {}
-    for j, (xs, ws, stride, pad, dil, groups, x_zero, bias, (lo, hi)) in enumerate(QCONV):
-        n, h, w, _ = xs
-        o, kh, kw, cg = ws
-        oh = _out_size(h, kh, stride, pad[0], pad[2], dil)
-        ow = _out_size(w, kw, stride, pad[1], pad[3], dil)
-        weights[f"w{j}"] = rng.integers(-128, 128, ws).astype(np.int8)
-        mult = rng.integers(1 << 30, (1 << 31) - 1, o)
-        if j % 4 == 1:              # negative multipliers too (the requantization's rounding by sign)
-            mult[::2] *= -1
-        weights[f"m{j}"] = mult.astype(np.int32)
-        # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
-        spread = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60))
-        shifts = spread + rng.integers(-1, 2, o)
-        if j in (0, 19, 40):        # left shifts too (a scale above 1: the scalar table's other branch; the
-            # kernels' lanes then leave the whole layer to the scalar table)
-            shifts[:2] = (1, 0)
-        weights[f"s{j}"] = shifts.astype(np.int32)
-        const += [f"w{j}: i8[{', '.join(map(str, ws))}];", f"m{j}: i32[{o}];", f"s{j}: i32[{o}];"]
-        args = f"x{j}, w{j}, m{j}, s{j}"
-        if bias:
-            weights[f"b{j}"] = rng.integers(-20000, 20000, o).astype(np.int32)
-            const.append(f"b{j}: i32[{o}];")
-            args += f", b{j}"
-        shapes[f"x{j}"] = xs
-        dyn.append(f"x{j}: i8[{', '.join(map(str, xs))}];")
-        outs.append(f"y{j}: i8[{n}, {oh}, {ow}, {o}];")
-        body.append(f"  op qconv2d({args}, stride={stride}, padding={pad}, dilation={dil}, groups={groups}, "
-                    f"x_zero={x_zero}, y_zero={int(rng.integers(-20, 21))}, act_min={lo}, act_max={hi}) >> y{j};\n")
-    for j, (rows, k, n, x_zero, w_zero, bias, (lo, hi)) in enumerate(QLINEAR):
-        weights[f"lw{j}"] = rng.integers(-128, 128, (n, k)).astype(np.int8)
-        weights[f"ls{j}"] = (60 / (75 * 75 * np.sqrt(k)) * rng.uniform(0.5, 2.0, n)).astype(np.float64)
-        const += [f"lw{j}: i8[{n}, {k}];", f"ls{j}: f64[{n}];"]
-        args = f"lx{j}, lw{j}, ls{j}"
-        if bias:
-            weights[f"lb{j}"] = rng.integers(-20000, 20000, n).astype(np.int32)
-            const.append(f"lb{j}: i32[{n}];")
-            args += f", lb{j}"
-        shapes[f"lx{j}"] = (rows, k)
-        dyn.append(f"lx{j}: i8[{rows}, {k}];")
-        outs.append(f"ly{j}: i8[{rows}, {n}];")
-        body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
-                    f"act_min={lo}, act_max={hi}) >> ly{j};\n")
+    """QCONV, QLINEAR, BINARY and the in-place qadd as one program: (graph text, weights, two steps' inputs)."""
+    prog = Int8Program(rng)
+    for j, case in enumerate(QCONV):
+        # left shifts in three layers (a scale above 1: the scalar table's other branch; the kernels'
+        # lanes then leave the whole layer to the scalar table), negative multipliers in every fourth
+        prog.conv(f"c{j}", case, left_shifts=j in (0, 19, 40), negative_multipliers=j % 4 == 1)
+    for j, case in enumerate(QLINEAR):
+        prog.linear(f"f{j}", case)
+    dyn, outs, body, shapes = prog.dynamic, prog.volatile, prog.body, prog.inputs
     for j, (op, a_shape, b_shape, ratio, (lo, hi), _) in enumerate(BINARY):
         y_shape = np.broadcast_shapes(a_shape, b_shape)
         zeros = ", ".join(f"{p}_zero={int(rng.integers(-128, 128))}" for p in "aby")
@@ -258,11 +220,7 @@ def _program(rng: np.random.Generator):
     shapes[INPLACE], shapes[f"{INPLACE}_b"] = (INPLACE_COUNT,), (INPLACE_COUNT,)
     body.append(f"  op qadd({INPLACE}, {INPLACE}_b, a_zero=5, b_zero=-9, y_zero=3, {params}, act_min=-128, "
                 f"act_max=127) >> {INPLACE};\n")
-    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
-            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
-    feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()}
-             for _ in range(2)]
-    return text, weights, feeds
+    return prog.text(), prog.weights, prog.feeds()
 
 
 @pytest.mark.parametrize("arch, isa", [("aarch64-neon", "neon"), ("aarch64-v82", "sdot")])
