@@ -92,7 +92,7 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
     if groups == 1:
         kind, k = ("pointwise" if kh == kw == 1 else "regular"), kh * kw * c
         in_place = kh == kw == 1 and not any(pad)        # a window is C contiguous bytes of x
-        scratch = 3 * 4 * -(-o // ROWS) * ROWS + 4 * o + (0 if in_place else _pad16(k))
+        scratch = 4 * 4 * -(-o // ROWS) * ROWS + (0 if in_place else _pad16(k))
     elif groups == c == o and cg == 1:
         kind, k, in_place = "depthwise", kh * kw, False
         groups8 = -(-c // LANES16)
@@ -108,7 +108,8 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
     text = render("mcu/helium_qconv.c.j2", name=name, proto=proto, doc=doc, kind=kind, n=n, h=h, w=wd, c=c, o=o,
                   kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, k=k, taps=kh * kw,
                   in_place=in_place, has_bias=has_bias, lanes8=LANES8, lanes16=LANES16, rows=ROWS,
-                  unroll=kh * kw <= UNROLL_TAPS,
+                  unroll=kh * kw <= UNROLL_TAPS, positions=n * oh * ow,
+                  quad=in_place and sh == sw == 1 and k <= LANES8,
                   **{a: static_attr(req, a) for a in ("x_zero", "y_zero", "act_min", "act_max")})
     return KernelText(text, scratch)
 
