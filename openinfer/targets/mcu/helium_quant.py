@@ -20,6 +20,12 @@ memory and load 0, which adds nothing). A pointwise convolution without padding 
 windows in place (C contiguous bytes of x); any other window is copied into the kernel's scratch
 with its taps in the padding set to x_zero, so that the folded sum stays exact there (x_zero -
 x_zero adds 0, as the reference skips the tap).
+A pointwise convolution with stride 1, without padding, whose windows are at most 16 taps
+(VWW's first pointwise layers: K = 8, 16) takes 4 positions a block instead, their windows one
+vector each: a row of w, loaded once, serves the 4 positions' VMLADAVs, and the 16 sums of 4
+positions x 4 channels go through a small array on the stack so that each position's 4 channels
+take one vector requantization (with the 4 channels' vectors loaded once for the 4 positions):
+per output a quarter of the block's setup, requantization and loads of w.
 
 Depthwise with multiplier 1 (groups == C == O): the channels are the vector lanes, 8 at a time
 (VLDRB.S16 loads 8 int8 sign-extended, VMULLB / VMULLT multiply the even / odd lanes into int32
