@@ -20,12 +20,13 @@ memory and load 0, which adds nothing). A pointwise convolution without padding 
 windows in place (C contiguous bytes of x); any other window is copied into the kernel's scratch
 with its taps in the padding set to x_zero, so that the folded sum stays exact there (x_zero -
 x_zero adds 0, as the reference skips the tap).
-A pointwise convolution with stride 1, without padding, whose windows are at most 16 taps
-(VWW's first pointwise layers: K = 8, 16) takes 4 positions a block instead, their windows one
-vector each: a row of w, loaded once, serves the 4 positions' VMLADAVs, and the 16 sums of 4
-positions x 4 channels go through a small array on the stack so that each position's 4 channels
-take one vector requantization (with the 4 channels' vectors loaded once for the 4 positions):
-per output a quarter of the block's setup, requantization and loads of w.
+A pointwise convolution with stride 1, without padding (its positions' windows contiguous in x)
+takes 4 positions x 4 output channels a block instead: per channel a row of w serves the 4
+positions' VMLADAVs (windows of at most 16 taps, VWW's first pointwise layers' K = 8, 16: one
+vector each, loaded once for the block; longer ones through the same dot-product loop, the row
+of w in the shared vector's place), and the 16 sums go through a small array on the stack so
+that each position's 4 channels take one vector requantization, with the channels' vectors
+loaded once for the 4 positions: the per-block setup and requantization spread over 16 outputs.
 
 Depthwise with multiplier 1 (groups == C == O): the channels are the vector lanes, 8 at a time
 (VLDRB.S16 loads 8 int8 sign-extended, VMULLB / VMULLT multiply the even / odd lanes into int32
@@ -115,7 +116,7 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
                   kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, k=k, taps=kh * kw,
                   in_place=in_place, has_bias=has_bias, lanes8=LANES8, lanes16=LANES16, rows=ROWS,
                   unroll=kh * kw <= UNROLL_TAPS, positions=n * oh * ow,
-                  quad=in_place and sh == sw == 1 and k <= LANES8,
+                  quad=in_place and sh == sw == 1,
                   **{a: static_attr(req, a) for a in ("x_zero", "y_zero", "act_min", "act_max")})
     return KernelText(text, scratch)
 
