@@ -99,9 +99,11 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
     if groups == 1:
         kind, k = ("pointwise" if kh == kw == 1 else "regular"), kh * kw * c
         in_place = kh == kw == 1 and not any(pad)        # a window is C contiguous bytes of x
-        scratch = 4 * 4 * -(-o // ROWS) * ROWS + (0 if in_place else _pad16(k))
+        quad = in_place and sh == sw == 1                 # 4 positions a block, their windows contiguous
+        opad = -(-o // ROWS) * ROWS                       # (quad reads the folded sums 4 channels a vector)
+        scratch = 3 * 4 * opad + 4 * (opad if quad else o) + (0 if in_place else _pad16(k))
     elif groups == c == o and cg == 1:
-        kind, k, in_place = "depthwise", kh * kw, False
+        kind, k, in_place, quad = "depthwise", kh * kw, False, False
         groups8 = -(-c // LANES16)
         scratch = (3 + 2) * 4 * LANES16 * groups8 + kh * kw * LANES16 * groups8 \
             + (kh * kw * c if kh * kw <= UNROLL_TAPS else 0)         # the padded window's copy
@@ -116,7 +118,7 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
                   kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, k=k, taps=kh * kw,
                   in_place=in_place, has_bias=has_bias, lanes8=LANES8, lanes16=LANES16, rows=ROWS,
                   unroll=kh * kw <= UNROLL_TAPS, positions=n * oh * ow,
-                  quad=in_place and sh == sw == 1,
+                  quad=quad,
                   **{a: static_attr(req, a) for a in ("x_zero", "y_zero", "act_min", "act_max")})
     return KernelText(text, scratch)
 
