@@ -20,6 +20,16 @@ memory and load 0, which adds nothing). A pointwise convolution without padding 
 windows in place (C contiguous bytes of x); any other window is copied into the kernel's scratch
 with its taps in the padding set to x_zero, so that the folded sum stays exact there (x_zero -
 x_zero adds 0, as the reference skips the tap).
+A pointwise convolution with stride 1, without padding (its positions' windows contiguous in x)
+takes 4 positions x 4 output channels a block instead: per channel a row of w serves the 4
+positions' VMLADAVs (windows of at most 16 taps, VWW's first pointwise layers' K = 8, 16: one
+vector each, loaded once for the block; longer ones through the same dot-product loop, the row
+of w in the shared vector's place), and the 16 sums go through a small array on the stack so
+that each position's 4 channels take one vector requantization, with the channels' vectors
+loaded once for the 4 positions: the per-block setup and requantization spread over 16 outputs.
+A convolution whose windows are copied (KWS's first, 10 x 4 x 1) takes the same blocks when its
+4 copies are small (QUAD_COPIES) and it has QUAD_COPIES_O output channels or more, the 4 windows
+copied side by side into the scratch.
 
 Depthwise with multiplier 1 (groups == C == O): the channels are the vector lanes, 8 at a time
 (VLDRB.S16 loads 8 int8 sign-extended, VMULLB / VMULLT multiply the even / odd lanes into int32
@@ -63,6 +73,14 @@ LANES16 = 8
 ROWS = 4
 #: taps up to which a depthwise window inside x is unrolled; larger kernels take the loop
 UNROLL_TAPS = 32
+#: bytes of the 4 window copies up to which a groups-1 convolution with copied windows takes 4
+#: positions a block (KWS's first, 10 x 4 x 1: 4 x 48 B); larger windows (ResNet's 3 x 3 x 16 and
+#: up) stay one copy at a time, whose scratch would otherwise be the program's largest (its RAM)
+QUAD_COPIES = 256
+#: output channels from which the copied windows' 4-position blocks pay: measured, VWW's and IC's
+#: first convolutions (3 x 3 x 3 windows, 8 and 16 channels) take more instructions in them (the
+#: block's 4 copies and per-channel loops over too few outputs), KWS's first (64) fewer
+QUAD_COPIES_O = 32
 
 
 def _plain(req: KernelRequest) -> bool:
@@ -92,9 +110,13 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
     if groups == 1:
         kind, k = ("pointwise" if kh == kw == 1 else "regular"), kh * kw * c
         in_place = kh == kw == 1 and not any(pad)        # a window is C contiguous bytes of x
-        scratch = 3 * 4 * -(-o // ROWS) * ROWS + 4 * o + (0 if in_place else _pad16(k))
+        # 4 positions a block: windows in place (contiguous in x), or copies of small windows
+        quad = sh == sw == 1 if in_place else ROWS * _pad16(k) <= QUAD_COPIES and o >= QUAD_COPIES_O
+        opad = -(-o // ROWS) * ROWS                       # (quad reads the folded sums 4 channels a vector)
+        folded_len = opad if quad else o
+        scratch = 3 * 4 * opad + 4 * folded_len + (0 if in_place else (ROWS if quad else 1) * _pad16(k))
     elif groups == c == o and cg == 1:
-        kind, k, in_place = "depthwise", kh * kw, False
+        kind, k, in_place, quad, folded_len = "depthwise", kh * kw, False, False, 0
         groups8 = -(-c // LANES16)
         scratch = (3 + 2) * 4 * LANES16 * groups8 + kh * kw * LANES16 * groups8 \
             + (kh * kw * c if kh * kw <= UNROLL_TAPS else 0)         # the padded window's copy
@@ -108,7 +130,8 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
     text = render("mcu/helium_qconv.c.j2", name=name, proto=proto, doc=doc, kind=kind, n=n, h=h, w=wd, c=c, o=o,
                   kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, k=k, taps=kh * kw,
                   in_place=in_place, has_bias=has_bias, lanes8=LANES8, lanes16=LANES16, rows=ROWS,
-                  unroll=kh * kw <= UNROLL_TAPS,
+                  unroll=kh * kw <= UNROLL_TAPS, positions=n * oh * ow,
+                  quad=quad, folded_len=folded_len, xstride=c if in_place else _pad16(k),
                   **{a: static_attr(req, a) for a in ("x_zero", "y_zero", "act_min", "act_max")})
     return KernelText(text, scratch)
 
