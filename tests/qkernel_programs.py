@@ -6,7 +6,8 @@ multipliers, shifts, scales and biases, so that one build and one run check them
 The case tuples:
 - a convolution: (x [N, H, W, C], w [O, KH, KW, C / groups], stride, padding [top, left, bottom,
   right], dilation, groups, x_zero, bias?, (act_min, act_max));
-- a fully connected layer: (rows, K, N, x_zero, w_zero, bias?, (act_min, act_max)).
+- a fully connected layer: (rows, K, N, x_zero, w_zero, bias?, (act_min, act_max));
+- an element-wise qadd / qsub / qmul: Int8Program.binary's arguments.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from openinfer.tflite.quantization import add_params
 
 
 @dataclass
@@ -79,6 +82,32 @@ class Int8Program:
         self.volatile.append(f"y{name}: i8[{rows}, {n}];")
         self.body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, "
                          f"y_zero={int(self.rng.integers(-20, 21))}, act_min={lo}, act_max={hi}) >> y{name};\n")
+
+    def binary(self, name: str, op: str, a_shape, b_shape, ratio, bounds) -> None:
+        """A qadd / qsub / qmul of inputs `a<name>`, `b<name>` into `y<name>`. `ratio`: "ties" (y =
+        (2 (a - a_zero) + b - b_zero) / 4, rounded: exact halves of either sign), a dict of the
+        op's fixed-point attributes, or the ratio of a's scale to b's (qadd / qsub: the attributes
+        TFLite's Prepare makes of random scales; qmul: a random multiplier and a shift of -9..1)."""
+        lo, hi = bounds
+        y_shape = np.broadcast_shapes(a_shape, b_shape)
+        zeros = ", ".join(f"{p}_zero={int(self.rng.integers(-128, 128))}" for p in "aby")
+        if ratio == "ties":
+            fixed = f"a_multiplier={1 << 30}, a_shift=0, b_multiplier={1 << 30}, b_shift=-1, " \
+                    f"y_multiplier={1 << 30}, y_shift=-19, left_shift=20"
+        elif isinstance(ratio, dict):
+            fixed = ", ".join(f"{k}={v}" for k, v in ratio.items())
+        elif op == "qmul":
+            # products of about 75^2 around +-60 outputs, some saturating
+            fixed = f"multiplier={int(self.rng.integers(1 << 30, 1 << 31))}, shift={int(self.rng.integers(-9, 2))}"
+        else:
+            scale_b = float(self.rng.uniform(0.01, 0.1))
+            scale_y = 2 * max(ratio, 1.0) * scale_b * float(self.rng.uniform(0.6, 1.4))
+            fixed = ", ".join(f"{k}={v}" for k, v in add_params(ratio * scale_b, scale_b, scale_y).items())
+        for side, shape in (("a", a_shape), ("b", b_shape)):
+            self.dynamic.append(f"{side}{name}: i8[{', '.join(map(str, shape))}];")
+            self.inputs[f"{side}{name}"] = shape
+        self.volatile.append(f"y{name}: i8[{', '.join(map(str, y_shape))}];")
+        self.body.append(f"  op {op}(a{name}, b{name}, {zeros}, {fixed}, act_min={lo}, act_max={hi}) >> y{name};\n")
 
     def text(self) -> str:
         return (f"dynamic {{ {' '.join(self.dynamic)} }}\nconstant {{ {' '.join(self.constant)} }}\n"

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from qkernel_programs import Int8Program
 
 import openinfer as oi
 from openinfer.testing import assert_matches_reference
-from openinfer.tflite.quantization import add_params
 
 #: qconv2d: (x [N, H, W, C], w [O, KH, KW, C / groups], stride, padding [top, left, bottom, right],
 #: dilation, groups, x_zero, bias?, (act_min, act_max), the Helium kernel's kind or None)
@@ -152,71 +152,16 @@ def sim_cache(tmp_path_factory):
         yield
 
 
-def _out_size(size: int, k: int, stride: int, before: int, after: int, dil: int) -> int:
-    return (size + before + after - dil * (k - 1) - 1) // stride + 1
-
-
 def _program(rng: np.random.Generator):
-    """CONV and LINEAR as one program: (graph text, weights, two steps' inputs)."""
-    dyn, const, outs, body, weights, shapes = [], [], [], [], {}, {}
-    for j, (xs, ws, stride, pad, dil, groups, x_zero, bias, (lo, hi), _) in enumerate(CONV):
-        n, h, w, _ = xs
-        o, kh, kw, cg = ws
-        oh = _out_size(h, kh, stride, pad[0], pad[2], dil)
-        ow = _out_size(w, kw, stride, pad[1], pad[3], dil)
-        weights[f"w{j}"] = rng.integers(-128, 128, ws).astype(np.int8)
-        weights[f"m{j}"] = rng.integers(1 << 30, (1 << 31) - 1, o).astype(np.int32)
-        # shifts that put the sums' spread (about 75^2 sqrt(K)) around +-60 outputs, some saturating
-        shifts = -round(math.log2(75 * 75 * math.sqrt(kh * kw * cg) / 60)) + rng.integers(-1, 2, o)
-        if j == 0:                  # left shifts too (the requantization's other branch)
-            shifts[:2] = (1, 0)
-        weights[f"s{j}"] = shifts.astype(np.int32)
-        const += [f"w{j}: i8[{', '.join(map(str, ws))}];", f"m{j}: i32[{o}];", f"s{j}: i32[{o}];"]
-        args = f"x{j}, w{j}, m{j}, s{j}"
-        if bias:
-            weights[f"b{j}"] = rng.integers(-20000, 20000, o).astype(np.int32)
-            const.append(f"b{j}: i32[{o}];")
-            args += f", b{j}"
-        shapes[f"x{j}"] = xs
-        dyn.append(f"x{j}: i8[{', '.join(map(str, xs))}];")
-        outs.append(f"y{j}: i8[{n}, {oh}, {ow}, {o}];")
-        body.append(f"  op qconv2d({args}, stride={stride}, padding={pad}, dilation={dil}, groups={groups}, "
-                    f"x_zero={x_zero}, y_zero={int(rng.integers(-20, 21))}, act_min={lo}, act_max={hi}) >> y{j};\n")
-    for j, (rows, k, n, x_zero, w_zero, bias, (lo, hi)) in enumerate(LINEAR):
-        weights[f"lw{j}"] = rng.integers(-128, 128, (n, k)).astype(np.int8)
-        weights[f"ls{j}"] = (60 / (75 * 75 * np.sqrt(k)) * rng.uniform(0.5, 2.0, n)).astype(np.float64)
-        const += [f"lw{j}: i8[{n}, {k}];", f"ls{j}: f64[{n}];"]
-        args = f"lx{j}, lw{j}, ls{j}"
-        if bias:
-            weights[f"lb{j}"] = rng.integers(-20000, 20000, n).astype(np.int32)
-            const.append(f"lb{j}: i32[{n}];")
-            args += f", lb{j}"
-        shapes[f"lx{j}"] = (rows, k)
-        dyn.append(f"lx{j}: i8[{rows}, {k}];")
-        outs.append(f"ly{j}: i8[{rows}, {n}];")
-        body.append(f"  op qlinear({args}, x_zero={x_zero}, w_zero={w_zero}, y_zero={int(rng.integers(-20, 21))}, "
-                    f"act_min={lo}, act_max={hi}) >> ly{j};\n")
-    for j, (op, a_shape, b_shape, ratio, (lo, hi), _) in enumerate(BINARY):
-        y_shape = np.broadcast_shapes(a_shape, b_shape)
-        zeros = ", ".join(f"{p}_zero={int(rng.integers(-128, 128))}" for p in "aby")
-        if ratio == "ties":           # y = (2 (a - a_zero) + b - b_zero) / 4, rounded
-            fixed = f"a_multiplier={1 << 30}, a_shift=0, b_multiplier={1 << 30}, b_shift=-1, " \
-                    f"y_multiplier={1 << 30}, y_shift=-19, left_shift=20"
-        elif op == "qmul":
-            # a shift of -9..1 (some left): products of about 75^2 around +-60 outputs, some saturating
-            fixed = f"multiplier={int(rng.integers(1 << 30, 1 << 31))}, shift={int(rng.integers(-9, 2))}"
-        else:
-            scale_b = float(rng.uniform(0.01, 0.1))
-            scale_y = 2 * max(ratio, 1.0) * scale_b * float(rng.uniform(0.6, 1.4))
-            fixed = ", ".join(f"{k}={v}" for k, v in add_params(ratio * scale_b, scale_b, scale_y).items())
-        dyn += [f"ba{j}: i8[{', '.join(map(str, a_shape))}];", f"bb{j}: i8[{', '.join(map(str, b_shape))}];"]
-        shapes[f"ba{j}"], shapes[f"bb{j}"] = a_shape, b_shape
-        outs.append(f"by{j}: i8[{', '.join(map(str, y_shape))}];")
-        body.append(f"  op {op}(ba{j}, bb{j}, {zeros}, {fixed}, act_min={lo}, act_max={hi}) >> by{j};\n")
-    text = (f"dynamic {{ {' '.join(dyn)} }}\nconstant {{ {' '.join(const)} }}\n"
-            f"volatile {{ {' '.join(outs)} }}\nblock entry {{\n{''.join(body)}  return;\n}}\n")
-    feeds = [{name: rng.integers(-128, 128, shape).astype(np.int8) for name, shape in shapes.items()} for _ in range(2)]
-    return text, weights, feeds
+    """CONV, LINEAR and BINARY as one program: (graph text, weights, two steps' inputs)."""
+    prog = Int8Program(rng)
+    for j, (*case, _) in enumerate(CONV):
+        prog.conv(f"c{j}", case, left_shifts=j == 0)
+    for j, case in enumerate(LINEAR):
+        prog.linear(f"f{j}", case)
+    for j, (op, a_shape, b_shape, ratio, bounds, _) in enumerate(BINARY):
+        prog.binary(f"q{j}", op, a_shape, b_shape, ratio, bounds)
+    return prog.text(), prog.weights, prog.feeds()
 
 
 def test_helium_qkernels_match_reference(tmp_path):

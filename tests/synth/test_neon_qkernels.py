@@ -196,29 +196,14 @@ def _program(rng: np.random.Generator):
         prog.conv(f"c{j}", case, left_shifts=j in (0, 19, 40), negative_multipliers=j % 4 == 1)
     for j, case in enumerate(QLINEAR):
         prog.linear(f"f{j}", case)
-    dyn, outs, body, shapes = prog.dynamic, prog.volatile, prog.body, prog.inputs
-    for j, (op, a_shape, b_shape, ratio, (lo, hi), _) in enumerate(BINARY):
-        y_shape = np.broadcast_shapes(a_shape, b_shape)
-        zeros = ", ".join(f"{p}_zero={int(rng.integers(-128, 128))}" for p in "aby")
-        if ratio == "ties":           # y = (2 (a - a_zero) + b - b_zero) / 4, rounded
-            fixed = f"a_multiplier={1 << 30}, a_shift=0, b_multiplier={1 << 30}, b_shift=-1, " \
-                    f"y_multiplier={1 << 30}, y_shift=-19, left_shift=20"
-        elif isinstance(ratio, dict):
-            fixed = ", ".join(f"{k}={v}" for k, v in ratio.items())
-        else:
-            scale_b = float(rng.uniform(0.01, 0.1))
-            scale_y = 2 * max(ratio, 1.0) * scale_b * float(rng.uniform(0.6, 1.4))
-            fixed = ", ".join(f"{k}={v}" for k, v in add_params(ratio * scale_b, scale_b, scale_y).items())
-        dyn += [f"ba{j}: i8[{', '.join(map(str, a_shape))}];", f"bb{j}: i8[{', '.join(map(str, b_shape))}];"]
-        shapes[f"ba{j}"], shapes[f"bb{j}"] = a_shape, b_shape
-        outs.append(f"by{j}: i8[{', '.join(map(str, y_shape))}];")
-        body.append(f"  op {op}(ba{j}, bb{j}, {zeros}, {fixed}, act_min={lo}, act_max={hi}) >> by{j};\n")
+    for j, (op, a_shape, b_shape, ratio, bounds, _) in enumerate(BINARY):
+        prog.binary(f"q{j}", op, a_shape, b_shape, ratio, bounds)
     # in place (mode inplace; the program computes into scratch and copies over): the output is
     # input a, a dynamic variable compared after each step
     params = ", ".join(f"{k}={v}" for k, v in add_params(0.03, 0.05, 0.1).items())
-    dyn += [f"{INPLACE}: i8[{INPLACE_COUNT}];", f"{INPLACE}_b: i8[{INPLACE_COUNT}];"]
-    shapes[INPLACE], shapes[f"{INPLACE}_b"] = (INPLACE_COUNT,), (INPLACE_COUNT,)
-    body.append(f"  op qadd({INPLACE}, {INPLACE}_b, a_zero=5, b_zero=-9, y_zero=3, {params}, act_min=-128, "
+    prog.dynamic += [f"{INPLACE}: i8[{INPLACE_COUNT}];", f"{INPLACE}_b: i8[{INPLACE_COUNT}];"]
+    prog.inputs[INPLACE], prog.inputs[f"{INPLACE}_b"] = (INPLACE_COUNT,), (INPLACE_COUNT,)
+    prog.body.append(f"  op qadd({INPLACE}, {INPLACE}_b, a_zero=5, b_zero=-9, y_zero=3, {params}, act_min=-128, "
                 f"act_max=127) >> {INPLACE};\n")
     return prog.text(), prog.weights, prog.feeds()
 
