@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from ...synth.program import KernelRequest
 from ..c.kernels.common import par_rows, static_attr
-from ..c.kernels.quantized import _PAR_MACS
+from ..c.kernels.quantized import PAR_MACS, broadcast_operand, plain_static
 from ..c.kernels.registry import KernelText, prototype
 from ..env import render
 from ..geometry import numel
@@ -70,19 +70,10 @@ def _round_up(v: int, m: int) -> int:
     return -(-v // m) * m
 
 
-def _covered(req: KernelRequest) -> bool:
-    """Static shapes and the plain form (no planner fusion), as the portable kernel's."""
-    if req.mode != "normal" or req.aliased or req.acc or req.epilogue or req.prologue or req.input_perms \
-            or req.packed or req.sizes or req.runtime_attrs:
-        return False
-    return all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape) \
-        and numel(req.output.shape) > 0
-
-
 def qconv_kernel(r, req: KernelRequest, name: str) -> KernelText | None:
     """The qconv2d kernel of a request it covers (groups == 1, or depthwise with multiplier 1),
     with its workspace; None for any other."""
-    if not _covered(req):
+    if not plain_static(req):
         return None
     x, w, out = req.inputs[0], req.inputs[1], req.output
     n, h, wd, c = x.shape
@@ -103,11 +94,11 @@ def qconv_kernel(r, req: KernelRequest, name: str) -> KernelText | None:
         win_at = rq_bytes + _round_up(o, _OB) * (4 + (8 if kind == "regular" and k % 8 else 0))
         wstride = _round_up(k, 16)
         scratch = win_at + (pb * wstride if kind == "regular" else 0)
-        par = par_rows(units, pb * o * k, _PAR_MACS)
+        par = par_rows(units, pb * o * k, PAR_MACS)
     elif groups == c == o and cg == 1:
         kind, k, pb, units, win_at, wstride = "depthwise", kh * kw, 1, n * oh, 0, 0
         scratch = rq_bytes + kh * kw * c * 2                # the table, then the int16 weights [tap][channel]
-        par = par_rows(units, ow * c * k, _PAR_MACS)
+        par = par_rows(units, ow * c * k, PAR_MACS)
     else:
         return None
     doc = (f"qconv2d: {x} * {w}{' + bias' if len(req.inputs) > 4 else ''}, stride {[sh, sw]}, "
@@ -122,7 +113,7 @@ def qconv_kernel(r, req: KernelRequest, name: str) -> KernelText | None:
 
 def qlinear_kernel(r, req: KernelRequest, name: str) -> KernelText | None:
     """The qlinear kernel of a request it covers (static shapes, the plain form); None for any other."""
-    if not _covered(req):
+    if not plain_static(req):
         return None
     x, w = req.inputs[0], req.inputs[1]
     n, k = w.shape
@@ -131,7 +122,7 @@ def qlinear_kernel(r, req: KernelRequest, name: str) -> KernelText | None:
     doc = f"qlinear: {x} * {w}^T{' + bias' if len(req.inputs) > 3 else ''} -> {req.output}"
     text = render("arm/qlinear.c.j2", name=name, proto=prototype(req, name), doc=doc, sdot=r.sdot, rows=rows,
                   k=k, n=n, nb=-(-n // _OB), units=units, has_bias=len(req.inputs) > 3,
-                  **par_rows(units, _OB * k, _PAR_MACS),
+                  **par_rows(units, _OB * k, PAR_MACS),
                   **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
     return KernelText(text, 0)
 
@@ -140,17 +131,8 @@ def qadd_kernel(r, req: KernelRequest, name: str) -> str | None:
     """The qadd or qsub kernel text of a request it covers (templates/arm/qadd.c.j2): inputs of the
     output's shape, or one of them a single element; None for any other broadcast and for
     attributes outside the template's proof (below)."""
-    if req.mode not in ("normal", "inplace") or req.acc or req.epilogue or req.prologue or req.input_perms \
-            or req.packed or req.sizes or req.runtime_attrs:
-        return None
-    if not all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape):
-        return None
-    count = numel(req.output.shape)
-    sizes = [numel(t.shape) for t in req.inputs]
-    if count == 0 or any(s not in (1, count) for s in sizes):
-        return None
-    scalar = "a" if sizes[0] < count else "b" if sizes[1] < count else ""
-    if scalar and max(sizes) < count:                   # both broadcast: the portable kernel
+    scalar = broadcast_operand(req) if plain_static(req, ("normal", "inplace")) else None
+    if scalar is None:
         return None
     a = {n: static_attr(req, n) for n in ("a_zero", "b_zero", "y_zero", "act_min", "act_max", "left_shift")}
     shifts = {p: static_attr(req, f"{p}_shift") for p in "aby"}
@@ -160,8 +142,8 @@ def qadd_kernel(r, req: KernelRequest, name: str) -> str | None:
             or not 0 <= a["left_shift"] <= 21 or not all(-128 <= a[f"{p}_zero"] <= 127 for p in "aby"):
         return None
     doc = f"{req.op}: {req.inputs[0]}, {req.inputs[1]} -> {req.output}"
-    return render("arm/qadd.c.j2", name=name, proto=prototype(req, name), doc=doc, op=req.op, count=count,
-                  scalar=scalar, zeros={"a": a["a_zero"], "b": a["b_zero"]},
+    return render("arm/qadd.c.j2", name=name, proto=prototype(req, name), doc=doc, op=req.op,
+                  count=numel(req.output.shape), scalar=scalar, zeros={"a": a["a_zero"], "b": a["b_zero"]},
                   mults={p: static_attr(req, f"{p}_multiplier") for p in "ab"},
                   es={"a": -shifts["a"], "b": -shifts["b"]}, mult=static_attr(req, "y_multiplier"), e=-shifts["y"],
                   left_shift=a["left_shift"], y_zero=a["y_zero"], act_min=a["act_min"], act_max=a["act_max"])

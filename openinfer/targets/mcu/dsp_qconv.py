@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from ...synth.program import KernelRequest
 from ..c.kernels.common import static_attr
+from ..c.kernels.quantized import plain_static
 from ..c.kernels.registry import KernelText
 from ..env import render
-from ..geometry import numel
 
 #: Bytes of a channel's entry in the requantization table (templates/mcu/qrequant.c.j2: two
 #: int64 rounding constants, two int32)
@@ -31,13 +31,10 @@ _RQ_BYTES = 24
 
 def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None:
     """The kernel text of a qconv2d request the DSP kernel covers, with its scratch; None for any other."""
-    if req.mode != "normal" or req.aliased or req.acc or req.epilogue or req.prologue or req.input_perms \
-            or req.packed or req.sizes or req.runtime_attrs:
+    if not plain_static(req):
         return None
     x, w = req.inputs[0], req.inputs[1]
     out = req.output
-    if not all(isinstance(d, int) for t in (x, w, out) for d in t.shape) or numel(out.shape) == 0:
-        return None
     n, h, wd, c = x.shape
     o, kh, kw, cg = w.shape
     _, oh, ow, _ = out.shape

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ...synth.program import KernelRequest
 from ..c.kernels.common import static_attr
+from ..c.kernels.quantized import plain_static
 from ..c.kernels.registry import KernelText
 from ..env import render
 from ..geometry import numel
@@ -18,12 +19,9 @@ from ..geometry import numel
 
 def qlinear_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None:
     """The kernel text of a qlinear request the DSP kernel covers, with its scratch; None for any other."""
-    if req.mode != "normal" or req.aliased or req.acc or req.epilogue or req.prologue or req.input_perms \
-            or req.packed or req.sizes or req.runtime_attrs:
+    if not plain_static(req):
         return None
     x, w = req.inputs[0], req.inputs[1]
-    if not all(isinstance(d, int) for t in (x, w, req.output) for d in t.shape) or numel(req.output.shape) == 0:
-        return None
     n, k = w.shape
     if not 0 < k <= 4095:            # the assembly's loads of w reach row + 1 at offset K (12 bits)
         return None

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 from ...synth.program import KernelRequest
 from ..c.kernels.common import static_attr
+from ..c.kernels.quantized import broadcast_operand, plain_static
 from ..c.kernels.registry import KernelText
 from ..env import render
 from ..geometry import numel
@@ -83,14 +84,6 @@ QUAD_COPIES = 256
 QUAD_COPIES_O = 32
 
 
-def _plain(req: KernelRequest) -> bool:
-    """A request of static shape without the planner's fused or aliased forms."""
-    if req.mode != "normal" or req.aliased or req.acc or req.epilogue or req.prologue or req.input_perms \
-            or req.packed or req.sizes or req.runtime_attrs:
-        return False
-    return all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape) and numel(req.output.shape) > 0
-
-
 def _pad16(n: int) -> int:
     return (n + 15) // 16 * 16
 
@@ -98,7 +91,7 @@ def _pad16(n: int) -> int:
 def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None:
     """The Helium kernel text of a qconv2d request with groups 1 or depthwise multiplier 1, with
     its scratch; None for any other."""
-    if not _plain(req):
+    if not plain_static(req):
         return None
     x, w, out = req.inputs[0], req.inputs[1], req.output
     n, h, wd, c = x.shape
@@ -138,7 +131,7 @@ def qconv_kernel(req: KernelRequest, name: str, proto: str) -> KernelText | None
 
 def qlinear_kernel(req: KernelRequest, name: str, proto: str) -> str | None:
     """The Helium kernel text of a static-shape qlinear request; None for any other."""
-    if not _plain(req):
+    if not plain_static(req):
         return None
     x, w = req.inputs[0], req.inputs[1]
     nout, k = w.shape
@@ -157,17 +150,8 @@ def qbinary_kernel(req: KernelRequest, name: str, proto: str) -> str | None:
     """The Helium kernel text of a qadd, qsub or qmul request (templates/mcu/helium_qbinary.c.j2):
     inputs of the output's shape, or one of them a single element; None for any other broadcast
     and for shifts outside oi_quant.h's range."""
-    if req.mode not in ("normal", "inplace") or req.acc or req.epilogue or req.prologue or req.input_perms \
-            or req.packed or req.sizes or req.runtime_attrs:
-        return None
-    if not all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape):
-        return None
-    count = numel(req.output.shape)
-    sizes = [numel(t.shape) for t in req.inputs]
-    if count == 0 or any(s not in (1, count) for s in sizes):
-        return None
-    scalar = "a" if sizes[0] < count else "b" if sizes[1] < count else ""
-    if scalar and max(sizes) < count:                   # both broadcast: the portable kernel
+    scalar = broadcast_operand(req) if plain_static(req, ("normal", "inplace")) else None
+    if scalar is None:
         return None
     a = {n: static_attr(req, n) for n in ("a_zero", "b_zero", "y_zero", "act_min", "act_max")}
     if a["act_min"] > a["act_max"]:                     # the vector clamp's VMAX, VMIN order
@@ -186,6 +170,7 @@ def qbinary_kernel(req: KernelRequest, name: str, proto: str) -> str | None:
                  "es": {"a": -shifts[0], "b": -shifts[1]}, "mult": static_attr(req, "y_multiplier"),
                  "e": -shifts[2], "left_shift": left_shift}
     doc = f"{req.op}: {req.inputs[0]}, {req.inputs[1]} -> {req.output}"
-    return render("mcu/helium_qbinary.c.j2", name=name, proto=proto, doc=doc, op=req.op, count=count, scalar=scalar,
+    return render("mcu/helium_qbinary.c.j2", name=name, proto=proto, doc=doc, op=req.op,
+                  count=numel(req.output.shape), scalar=scalar,
                   zeros={"a": a["a_zero"], "b": a["b_zero"]}, y_zero=a["y_zero"], act_min=a["act_min"],
                   act_max=a["act_max"], **fixed)

@@ -47,7 +47,7 @@ once for 4 VPMADDWDs against w widened on the fly (VPMOVSXBW; w is read once per
 widening it in advance would double its traffic); K % (vector width) last k in C. A non-zero w_zero
 is folded: sum (x - x_zero)(w - w_zero) = sum (x - x_zero) w - w_zero sum (x - x_zero).
 
-The pool: a layer of at least _PAR_MACS multiply-adds (the portable kernels' threshold, through
+The pool: a layer of at least PAR_MACS multiply-adds (the portable kernels' threshold, through
 the same par_rows) splits over the program's threads as the portable kernels do. The
 convolutions' units are output rows (batch x output y); what every unit reads is made once, by the
 calling thread, before the parallel section (the widened or copied w and the folded biases, in
@@ -67,6 +67,7 @@ import math
 
 from ...synth.program import KernelRequest
 from ..c.kernels.common import par_rows, static_attr
+from ..c.kernels.quantized import PAR_MACS, plain_static
 from ..c.kernels.registry import KernelText
 from ..geometry import numel
 from .renderer import Avx2Renderer, emitter
@@ -74,18 +75,11 @@ from .renderer import Avx2Renderer, emitter
 #: Output positions summed together by the groups-1 convolution, by vector width: with 4
 #: channels, NP x 4 accumulators, NP windows' vectors and one of w in registers (16 ymm, 32 zmm)
 _POSITIONS = {256: 2, 512: 4}
-#: Multiply-adds from which a convolution or fully connected layer splits over the pool: the
-#: portable kernels' threshold (openinfer/targets/c/kernels/quantized.py), so that a layer the
-#: portable kernel ran on several threads does too
-_PAR_MACS = 1 << 18
 
 
 def _covered(req: KernelRequest) -> bool:
     """Whether a request is a plain static-shape call of the op (no fused or planner form)."""
-    if req.mode != "normal" or req.aliased or req.acc or req.epilogue or req.prologue or req.input_perms \
-            or req.packed or req.sizes or req.runtime_attrs or req.pool:
-        return False
-    return all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape) and numel(req.output.shape) > 0
+    return plain_static(req) and not req.pool
 
 
 def _round_up(x: int, step: int) -> int:
@@ -123,7 +117,7 @@ def _qconv(r: Avx2Renderer, req: KernelRequest, name: str) -> KernelText | None:
         return None
     has_bias = len(req.inputs) > 4
     rows = n * oh                                     # the pool's units: (batch, output y)
-    par = par_rows(rows, ow * o * k, _PAR_MACS)
+    par = par_rows(rows, ow * o * k, PAR_MACS)
     if kind != "depthwise":                           # whole blocks of NP positions a unit but the last
         par["grain"] = _round_up(par["grain"], np_ // math.gcd(ow, np_))
         par["parallel"] = par["parallel"] and rows > par["grain"]
@@ -149,7 +143,7 @@ def _qlinear(r: Avx2Renderer, req: KernelRequest, name: str) -> KernelText | Non
     blocks = -(-n // 4)                              # the pool's units: (row of x, 4 rows of w)
     doc = f"qlinear: {req.inputs[0]} * {req.inputs[1]}^T{' + bias' if has_bias else ''} -> {req.output}"
     text = r.render("qlinear.c.j2", req, name, (), doc=doc, rows=rows, k=k, n=n, kv=k // l16 * l16, l16=l16,
-                    has_bias=has_bias, vnni=vnni, **par_rows(rows * blocks, 4 * k, _PAR_MACS),
+                    has_bias=has_bias, vnni=vnni, **par_rows(rows * blocks, 4 * k, PAR_MACS),
                     **{a: static_attr(req, a) for a in ("x_zero", "w_zero", "y_zero", "act_min", "act_max")})
     # a row of x: as int16 x - x_zero, or as u8 x ^ 0x80 zero-padded to whole vectors (VNNI)
     return KernelText(text, _round_up(k, 64) if vnni else 2 * max(k, 1))

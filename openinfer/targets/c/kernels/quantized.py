@@ -21,7 +21,28 @@ from .common import float_literal, par_rows, static_attr
 from .registry import family, prototype
 
 #: Multiply-adds from which a convolution or fully connected layer splits its rows over the pool
-_PAR_MACS = 1 << 18
+#: (also the wings' int8 kernels' threshold)
+PAR_MACS = 1 << 18
+
+
+def plain_static(req: KernelRequest, modes: tuple[str, ...] = ("normal",)) -> bool:
+    """Whether a request is what the wings' SIMD int8 kernels take: static, non-empty shapes and
+    none of the planner's fused, aliased or packed forms (`modes` with "inplace": an element-wise
+    kernel that reads each element before it writes it, which may also alias)."""
+    if req.mode not in modes or (req.aliased and "inplace" not in modes) or req.acc or req.epilogue \
+            or req.prologue or req.input_perms or req.packed or req.sizes or req.runtime_attrs:
+        return False
+    return all(isinstance(d, int) for t in (*req.inputs, req.output) for d in t.shape) and numel(req.output.shape) > 0
+
+
+def broadcast_operand(req: KernelRequest) -> str | None:
+    """For an element-wise int8 op of two inputs: "" when both have the output's shape, "a" or "b"
+    when that one is a single element, None for any other broadcast (the portable kernel's)."""
+    count = numel(req.output.shape)
+    sizes = [numel(t.shape) for t in req.inputs]
+    if any(s not in (1, count) for s in sizes) or (count > 1 and max(sizes) < count):
+        return None
+    return "a" if sizes[0] < count else "b" if sizes[1] < count else ""
 
 
 def _static(req: KernelRequest) -> None:
@@ -46,7 +67,7 @@ def emit_qconv(req: KernelRequest, name: str, renderer) -> str:
     return render("c/ops/qconv.c.j2", proto=prototype(req, name), name=name, doc=_doc(req),
                   h=x[1], w=x[2], c=x[3], oh=oh, ow=ow, o=o, kh=w[1], kw=w[2], cg=w[3], og=o // groups,
                   sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, has_bias=len(req.inputs) > 4, rows=rows,
-                  **_attrs(req, "x_zero", "y_zero", "act_min", "act_max"), **par_rows(rows, macs // rows, _PAR_MACS))
+                  **_attrs(req, "x_zero", "y_zero", "act_min", "act_max"), **par_rows(rows, macs // rows, PAR_MACS))
 
 
 @family("qlinear")
@@ -56,7 +77,7 @@ def emit_qlinear(req: KernelRequest, name: str, renderer) -> str:
     rows = numel(req.output.shape) // n
     return render("c/ops/qlinear.c.j2", proto=prototype(req, name), name=name, doc=_doc(req), k=k, n=n,
                   rows=rows, has_bias=len(req.inputs) > 3,
-                  **_attrs(req, "x_zero", "w_zero", "y_zero", "act_min", "act_max"), **par_rows(rows, n * k, _PAR_MACS))
+                  **_attrs(req, "x_zero", "w_zero", "y_zero", "act_min", "act_max"), **par_rows(rows, n * k, PAR_MACS))
 
 
 @family("qavg_pool2d", "qmax_pool2d")
