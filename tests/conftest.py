@@ -24,6 +24,8 @@ _CPU_TARGETS = {p.stem for p in (REPO / "devices").glob("*.json")
 #: (longest-processing-time-first scheduling).
 LONGEST_FIRST = ("tests/synth/test_c_conformance.py", "tests/vulkan/test_vulkan_conformance.py",
                  "tests/onnx/test_onnx_node_cases.py", "tests/sweep/test_shape_sweep.py",
+                 "tests/tflite_front/test_mlperf_tiny.py", "tests/tflite_front/test_import.py",
+                 "tests/synth/test_avx_qkernels.py", "tests/synth/test_neon_qkernels.py",
                  "tests/synth/test_dynamic_sizes.py", "tests/synth/test_nn_kernels.py",
                  "tests/synth/test_examples_targets.py", "tests/vulkan/test_vulkan_dynamic.py",
                  "tests/synth/test_dynamic_avx.py", "tests/synth/test_neon_kernels.py",

@@ -87,10 +87,11 @@ case "$cmd" in
         ensure_system_packages
         ensure_venv
         workers=${OI_TEST_WORKERS:-auto}
+        # --durations: the slowest tests in every run's summary (CI's too), where the suite's time goes
         if [ "$workers" = 1 ]; then
-            exec "$venv/bin/python" -m pytest "$@"
+            exec "$venv/bin/python" -m pytest --durations=40 "$@"
         fi
-        exec "$venv/bin/python" -m pytest -n "$workers" --dist loadfile "$@"
+        exec "$venv/bin/python" -m pytest -n "$workers" --dist loadfile --durations=40 "$@"
         ;;
     *)
         sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
