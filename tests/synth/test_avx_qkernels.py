@@ -19,6 +19,7 @@ that lists it; skipped elsewhere); every program is also built with -Werror on a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ if str(TESTS) not in sys.path:
 
 from compilers import Toolchain  # noqa: E402
 from qkernel_programs import int8_program  # noqa: E402
+from sanitized import SANITIZE, run_sanitized  # noqa: E402
 
 import openinfer as oi  # noqa: E402
 from openinfer.api import bind_inputs  # noqa: E402
@@ -216,6 +218,37 @@ def test_int8_kernels_split_over_the_pool(tmp_path, monkeypatch, arch, isa):
                 e.run_step()
             for name in names:
                 np.testing.assert_array_equal(ex.fetch(name), ref.fetch(name), err_msg=f"{threads} threads, {step = }")
+
+
+def _sanitized_child(work: str) -> int:
+    """Runs in a child interpreter with gcc's ASan runtime preloaded (tests/sanitized.py): both
+    programs (every case; the layers that split over the pool, at 3 threads) built for the host's
+    AVX2 kernels with -fsanitize=address,undefined, every output equal to the reference's over two
+    steps. Exit status 0 when all match (an ASan or UBSan report aborts the child)."""
+    os.environ["OI_CACHE_DIR"], os.environ["OI_NUM_THREADS"] = str(Path(work) / "cache"), "3"
+    for name, conv, linear in (("serial", CONV_CASES, LINEAR_CASES),
+                               ("split", PARALLEL_CONV_CASES, PARALLEL_LINEAR_CASES)):
+        text, weights, feeds = _program(np.random.default_rng(13), conv, linear)
+        oi.write_oinf(Path(work) / f"{name}.oinf", weights)
+        model, graph = oi.ModelLoader.open(Path(work) / f"{name}.oinf"), oi.graph(text)
+        ex = Simulator(model, graph, arch="x86_64-avx2", build_options=SANITIZE).make_executor()
+        ref = Reference(model, graph).make_executor()
+        names = [f"yc{j}" for j in range(len(conv))] + [f"yf{j}" for j in range(len(linear))]
+        for step, inputs in enumerate(feeds):
+            for e in (ref, ex):
+                e.insert(**inputs)
+                e.run_step()
+            for out in names:
+                np.testing.assert_array_equal(ex.fetch(out), ref.fetch(out), err_msg=f"{name}, {step = }")
+    print("sanitized int8 kernels: ok")
+    return 0
+
+
+def test_int8_kernels_under_asan_and_ubsan(tmp_path):
+    """The AVX2 int8 kernels (window copies, widened weights, per-worker scratch, vector
+    requantization) read and write only their buffers and do nothing undefined."""
+    skip_unless_runs_here("x86_64-avx2")
+    assert "ok" in run_sanitized(__file__, "_sanitized_child", str(tmp_path))
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512", "avx512-vnni"])
