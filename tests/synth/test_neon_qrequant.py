@@ -49,8 +49,8 @@ HARNESS = r"""
 #include <stdint.h>
 #include <stdio.h>
 #include "oi_quant.h"
-{{ requant_table("t", 0, "INT32_MIN", "INT32_MAX") }}
-{{ requant_vec("t", 0, "INT32_MIN", "INT32_MAX") }}
+{{ requant_table("t", 0, -2147483648, 2147483647) }}
+{{ requant_vec("t", 0, -2147483648, 2147483647) }}
 {{ requant_table("u", y_zero, act_min, act_max) }}
 {{ requant_vec("u", y_zero, act_min, act_max) }}
 int main(int argc, char **argv) {
