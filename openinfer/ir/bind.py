@@ -215,9 +215,12 @@ class _Binder:
                                  _suggest(key, self._model_keys()))
             return None
         dtype, mshape, has_data = found
-        if self.at is not None and dtype is d.dtype and d.dims and _atoms(d.dims[0]) & set(self.dynamic) \
-                and len(mshape) == len(shape) and mshape[1:] == shape[1:] and mshape[0] >= shape[0]:
-            return key if has_data else None     # at run-time sizes: the first rows of the model's data
+        if dtype is d.dtype and d.dims and _atoms(d.dims[0]) and len(mshape) == len(shape) \
+                and mshape[1:] == capacity(shape)[1:] and mshape[0] > capacity(shape)[0] \
+                and not any(isinstance(x, Dim) for x in shape[1:]):
+            # a first dim written with a sizevar: its first rows of the model's data (a position
+            # table of 512 rows declared `pos: f32[S, D]`, read at S = 16, or at run-time sizes)
+            return key if has_data else None
         if dtype is not d.dtype or mshape != capacity(shape):
             raise self.error(
                 f"`{d.name}` is declared {d.dtype.name}{pretty_shape(shape)}"

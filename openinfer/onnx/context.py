@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..dims import Poly, SizeVar
 from ..errors import OnnxImportError
 from ..imported import is_identifier, quoted, sanitize  # noqa: F401  (the importer and handlers import them from here)
 from .problems import shape_problem
@@ -43,11 +44,102 @@ ONNX_UINTS = ("u8", "u16", "u32", "u64")
 
 @dataclass(frozen=True)
 class Dim:
+    """A size: its value at the sizevars' import values, and where it depends on them, the
+    expression over them (`batch`, `batch * seq`; `openinfer.dims.Poly` over sizevars whose
+    `bound` is their import value), so that a shape computed from a symbolic dim stays symbolic
+    and `--dynamic` can later move it."""
+
     size: int
-    sizevar: str | None = None      # written as this sizevar (a symbolic dim of a graph input)
+    expr: Poly | None = None
+
+    def __post_init__(self):
+        assert self.expr is None or self.expr.evaluate({}) == self.size, (self.expr, self.size)
 
     def text(self) -> str:
-        return self.sizevar or str(self.size)
+        """The dim as the DSL writes it: an integer, a sizevar, or a product of two atoms (the
+        grammar's `atom ["*" atom]`); an expression the DSL cannot write is its import value (the
+        importer notes the sizevars such a dim fixes: `ImportState.fixed`)."""
+        return dsl_dim(self) or str(self.size)
+
+    @property
+    def sizevars(self) -> tuple[str, ...]:
+        return tuple(sorted(v.name for v in self.expr.sizevars())) if self.expr is not None else ()
+
+
+def dsl_dim(d: Dim) -> str | None:
+    """`d` in the DSL's dim syntax, None when it has no expression or one the DSL cannot write."""
+    if d.expr is None:
+        return None
+    if len(d.expr.terms) != 1:
+        return None
+    atoms, coeff = d.expr.terms[0]
+    factors = [a.name for a in atoms if isinstance(a, SizeVar)]
+    if len(factors) != len(atoms) or coeff < 1:
+        return None
+    if coeff != 1:
+        factors.append(str(coeff))
+    return "*".join(factors) if len(factors) <= 2 else None
+
+
+def dim_of(size: int, expr: Poly | None) -> Dim:
+    """A Dim, static when `expr` has no sizevar left."""
+    return Dim(size, None if expr is None or expr.constant is not None else expr)
+
+
+def _expr(d: Dim) -> Poly:
+    return d.expr if d.expr is not None else Poly.const(d.size)
+
+
+def dim_product(dims) -> Dim:
+    """The product of `dims` (an element count), symbolic where any is."""
+    size, expr = 1, Poly.const(1)
+    for d in dims:
+        size, expr = size * d.size, expr * _expr(d)
+    return dim_of(size, expr)
+
+
+def dim_sum(dims) -> Dim:
+    size, expr = 0, Poly.const(0)
+    for d in dims:
+        size, expr = size + d.size, expr + _expr(d)
+    return dim_of(size, expr)
+
+
+def dim_difference(a: Dim, b: Dim) -> Dim:
+    return dim_of(a.size - b.size, _expr(a) + _expr(b).scale(-1))
+
+
+def dim_quotient(a: Dim, b: Dim) -> Dim:
+    """a / b where it divides exactly (a Reshape's -1: the elements over the other dims): each
+    term of a's expression divided by b's single term; a static quotient where that is not exact."""
+    size = a.size // b.size if b.size else 0
+    if a.expr is None and b.expr is None:
+        return Dim(size)
+    num, den = _expr(a), _expr(b)
+    if len(den.terms) == 1 and den.terms[0][1] != 0:
+        den_atoms, den_coeff = den.terms[0]
+        acc: dict = {}
+        for atoms, coeff in num.terms:
+            rest = list(atoms)
+            for atom in den_atoms:
+                if atom not in rest:
+                    break
+                rest.remove(atom)
+            else:
+                if coeff % den_coeff == 0:
+                    acc[tuple(rest)] = acc.get(tuple(rest), 0) + coeff // den_coeff
+                    continue
+            return Dim(size)
+        quotient = Poly.make(acc)
+        if quotient.evaluate({}) == size:
+            return dim_of(size, quotient)
+    return Dim(size)
+
+
+def element_dims(v: Value) -> tuple[Dim, ...]:
+    """The elements of a 1-d integer constant as dims: those computed from shapes keep their
+    expressions (`Value.elements`), the others are static."""
+    return v.elements if v.elements is not None else dims_of(v.const.reshape(-1))
 
 
 @dataclass
@@ -61,6 +153,13 @@ class Value:
     #: for an integer constant computed from shapes (Shape, and Gather/Concat/Slice/Unsqueeze on it):
     #: each element as the dim it came from, so a Reshape or Expand to it keeps the sizevars
     elements: tuple[Dim, ...] | None = None
+    #: a constant whose contents depend on the sizevars' values (computed from a symbolic shape):
+    #: `ImportState.tensor` must not store it as it is (see `materialize`)
+    sized: bool = False
+    #: for a sized constant that is the first rows of a constant that does not depend on them:
+    #: (that constant, the axis along which this one is its first `dims[axis]` rows); the
+    #: constant itself may be None: the naturals 0, 1, 2, ... (a Range from 0 by 1)
+    prefix: tuple[np.ndarray | None, int] | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -75,6 +174,7 @@ def with_elements(v: Value, elements: tuple[Dim, ...] | None) -> Value:
     """`v` noting the dims its elements are (see Value.elements), where they still are those dims."""
     if elements is not None and v.const is not None and [d.size for d in elements] == v.const.reshape(-1).tolist():
         v.elements = tuple(elements)
+        v.sized = v.sized or any(d.expr is not None for d in elements)
     return v
 
 
@@ -109,7 +209,7 @@ def broadcast(node_fail, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, .
         if x.size != y.size and 1 not in (x.size, y.size):
             node_fail(f"shapes {[d.size for d in a]} and {[d.size for d in b]} do not broadcast")
         big = [d for d in (x, y) if d.size == max(x.size, y.size)]
-        out.append(next((d for d in big if d.sizevar), big[0]))
+        out.append(next((d for d in big if d.expr is not None), big[0]))
     return tuple(out)
 
 
@@ -204,6 +304,8 @@ class ImportState:
         #: value name -> a weight dequant_matmul takes as stored (quantized_weights.QuantizedWeight)
         self.quantized: dict = {}
         self.packed: dict[str, str] = {}   # int4/uint4 initializer -> "i4"/"u4" (held as int8/uint8 values)
+        #: sizevar -> the first constant that holds values for its import value only (`_sized_constant`)
+        self.fixed: dict[str, str] = {}
 
     # -- names and declarations ---------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -228,8 +330,65 @@ class ImportState:
         """The variable holding `v`, declaring a constant known at import on first use."""
         if v.var is None:
             v.var = self.dsl_name(onnx_name)
-            self._constant(v, f'ONNX {quoted(onnx_name)}' if onnx_name != v.var else "")
+            note = f'ONNX {quoted(onnx_name)}' if onnx_name != v.var else ""
+            if v.sized:
+                self._sized_constant(v, note)
+            else:
+                self._constant(v, note)
         return v.var
+
+    def _sized_constant(self, v: Value, note: str) -> None:
+        """Declares a constant computed from symbolic shapes so that the stored tensor holds for
+        every value of the sizevars, not only their import values:
+
+        - the first `seq` rows of a constant that does not depend on them (position embeddings
+          gathered by a Range): that constant whole, declared with `seq` rows (a model tensor's
+          first dim may be dynamic: its first rows are used), leading 1-dims dropped (its users
+          broadcast);
+        - the same value all along each symbolic dim (token-type embeddings of all-zero ids, an
+          always-true mask): stored once along them (1-dims; its users broadcast);
+        - otherwise it is stored at the import sizes and the sizevars it depends on are fixed
+          (`fixed`): the graph header names them, and `--dynamic` on them is refused."""
+        if v.prefix is not None and v.prefix[0] is not None:
+            source, axis = v.prefix
+            d = v.dims[axis]
+            if all(n == 1 for n in source.shape[:axis]) and dsl_dim(d) and \
+                    all(x.expr is None for x in v.dims[axis + 1:]):
+                rest = ", ".join(x.text() for x in v.dims[axis + 1:])
+                self.decls["constant"].append((f"{v.var}: {v.dtype}[{dsl_dim(d)}{', ' if rest else ''}{rest}];",
+                                               note or f"the first {d.text()} rows of a constant"))
+                self.tensors[v.var] = np.ascontiguousarray(source.reshape(source.shape[axis:]))
+                return
+        flat = v.const.reshape(-1)
+        if v.dims and flat.size and any(d.expr is not None for d in v.dims) and \
+                np.array_equal(flat, np.broadcast_to(flat[:1], flat.shape), equal_nan=flat.dtype.kind == "f"):
+            value = flat[0].item()       # one value throughout: filled at run time, at the run-time size
+            if v.dtype not in FLOATS or math.isfinite(value):
+                literal = ("true" if value else "false") if v.dtype == "bool" else (
+                    _float_literal(value) if v.dtype in FLOATS else str(int(value)))
+                self.declare("volatile", v.var, v.dtype, v.dims, None)
+                self.lines.append((f"op fill({v.var}, value={literal}) >> {v.var};",
+                                   note or f"{literal} throughout, at the run-time size"))
+                return
+        array, dims = v.const, list(v.dims)
+        for k, d in enumerate(v.dims):
+            if d.expr is None or array.shape[k] == 0:
+                continue
+            first = np.take(array, [0], axis=k)
+            if not np.array_equal(array, np.broadcast_to(first, array.shape), equal_nan=array.dtype.kind == "f"):
+                break
+            array, dims[k] = first, Dim(1)
+        else:
+            if array is not v.const:
+                self._constant(Value(v.dtype, tuple(dims), var=v.var, const=np.ascontiguousarray(array)),
+                               note or "the same along its run-time dims")
+                return
+        # the sizevars it depends on: those of its dims or elements; a value computed from sizes
+        # some other way (a scalar from a Shape through arithmetic) may depend on any
+        depends = {sv for d in (*v.dims, *(v.elements or ())) for sv in d.sizevars} or set(self.sizevars)
+        for sv in sorted(depends):
+            self.fixed.setdefault(sv, v.var)
+        self._constant(Value(v.dtype, dims_of(v.shape), var=v.var, const=v.const), note)
 
     def new_constant(self, array: np.ndarray, base: str, note: str) -> str:
         """Declares a constant computed at import (a transposed or folded weight) under a new name."""
@@ -276,7 +435,7 @@ class ImportState:
                 raise OnnxImportError(f"sizevar {sv}={value!r}: expected a non-negative integer")
             self.sizevars[sv] = value
         sv = self.sizevar_names[param]
-        return Dim(self.sizevars[sv], sv)
+        return dim_of(self.sizevars[sv], Poly.atom(SizeVar(sv, self.sizevars[sv])))
 
 
 def module_path(node) -> str | None:
@@ -384,6 +543,17 @@ class NodeContext:
         self.imp.values[onnx_name] = value
         return value
 
+    def folded(self, onnx_name: str, array: np.ndarray, dims: tuple[Dim, ...] | None = None, *,
+               elements: tuple[Dim, ...] | None = None, prefix=None) -> Value:
+        """Registers a constant computed at import. `dims`, where given, are its dims with their
+        expressions (a constant computed from a symbolic shape: a Range to `seq`, zeros of
+        [batch, seq]); `elements` and `prefix` as in `Value`."""
+        v = self.imp.const_value(np.require(array, requirements="C"))     # (ascontiguousarray makes 0-d 1-d)
+        if dims is not None and tuple(d.size for d in dims) == v.shape:
+            v.dims = tuple(dims)
+        v.prefix = prefix
+        return self.result(onnx_name, with_elements(v, elements))
+
     def emit(self, op: str, args: list[str], settings: dict, dtype: str, dims: tuple[Dim, ...], *,
              out: str | None = None, temp: str | None = None, note: str | None = None) -> Value:
         """Emits `op op(args, settings) >> var` into a new volatile variable: the ONNX value `out`'s
@@ -450,10 +620,23 @@ def expanded(c: NodeContext, v: Value, position: int | None, dims: tuple[Dim, ..
     if v.const is not None:
         return c.imp.new_constant(np.broadcast_to(v.const, shape), f"{base}_expanded",
                                   f"{c.label} input broadcast to {list(shape)} at import")
-    zeros = c.imp.new_constant(np.zeros(shape, NUMPY_DTYPES[v.dtype]), f"{base}_zeros",
-                               f"zeros of {list(shape)}: the add that broadcasts {c.label}'s input")
+    zeros = zeros_of(c, dims, v.dtype, base)
     name = c.var(v, position) if position is not None else v.var
     return c.emit("add", [name, zeros], {}, v.dtype, dims, temp=f"{base}_expanded").var
+
+
+def zeros_of(c: NodeContext, dims: tuple[Dim, ...], dtype: str, base: str) -> str:
+    """Zeros of `dims` for the add that broadcasts an operand: a constant where the dims are
+    static, else filled at run time (a constant would hold the import size's elements)."""
+    if all(d.expr is None for d in dims):
+        shape = [d.size for d in dims]
+        return c.imp.new_constant(np.zeros(shape, NUMPY_DTYPES[dtype]), f"{base}_zeros",
+                                  f"zeros of {shape}: the add that broadcasts {c.label}'s input")
+    var = c.imp.fresh(sanitize(f"{base}_zeros"))
+    zero = "false" if dtype == "bool" else ("0.0" if dtype in FLOATS else "0")
+    c.imp.declare("volatile", var, dtype, dims, None)
+    c.imp.lines.append((f"op fill({var}, value={zero}) >> {var};", f"{c.label}'s zeros, of a run-time size"))
+    return var
 
 
 def scalar_constant(c: NodeContext, value: float, dtype: str, base: str, note: str) -> str:

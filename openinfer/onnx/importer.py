@@ -219,6 +219,11 @@ class _Importer(ImportState):
         self._claim(None)
         support.handler(ctx)
         self._claim(module_path(node))
+        if any(v is not None and v.sized for v in ins):     # folded from sizes: sized too
+            for o in node.output:
+                v = self.values.get(o)
+                if v is not None and v.const is not None and v.var is None:
+                    v.sized = True
 
     def _claim(self, node_name: str | None) -> None:
         """Marks the lines and volatile declarations emitted since the last claim as `node_name`'s."""
@@ -234,6 +239,9 @@ class _Importer(ImportState):
             head.append("// Sizevars (symbolic dims of the inputs): " + ", ".join(
                 f"{sv} = {self.sizevars[sv]}" + (f' (ONNX {quoted(p)})' if p != sv else "")
                 for p, sv in self.sizevar_names.items()))
+        if self.fixed:
+            head.append("// Fixed at import (a constant holds values for these sizes only, so --dynamic cannot move "
+                        "them): " + ", ".join(f"{sv} (`{var}`)" for sv, var in sorted(self.fixed.items())))
         out = head
         self._claim(None)
         layers = _Layers(self.line_nodes, [code for code, _ in self.lines])

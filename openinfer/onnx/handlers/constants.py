@@ -10,7 +10,19 @@ import math
 import numpy as np
 
 from ...errors import OnnxImportError
-from ..context import FLOATS, ONNX_INTS, ONNX_UINTS, Dim, NodeContext, Value, data_mismatch, handler, with_elements
+from ..context import (
+    FLOATS,
+    ONNX_INTS,
+    ONNX_UINTS,
+    Dim,
+    NodeContext,
+    Value,
+    data_mismatch,
+    dim_product,
+    element_dims,
+    handler,
+    with_elements,
+)
 
 
 @handler("Identity", note="dropped (its output is its input)")
@@ -72,7 +84,8 @@ def _size(c: NodeContext) -> None:
     c.allow()
     (x,) = c.inputs(1, 1)
     (out,) = c.outputs()
-    c.result(out, c.imp.const_value(np.asarray(int(np.prod(x.shape)), np.int64)))
+    count = dim_product(x.dims)
+    c.folded(out, np.asarray(count.size, np.int64), (), elements=(count,))
 
 
 @handler("ConstantOfShape", note="folded: a constant of the (constant) shape input, filled with value")
@@ -83,6 +96,7 @@ def _constant_of_shape(c: NodeContext) -> None:
     (shape_in,) = c.inputs(1, 1)
     (out,) = c.outputs()
     shape = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
+    dims = element_dims(shape_in)
     if any(s < 0 for s in shape):
         c.fail(f"shape {shape} has a negative size")
     try:
@@ -92,7 +106,7 @@ def _constant_of_shape(c: NodeContext) -> None:
     if value.size != 1:
         c.fail("value must hold one element")
     try:
-        c.result(out, c.imp.const_value(np.full(shape, value[0], value.dtype)))
+        c.folded(out, np.full(shape, value[0], value.dtype), dims)
     except OnnxImportError as exc:
         c.fail(str(exc))
 
@@ -111,7 +125,12 @@ def _range(c: NodeContext) -> None:
     if delta == 0:
         c.fail("delta is 0")
     count = max(int(math.ceil((limit - start) / delta)), 0)
-    c.result(out, c.imp.const_value((start + np.arange(count) * delta).astype(start.dtype)))
+    values = (start + np.arange(count) * delta).astype(start.dtype)
+    limit_dim = element_dims(ins[1])[0] if ins[1].elements is not None else None
+    if limit_dim is not None and limit_dim.expr is not None and start == 0 and delta == 1:
+        c.folded(out, values, (limit_dim,), prefix=(None, 0))     # 0, 1, ..., seq - 1: a prefix of the naturals
+        return
+    c.result(out, c.imp.const_value(values))
 
 
 def _range_arange(c: NodeContext, ins: list[Value], out: str) -> None:

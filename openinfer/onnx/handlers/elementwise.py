@@ -22,10 +22,14 @@ from ..context import (
     Value,
     aligned_at,
     broadcast,
+    dim_difference,
+    dim_product,
+    dim_quotient,
+    dim_sum,
+    element_dims,
     expanded,
     handler,
     quoted,
-    with_elements,
 )
 from ..fusions import bool_mask_where
 
@@ -53,9 +57,26 @@ def _binary(c: NodeContext) -> None:
     dims = broadcast(c.fail, a.dims, b.dims)
     if a.const is not None and b.const is not None:
         value = (fold or _fold_div)(a.const, b.const).astype(a.const.dtype)
-        c.result(out, c.imp.const_value(value))
+        c.folded(out, value, dims, elements=_shape_arithmetic(c.node.op_type, a, b, value))
         return
     c.emit(op, [c.var(a, 0), c.var(b, 1)], {}, a.dtype, dims, out=out)
+
+
+_DIM_ARITHMETIC = {"Add": lambda x, y: dim_sum((x, y)), "Sub": dim_difference,
+                   "Mul": lambda x, y: dim_product((x, y)), "Div": dim_quotient}
+
+
+def _shape_arithmetic(op_type: str, a: Value, b: Value, value: np.ndarray) -> tuple | None:
+    """The elements of arithmetic on sizes (`batch * seq`, `seq // heads`) as dims, so that a
+    Reshape to them stays symbolic; None where neither operand holds sizes."""
+    if (a.elements is None and b.elements is None) or value.ndim > 1 or value.dtype.kind not in "iu":
+        return None
+    xs, ys = element_dims(a), element_dims(b)
+    n = value.size
+    if {len(xs), len(ys)} - {1, n}:
+        return None
+    return tuple(_DIM_ARITHMETIC[op_type](xs[k if len(xs) > 1 else 0], ys[k if len(ys) > 1 else 0])
+                 for k in range(n))
 
 
 @handler("Clip", note="clamp; min/max constant (inputs, or attributes before opset 11)")
@@ -104,7 +125,7 @@ def _math(c: NodeContext) -> None:
     fold = _UNARY_FOLDS.get(op_type)
     if x.const is not None and fold is not None:
         with np.errstate(all="ignore"):
-            c.result(out, c.imp.const_value(np.asarray(fold(x.const)).astype(x.const.dtype)))
+            c.folded(out, np.asarray(fold(x.const)).astype(x.const.dtype), x.dims)
         return
     if op_type == "Abs" and x.dtype in ONNX_UINTS:
         c.result(out, x)
@@ -131,7 +152,7 @@ def _trig(c: NodeContext) -> None:
     c.float_input(x)
     values = c.const_input(x, "the input (cos/sin are folded only)")
     fold = np.cos if c.node.op_type == "Cos" else np.sin
-    c.result(out, c.imp.const_value(fold(values.astype(np.float64)).astype(values.dtype)))
+    c.folded(out, fold(values.astype(np.float64)).astype(values.dtype), x.dims)
 
 
 _COMPARE_FOLDS = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor,
@@ -154,7 +175,7 @@ def _compare(c: NodeContext) -> None:
         c.fail("bool inputs are supported by Equal only")
     dims = broadcast(c.fail, a.dims, b.dims)
     if a.const is not None and b.const is not None:
-        c.result(out, c.imp.const_value(_COMPARE_FOLDS[op_type](a.const, b.const)))
+        c.folded(out, _COMPARE_FOLDS[op_type](a.const, b.const), dims)
         return
     c.emit(DSL_OPS[op_type], [c.var(a, 0), c.var(b, 1)], {}, "bool", dims, out=out)
 
@@ -167,7 +188,7 @@ def _not(c: NodeContext) -> None:
     if x.dtype != "bool":
         c.fail(f"dtype {x.dtype} (ONNX Not takes bool)")
     if x.const is not None:
-        c.result(out, c.imp.const_value(np.logical_not(x.const)))
+        c.folded(out, np.logical_not(x.const), x.dims)
         return
     c.emit("not", [c.var(x, 0)], {}, "bool", x.dims, out=out)
 
@@ -181,7 +202,7 @@ def _where(c: NodeContext) -> None:
         c.fail(f"inputs of dtypes {cond.dtype}, {a.dtype}, {b.dtype}: expected bool, T, T")
     dims = broadcast(c.fail, broadcast(c.fail, cond.dims, a.dims), b.dims)
     if all(v.const is not None for v in (cond, a, b)):
-        c.result(out, c.imp.const_value(np.where(cond.const, a.const, b.const).astype(a.const.dtype)))
+        c.folded(out, np.where(cond.const, a.const, b.const).astype(a.const.dtype), dims)
         return
     if cond.const is not None:      # filter's condition has the operands' type
         cn = c.imp.new_constant(np.broadcast_to(cond.const.astype(NUMPY_DTYPES[a.dtype]), tuple(d.size for d in dims)),
@@ -234,8 +255,7 @@ def _cast_to(c: NodeContext, x: Value, to: str) -> None:
     (out,) = c.outputs()
     if x.const is not None:
         with np.errstate(all="ignore"):
-            c.result(out, with_elements(c.imp.const_value(x.const.astype(NUMPY_DTYPES[to])),
-                                        x.elements if to in ONNX_INTS else None))
+            c.folded(out, x.const.astype(NUMPY_DTYPES[to]), x.dims, elements=x.elements if to in ONNX_INTS else None)
         return
     if to == x.dtype:
         c.result(out, x)
@@ -255,7 +275,7 @@ def _pow(c: NodeContext) -> None:
     (out,) = c.outputs()
     if x.const is not None and y.const is not None:
         with np.errstate(all="ignore"):
-            c.result(out, c.imp.const_value(np.power(x.const, y.const).astype(x.const.dtype)))
+            c.folded(out, np.power(x.const, y.const).astype(x.const.dtype), broadcast(c.fail, x.dims, y.dims))
         return
     if x.dtype not in FLOATS + ONNX_INTS + ONNX_UINTS or y.dtype not in FLOATS + ONNX_INTS + ONNX_UINTS:
         c.fail(f"a base of dtype {x.dtype} and an exponent of dtype {y.dtype} (numeric dtypes only)")
@@ -305,7 +325,7 @@ def _min_max(c: NodeContext) -> None:
         dims = broadcast(c.fail, dims, v.dims)
     if all(v.const is not None for v in ins):        # index arithmetic of exported masks
         fold = {"Max": np.maximum, "Min": np.minimum, "Sum": np.add}[c.node.op_type]
-        c.result(out, c.imp.const_value(functools.reduce(fold, [v.const for v in ins]).astype(ins[0].const.dtype)))
+        c.folded(out, functools.reduce(fold, [v.const for v in ins]).astype(ins[0].const.dtype), dims)
         return
     names = [expanded(c, v, k, dims, f"{out}_{k}") for k, v in enumerate(ins)]
     if len(names) == 1:
@@ -345,7 +365,7 @@ def _mod(c: NodeContext) -> None:
     if a.const is not None and b.const is not None:
         with np.errstate(all="ignore"):
             value = np.fmod(a.const, b.const) if fmod else np.mod(a.const, b.const)
-        c.result(out, c.imp.const_value(value.astype(a.const.dtype)))
+        c.folded(out, value.astype(a.const.dtype), dims)
         return
     an, bn = c.var(a, 0), c.var(b, 1)
     if a.dtype not in FLOATS:

@@ -16,9 +16,13 @@ from ..context import (
     NodeContext,
     Value,
     broadcast,
+    dim_product,
+    dim_quotient,
+    dim_sum,
     dims_of,
+    element_dims,
     handler,
-    with_elements,
+    zeros_of,
 )
 
 
@@ -26,9 +30,30 @@ def _reshaped(c: NodeContext, x: Value, shape: tuple[int, ...], dims: tuple[Dim,
     if int(np.prod(shape)) != int(np.prod(x.shape)):
         c.fail(f"cannot reshape {list(x.shape)} to {list(shape)}")
     if x.const is not None:
-        c.result(out, with_elements(c.imp.const_value(x.const.reshape(shape)), x.elements))
+        c.folded(out, x.const.reshape(shape), dims, elements=x.elements, prefix=_reshaped_prefix(x, dims))
         return
     c.emit("reshape", [c.var(x, 0)], {}, x.dtype, dims, out=out)
+
+
+def _reshaped_prefix(x: Value, dims: tuple[Dim, ...]):
+    """x's prefix (Value.prefix) after a reshape that only adds or drops 1-dims (an Unsqueeze of
+    position ids), None after any other."""
+    if x.prefix is None:
+        return None
+    source, axis = x.prefix
+    def counts(d: Dim) -> bool:          # not a static 1-dim
+        return d.size != 1 or d.expr is not None
+
+    kept = [k for k, d in enumerate(dims) if counts(d)]
+    if [d for d in dims if counts(d)] != [d for d in x.dims if counts(d)]:
+        return None
+    rank_before = sum(1 for d in x.dims[:axis] if counts(d))
+    new_axis = kept[rank_before]
+    if source is None:
+        return None, new_axis
+    shape = [d.size for d in dims]
+    shape[new_axis] = source.shape[axis]
+    return source.reshape(shape), new_axis
 
 
 @handler("Flatten", note="reshape to 2-D at `axis`")
@@ -41,8 +66,8 @@ def _flatten(c: NodeContext) -> None:
     if not -rank <= axis <= rank:
         c.fail(f"axis {axis} out of range for rank {rank}")
     axis = axis + rank if axis < 0 else axis
-    shape = (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
-    dims = ((x.dims[0] if axis == 1 else Dim(shape[0])), Dim(shape[1]))
+    dims = (dim_product(x.dims[:axis]), dim_product(x.dims[axis:]))
+    shape = (dims[0].size, dims[1].size)
     _reshaped(c, x, shape, dims, out)
 
 
@@ -73,12 +98,12 @@ def _reshape(c: NodeContext) -> None:
             dims.append(known_dims[k] if known_dims is not None else Dim(s))
     if dims.count(None) > 1:
         c.fail(f"shape {target}: more than one -1")
-    known = int(np.prod([d.size for d in dims if d is not None]))
+    known = dim_product(d for d in dims if d is not None)
     if None in dims:
-        total = int(np.prod(x.shape))
-        if known == 0 or total % known:
+        total = dim_product(x.dims)
+        if known.size == 0 or total.size % known.size:
             c.fail(f"shape {target} does not fit {list(x.shape)}")
-        dims[dims.index(None)] = Dim(total // known)
+        dims[dims.index(None)] = dim_quotient(total, known)
     final = tuple(d for d in dims if d is not None)
     _reshaped(c, x, tuple(d.size for d in final), final, out)
 
@@ -94,7 +119,7 @@ def _transpose(c: NodeContext) -> None:
         c.fail(f"perm {perm} is not a permutation of {rank} dims")
     perm = [p % rank for p in perm]
     if x.const is not None:
-        c.result(out, c.imp.const_value(np.ascontiguousarray(x.const.transpose(perm))))
+        c.folded(out, x.const.transpose(perm), tuple(x.dims[p] for p in perm))
         return
     c.emit("transpose", [c.var(x, 0)], {"perm": perm}, x.dtype, tuple(x.dims[p] for p in perm), out=out)
 
@@ -149,11 +174,11 @@ def _concat(c: NodeContext) -> None:
         elements = None
         if rank == 1 and any(v.elements for v in ins):
             elements = tuple(d for v in ins for d in (v.elements or dims_of(v.const)))
-        c.result(out, with_elements(c.imp.const_value(np.concatenate([v.const for v in ins], axis=axis)), elements))
+        dims = tuple(dim_sum(v.dims[axis] for v in ins) if k == axis else d for k, d in enumerate(ins[0].dims))
+        c.folded(out, np.concatenate([v.const for v in ins], axis=axis), dims, elements=elements)
         return
     parts = [(v, k) for k, v in enumerate(ins) if v.shape[axis] != 0]   # empty parts add nothing
-    total = sum(v.shape[axis] for v, _ in parts)
-    dims = tuple(Dim(total) if k == axis else d for k, d in enumerate(ins[0].dims))
+    dims = tuple(dim_sum(v.dims[axis] for v, _ in parts) if k == axis else d for k, d in enumerate(ins[0].dims))
     if len(parts) == 1:
         v, k = parts[0]
         c.emit("reshape", [c.var(v, k)], {}, v.dtype, dims, out=out)
@@ -169,14 +194,12 @@ def _expand(c: NodeContext) -> None:
     shape = [int(s) for s in c.const_input(shape_in, "the shape input").reshape(-1)]
     dims = broadcast(c.fail, x.dims, shape_in.elements or dims_of(shape))
     if x.const is not None:
-        c.result(out, c.imp.const_value(np.ascontiguousarray(np.broadcast_to(x.const, [d.size for d in dims]))))
+        c.folded(out, np.broadcast_to(x.const, [d.size for d in dims]), dims)
         return
     if x.shape == tuple(d.size for d in dims):
         c.emit("reshape", [c.var(x, 0)], {}, x.dtype, dims, out=out)
         return
-    zeros = c.imp.new_constant(np.zeros([d.size for d in dims], NUMPY_DTYPES[x.dtype]), f"{out}_zeros",
-                               f"zeros of {[d.size for d in dims]}: the add that broadcasts {c.label}'s input")
-    c.emit("add", [c.var(x, 0), zeros], {}, x.dtype, dims, out=out)
+    c.emit("add", [c.var(x, 0), zeros_of(c, dims, x.dtype, out)], {}, x.dtype, dims, out=out)
 
 
 @handler("Slice", note="slice(starts, ends, axes, steps), all constant (attributes before opset 10); folded on "
@@ -201,12 +224,18 @@ def _slice(c: NodeContext) -> None:
         c.fail("a step of 0")
     index = [slice(None)] * rank
     dims = list(x.dims)
-    for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
+    prefix = None
+    end_dims = element_dims(ends_in) if starts_in is not None else dims_of(ends)
+    for s, e, a, st, e_dim in zip(starts, ends, axes, steps, end_dims, strict=True):
         index[a] = slice(s, e, st)
         dims[a] = Dim(len(range(*index[a].indices(x.shape[a]))))
+        if s == 0 and st == 1 and e_dim.expr is not None and 0 <= e <= x.shape[a] and len(axes) == 1 and \
+                (x.const is not None or e_dim == x.dims[a]):
+            dims[a] = e_dim                      # the first `seq` rows: a prefix of x
+            prefix = (x.const, a) if x.const is not None and not x.sized else None
     if x.const is not None:
         elements = x.elements[index[0]] if x.elements and rank == 1 else None
-        c.result(out, with_elements(c.imp.const_value(np.ascontiguousarray(x.const[tuple(index)])), elements))
+        c.folded(out, x.const[tuple(index)], tuple(dims), elements=elements, prefix=prefix)
         return
     # ONNX writes "to the end" as INT64_MAX / INT64_MIN: clamped to the dim, as Python slicing would
     def clamp(v: int, a: int) -> int:
@@ -236,10 +265,30 @@ def _gather(c: NodeContext) -> None:
             c.fail(f"an index out of [-{n}, {n})")
         taken = np.take(data.const, indices.const.astype(np.int64), axis=axis)
         elements = tuple(data.elements[int(i)] for i in indices.const.reshape(-1)) if data.elements else None
-        c.result(out, with_elements(c.imp.const_value(taken), elements))
+        dims = data.dims[:axis] + indices.dims + data.dims[axis + 1:]
+        c.folded(out, taken, dims, elements=elements, prefix=_gathered_prefix(data, indices, axis))
         return
     dims = data.dims[:axis] + indices.dims + data.dims[axis + 1:]
     c.emit("gather", [c.var(data, 0), c.var(indices, 1)], {"axis": axis or None}, data.dtype, dims, out=out)
+
+
+def _gathered_prefix(data: Value, indices: Value, axis: int):
+    """A Gather of a constant's rows by the first `seq` of a count (position ids: a Range from 0,
+    or a prefix of a constant) is itself the first `seq` rows of a constant: (that constant, the
+    axis); None otherwise."""
+    if indices.prefix is None or data.sized:
+        return None
+    source, along = indices.prefix
+    n = data.shape[axis]
+    if source is None:              # the naturals 0, 1, ... along `along` (other dims 1): the data's own rows
+        shape = list(indices.shape)
+        if any(size != 1 for k, size in enumerate(shape) if k != along):
+            return None
+        shape[along] = n
+        source = np.arange(n).reshape(shape)
+    if np.any((source < -n) | (source >= n)):
+        return None
+    return np.take(data.const, source.astype(np.int64), axis=axis), axis + along
 
 
 @handler("Split", note="one slice per output; split sizes constant (attribute, input from opset 13) or num_outputs; "
@@ -272,7 +321,7 @@ def _split(c: NodeContext) -> None:
         index[axis] = slice(start, start + size)
         dims = tuple(Dim(size) if k == axis else d for k, d in enumerate(x.dims))
         if out and x.const is not None:
-            c.result(out, c.imp.const_value(np.ascontiguousarray(x.const[tuple(index)])))
+            c.folded(out, x.const[tuple(index)], dims)
         elif out:
             c.emit("slice", [c.var(x, 0)], {"starts": [start], "ends": [start + size], "axes": [axis]}, x.dtype, dims,
                    out=out)
@@ -291,7 +340,7 @@ def _trilu(c: NodeContext) -> None:
     upper = bool(c.attrs.get("upper", 1))
     keep = np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k)
     if x.const is not None:
-        c.result(out, c.imp.const_value(np.where(keep, x.const, np.zeros((), x.const.dtype))))
+        c.folded(out, np.where(keep, x.const, np.zeros((), x.const.dtype)), x.dims)
         return
     np_dtype = NUMPY_DTYPES[x.dtype]
     mask = c.imp.new_constant(np.broadcast_to(keep.astype(np_dtype), x.shape), f"{out}_mask",
@@ -318,7 +367,7 @@ def _gather_elements(c: NodeContext) -> None:
     n = values.shape[axis]
     if np.any((idx < -n) | (idx >= n)):
         c.fail(f"an index out of [-{n}, {n})")
-    c.result(out, c.imp.const_value(np.take_along_axis(values, np.where(idx < 0, idx + n, idx), axis=axis)))
+    c.folded(out, np.take_along_axis(values, np.where(idx < 0, idx + n, idx), axis=axis), indices.dims)
 
 
 @handler("GatherND", note="folded on constants; with constant indices a reshape of the data and one gather "
@@ -344,6 +393,12 @@ def _gather_nd(c: NodeContext) -> None:
     rows = rows.reshape(idx.shape[:-1])
     rest = data.dims[b + k:]
     dims = data.dims[:b] + indices.dims[b:-1] + rest
+    if rows.size == batch * int(np.prod(lead, dtype=np.int64)) and \
+            np.array_equal(rows.reshape(-1), np.arange(rows.size)):
+        # every row once, in order (an exporter's index grid over the whole data: `mask[:, None, None, :]`
+        # written as GatherND): a reshape, whatever the sizes the grid was built for
+        _reshaped(c, data, tuple(d.size for d in dims), dims, out)
+        return
     if data.const is not None:
         flat = data.const.reshape((-1,) + data.const.shape[b + k:])
         c.result(out, c.imp.const_value(np.take(flat, rows, axis=0)))
