@@ -348,7 +348,8 @@ class ImportState:
         - the same value all along each symbolic dim (token-type embeddings of all-zero ids, an
           always-true mask): stored once along them (1-dims; its users broadcast);
         - otherwise it is stored at the import sizes and the sizevars it depends on are fixed
-          (`fixed`): the graph header names them, and `--dynamic` on them is refused."""
+          (`fixed`): the graph header names them, and `--dynamic` on one of them fails at the
+          first op that uses the constant (a static dim meeting a run-time one)."""
         if v.prefix is not None and v.prefix[0] is not None:
             source, axis = v.prefix
             d = v.dims[axis]
