@@ -230,6 +230,8 @@ class OpSpec:
         out_dtype = self._out_dtype(t, values, acc, output)
         if self.name == "cast":
             _check_cast(t, out_dtype)
+        if self.name == "scatter_nd":
+            _check_reduction(t, values["reduction"])
         if output is not None:
             _check_declared(self, output, out_dtype, tuple(out_shape), mode)
         return Inference(self.name, mode, inputs, out_dtype, tuple(out_shape), acc, broadcast, values)
@@ -509,6 +511,13 @@ def _check_cast(src: DTypeInfo, to: DTypeInfo) -> None:
     raise OpTypeError(f"cast: cannot cast {src.name} to {to.name}: {why}",
                       "allowed: numeric -> float, float -> integer, integer -> wider integer of the same signedness, "
                       "numeric -> bool, bool -> float or unpacked integer")
+
+
+def _check_reduction(t: DTypeInfo, reduction: str) -> None:
+    """scatter_nd combines a slice with its update by the op its `reduction` names: that op's dtypes."""
+    if reduction != "none" and t not in get(reduction).dtypes:
+        raise OpTypeError(f"scatter_nd: reduction {reduction!r} does not support dtype {t.name}",
+                          f"the op {reduction} supports {_names(get(reduction).dtypes)}")
 
 
 def _check_declared(op: OpSpec, output: TensorType, out_dtype: DTypeInfo, out_shape: tuple[int, ...],

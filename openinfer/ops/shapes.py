@@ -192,6 +192,43 @@ def _gather(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     return (*table[:axis], *idx, *table[axis + 1:]), False
 
 
+def _index_tuples(op: str, data: Shape, idx: Shape, first: int) -> int:
+    """k, the length of the index tuples in indices' last dim, checked to pick within data's dims
+    `first`.. (gather_nd, scatter_nd)."""
+    if not idx:
+        raise OpTypeError(f"{op}: indices must have at least 1 dim (its last holds the index tuples), got a 0-d one")
+    k = idx[-1]
+    if isinstance(k, Dim):
+        raise OpTypeError(f"{op}: the index tuples' length (indices' last dim) must be static, got {pretty(k)}")
+    if not 1 <= k <= len(data) - first:
+        raise OpTypeError(f"{op}: index tuples of length {k} (indices {_fmt(idx)}) for data {_fmt(data)}"
+                          + (f" after {first} batch dims" if first else ""),
+                          f"the tuples' length is 1..{len(data) - first}")
+    return int(k)
+
+
+def _gather_nd(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    data, idx = ins[0].shape, ins[1].shape
+    b = attrs["batch_dims"]
+    if not 0 <= b < min(len(data), max(len(idx), 1)):
+        raise OpTypeError(f"gather_nd: batch_dims {b} for data {_fmt(data)} and indices {_fmt(idx)}",
+                          "batch_dims is 0..min(rank(data), rank(indices)) - 1")
+    k = _index_tuples("gather_nd", data, idx, b)
+    if tuple(idx[:b]) != tuple(data[:b]):
+        raise OpTypeError(f"gather_nd: the {b} batch dims differ: indices {_fmt(idx)}, data {_fmt(data)}")
+    return (*data[:b], *idx[b:-1], *data[b + k:]), False
+
+
+def _scatter_nd(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    data, idx, upd = (t.shape for t in ins)
+    k = _index_tuples("scatter_nd", data, idx, 0)
+    want = (*idx[:-1], *data[k:])
+    if tuple(upd) != want:
+        raise OpTypeError(f"scatter_nd: updates must have shape {_fmt(want)} (indices.shape[:-1] + data.shape[k:] "
+                          f"for indices {_fmt(idx)} and data {_fmt(data)}), got {_fmt(upd)}")
+    return tuple(data), False
+
+
 def transpose_perm(perm, ndim: int) -> list[int]:
     """A kernel request's `perm` as non-negative axes (None: the dims reversed)."""
     return [p % ndim for p in (perm if perm is not None else range(ndim - 1, -1, -1))]
@@ -511,7 +548,8 @@ def _qhard_swish(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
 
 SHAPE_RULES: dict[str, Rule] = {
     "same": _same, "broadcast": _broadcast, "matmul": _matmul, "reduce": _reduce, "arg_reduce": _arg_reduce,
-    "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "transpose": _transpose,
+    "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "gather_nd": _gather_nd,
+    "scatter_nd": _scatter_nd, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
     "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
     "pad": _pad, "lrn": _lrn, "qconv": _qconv, "qlinear": _qlinear, "qpool": _qpool,
@@ -530,6 +568,9 @@ SHAPE_RULE_DOCS = {
     "axis_same": "x's shape",
     "norm": "x's shape; gamma/beta x.shape[axis:]",
     "gather": "table.shape[:axis] + indices.shape + table.shape[axis+1:]",
+    "gather_nd": "data.shape[:batch_dims] + indices.shape[batch_dims:-1] + data.shape[batch_dims+k:], "
+                 "k = indices.shape[-1]",
+    "scatter_nd": "data's shape; updates indices.shape[:-1] + data.shape[k:], k = indices.shape[-1]",
     "transpose": "x.shape permuted",
     "reshape": "the declared output's shape (same element count)",
     "concat": "the inputs' common shape with the `axis` dims summed",

@@ -524,8 +524,7 @@ def _norm(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
 
 def _gather(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     table = values(t, (5, 3), rng)
-    idx_types = [d for d in dt.TENSOR_DTYPES if d.kind in (Kind.SIGNED, Kind.UNSIGNED) and not d.is_packed
-                 and not d.is_ternary]
+    idx_types = _index_dtypes()
     it = idx_types[zlib.crc32(t.name.encode()) % len(idx_types)]
     idx = np.array([[0, 4, 2], [1, 1, 3]] if not it.is_signed else [[0, -1, 2], [-5, 1, 4]]).astype(it.np_dtype)
     out = [Variant(f"rows_{it.name}", [(t, table), (it, idx)]),
@@ -534,6 +533,70 @@ def _gather(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
         out += [Variant(f"index_{d.name}", [(t, table), (d, np.array([3, 0, 1], dtype=d.np_dtype))])
                 for d in idx_types]
     return out
+
+
+def _index_dtypes() -> list[DTypeInfo]:
+    """The dtypes indices may have (gather, gather_nd, scatter_nd)."""
+    return [d for d in dt.TENSOR_DTYPES if d.kind in (Kind.SIGNED, Kind.UNSIGNED) and not d.is_packed
+            and not d.is_ternary]
+
+
+def _index_cases(op: OpSpec, t: DTypeInfo, make: Callable[[DTypeInfo], list[tuple[DTypeInfo, np.ndarray]]]
+                 ) -> list[Variant]:
+    """f32 only: the inputs `make(index dtype)` builds with the indices of every index dtype."""
+    return [Variant(f"index_{d.name}", make(d)) for d in _index_dtypes()] if t.name == "f32" else []
+
+
+def _tuples(d: DTypeInfo, signed: list, unsigned: list) -> tuple[DTypeInfo, np.ndarray]:
+    """Index tuples of dtype d: `signed` (negative ones among them) where d is signed."""
+    return d, np.array(signed if d.is_signed else unsigned).astype(d.np_dtype)
+
+
+def _gather_nd(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Rows (k = 1), tuples (k = 2) picking rows and single elements, batch_dims 1 with both, odd
+    shapes, negative indices, and (f32) every index dtype."""
+    idx_types = _index_dtypes()
+    it = idx_types[zlib.crc32(f"nd/{t.name}".encode()) % len(idx_types)]
+    i64, i32 = dt.lookup("i64"), dt.lookup("i32")
+    x53, x352 = values(t, (5, 3), rng), values(t, (3, 5, 2), rng, offset=3)
+    return [Variant(f"rows_{it.name}", [(t, x53), _tuples(it, [[[0], [-1]], [[4], [-5]], [[2], [2]]],
+                                                         [[[0], [4]], [[4], [1]], [[2], [2]]])]),
+            Variant("tuples", [(t, x352), _tuples(i64, [[2, -1], [0, 3], [-3, 0], [1, 4]], [])]),
+            Variant("elements", [(t, x53), _tuples(i32, [[2, 2], [-1, -3], [0, 0]], [])]),
+            Variant("batch_rows", [(t, x352), _tuples(i64, [[[4], [-1]], [[0], [2]], [[-5], [3]]], [])],
+                    {"batch_dims": 1}),
+            Variant("batch_elements", [(t, values(t, (2, 3, 5), rng, offset=6)),
+                                       _tuples(i32, [[[2, 4], [0, 0]], [[-3, -1], [1, 2]]], [])], {"batch_dims": 1}),
+            *_index_cases(op, t, lambda d: [(t, x352), _tuples(d, [[2, -1], [0, 3], [-3, 0]],
+                                                              [[2, 4], [0, 3], [0, 0]])])]
+
+
+def _scatter_nd(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Rows (k = 1) and single elements (k = 2) replaced, repeated tuples (the last row wins;
+    every reduction the dtype takes combines them in order), negative indices, in place, and
+    (f32) every index dtype."""
+    idx_types = _index_dtypes()
+    it = idx_types[zlib.crc32(f"nd/{t.name}".encode()) % len(idx_types)]
+    i64, i32 = dt.lookup("i64"), dt.lookup("i32")
+    x53, x352 = values(t, (5, 3), rng), values(t, (3, 5, 2), rng, offset=3)
+    repeated = _tuples(i64, [[1], [-4], [3], [1]], [])                    # row 1 three times (-4 of 5)
+    repeated_elems = _tuples(i32, [[0, 1], [2, -1], [0, 1], [-3, 1], [1, 1]], [])
+    out = [Variant(f"rows_{it.name}", [(t, x53), _tuples(it, [[-2], [0]], [[3], [0]]),
+                                       (t, values(t, (2, 3), rng, offset=5))], inplace=True),
+           Variant("tuples", [(t, x352), _tuples(i64, [[[2, -1], [0, 3]], [[-3, 0], [1, 1]]], []),
+                              (t, values(t, (2, 2, 2), rng, offset=7))]),
+           Variant("elements", [(t, values(t, (3, 5), rng, offset=2)), _tuples(i32, [[2, 2], [-1, -4], [0, 0]], []),
+                                (t, values(t, (3,), rng, offset=9))]),
+           Variant("repeated", [(t, x53), repeated, (t, values(t, (4, 3), rng, offset=4))])]
+    for r in ("add", "mul", "max", "min"):
+        if t not in get(r).dtypes:
+            continue
+        out += [Variant(f"{r}_rows", [(t, x53), repeated, (t, values(t, (4, 3), rng, offset=8))], {"reduction": r},
+                        inplace=r == "add"),
+                Variant(f"{r}_elements", [(t, values(t, (3, 5), rng, offset=1)), repeated_elems,
+                                          (t, values(t, (5,), rng, offset=11))], {"reduction": r})]
+    return out + _index_cases(op, t, lambda d: [(t, x53), _tuples(d, [[-2], [0], [4]], [[3], [0], [4]]),
+                                                (t, values(t, (3, 3), rng, offset=5))])
 
 
 def _transpose(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
@@ -880,7 +943,8 @@ BUILDERS: dict[str, Builder] = {
     "argmax_axis": _arg_reduce, "argmin_axis": _arg_reduce, "matmul": _matmul,
     "dequant_matmul": _dequant_matmul,
     "softmax": _softmax, "log_softmax": _softmax, "layer_norm": _norm, "rms_norm": _norm,
-    "gather": _gather, "transpose": _transpose, "reshape": _reshape, "concat": _concat, "slice": _slice,
+    "gather": _gather, "gather_nd": _gather_nd, "scatter_nd": _scatter_nd, "transpose": _transpose,
+    "reshape": _reshape, "concat": _concat, "slice": _slice,
     "dynamic_slice": _dynamic_slice, "pad": _pad,
     "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool, "avg_pool2d": _pool,
     "lrn": _lrn,

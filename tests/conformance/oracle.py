@@ -785,6 +785,49 @@ def _gather(xs: list[Arr], c: Ctx) -> Arr:
     return build(shape, at)
 
 
+def _tuple_at(idx: Arr, row: tuple[int, ...], dims: Sequence[int]) -> tuple[int, ...]:
+    """Index tuple `row` of idx (its last dim), negative entries counted from the end of `dims`."""
+    tup = [int(idx[row + (j,)]) for j in range(idx.shape[-1])]
+    return tuple(v + d if v < 0 else v for v, d in zip(tup, dims, strict=True))
+
+
+def _gather_nd(xs: list[Arr], c: Ctx) -> Arr:
+    data, idx = xs
+    b = c.attr("batch_dims", 0)
+    q, k = len(idx.shape), idx.shape[-1]
+    shape = data.shape[:b] + idx.shape[b:-1] + data.shape[b + k:]
+    return build(shape, lambda o: data[o[:b] + _tuple_at(idx, o[:q - 1], data.shape[b:b + k]) + o[q - 1:]])
+
+
+#: scatter_nd's reductions on two stored values: (floats, integers, bool)
+_COMBINE = {"add": (lambda a, b: a + b, lambda a, b: a + b, lambda a, b: a or b),
+            "mul": (lambda a, b: a * b, lambda a, b: a * b, lambda a, b: a and b),
+            "max": (ieee_max, max, None), "min": (ieee_min, min, None)}
+
+
+def _scatter_nd(xs: list[Arr], c: Ctx) -> Arr:
+    """Row by row, in order: each update slice replaces, or is combined into, the slice its tuple picks."""
+    data, idx, updates = xs
+    k = idx.shape[-1]
+    out = Arr(data.shape, list(data.flat))
+    reduction = c.attr("reduction", "none")
+    for row in indices(idx.shape[:-1]):
+        at = _tuple_at(idx, row, data.shape[:k])
+        for rest in indices(data.shape[k:]):
+            pos = 0
+            for i, d in zip(at + rest, data.shape, strict=True):
+                pos = pos * d + i
+            u = updates[row + rest]
+            if reduction == "none":
+                out.flat[pos] = u
+                continue
+            float_fn, int_fn, bool_fn = _COMBINE[reduction]
+            a = out.flat[pos]
+            out.flat[pos] = (bool_fn(a, u) if c.t == "bool" else
+                             store(float_fn(float(a), float(u)) if is_float(c.t) else int_fn(int(a), int(u)), c.t))
+    return out
+
+
 def _transpose(xs: list[Arr], c: Ctx) -> Arr:
     x = xs[0]
     nd = len(x.shape)
@@ -993,7 +1036,8 @@ WHOLE: dict[str, Callable] = {
     "max_axis": _extreme(True), "min_axis": _extreme(False), "argmax_axis": _arg(True), "argmin_axis": _arg(False),
     "matmul": _matmul, "dequant_matmul": _dequant_matmul,
     "softmax": _softmax(False), "log_softmax": _softmax(True), "layer_norm": _norm(False),
-    "rms_norm": _norm(True), "gather": _gather, "transpose": _transpose, "reshape": _reshape, "concat": _concat,
+    "rms_norm": _norm(True), "gather": _gather, "gather_nd": _gather_nd, "scatter_nd": _scatter_nd,
+    "transpose": _transpose, "reshape": _reshape, "concat": _concat,
     "slice": _slice, "dynamic_slice": _dynamic_slice, "pad": _pad, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv,
     "conv2d": _conv,
     "max_pool2d": _pool(True), "avg_pool2d": _pool(False), "lrn": _lrn,

@@ -16,9 +16,9 @@ from .helpers import tt
 ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign min max clamp floor ceil trunc round "
                "and or xor not shl shr popcount eq ne lt le gt ge filter is_finite is_nan is_inf is_neg sum_axis "
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
-BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather transpose "
-          "reshape concat slice pad rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange "
-          "dynamic_slice lrn").split()
+BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather gather_nd "
+          "scatter_nd transpose reshape concat slice pad rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul "
+          "arange dynamic_slice lrn").split()
 #: TFLite's int8 kernels, integer-only (issue 41)
 QUANTIZED = ("qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsub qmul qmean qsoftmax qlut qhard_swish quantize "
              "dequantize requantize").split()
@@ -98,6 +98,10 @@ def test_shapes() -> None:
         ("matmul", [tt(f, (4, 3)), tt(f, (4,))], {"transpose_a": True}, (3,)),
         ("argmax_axis", [tt(f, (2, 3))], {"axis": -1, "keepdims": True}, (2, 1)),
         ("gather", [tt(f, (10, 4)), tt("i32", (2, 3))], {}, (2, 3, 4)),
+        ("gather_nd", [tt(f, (5, 7, 3)), tt("i64", (2, 4, 2))], {}, (2, 4, 3)),
+        ("gather_nd", [tt(f, (5, 7, 3)), tt("i32", (5, 2, 1))], {"batch_dims": 1}, (5, 2, 3)),
+        ("gather_nd", [tt(f, (5, 7, 3)), tt("u8", (5, 2))], {"batch_dims": 1}, (5,)),
+        ("scatter_nd", [tt(f, (5, 7, 3)), tt("i64", (4, 2)), tt(f, (4, 3))], {"reduction": "max"}, (5, 7, 3)),
         ("concat", [tt(f, (2, 3)), tt(f, (2, 1))], {"axis": 1}, (2, 4)),
         ("slice", [tt(f, (4, 6))], {"starts": [-1], "ends": [-100], "axes": [1], "steps": [-2]}, (4, 3)),
         ("pad", [tt(f, (4, 6))], {"pads": [1, 0, 2, 3]}, (5, 11)),
@@ -138,6 +142,17 @@ ERRORS = [
     ("add", [F32_23, tt("f16", (2, 3))], {}, None, False,
      "add: input dtypes differ: f32 (a) and f16 (b) (no implicit promotion)"),
     ("gather", [F32_23, tt("f32", (2,))], {}, None, False, "input `indices` cannot be f32"),
+    ("gather_nd", [F32_23, tt("i64", (2, 3))], {}, None, False,
+     "gather_nd: index tuples of length 3 (indices [2, 3]) for data [2, 3]"),
+    ("gather_nd", [F32_23, tt("i64", (2, 1))], {"batch_dims": 2}, None, False, "gather_nd: batch_dims 2"),
+    ("gather_nd", [F32_23, tt("i64", (3, 1))], {"batch_dims": 1}, None, False, "gather_nd: the 1 batch dims differ"),
+    ("gather_nd", [F32_23, tt("i64", ())], {}, None, False, "indices must have at least 1 dim"),
+    ("scatter_nd", [F32_23, tt("i64", (4, 1)), tt("f32", (4, 2))], {}, None, False,
+     "scatter_nd: updates must have shape [4, 3]"),
+    ("scatter_nd", [tt("bool", (2,)), tt("i64", (1, 1)), tt("bool", (1,))], {"reduction": "min"}, None, False,
+     "scatter_nd: reduction 'min' does not support dtype bool"),
+    ("scatter_nd", [F32_23, tt("i64", (1, 1)), tt("f32", (1, 3))], {"reduction": "sum"}, None, False,
+     "must be one of 'none', 'add', 'mul', 'max', 'min'"),
     ("sdpa", [F32_23] * 3 + [tt("i8", (2, 2))], {}, None, False, "it must be bool or f32"),
     ("add", [tt("i8", (2,))] * 2, {"acc": dt.I32}, None, True, "`acc` cannot be combined with an in-place output"),
     ("matmul", [tt("f32", (4,)), tt("f32", (3, 4))], {"transpose_a": True}, None, False,
@@ -261,6 +276,19 @@ def test_reference_errors() -> None:
         run_kernel(spec, [np.zeros((3, 2), np.float32), np.array([200], np.uint8)], inf.attrs, inf)
     with pytest.raises(OpRuntimeError, match="input 0 has shape"):
         run_kernel(spec, [np.zeros((2, 2), np.float32), np.array([0], np.uint8)], inf.attrs, inf)
+
+
+def test_index_tuples_out_of_range_are_runtime_errors() -> None:
+    spec = get("gather_nd")
+    inf = spec.infer([tt("f32", (3, 4)), tt("i32", (2, 2))], {})
+    with pytest.raises(OpRuntimeError, match=r"gather_nd: index -5 at \[1, 1\] is out of range for a dim of size 4 "
+                                             r"\(valid: -4..3\)"):
+        run_kernel(spec, [np.zeros((3, 4), np.float32), np.array([[2, 3], [-3, -5]], np.int32)], inf.attrs, inf)
+    spec = get("scatter_nd")
+    inf = spec.infer([tt("f32", (3, 4)), tt("u64", (1, 1)), tt("f32", (1, 4))], {})
+    with pytest.raises(OpRuntimeError, match="index 18446744073709551615"):
+        run_kernel(spec, [np.zeros((3, 4), np.float32), np.array([[2 ** 64 - 1]], np.uint64),
+                          np.zeros((1, 4), np.float32)], inf.attrs, inf)
 
 
 def test_reference_revalidates_changed_attrs() -> None:

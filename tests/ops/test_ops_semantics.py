@@ -342,6 +342,48 @@ def test_layout_ops() -> None:
     assert run("transpose", ("f8", [[1.0, 2.0]])).tolist() == [[1.0], [2.0]]
 
 
+def test_gather_nd_is_numpy_advanced_indexing() -> None:
+    """Random data of odd shapes; index tuples with negative entries; batch_dims 0 and 1."""
+    rng = np.random.default_rng(7)
+    data = rng.normal(size=(5, 7, 3)).astype(np.float32)
+    idx = np.stack([rng.integers(-5, 5, (4, 3)), rng.integers(-7, 7, (4, 3))], axis=-1)
+    want = data[idx[..., 0], idx[..., 1]]
+    assert np.array_equal(run("gather_nd", ("f32", data), ("i64", idx)), want)
+    rows = rng.integers(-7, 7, (5, 2, 1))
+    want = np.stack([data[b][rows[b, :, 0]] for b in range(5)])
+    assert np.array_equal(run("gather_nd", ("f32", data), ("i16", rows), batch_dims=1), want)
+
+
+@pytest.mark.parametrize("reduction, ufunc", [("add", np.add), ("mul", np.multiply), ("max", np.maximum),
+                                              ("min", np.minimum)])
+def test_scatter_nd_reductions_are_numpy_ufunc_at(reduction, ufunc) -> None:
+    """Repeated index tuples combine in order (f64, so the order cannot change a sum); none: last wins."""
+    rng = np.random.default_rng(11)
+    data = rng.normal(size=(7, 5, 3))
+    idx = np.stack([rng.integers(-7, 7, 13), rng.integers(0, 5, 13)], axis=-1)
+    idx[5] = idx[2] = idx[0]
+    upd = rng.normal(size=(13, 3))
+    want = data.copy()
+    ufunc.at(want, (idx[:, 0], idx[:, 1]), upd)
+    assert np.array_equal(run("scatter_nd", ("f64", data), ("i32", idx), ("f64", upd), reduction=reduction), want)
+    want = data.copy()
+    for j in range(13):
+        want[idx[j, 0], idx[j, 1]] = upd[j]
+    assert np.array_equal(run("scatter_nd", ("f64", data), ("i32", idx), ("f64", upd)), want)
+
+
+def test_scatter_nd_reductions_are_the_elementwise_ops() -> None:
+    """Integers wrap, bool add is OR and mul AND, f16 rounds after every row, NaN propagates in max."""
+    assert run("scatter_nd", ("i8", [100, 1]), ("i64", [[0], [0]]), ("i8", [100, 27]), reduction="add").tolist() \
+        == [-29, 1]
+    assert run("scatter_nd", ("bool", [True, False]), ("u8", [[1], [0]]), ("bool", [True, False]),
+               reduction="mul").tolist() == [False, False]
+    assert run("scatter_nd", ("f16", [2048.0]), ("i64", [[0], [0]]), ("f16", [1.0, 1.0]), reduction="add").tolist() \
+        == [2048.0]
+    assert same(run("scatter_nd", ("f32", [1.0, -0.0]), ("i64", [[0], [1]]), ("f32", [NAN, 0.0]), reduction="max"),
+                [NAN, 0.0])
+
+
 def test_in_place_gives_the_normal_result() -> None:
     spec = get("add")
     a, b = np.ones((2, 3), np.float32), np.arange(3, dtype=np.float32)

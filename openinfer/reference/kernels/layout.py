@@ -1,13 +1,15 @@
-"""Layout ops: gather, transpose, reshape, concat, slice, dynamic_slice, pad. They move values without computing, so
-every dtype works and results are exact copies."""
+"""Layout ops: gather, gather_nd, scatter_nd, transpose, reshape, concat, slice, dynamic_slice, pad. They move values
+without computing, so every dtype works and results are exact copies (scatter_nd's reductions apply the element-wise
+op they name)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...ops.errors import OpRuntimeError
-from ...ops.registry import Inference
+from ...ops.registry import Inference, TensorType, get
 from .common import store
+from .elementwise import KERNELS as ELEMENTWISE
 
 Arrays = list[np.ndarray]
 
@@ -22,6 +24,56 @@ def gather(xs: Arrays, inf: Inference) -> np.ndarray:
         raise OpRuntimeError(f"gather: index {int(first)} is out of range for axis {axis} of size {n} "
                              f"(valid: {-n}..{n - 1})")
     return np.take(table, idx.astype(np.int64), axis=axis)
+
+
+def _slots(op: str, idx: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    """The index tuples in idx's last dim as row-major positions into `dims` (int64, idx's shape
+    without its last dim); OpRuntimeError at the first index outside [-n, n) of its dim."""
+    n = np.asarray(dims, dtype=np.uint64 if idx.dtype.kind == "u" else np.int64)
+    bad = (idx < -n) | (idx >= n) if idx.dtype.kind == "i" else idx >= n
+    if np.any(bad):
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        d = at[-1]
+        raise OpRuntimeError(f"{op}: index {int(idx[at])} at {list(at)} is out of range for a dim of size {dims[d]} "
+                             f"(valid: {-dims[d]}..{dims[d] - 1})")
+    rows = idx.astype(np.int64)
+    rows = np.where(rows < 0, rows + np.asarray(dims, dtype=np.int64), rows)
+    strides = np.cumprod((1, *dims[:0:-1]), dtype=np.int64)[::-1]
+    return rows @ strides
+
+
+def gather_nd(xs: Arrays, inf: Inference) -> np.ndarray:
+    """Per batch index, the slices of data after the batch dims that the index tuples pick."""
+    data, idx = xs
+    b = inf.attrs["batch_dims"]
+    k = idx.shape[-1]
+    lead = data.shape[b:b + k]
+    batch = int(np.prod(data.shape[:b], dtype=np.int64))
+    slots = _slots("gather_nd", idx, lead).reshape(batch, int(np.prod(idx.shape[b:-1], dtype=np.int64)))
+    rows = data.reshape(batch, int(np.prod(lead, dtype=np.int64)), *data.shape[b + k:])
+    return np.ascontiguousarray(rows[np.arange(batch)[:, None], slots]).reshape(inf.out_shape)
+
+
+def scatter_nd(xs: Arrays, inf: Inference) -> np.ndarray:
+    """A copy of data; update row j then replaces (or is combined into) the slice tuple j picks,
+    row by row in order."""
+    data, idx, updates = xs
+    k = idx.shape[-1]
+    lead = data.shape[:k]
+    slots = _slots("scatter_nd", idx, lead).reshape(-1)
+    inner = int(np.prod(data.shape[k:], dtype=np.int64))
+    out = np.array(data).reshape(int(np.prod(lead, dtype=np.int64)), inner)
+    rows = updates.reshape(len(slots), inner)
+    reduction = inf.attrs["reduction"]
+    if reduction == "none":
+        last = len(slots) - 1 - np.unique(slots[::-1], return_index=True)[1]    # each slot's last row
+        out[slots[last]] = rows[last]
+    else:
+        row = TensorType(inf.out_dtype, (inner,))
+        combine = get(reduction).infer([row, row], {})
+        for j, s in enumerate(slots):
+            out[s] = ELEMENTWISE[reduction]([out[s], rows[j]], combine)
+    return out.reshape(data.shape)
 
 
 def transpose(xs: Arrays, inf: Inference) -> np.ndarray:
@@ -61,5 +113,5 @@ def pad(xs: Arrays, inf: Inference) -> np.ndarray:
     return out
 
 
-KERNELS = {"gather": gather, "transpose": transpose, "reshape": reshape, "concat": concat, "slice": slice_,
-           "dynamic_slice": dynamic_slice, "pad": pad}
+KERNELS = {"gather": gather, "gather_nd": gather_nd, "scatter_nd": scatter_nd, "transpose": transpose,
+           "reshape": reshape, "concat": concat, "slice": slice_, "dynamic_slice": dynamic_slice, "pad": pad}

@@ -1,8 +1,11 @@
-"""Layout ops in portable C: gather, transpose, reshape, concat, slice, dynamic_slice, pad. They move stored values
-without computing (every dtype; packed types element by element through oi_numeric.h), as
-openinfer/reference/kernels/layout.py. Output elements are written in row-major order."""
+"""Layout ops in portable C: gather, gather_nd, scatter_nd, transpose, reshape, concat, slice, dynamic_slice, pad. They
+move stored values without computing (every dtype; packed types element by element through oi_numeric.h), as
+openinfer/reference/kernels/layout.py; scatter_nd's reductions compute as the element-wise kernels of the ops they
+name. Output elements are written in row-major order."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -12,8 +15,9 @@ from ....ops.shapes import slice_extent, transpose_perm
 from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
 from ...env import render
-from ...geometry import collapse, contiguous_strides
-from .common import compute_ctype, copy_elem, ctype, load, offset, static_attr
+from ...geometry import collapse, contiguous_strides, numel
+from .common import compute_ctype, copy_elem, ctype, load, offset, static_attr, store
+from .elementwise import Ctx, expression
 from .registry import family, prototype
 
 
@@ -168,3 +172,66 @@ def emit_gather(req: KernelRequest, name: str, renderer) -> str:
     doc = f"gather: {table} rows along axis {axis} picked by {idx} (indices in [-{n}, {n}))"
     return render("c/ops/gather.c.j2", proto=prototype(req, name), doc=doc, nidx=idx.numel, ict=ict,
                   load_idx=load(idx.dtype, "in1", "p"), bad=bad, row=row, outer=outer, n=n, inner=inner, copy=copy)
+
+
+def _index_tuples(idx, dims) -> dict:
+    """What templates/c/ops/index_tuples.j2 needs for the tuples in idx's last dim indexing `dims`."""
+    k = len(dims)
+    ict = compute_ctype(idx.dtype)
+    if ict == "int64_t":
+        bad, row = "v < -dims[e % K] || v >= dims[e % K]", "v < 0 ? v + dims[j] : v"
+    else:
+        bad, row = "v >= (uint64_t)dims[e % K]", "(int64_t)v"
+    return {"k": k, "dims": list(dims), "strides": list(contiguous_strides(tuple(dims))), "nidx": idx.numel,
+            "ict": ict, "load_e": load(idx.dtype, "in1", "e"), "load_pj": load(idx.dtype, "in1", f"p * {k} + j"),
+            "bad": bad.replace("K", str(k)), "row": row}
+
+
+def _slice_copy(t, dst: str, src: str, inner) -> str:
+    """A statement copying `inner` stored elements from `src` + src to `out` + dst unchanged."""
+    if t.is_packed:
+        return f"oi_packed_copy(out, dst, {src}, src, {inner}, {t.bits});"
+    if inner == 1:
+        return f"out[dst] = {src}[src];"
+    return f"memcpy(out + dst, {src} + src, {inner} * sizeof *out);"
+
+
+@family("gather_nd")
+def emit_gather_nd(req: KernelRequest, name: str, renderer) -> str:
+    data, idx = req.inputs
+    b = static_attr(req, "batch_dims")
+    k = idx.shape[-1]
+    lead = data.shape[b:b + k]
+    rows = numel(idx.shape[b:-1])               # tuples per batch index
+    inner = numel(data.shape[b + k:])
+    base = f"(p / {rows}) * {numel(lead)}" if b else "0"
+    what = f"slices {list(data.shape[b + k:])}" if b + k < len(data.shape) else "elements"
+    doc = (f"gather_nd: {what} of {data} picked by the index tuples of {idx}" + (f", batch_dims {b}" if b else "")
+           + f" (indices in [-n, n) of dims {list(lead)})")
+    return render("c/ops/gather_nd.c.j2", proto=prototype(req, name), doc=doc, t=_index_tuples(idx, lead),
+                  nrows=numel(idx.shape[:-1]), batch_base=base, inner=inner,
+                  copy=_slice_copy(data.dtype, "dst", "in0", inner))
+
+
+@family("scatter_nd")
+def emit_scatter_nd(req: KernelRequest, name: str, renderer) -> str:
+    data, idx, upd = req.inputs
+    t = data.dtype
+    k = idx.shape[-1]
+    inner = numel(data.shape[k:])
+    reduction = static_attr(req, "reduction")
+    combine = None
+    if reduction != "none":
+        # the element-wise kernel of the op `reduction` names, over the stored value a and the update b
+        ct = compute_ctype(t)
+        c = Ctx(replace(req, op=reduction, inputs=(data, data), aliased=False), t, t, ct, ("a", "b"))
+        pre, value, vct = expression(c)
+        combine = {"pre": pre, "store": store(t, "out", "dst + q", value, vct)}
+    nbytes = t.storage_nbytes(data.numel) if t.is_packed else f"{data.numel} * sizeof *out"
+    doc = (f"scatter_nd: {upd} into the slices of {data} that the index tuples of {idx} pick, "
+           + ("replacing them (the last of repeated tuples wins)" if reduction == "none" else f"by {reduction}")
+           + f" (indices in [-n, n) of dims {list(data.shape[:k])})" + (" in place" if req.aliased else ""))
+    return render("c/ops/scatter_nd.c.j2", proto=prototype(req, name), doc=doc, t=_index_tuples(idx, data.shape[:k]),
+                  copy_data=None if req.aliased else f"memcpy(out, in0, {nbytes});", nrows=numel(idx.shape[:-1]),
+                  inner=inner, combine=combine, ct=compute_ctype(t), load_a=load(t, "out", "dst + q"),
+                  load_b=load(t, "in2", "src + q"), copy=_slice_copy(t, "dst", "in2", inner))

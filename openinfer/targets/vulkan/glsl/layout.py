@@ -1,8 +1,11 @@
-"""Layout ops in GLSL: gather, transpose, reshape, concat, slice, dynamic_slice, pad. They move stored values without
-computing (every dtype, bit for bit): `oi_elem(i)` returns the storage value (packed types: the
-raw bits) of output element i and main() writes it, assembling whole bytes for packed types."""
+"""Layout ops in GLSL: gather, gather_nd, scatter_nd, transpose, reshape, concat, slice, dynamic_slice, pad. They move
+stored values without computing (every dtype, bit for bit; scatter_nd's reductions compute as the element-wise kernels
+of the ops they name): `oi_elem(i)` returns the storage value (packed types: the raw bits) of output element i and
+main() writes it, assembling whole bytes for packed types."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -11,8 +14,9 @@ from ....ops.shapes import slice_extent, transpose_perm
 from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
 from ...geometry import contiguous_strides, numel
+from .elementwise import Ew, expression
 from .registry import Body, family
-from .types import KernelCtx, compute_type, index_expr, lit, storage_type
+from .types import KernelCtx, compute_type, conv, index_expr, lit, round_to, storage_type
 
 
 def _fetch(t, buf: str, idx: str) -> str:
@@ -170,3 +174,78 @@ def emit_gather(req: KernelRequest, k: KernelCtx) -> Body:
              f"uint src = (o * {n}u + {row}) * {inner}u + q;",
              f"return {_fetch(t, 'in0', 'src')};"]
     return _body(req, lines, f"gather: {table} rows along axis {axis} picked by {idx} (indices in [-{n}, {n}))")
+
+
+def _tuple_slot(k: KernelCtx, idx, dims, tuple_at: str, failed: str) -> list[str]:
+    """Lines adding to `s` the row-major slot among `dims` that index tuple `tuple_at` (of idx's
+    last dim) picks; an index outside [-n, n) of its dim fails the kernel and returns `failed`."""
+    ict = k.ct(idx.dtype)
+    lines = []
+    for j, (n, stride) in enumerate(zip(dims, contiguous_strides(tuple(dims)), strict=True)):
+        v = f"v{j}"
+        lines.append(f"{ict} {v} = {k.load(idx.dtype, 'in1', f'{tuple_at} * {len(dims)}u + {j}u')};")
+        if ict in ("int", "int64_t"):
+            bad = f"{v} < {lit(ict, -n)} || {v} >= {lit(ict, n)}"
+            row = f"uint({v} < {lit(ict, 0)} ? {v} + {lit(ict, n)} : {v})"
+        else:
+            bad, row = f"{v} >= {lit(ict, n)}", f"uint({v})"
+        lines.append(f"if ({bad}) {{ oi_fail(); return {failed}; }}")
+        lines.append(f"s += {row}" + (f" * {stride}u;" if stride != 1 else ";"))
+    return lines
+
+
+@family("gather_nd")
+def emit_gather_nd(req: KernelRequest, k: KernelCtx) -> Body:
+    data, idx = req.inputs
+    t = data.dtype
+    b = k.static("batch_dims")
+    kk = idx.shape[-1]
+    lead = data.shape[b:b + kk]
+    rows, inner = numel(idx.shape[b:-1]), numel(data.shape[b + kk:])
+    k.fallible = True
+    zero = "0u" if t.is_packed else f"{storage_type(t)}(0)"
+    lines = [f"uint o = i / {inner}u, q = i % {inner}u;",      # o: the tuple, among all batches'
+             f"uint s = (o / {rows}u) * {numel(lead)}u;" if b else "uint s = 0u;",
+             *_tuple_slot(k, idx, lead, "o", zero),
+             f"return {_fetch(t, 'in0', f's * {inner}u + q')};"]
+    return _body(req, lines, f"gather_nd: {data} slices picked by the index tuples of {idx}"
+                             + (f", batch_dims {b}" if b else "") + f" (indices in [-n, n) of dims {list(lead)})")
+
+
+@family("scatter_nd")
+def emit_scatter_nd(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i: data's, unless an index tuple picks its slot; then (reduction none) the
+    last such row's update, or data's value combined with every such row's update in order. Each
+    invocation reads all the tuples (and checks them all): no two invocations write one element,
+    so no atomics, and the result is the C kernel's, bit for bit (it applies the rows in order)."""
+    data, idx, upd = req.inputs
+    t = data.dtype
+    kk = idx.shape[-1]
+    dims = data.shape[:kk]
+    inner, nrows = numel(data.shape[kk:]), numel(idx.shape[:-1])
+    reduction = k.static("reduction")
+    k.fallible = True
+    own = _fetch(t, "in0", "i")
+    lines = [f"uint slot = i / {inner}u, q = i % {inner}u;", "bool hit = false;"]
+    if reduction == "none":
+        lines.append("uint last = 0u;")
+        picked = ["hit = true;", "last = p;"]
+    else:
+        ct = k.ct(t)
+        c = Ew(replace(req, op=reduction, inputs=(data, data), aliased=False), k, t, t, ct, ("acc", "b"))
+        pre, value, vct = expression(c)
+        after = "int" if t.kind.name == "BOOL" else ("double" if t.name == "f64" else "float" if t.is_float else vct)
+        lines.append(f"{ct} acc = {k.load(t, 'in0', 'i')};")
+        picked = ["hit = true;", f"{ct} b = {k.load(t, 'in2', f'p * {inner}u + q')};", *pre,
+                  f"acc = {conv(round_to(k, t, value, vct), after, ct)};"]
+    lines += [f"for (uint p = 0u; p < {nrows}u; ++p) {{", "    uint s = 0u;",
+              *(f"    {line}" for line in _tuple_slot(k, idx, dims, "p", own)),
+              "    if (s == slot) {", *(f"        {line}" for line in picked), "    }", "}",
+              f"if (!hit) return {own};"]
+    if reduction == "none":
+        lines.append(f"return {_fetch(t, 'in2', f'last * {inner}u + q')};")
+    else:
+        lines.append(f"return {k.raw(t, 'acc', ct) if t.is_packed else k.store(t, 'acc', ct)};")
+    how = "replacing them: the last of repeated tuples wins" if reduction == "none" else f"by {reduction}, row by row"
+    return _body(req, lines, f"scatter_nd: {upd} into {data} at the slices the index tuples of {idx} pick ({how}; "
+                             f"indices in [-n, n) of dims {list(dims)})")
