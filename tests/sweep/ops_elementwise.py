@@ -172,6 +172,16 @@ def layout() -> list[SweepCase]:
         rows_ = pick.prime()
         idx = pick.rng.integers(0, rows_, (a, 3)).astype("int32")
         out.append(single("layout", "gather", [(t, (rows_, n)), ("i32", (a, 3))], extents=ext, values={1: idx}))
+        # index tuples: rows of a [rows_, n] table (k = 1), or per batch of a [a, rows_, n] one
+        tuples = pick.rng.integers(-rows_, rows_, (a, 3, 1)).astype("int64")
+        nd_attrs, nd_data = ({"batch_dims": 1}, (a, rows_, n)) if j % 2 else ({}, (rows_, n))
+        out.append(single("layout", "gather_nd", [(t, nd_data), ("i64", (a, 3, 1))], nd_attrs, extents=ext,
+                          values={1: tuples}))
+        reduction = ("none", "add", "max", "mul")[j % 4]
+        reduction = "none" if reduction == "max" and t == "bool" else reduction
+        out.append(single("layout", "scatter_nd", [(t, (rows_, n)), ("i32", (a, 3, 1)), (t, (a, 3, n))],
+                          {"reduction": reduction}, inplace=j % 3 == 0, extents=ext,
+                          values={1: tuples.astype("int32")}))
         start = pick.rng.integers(0, n, ()).astype("int64")
         out.append(single("layout", "dynamic_slice", [(t, (a, n)), ("i64", ())], {"sizes": [max(1, n // 2)],
                                                                                   "axes": [1]},
