@@ -195,6 +195,19 @@ block entry {
 }
 """, ("xt", "back", "first", "mid", "cat", "g", "gx", "rest"), tensors={"table": (10, 8)},
         int_high={"idx": 10, "sel": 8}),
+    # index tuples: T of them into a constant table, per batch of a T-long batch, and rows
+    # combined into a T-row x (row 0: the one in range at every length)
+    DynamicCase("index-tuples", """
+dynamic { tup: i32[T, 1]; xb: f32[T, 5, 3]; bt: i64[T, 2, 1]; x: f32[T, 8]; row: i64[2, 1]; upd: f32[2, 8]; }
+constant { table: f32[10, 8]; }
+volatile { g: f32[T, 8]; gb: f32[T, 2, 3]; s: f32[T, 8]; }
+block entry {
+    op gather_nd(table, tup) >> g;
+    op gather_nd(xb, bt, batch_dims=1) >> gb;
+    op scatter_nd(x, row, upd, reduction="add") >> s;
+    return;
+}
+""", ("g", "gb", "s"), tensors={"table": (10, 8)}, int_high={"tup": 10, "bt": 5, "row": 1}),
     DynamicCase("conv-length", """
 dynamic { x: f32[1, 3, T]; x2: f32[1, 2, T, 5]; x4: f32[1, 2, 4, T]; }
 constant { w: f32[4, 3, 3]; b: f32[4]; w2: f32[4, 2, 3, 3]; }
