@@ -1,5 +1,5 @@
 """ONNX layout and indexing ops: Flatten, Reshape, Transpose, Unsqueeze, Squeeze, Concat, Expand,
-Slice, Split, Gather, GatherElements, GatherND and Trilu. Each is folded on constant data; a
+Slice, Split, Gather, GatherElements, GatherND, ScatterND and Trilu. Each is folded on constant data; a
 constant computed from shapes keeps the dims its elements are (`Value.elements`), so that a
 Reshape or Expand to it keeps the sizevars.
 """
@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...dtypes import lookup
+from ...ops import TensorType, get
+from ...ops.errors import OpRuntimeError
+from ...reference.kernels import run_kernel
 from ..context import (
     NUMPY_DTYPES,
     ONNX_INTS,
@@ -370,40 +374,81 @@ def _gather_elements(c: NodeContext) -> None:
     c.folded(out, np.take_along_axis(values, np.where(idx < 0, idx + n, idx), axis=axis), indices.dims)
 
 
-@handler("GatherND", note="folded on constants; with constant indices a reshape of the data and one gather "
-                          "of the flattened rows")
+def _folded(c: NodeContext, op: str, values: list[Value], settings: dict) -> np.ndarray:
+    """`op` of constant `values` computed at import, by the reference kernel (its errors, e.g. an
+    index out of range, are the node's)."""
+    spec = get(op)
+    inf = spec.infer([TensorType(lookup(v.dtype), v.shape) for v in values], settings)
+    try:
+        return run_kernel(spec, [v.const for v in values], inf.attrs, inf)
+    except OpRuntimeError as err:
+        c.fail(str(err))
+
+
+def _index_tuples(c: NodeContext, data: Value, indices: Value, b: int) -> int:
+    """k, the length of the index tuples in indices' last dim, checked against data's dims after
+    the b batch dims (GatherND, ScatterND)."""
+    if indices.dtype not in ONNX_INTS + ONNX_UINTS:
+        c.fail(f"indices of dtype {indices.dtype}")
+    r, q = len(data.dims), len(indices.dims)
+    k = indices.shape[-1] if q else 0
+    if q < 1 or b < 0 or b >= min(r, q) or not 1 <= k <= r - b or indices.shape[:b] != data.shape[:b]:
+        c.fail(f"indices of shape {list(indices.shape)}" + (f" (batch_dims {b})" if b else "")
+               + f" for data of shape {list(data.shape)}")
+    return k
+
+
+@handler("GatherND", note="gather_nd(batch_dims); folded when data and indices are constants")
 def _gather_nd(c: NodeContext) -> None:
     c.allow("batch_dims")
     data, indices = c.inputs(2, 2)
     (out,) = c.outputs()
-    idx = c.const_input(indices, "the indices").astype(np.int64)
     b = int(c.attrs.get("batch_dims", 0))
-    r, q = len(data.dims), idx.ndim
-    k = idx.shape[-1] if q else 0
-    if q < 1 or b < 0 or b >= min(r, q) or not 1 <= k <= r - b or idx.shape[:b] != data.shape[:b]:
-        c.fail(f"indices of shape {list(idx.shape)} (batch_dims {b}) for data of shape {list(data.shape)}")
-    lead = data.shape[b:b + k]
-    if np.any((idx < -np.asarray(lead)) | (idx >= np.asarray(lead))):
-        c.fail(f"an index out of the data's dims {list(lead)}")
-    idx = np.where(idx < 0, idx + np.asarray(lead), idx)
-    # each index tuple as one row of the data viewed as [prod(batch dims + indexed dims), rest...]
-    batch = int(np.prod(data.shape[:b], dtype=np.int64))
-    rows = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), lead) if k else np.zeros(idx.shape[:-1], np.int64)
-    rows = rows.reshape(batch, -1) + (np.arange(batch) * int(np.prod(lead, dtype=np.int64)))[:, None]
-    rows = rows.reshape(idx.shape[:-1])
-    rest = data.dims[b + k:]
-    dims = data.dims[:b] + indices.dims[b:-1] + rest
-    if rows.size == batch * int(np.prod(lead, dtype=np.int64)) and \
-            np.array_equal(rows.reshape(-1), np.arange(rows.size)):
-        # every row once, in order (an exporter's index grid over the whole data: `mask[:, None, None, :]`
-        # written as GatherND): a reshape, whatever the sizes the grid was built for
+    k = _index_tuples(c, data, indices, b)
+    dims = data.dims[:b] + indices.dims[b:-1] + data.dims[b + k:]
+    if indices.const is not None and _every_slot_in_order(indices.const, data.shape[b:b + k], b):
+        # every slot once, in order (an exporter's index grid over the whole data: `mask[:, None, None, :]`
+        # written as GatherND): the data itself, reshaped (a view, where gather_nd would copy it), whatever
+        # the sizes the grid was built for
         _reshaped(c, data, tuple(d.size for d in dims), dims, out)
         return
-    if data.const is not None:
-        flat = data.const.reshape((-1,) + data.const.shape[b + k:])
-        c.result(out, c.imp.const_value(np.take(flat, rows, axis=0)))
+    settings = {"batch_dims": b or None}
+    if data.const is not None and indices.const is not None:
+        c.result(out, c.imp.const_value(_folded(c, "gather_nd", [data, indices], settings)))
         return
-    flat_dims = (Dim(batch * int(np.prod(lead, dtype=np.int64))),) + rest
-    flat = c.emit("reshape", [c.var(data, 0)], {}, data.dtype, flat_dims, temp=f"{out}_rows")
-    rows_name = c.imp.new_constant(rows, f"{out}_indices", f"{c.label}'s index tuples as rows of {flat.var}")
-    c.emit("gather", [flat.var, rows_name], {}, data.dtype, dims, out=out)
+    c.emit("gather_nd", [c.var(data, 0), c.var(indices, 1)], settings, data.dtype, dims, out=out)
+
+
+def _every_slot_in_order(idx: np.ndarray, lead: tuple[int, ...], b: int) -> bool:
+    """Whether constant index tuples pick, per batch index, every slot of the dims `lead` once, in
+    row-major order (negative indices counted from the end)."""
+    slots = int(np.prod(lead, dtype=np.int64))
+    if int(np.prod(idx.shape[b:-1], dtype=np.int64)) != slots:
+        return False
+    n = np.asarray(lead, dtype=np.int64)
+    tuples = idx.astype(np.int64).reshape(-1, slots, len(lead))
+    tuples = np.where(tuples < 0, tuples + n, tuples)
+    flat = tuples @ np.cumprod((1, *lead[:0:-1]), dtype=np.int64)[::-1]
+    return bool(np.all((tuples >= 0) & (tuples < n))) and bool(np.all(flat == np.arange(slots)))
+
+
+@handler("ScatterND", note="scatter_nd(reduction): none, add, mul, max, min; folded when all inputs are constants")
+def _scatter_nd(c: NodeContext) -> None:
+    c.allow("reduction")
+    data, indices, updates = c.inputs(3, 3)
+    (out,) = c.outputs()
+    k = _index_tuples(c, data, indices, 0)
+    if updates.dtype != data.dtype or updates.shape != indices.shape[:-1] + data.shape[k:]:
+        c.fail(f"updates {updates.dtype}{list(updates.shape)} for data {data.dtype}{list(data.shape)} and indices "
+               f"of shape {list(indices.shape)}")
+    reduction = c.attrs.get("reduction", "none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else str(reduction)
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        c.fail(f"reduction {reduction!r}")
+    if reduction in ("max", "min") and data.dtype == "bool":
+        c.fail(f"reduction {reduction!r} of bool data")
+    if all(v.const is not None for v in (data, indices, updates)):
+        c.result(out, c.imp.const_value(_folded(c, "scatter_nd", [data, indices, updates], {"reduction": reduction})))
+        return
+    c.emit("scatter_nd", [c.var(data, 0), c.var(indices, 1), c.var(updates, 2)],
+           {"reduction": f'"{reduction}"' if reduction != "none" else None}, data.dtype, data.dims, out=out)
