@@ -31,6 +31,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -305,6 +306,47 @@ def test_gather_index_out_of_range_is_a_status(tmp_path) -> None:
         else:
             with pytest.raises(ExecutionError, match="index"):
                 ex.run_step()
+
+
+def index_tuple_cases() -> list[ConformanceCase]:
+    """gather_nd and scatter_nd (reduction add) of a [5, 3] table by two index tuples of one entry."""
+    table = np.arange(15, dtype=np.float32).reshape(5, 3)
+    idx = np.array([[1], [5]], np.int64)
+    return [ConformanceCase("gather_nd/oob", "gather_nd", "normal", (table, idx), (dt.F32, dt.I64), {}, dt.F32, (2, 3)),
+            ConformanceCase("scatter_nd/oob", "scatter_nd", "normal", (table, idx, np.ones((2, 3), np.float32)),
+                            (dt.F32, dt.I64, dt.F32), {"reduction": "add"}, dt.F32, (5, 3))]
+
+
+def check_index_tuples_out_of_range(sim) -> None:
+    """Index tuples outside [-n, n) make step() fail with OI_ERR_INDEX_OUT_OF_RANGE naming the
+    node; valid ones (negative too) then run as the oracle says."""
+    from openinfer.errors import ExecutionError
+
+    cases = index_tuple_cases()
+    ex = sim.make_executor()
+    ok, fine = [[1], [-5]], [[0], [0]]          # per step: (gather_nd's tuples, scatter_nd's), the failing node
+    steps = (((ok, ok), None), (([[1], [5]], fine), 0), ((fine, [[-6], [0]]), 1), (([[4], [-1]],) * 2, None))
+    for tuples, bad in steps:
+        tuples = [np.array(t, np.int64) for t in tuples]
+        for k, case in enumerate(cases):
+            ex.insert(**{f"c{k}_x{j}": tuples[k] if j == 1 else x for j, x in enumerate(case.inputs)})
+        if bad is None:
+            ex.run_step()
+            for k, case in enumerate(cases):
+                want = expected(replace(case, inputs=(case.inputs[0], tuples[k], *case.inputs[2:])))
+                np.testing.assert_array_equal(ex.fetch(f"c{k}_y"), want)
+        else:
+            with pytest.raises(ExecutionError, match=rf"in `op {cases[bad].op}\(.*\) >> c{bad}_y`: .*out of range"):
+                ex.run_step()
+
+
+def test_index_tuples_out_of_range_are_a_status(tmp_path) -> None:
+    from openinfer.sim import Simulator
+
+    with cache_dir(tmp_path):
+        sim = Simulator(empty_model(), case_graph(index_tuple_cases(), "nd_oob"),
+                        arch=REPO / "devices" / "x86_64-generic.json", sizevars={})
+        check_index_tuples_out_of_range(sim)
 
 
 def extra_cases() -> list[ConformanceCase]:

@@ -208,6 +208,15 @@ def test_gather_index_out_of_range_is_a_status(tmp_path):
     assert sim.validation_messages() == 0
 
 
+def test_index_tuples_out_of_range_are_a_status(tmp_path):
+    """gather_nd and scatter_nd as the C targets (tests/synth/test_c_conformance.py): the status word."""
+    from synth.test_c_conformance import case_graph, check_index_tuples_out_of_range, empty_model, index_tuple_cases
+
+    sim = Simulator(empty_model(), case_graph(index_tuple_cases(), "vk_nd_oob"), arch=LAVAPIPE, sizevars={})
+    check_index_tuples_out_of_range(sim)
+    assert sim.validation_messages() == 0
+
+
 def test_device_selection(example, monkeypatch):
     """OI_VK_DEVICE picks a device by index or name; one that does not exist is a clear error."""
     model, graph = example("mlp_regression")
