@@ -293,11 +293,13 @@ def write(cfg: DecoderConfig, out_dir: Path, *, unrolled: bool = False, window: 
     graph = out_dir / f"{name}.oig"
     graph.write_text(graph_text(cfg, unrolled=unrolled, window=window))
     model = out_dir / f"{name}.oinf"
+    # the roles `openinfer generate` runs the step with (openinfer/generate.py)
+    roles = {"generate.input": "token", "generate.logits": "logits", "generate.capacity": cfg.max_seq}
     if window:
         write_oinf(model, tensors=tensors(cfg), sizevars={**sizevars(cfg), "P": cfg.max_seq},
-                   metadata={"dynamic.P": cfg.max_seq})
+                   metadata={"dynamic.P": cfg.max_seq, **roles})
     else:
-        write_oinf(model, tensors=tensors(cfg), sizevars=sizevars(cfg))
+        write_oinf(model, tensors=tensors(cfg), sizevars=sizevars(cfg), metadata=roles)
     return graph, model
 
 

@@ -18,10 +18,10 @@ import sys
 
 from .. import __version__
 from ..errors import OpenInferError
-from . import cache, check, devices, graph, oinf, onnx, run, synth
+from . import cache, check, devices, generate, graph, oinf, onnx, run, synth
 
 #: The modules that contribute sub-commands, in the order `--help` lists them.
-COMMAND_MODULES = (oinf, check, run, synth, devices, cache, graph, onnx)
+COMMAND_MODULES = (oinf, check, run, synth, generate, devices, cache, graph, onnx)
 
 DESCRIPTION = """\
 OpenInfer: write inference logic in a small graph DSL, keep weights in one .oinf package, and
@@ -34,6 +34,7 @@ Typical flow:
   openinfer gen graph.oig --model m.oinf --arch devices/x86_64-avx2.json -o out/
   openinfer sim graph.oig --model m.oinf --arch devices/x86_64-avx2.json
   openinfer import model.onnx -o out/          ONNX -> out/model.oig + out/model.oinf
+  openinfer generate dec.oig -m dec.oinf --prompt-ids 1,2,3 --max-new-tokens 8
 
 Run `openinfer COMMAND --help` for the options of each command."""
 
