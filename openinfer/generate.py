@@ -43,6 +43,8 @@ class GenerationRoles:
     token_input: str
     logits: str
     capacity: int
+    token_shape: tuple[int, ...] = (1,)     # the token input's shape (one element: [1], [1, 1])
+    token_dtype: str = "int64"              # its NumPy dtype
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ def roles_of(bound, metadata, *, token_input: str | None = None, logits: str | N
                              f"{var.dtype.name}{list(var.shape)}): generate feeds one token per step")
     if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
         raise OpenInferError(f"cache capacity {capacity!r}: expected an integer >= 1")
-    return GenerationRoles(token_input, logits, int(capacity))
+    return GenerationRoles(token_input, logits, int(capacity), tuple(int(n) for n in var.shape),
+                           var.dtype.np_dtype.name)
 
 
 def _only(names: list[str], what: str, flag: str, key: str) -> str:
@@ -127,8 +130,7 @@ def choose(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> 
 
 
 def generate(executor, roles: GenerationRoles, prompt: Sequence[int], max_new_tokens: int, *,
-             sampling: Sampling = Sampling(), token_dtype=np.int64,
-             progress: Callable[[int], None] | None = None) -> Generation:
+             sampling: Sampling = Sampling(), progress: Callable[[int], None] | None = None) -> Generation:
     """Feeds `prompt` one id per step to `executor` (a reference or compiled executor, fresh: its
     cache empty), then chooses and feeds back `max_new_tokens` ids."""
     if not prompt:
@@ -140,13 +142,14 @@ def generate(executor, roles: GenerationRoles, prompt: Sequence[int], max_new_to
     if needed > roles.capacity:
         raise OpenInferError(f"{len(prompt)} prompt ids + {max_new_tokens} new tokens need {needed} cache rows, "
                              f"more than its capacity {roles.capacity}")
+    token_dtype = np.dtype(roles.token_dtype)
     info = np.iinfo(token_dtype)
     rng = np.random.default_rng(sampling.seed)
 
     def step(token: int) -> int:
         if not info.min <= token <= info.max:
-            raise OpenInferError(f"token id {token} does not fit the token input's {np.dtype(token_dtype).name}")
-        executor.insert(**{roles.token_input: np.full((1,), token, token_dtype)})
+            raise OpenInferError(f"token id {token} does not fit the token input's {token_dtype.name}")
+        executor.insert(**{roles.token_input: np.full(roles.token_shape, token, token_dtype)})
         executor.run_step()
         logits = executor.fetch(roles.logits)
         return choose(logits.reshape(-1, logits.shape[-1])[-1], sampling, rng)     # the last position's row

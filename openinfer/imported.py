@@ -60,6 +60,8 @@ class ImportedModel:
     sizevars: dict[str, int]
     renamed: dict[str, str] = field(default_factory=dict)     # ONNX name -> DSL name, where they differ
     source_name: str = "<ModelProto>"        # the ONNX file's name, for messages
+    #: the `.oinf` metadata: a decode step's dynamic cache length and its roles for `generate`
+    metadata: dict = field(default_factory=dict)
     #: the bind check's .oinf (in its own temporary directory) and what it was written from
     _checked: tuple[tempfile.TemporaryDirectory, Path, dict, dict] | None = \
         field(default=None, repr=False, compare=False)
@@ -77,7 +79,7 @@ class ImportedModel:
             raise OutputFileError(f"{graph} exists and is not the graph imported now: it may hold your edits; "
                                   "--force replaces it (or choose another -o DIR or --name)")
         if not self._move_checked_model(model):
-            write_oinf(model, tensors=self.tensors, sizevars=self.sizevars)
+            write_oinf(model, tensors=self.tensors, sizevars=self.sizevars, metadata=self.metadata)
         write_text(str(graph), self.text)
         return graph, model
 
@@ -121,7 +123,7 @@ def check_imported(result: ImportedModel, error: type[OpenInferError]) -> None:
     scratch = tempfile.TemporaryDirectory(prefix="oi-import-")
     try:
         path = Path(scratch.name) / f"{result.name}.oinf"
-        write_oinf(path, tensors=result.tensors, sizevars=result.sizevars)
+        write_oinf(path, tensors=result.tensors, sizevars=result.sizevars, metadata=result.metadata)
         model = ModelLoader.open(path)
         try:
             bind_inputs(model, parse_graph(result.text, f"{result.name}.oig"))

@@ -79,8 +79,7 @@ def run_generate(args) -> int:
                               progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
         print(f"built {simulator.library} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         executor, where = simulator.make_executor(), args.arch
-    result = generate(executor, roles, prompt, args.max_new_tokens, sampling=sampling,
-                      token_dtype=bound.vars[roles.token_input].dtype.np_dtype)
+    result = generate(executor, roles, prompt, args.max_new_tokens, sampling=sampling)
     if args.json:
         print(json.dumps({"ids": list(result.ids), "tokens_per_s": round(result.tokens_per_s, 3)}))
         return 0

@@ -160,6 +160,9 @@ class Value:
     #: (that constant, the axis along which this one is its first `dims[axis]` rows); the
     #: constant itself may be None: the naturals 0, 1, 2, ... (a Range from 0 by 1)
     prefix: tuple[np.ndarray | None, int] | None = None
+    #: a sized constant computed from a decode step's past length, which changes every step:
+    #: folded only as shape arithmetic, else computed at run time (openinfer/onnx/decoder.py)
+    runtime: bool = False
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -289,7 +292,8 @@ class ImportState:
         self.onnx_to_dsl: dict[str, str] = {}
         self.sizevar_names: dict[str, str] = {}        # ONNX dim_param -> sizevar
         self.sizevars: dict[str, int] = {}
-        self.decls: dict[str, list[tuple[str, str]]] = {"dynamic": [], "constant": [], "volatile": []}
+        self.decls: dict[str, list[tuple[str, str]]] = {"dynamic": [], "constant": [], "volatile": [],
+                                                         "persistent": []}
         self.lines: list[tuple[str, str]] = []
         #: the ONNX node name each line / volatile declaration came from (None: from no node), for
         #: the layer headers `render` prints
@@ -306,6 +310,8 @@ class ImportState:
         self.packed: dict[str, str] = {}   # int4/uint4 initializer -> "i4"/"u4" (held as int8/uint8 values)
         #: sizevar -> the first constant that holds values for its import value only (`_sized_constant`)
         self.fixed: dict[str, str] = {}
+        #: a decode step's past inputs (ONNX names) that became cache tables (openinfer/onnx/decoder.py)
+        self.past_inputs: set[str] = set()
 
     # -- names and declarations ---------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -530,6 +536,9 @@ class NodeContext:
 
     def var(self, v: Value, position: int) -> str:
         name = self.node.input[position]
+        if name in self.imp.past_inputs:
+            self.fail(f"reads the past key/values `{name}` other than by the Concat that appends to them: "
+                      "a decode step with a cache reads them only there")
         if v.var is None and name not in self.imp.onnx_to_dsl and _GENERATED_NAME.fullmatch(name):
             path = module_path(self.node)
             scopes = path.strip("/").split("/") if path and path != self.node.name else []

@@ -24,7 +24,10 @@ from ..errors import OnnxImportError
 from ..imported import ImportedModel, check_imported, quoted
 
 # importing the handlers registers them in SUPPORTED_OPS
-from . import handlers  # noqa: F401
+from . import (
+    decoder,
+    handlers,  # noqa: F401
+)
 from .context import (
     ONNX_DTYPES,
     SUPPORTED_OPS,
@@ -42,12 +45,15 @@ from .problems import LIST_OPS_HINT, NodeProblems, graph_name, shape_problem
 from .quantized_weights import packed_initializer
 
 
-def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] | None = None) -> ImportedModel:
+def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] | None = None,
+                cache_capacity: int | None = None) -> ImportedModel:
     """Imports an ONNX model (a path or an `onnx.ModelProto`).
 
     `name` names the graph (default: the file's stem, made an identifier); `sizevars` gives values
-    to the model's symbolic input dims, by their ONNX name or the sizevar they become. The result
-    has been parsed and bound by openinfer; `.write(dir)` writes NAME.oig and NAME.oinf."""
+    to the model's symbolic input dims, by their ONNX name or the sizevar they become;
+    `cache_capacity`, for a decode step with past/present key-values, the tokens its cache tables
+    hold (openinfer/onnx/decoder.py). The result has been parsed and bound by openinfer;
+    `.write(dir)` writes NAME.oig and NAME.oinf."""
     try:
         import onnx
     except ModuleNotFoundError:
@@ -69,7 +75,9 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
         raise OnnxImportError(f"{where}: not an ONNX model: it holds no graph"
                               + (" (the file is empty)" if where != "<ModelProto>" and not os.path.getsize(where)
                                  else ""))
-    result = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name).run()
+    importer = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name)
+    importer.cache_capacity = cache_capacity
+    result = importer.run()
     check_imported(result, OnnxImportError)
     return result
 
@@ -83,6 +91,10 @@ def list_ops() -> str:
 class _Importer(ImportState):
     """The import itself: the graph inputs and initializers, every node in order (through its
     handler, or the fusion ending there), the graph outputs, and the text `render` writes."""
+
+    cache_capacity: int | None = None
+    kv_pairs: list = []
+    past_param: str | None = None
 
     # -- running ------------------------------------------------------------------------------
     def run(self) -> ImportedModel:
@@ -104,6 +116,7 @@ class _Importer(ImportState):
                 raise OnnxImportError(f"initializer `{t.name}`: {exc}") from None
             except ValueError as exc:               # numpy's reshape of the data to the dims
                 raise OnnxImportError(f"initializer `{t.name}`: {data_mismatch(t, exc)}") from None
+        self.kv_setup()
         for inp in self.g.input:
             if inp.name in initializers:             # IR < 4: initializers are listed as inputs too
                 continue
@@ -136,10 +149,52 @@ class _Importer(ImportState):
             except OnnxImportError as exc:          # the others are tried too: one run lists them all
                 problems.add(str(exc), outputs)
         problems.raise_any()
+        presents = {p.present for p in self.kv_pairs}
         for o in self.outputs:
-            self.graph_output(o)
+            if o not in presents:                    # the cache tables hold them
+                self.graph_output(o)
+        metadata = {}
+        if self.kv_pairs:
+            cap = self.cache_capacity
+            self.sizevars[decoder.KV] = cap
+            logits = [self.dsl_name(o) for o in self.outputs if o not in presents]
+            ids = [v.var for k, v in self.values.items() if k in {i.name for i in self.g.input}
+                   and v.var is not None and v.dtype in ("i32", "i64")]
+            metadata = {f"dynamic.{decoder.KV}": cap, "generate.capacity": cap}
+            if len(logits) == 1:
+                metadata["generate.logits"] = logits[0]
+            if len(ids) == 1:
+                metadata["generate.input"] = ids[0]
         return ImportedModel(self.name, self.render(), self.tensors, dict(sorted(self.sizevars.items())),
-                             {k: v for k, v in self.onnx_to_dsl.items() if k != v}, self.source_name)
+                             {k: v for k, v in self.onnx_to_dsl.items() if k != v}, self.source_name,
+                             metadata=metadata)
+
+    def kv_setup(self) -> None:
+        """A decode step's past/present pairs (openinfer/onnx/decoder.py), checked against
+        `cache_capacity`, and the counter every step reads."""
+        params: list[str] = []
+        self.kv_pairs = decoder.find_kv_pairs(self.g, params)
+        self.past_param = params[0] if params else None
+        if self.kv_pairs and len(set(params)) != 1:
+            raise OnnxImportError("the past key/values have different symbolic lengths "
+                                  f"({', '.join(sorted(set(params)))}): a decode step's cache has one")
+        if self.kv_pairs and self.cache_capacity is None:
+            first = self.kv_pairs[0]
+            raise OnnxImportError(f"the model is a decode step with past/present key-values ({first.past} -> "
+                                  f"{first.present}, ...): give the tokens its cache holds with --cache-capacity N")
+        if self.cache_capacity is not None:
+            if not self.kv_pairs:
+                raise OnnxImportError("--cache-capacity: the model has no past/present key-values (a graph input "
+                                      "Concat'ed along a symbolic axis into a graph output)")
+            if isinstance(self.cache_capacity, bool) or not isinstance(self.cache_capacity, int) or \
+                    self.cache_capacity < 1:
+                raise OnnxImportError(f"--cache-capacity {self.cache_capacity!r}: expected an integer >= 1")
+            if self.past_param in self.user_sizevars:
+                raise OnnxImportError(f"--sizevar {self.past_param}: the past length of a decode step is the cache's, "
+                                      "set by --cache-capacity and at run time")
+            self.kv_pairs = [decoder.KvPair(p.past, p.present, p.axis, self.fresh(p.table)) for p in self.kv_pairs]
+            self.used.add(decoder.KV)
+            decoder.declare_state(self, self.cache_capacity)
 
     def graph_input(self, inp) -> None:
         t = inp.type.tensor_type
@@ -153,11 +208,17 @@ class _Importer(ImportState):
         for k, d in enumerate(t.shape.dim):
             if d.HasField("dim_value"):
                 dims.append(Dim(d.dim_value))
+            elif d.HasField("dim_param") and self.kv_pairs and d.dim_param == self.past_param:
+                dims.append(decoder.past_dim(self.cache_capacity))
             elif d.HasField("dim_param"):
                 dims.append(self.symbolic_dim(d.dim_param, inp.name))
             else:
                 raise OnnxImportError(f"graph input `{inp.name}`: dim {k} has neither a size nor a name; "
                                       f"give it a dim_param in the model and its value with --sizevar")
+        if any(p.past == inp.name for p in self.kv_pairs):     # a cache table holds it
+            self.past_inputs.add(inp.name)
+            self.values[inp.name] = Value(ONNX_DTYPES[t.elem_type], tuple(dims))
+            return
         if inp.name not in self.onnx_to_dsl and is_identifier(inp.name):
             self.onnx_to_dsl[inp.name] = inp.name
             self.used.add(inp.name)
@@ -217,13 +278,20 @@ class _Importer(ImportState):
                 ins.append(self.values[x])
         ctx = NodeContext(self, node, attrs, ins, fail, label)
         self._claim(None)
-        support.handler(ctx)
+        pair = next((p for p in self.kv_pairs if p.present == node.output[0]), None)
+        if pair is not None:
+            decoder.append_and_read(ctx, pair, self.cache_capacity)
+        else:
+            if self.kv_pairs:
+                decoder.runtime_inputs(ctx)
+            support.handler(ctx)
         self._claim(module_path(node))
-        if any(v is not None and v.sized for v in ins):     # folded from sizes: sized too
-            for o in node.output:
-                v = self.values.get(o)
-                if v is not None and v.const is not None and v.var is None:
-                    v.sized = True
+        sized, runtime = (any(v is not None and getattr(v, flag) for v in ctx.ins) for flag in ("sized", "runtime"))
+        for o in node.output:                # folded from sizes: sized too; from the past length: runtime
+            v = self.values.get(o)
+            if v is not None and v.const is not None and v.var is None:
+                v.sized = v.sized or sized
+                v.runtime = v.runtime or runtime or (bool(self.kv_pairs) and decoder.depends_on_kv(v))
 
     def _claim(self, node_name: str | None) -> None:
         """Marks the lines and volatile declarations emitted since the last claim as `node_name`'s."""
@@ -239,13 +307,17 @@ class _Importer(ImportState):
             head.append("// Sizevars (symbolic dims of the inputs): " + ", ".join(
                 f"{sv} = {self.sizevars[sv]}" + (f' (ONNX {quoted(p)})' if p != sv else "")
                 for p, sv in self.sizevar_names.items()))
+        if self.kv_pairs:
+            head.append(f"// A decode step: the past key/values are the persistent cache tables below "
+                        f"({self.cache_capacity} tokens), appended to each step; `{decoder.KV}` is the keys "
+                        "attended to (the tokens so far), set by each step's cache read.")
         if self.fixed:
             head.append("// Fixed at import (a constant holds values for these sizes only, so --dynamic cannot move "
                         "them): " + ", ".join(f"{sv} (`{var}`)" for sv, var in sorted(self.fixed.items())))
         out = head
         self._claim(None)
         layers = _Layers(self.line_nodes, [code for code, _ in self.lines])
-        for kind in ("dynamic", "constant", "volatile"):
+        for kind in ("dynamic", "constant", "persistent", "volatile"):
             if self.decls[kind]:
                 out.append(f"{kind} {{")
                 if kind == "volatile":

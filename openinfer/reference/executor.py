@@ -439,6 +439,10 @@ class ReferenceExecutor:
     def _op(self, node: ir.Op, frame: _Frame) -> tuple[tuple, tuple]:
         binding = self.bound.ops[node.index]
         inputs = [self._read(ref, frame, node) for ref in node.inputs]
+        if binding.spec.category == "mutation" and inputs[0].shape != tuple(binding.inputs[0].shape):
+            # fill / arange read only x's shape: a variable first written after a read set a size
+            # (a mask counted over the cached keys) takes the size now, not the one it held before
+            inputs[0] = np.zeros(binding.inputs[0].shape, inputs[0].dtype)
         inference = binding.inference
         attrs = inference.attrs       # the very object: run_kernel skips re-validating it
         if binding.runtime_attrs:
