@@ -256,7 +256,10 @@ DSL_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Relu": "relu
            "ReduceSum": "sum_axis", "ReduceMax": "max_axis", "ReduceMin": "min_axis", "ReduceProd": "prod_axis",
            "Softmax": "softmax", "LogSoftmax": "log_softmax", "And": "and", "Or": "or", "Xor": "xor", "Not": "not",
            "Max": "max", "Min": "min", "ArgMax": "argmax_axis", "ArgMin": "argmin_axis", "Floor": "floor",
-           "Ceil": "ceil", "Sign": "sign", "IsNaN": "is_nan", "Sum": "add"}
+           "Ceil": "ceil", "Sign": "sign", "IsNaN": "is_nan", "Sum": "add", "Sin": "sin", "Cos": "cos", "Tan": "tan",
+           "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "LeakyRelu": "leaky_relu",
+           "HardSigmoid": "hard_sigmoid", "HardSwish": "hard_swish", "Softsign": "softsign", "Softplus": "softplus",
+           "Elu": "elu", "Selu": "selu", "Celu": "celu", "Mish": "mish"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -100,7 +100,8 @@ class Lang(ABC):
     @abstractmethod
     def call(self, fn: str, *args: str) -> str:
         """The math function `fn` of the compute type, with the special values the reference
-        gives: exp, log, tanh, erf, sqrt, abs, pow, floor, ceil, trunc, round."""
+        gives: exp, expm1, log, log1p, tanh, erf, sqrt, abs, pow, floor, ceil, trunc, round, sin,
+        cos, tan, asin, acos, atan, sinh, cosh."""
 
     @abstractmethod
     def minimum(self, a: str, b: str) -> str:
@@ -295,6 +296,55 @@ def _gelu(lang: Lang, x: str) -> str:
                       lang.group(lang.arith("+", one, lang.call("erf", lang.arith("/", x, r2)))))
 
 
+def _softplus(lang: Lang, x: str) -> str:
+    """log1p(exp(-|x|)) + max(x, 0), parenthesised: no overflow for large x, and log1p keeps the
+    small values of large negative x (log(1 + e) would round them to 0)."""
+    small = lang.call("log1p", lang.call("exp", lang.neg(lang.call("abs", x))))
+    return lang.group(lang.arith("+", small, lang.maximum(x, lang.lit(0))))
+
+
+def _softsign(lang: Lang, x: str) -> str:
+    return lang.arith("/", x, lang.group(lang.arith("+", lang.lit(1), lang.call("abs", x))))
+
+
+def _unit_clamp(lang: Lang, v: str) -> str:
+    """max(0, min(1, v)), IEEE (NaN stays NaN)."""
+    return lang.maximum(lang.lit(0), lang.minimum(lang.lit(1), v))
+
+
+def _hard_sigmoid(lang: Lang, x: str) -> str:
+    return _unit_clamp(lang, lang.arith("+", lang.arith("*", lang.attr("alpha"), x), lang.attr("beta")))
+
+
+def _hard_swish(lang: Lang, x: str) -> str:
+    return lang.arith("*", x, _unit_clamp(lang, lang.arith("+", lang.arith("/", x, lang.lit(6)), lang.lit(0.5))))
+
+
+def _elu(lang: Lang, x: str) -> str:
+    """x >= 0 ? x : alpha * expm1(x), parenthesised (elu, and inside selu): expm1 does not cancel
+    near 0 as exp(x) - 1 would."""
+    return lang.group(lang.select(lang.compare_zero(">=", x), x,
+                                  lang.arith("*", lang.attr("alpha"), lang.call("expm1", x))))
+
+
+def _selu(lang: Lang, x: str) -> str:
+    return lang.arith("*", lang.attr("gamma"), _elu(lang, x))
+
+
+def _celu(lang: Lang, x: str) -> str:
+    alpha, zero = lang.attr("alpha"), lang.lit(0)
+    negative = lang.arith("*", alpha, lang.call("expm1", lang.arith("/", x, alpha)))
+    return lang.group(lang.arith("+", lang.maximum(zero, x), lang.minimum(zero, negative)))
+
+
+def _leaky_relu(lang: Lang, x: str) -> str:
+    return lang.group(lang.select(lang.compare_zero(">=", x), x, lang.arith("*", lang.attr("alpha"), x)))
+
+
+def _mish(lang: Lang, x: str) -> str:
+    return lang.arith("*", x, lang.call("tanh", _softplus(lang, x)))
+
+
 # ------------------------------------------------------------------------------------ the table
 
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -348,6 +398,17 @@ _TABLE = (
     Op("silu", 1, "x * (1 / (1 + exp(-x)))", _silu),
     Op("erf", 1, "the Gauss error function in the compute type, as the reference", _call("erf")),
     Op("gelu", 1, "0.5 x (1 + erf(x / sqrt 2)), or the tanh approximation", _gelu),
+    *(Op(op, 1, f"{op} in the compute type", _call(op))
+      for op in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh")),
+    Op("softplus", 1, "log1p(exp(-|x|)) + max(x, 0)", _softplus),
+    Op("softsign", 1, "x / (1 + |x|)", _softsign),
+    Op("hard_sigmoid", 1, "max(0, min(1, alpha * x + beta))", _hard_sigmoid),
+    Op("hard_swish", 1, "x * max(0, min(1, x / 6 + 0.5))", _hard_swish),
+    Op("elu", 1, "x >= 0 ? x : alpha * expm1(x)", _elu),
+    Op("selu", 1, "gamma * (x >= 0 ? x : alpha * expm1(x))", _selu),
+    Op("celu", 1, "max(0, x) + min(0, alpha * expm1(x / alpha))", _celu),
+    Op("leaky_relu", 1, "x >= 0 ? x : alpha * x", _leaky_relu),
+    Op("mish", 1, "x * tanh(log1p(exp(-|x|)) + max(x, 0))", _mish),
     # cast, fill
     Op("cast", 1, "convert to `to`: floats round on store; float -> int rounds by mode, NaN -> 0, "
                   "saturates or wraps; to bool: x != 0; bool: 0 or 1"),

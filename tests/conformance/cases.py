@@ -331,6 +331,25 @@ def _shift_attrs(t: DTypeInfo) -> list[dict]:
     return [{"bits": b} for b in (1, 0, 3, t.bits - 1, t.bits, 63, 64, 70, -1)]
 
 
+#: the largest binary exponent of each float dtype's finite values
+_MAX_EXPONENT = {"f64": 1023, "f32": 127, "bf16": 127, "f16": 15, "f8": 15}
+
+
+def _unary_float(attr_sets: Callable[[DTypeInfo], list[dict]] | None = None, *, scale: float = 2.0) -> Builder:
+    """A float op of one input (the activations and the trigonometric and hyperbolic functions):
+    the edge values (with each attribute set), random values of `scale` in an odd shape (the
+    edges fill the whole of SHAPE), and random magnitudes over the dtype's whole exponent range
+    with random signs (argument reduction, overflow, the saturated tails)."""
+    edges = _unary(attr_sets)
+
+    def build(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+        e = _MAX_EXPONENT[t.name]
+        wide = rng.choice([-1.0, 1.0], (5, 13)) * np.exp2(rng.uniform(-e / 4, e + 0.99, (5, 13)))
+        return [*edges(op, t, rng), Variant("random", [(t, values(t, (7, 11), rng, edges=False, scale=scale))]),
+                Variant("wide", [(t, as_type(wide, t))])]
+    return build
+
+
 def _filter(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     a, b = values(t, SHAPE, rng), values(t, SHAPE, rng, offset=4)
     cond = values(t, SHAPE, rng, offset=7)
@@ -935,6 +954,14 @@ BUILDERS: dict[str, Builder] = {
     "clamp": _unary(_clamp_attrs),
     "shl": _unary(_shift_attrs), "shr": _unary(_shift_attrs),
     "gelu": _unary(lambda t: [{}, {"approximate": "tanh"}]),
+    **{n: _unary_float() for n in ("sin", "cos", "tan", "atan", "sinh", "cosh", "softplus", "softsign", "hard_swish",
+                                   "mish")},
+    **{n: _unary_float(scale=0.5) for n in ("asin", "acos")},
+    "hard_sigmoid": _unary_float(lambda t: [{}, {"alpha": 0.35, "beta": 0.25}]),
+    "elu": _unary_float(lambda t: [{}, {"alpha": 0.5}]),
+    "selu": _unary_float(lambda t: [{}, {"alpha": 2.0, "gamma": 1.5}]),
+    "celu": _unary_float(lambda t: [{}, {"alpha": 2.5}]),
+    "leaky_relu": _unary_float(lambda t: [{}, {"alpha": 0.2}]),
     **{n: _binary() for n in ("min", "max")},
     **{n: _binary(broadcast=True) for n in ("and", "or", "xor")},
     **{n: _binary(broadcast=True, pairs=_compare_pairs) for n in ("eq", "ne", "lt", "le", "gt", "ge")},

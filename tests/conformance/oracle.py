@@ -477,6 +477,54 @@ def _gelu(c: Ctx, x):
     return store(0.5 * x * (1 + math.erf(x / math.sqrt(2))), c.t)
 
 
+def _real(fn: Callable[[float], float], overflow: Callable[[float], float] = lambda x: math.copysign(INF, x)):
+    """`fn` of `math` with IEEE's results where Python raises: NaN outside the domain (sin(inf),
+    asin(2)), `overflow(x)` past the largest double (sinh, cosh, expm1 of large x)."""
+    def f(x: float) -> float:
+        try:
+            return fn(x)
+        except ValueError:
+            return NAN
+        except OverflowError:
+            return overflow(x)
+    return f
+
+
+fexpm1 = _real(math.expm1)
+
+
+def softplus(x: float) -> float:
+    """log(1 + e^x), arranged so that e^x never overflows."""
+    return x + math.log1p(fexp(-x)) if x > 0 else math.log1p(fexp(x))
+
+
+def _unit_clamp(v: float) -> float:
+    return ieee_max(0.0, ieee_min(1.0, v))
+
+
+def _hard_sigmoid(c: Ctx, x):
+    return store(_unit_clamp(float(c.attr("alpha", 0.2)) * x + float(c.attr("beta", 0.5))), c.t)
+
+
+def _elu_value(x: float, alpha: float) -> float:
+    return x if x >= 0 else alpha * fexpm1(x)
+
+
+def _selu(c: Ctx, x):
+    alpha, gamma = float(c.attr("alpha", 1.67326319217681884765625)), float(c.attr("gamma", 1.05070102214813232421875))
+    return store(gamma * _elu_value(x, alpha), c.t)
+
+
+def _celu(c: Ctx, x):
+    alpha = float(c.attr("alpha", 1.0))
+    return store(ieee_max(0.0, x) + ieee_min(0.0, alpha * fexpm1(sdiv(x, alpha))), c.t)
+
+
+def _leaky_relu(c: Ctx, x):
+    alpha = float(c.attr("alpha", 0.01))
+    return store(x if x >= 0 else alpha * x, c.t)
+
+
 def _rsqrt(x: float) -> float:
     if x == 0:
         return math.copysign(INF, x)
@@ -532,6 +580,16 @@ ELEMENTWISE: dict[str, Callable] = {
     "tanh": _elementwise(_unary_float(math.tanh)), "sigmoid": _elementwise(_unary_float(sigmoid)),
     "erf": _elementwise(_unary_float(math.erf)), "gelu": _elementwise(_gelu),
     "silu": _elementwise(_unary_float(lambda x: x * sigmoid(x))),
+    **{op: _elementwise(_unary_float(_real(getattr(math, op)))) for op in ("sin", "cos", "tan", "asin", "acos", "atan",
+                                                                          "sinh")},
+    "cosh": _elementwise(_unary_float(_real(math.cosh, lambda x: INF))),
+    "softplus": _elementwise(_unary_float(softplus)),
+    "softsign": _elementwise(_unary_float(lambda x: sdiv(x, 1 + abs(x)))),
+    "hard_sigmoid": _elementwise(_hard_sigmoid),
+    "hard_swish": _elementwise(_unary_float(lambda x: x * _unit_clamp(x / 6 + 0.5))),
+    "elu": _elementwise(lambda c, x: store(_elu_value(x, float(c.attr("alpha", 1.0))), c.t)),
+    "selu": _elementwise(_selu), "celu": _elementwise(_celu), "leaky_relu": _elementwise(_leaky_relu),
+    "mish": _elementwise(_unary_float(lambda x: x * math.tanh(softplus(x)))),
     "cast": _elementwise(_cast),
 }
 

@@ -18,14 +18,18 @@ from .widths import around
 LENGTHS = [1, *around("lanes4", "lanes8", "lanes16"), 97]
 
 _UNARY_F = ("neg", "recip", "abs", "sign", "floor", "ceil", "trunc", "round", "exp", "log", "sqrt", "rsqrt", "tanh",
-            "sigmoid", "erf", "gelu", "silu", "is_nan", "is_inf", "is_neg", "relu", "clamp")
+            "sigmoid", "erf", "gelu", "silu", "is_nan", "is_inf", "is_neg", "relu", "clamp", "sin", "cos", "tan",
+            "asin", "acos", "atan", "sinh", "cosh", "softplus", "softsign", "hard_sigmoid", "hard_swish", "elu", "selu",
+            "celu", "leaky_relu", "mish")
 _UNARY_I = ("not", "shl", "shr", "popcount")
 _BINARY = ("add", "mul", "sub", "div", "min", "max", "pow", "floor_div", "rem", "and", "or", "xor", "eq", "ne", "lt",
            "le", "gt", "ge")
 #: settings a call of the op is swept with, in turn
 _ATTRS = {"relu": [{}, {"alpha": 0.1, "clamp_max": 2.0}], "clamp": [{"min": -0.5, "max": 1.5}],
           "gelu": [{}, {"approximate": "tanh"}], "shl": [{"bits": 3}], "shr": [{"bits": 2}],
-          "div": [{}, {"div_by_zero_mask": 0.0}], "recip": [{}]}
+          "div": [{}, {"div_by_zero_mask": 0.0}], "recip": [{}], "hard_sigmoid": [{}, {"alpha": 0.35, "beta": 0.25}],
+          "elu": [{}, {"alpha": 0.5}], "selu": [{}, {"alpha": 2.0, "gamma": 1.5}], "celu": [{}, {"alpha": 2.5}],
+          "leaky_relu": [{}, {"alpha": 0.2}]}
 _POSITIVE = ("log", "sqrt", "rsqrt", "pow")
 
 

@@ -28,9 +28,10 @@ from openinfer.targets.x86 import elementwise as x86_elementwise
 F32 = lookup("f32")
 PORTABLE = CRenderer.for_kernels(devices.load("x86_64-generic"))
 #: the ops the x86 vector kernels computed before the table existed (templates/x86/chain.c.j2's
-#: own list of ops); the table must keep deriving exactly these
+#: own list of ops), and the later table entries whose formulas render in intrinsics; the table
+#: must keep deriving exactly these
 VECTOR_OPS = {"add", "sub", "mul", "div", "fma", "min", "max", "neg", "abs", "recip", "sqrt", "rsqrt", "relu", "clamp",
-              "exp", "tanh", "erf", "sigmoid", "silu", "gelu"}
+              "exp", "tanh", "erf", "sigmoid", "silu", "gelu", "softsign", "hard_sigmoid", "hard_swish", "leaky_relu"}
 #: settings the ops need to be applied at all
 _ATTRS = {"shl": {"bits": 3}, "shr": {"bits": 2}, "fill": {"value": 0}, "arange": {"start": 2, "step": 3, "axis": 0}}
 
@@ -114,7 +115,7 @@ def _hardsigmoid(lang: Lang, x: str) -> str:
                                                                          lang.lit(0.5))))
 
 
-def _softplus(lang: Lang, x: str) -> str:
+def _log1pexp(lang: Lang, x: str) -> str:
     return lang.call("log", lang.arith("+", lang.lit(1), lang.call("exp", x)))
 
 
@@ -132,16 +133,16 @@ def _rendered(op: str) -> tuple[str, str, str | None]:
 
 def test_adding_an_op_takes_one_table_entry(monkeypatch):
     """A throwaway entry, hardsigmoid = max(0, min(1, x / 6 + 0.5)), written once against Lang:
-    added to the table alone, it renders in C, GLSL and the vector intrinsics. softplus =
+    added to the table alone, it renders in C, GLSL and the vector intrinsics. log1pexp =
     log(1 + exp(x)) renders in C and GLSL, and the vector kernels, which have no vector log, leave
     it to the portable kernel."""
     monkeypatch.setitem(OPS, "hardsigmoid", Op("hardsigmoid", 1, "max(0, min(1, x / 6 + 0.5))", _hardsigmoid))
-    monkeypatch.setitem(OPS, "softplus", Op("softplus", 1, "log(1 + exp(x))", _softplus))
+    monkeypatch.setitem(OPS, "log1pexp", Op("log1pexp", 1, "log(1 + exp(x))", _log1pexp))
     assert _rendered("hardsigmoid") == (
         "oi_maxf(0.0f, oi_minf(1.0f, x0 / 6.0f + 0.5f))",
         "oi_maxf(0.0, oi_minf(1.0, x0 / 6.0 + uintBitsToFloat(0x3f000000u)))",     # (GLSL: exact f32 bits)
         "oiv_ieee_max(zero, oiv_ieee_min(one, _mm256_add_ps(_mm256_div_ps(x0, _mm256_set1_ps(6.0f)), half)))")
-    assert _rendered("softplus") == ("logf(1.0f + expf(x0))", "oi_logf(1.0 + oi_expf(x0))", None)
+    assert _rendered("log1pexp") == ("logf(1.0f + expf(x0))", "oi_logf(1.0 + oi_expf(x0))", None)
 
 
 def test_a_primitive_the_vectors_lack_is_not_expressible():

@@ -11,10 +11,10 @@ With OI_VK_ARCH naming a device without `features.denorm_preserve_fp32` (NVIDIA'
 also matches when it equals the result with f32 subnormals flushed to zero: Vulkan lets such a
 device flush them (lavapipe does not, and on lavapipe no case may need that allowance).
 
-    OI_SLOW=1              every case (5930); default: a deterministic subset with each
+    OI_SLOW=1              every case (6295); default: a deterministic subset with each
                            (op, input dtype) once and each (op, mode) once per dtype
-                           kind and packing (1194 cases)
-    OI_VK_CONF_CHUNK=N     cases per chunk (default 600: the default subset in two builds)
+                           kind and packing (1296 cases)
+    OI_VK_CONF_CHUNK=N     cases per chunk (default 640: the default subset in two builds)
     OI_VK_CACHE=DIR        keep builds in DIR between sessions
 """
 
@@ -40,7 +40,7 @@ from synth.test_c_conformance import case_graph, chunks, empty_model, output_var
 from .conftest import ON_LAVAPIPE, VK_ARCH  # noqa: E402
 
 SLOW = os.environ.get("OI_SLOW") == "1"
-CHUNK = int(os.environ.get("OI_VK_CONF_CHUNK", "600"))
+CHUNK = int(os.environ.get("OI_VK_CONF_CHUNK", "640"))
 CASES = generate_cases()
 OPS = list(dict.fromkeys(c.op for c in CASES))
 

@@ -1,13 +1,13 @@
-"""ONNX activations: Relu, Tanh, Sigmoid (x * sigmoid(x) as silu), Softmax, LogSoftmax and Gelu as
-the registry's ops; LeakyRelu, PRelu, HardSigmoid, HardSwish, Softsign, Elu, Celu, Selu and
-Softplus, which the registry has no op for, written with the ops it has.
+"""ONNX activations: Relu, Tanh, Sigmoid (x * sigmoid(x) as silu), Softmax, LogSoftmax, Gelu,
+LeakyRelu, HardSigmoid, HardSwish, Softsign, Softplus, Elu, Selu, Celu and Mish as the registry's
+ops; PRelu (a slope tensor), which the registry has no op for, written with the ops it has.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..context import DSL_OPS, NodeContext, aligned_at, broadcast, dims_of, handler, quoted, scalar_constant
+from ..context import DSL_OPS, NodeContext, aligned_at, broadcast, dims_of, handler, quoted
 
 
 @handler("Relu", "Tanh", note="{dsl} (float dtypes)")
@@ -81,105 +81,49 @@ def _gelu(c: NodeContext) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# activations the registry has no op for, written with the ops it has
+# activations with float attributes (ONNX's defaults are the registry's: an attribute the node
+# leaves out is left out of the op too)
+
+#: ONNX op -> the attributes its registry op (DSL_OPS) takes
+_ATTRS = {"LeakyRelu": ("alpha",), "HardSigmoid": ("alpha", "beta"), "HardSwish": (), "Softsign": (),
+          "Softplus": (), "Elu": ("alpha",), "Selu": ("alpha", "gamma"), "Celu": ("alpha",), "Mish": ()}
 
 
-@handler("LeakyRelu", note="relu(x) - alpha * relu(-x) (float dtypes)")
-@handler("PRelu", note="relu(x) - slope * relu(-x), slope broadcast (float dtypes)")
-def _leaky_relu(c: NodeContext) -> None:
-    is_prelu = c.node.op_type == "PRelu"
-    c.allow(*(() if is_prelu else ("alpha",)))
-    x, slope = c.inputs(2, 2) if is_prelu else (c.inputs(1, 1)[0], None)
+@handler("LeakyRelu", note="leaky_relu(alpha) (float dtypes)")
+@handler("HardSigmoid", note="hard_sigmoid(alpha, beta) (float dtypes)")
+@handler("HardSwish", "Softsign", "Softplus", "Mish", note="{dsl} (float dtypes)")
+@handler("Elu", note="elu(alpha) (float dtypes)")
+@handler("Selu", note="selu(alpha, gamma) (float dtypes)")
+@handler("Celu", note="celu(alpha) (float dtypes; alpha 0 refused)")
+def _activation(c: NodeContext) -> None:
+    op, attrs = DSL_OPS[c.node.op_type], _ATTRS[c.node.op_type]
+    c.allow(*attrs)
+    (x,) = c.inputs(1, 1)
     (out,) = c.outputs()
     c.float_input(x)
-    if is_prelu:
-        if c.opset < 7 and len(slope.dims) == 1 and slope.shape[0] > 1 and len(x.dims) > 2:
-            slope = aligned_at(c, slope, 1, len(x.dims), 1)     # opset 6: a 1-D slope is per channel
-        if slope.dtype != x.dtype or broadcast(c.fail, x.dims, slope.dims) != x.dims:
-            c.fail(f"slope of {slope.dtype}{list(slope.shape)} does not broadcast to X's {x.dtype}{list(x.shape)}")
-        factor = c.var(slope, 1)
-    else:
-        factor = scalar_constant(c, float(c.attrs.get("alpha", 0.01)), x.dtype, f"{out}_alpha", "LeakyRelu alpha")
+    settings = {a: float(c.attrs[a]) if a in c.attrs else None for a in attrs}
+    if op == "celu" and settings["alpha"] == 0.0:
+        c.fail("alpha 0")
+    c.emit(op, [c.var(x, 0)], settings, x.dtype, x.dims, out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# written with the ops the registry has
+
+
+@handler("PRelu", note="relu(x) - slope * relu(-x), slope broadcast (float dtypes)")
+def _prelu(c: NodeContext) -> None:
+    c.allow()
+    x, slope = c.inputs(2, 2)
+    (out,) = c.outputs()
+    c.float_input(x)
+    if c.opset < 7 and len(slope.dims) == 1 and slope.shape[0] > 1 and len(x.dims) > 2:
+        slope = aligned_at(c, slope, 1, len(x.dims), 1)     # opset 6: a 1-D slope is per channel
+    if slope.dtype != x.dtype or broadcast(c.fail, x.dims, slope.dims) != x.dims:
+        c.fail(f"slope of {slope.dtype}{list(slope.shape)} does not broadcast to X's {x.dtype}{list(x.shape)}")
     name = c.var(x, 0)
     negative = c.emit("neg", [name], {}, x.dtype, x.dims, temp=f"{out}_neg")
     c.emit_inplace("relu", [negative.var], negative)
-    c.emit_inplace("mul", [negative.var, factor], negative)
+    c.emit_inplace("mul", [negative.var, c.var(slope, 1)], negative)
     y = c.emit("relu", [name], {}, x.dtype, x.dims, out=out)
     c.emit_inplace("sub", [y.var, negative.var], y)
-
-
-@handler("HardSigmoid", note="clamp(alpha * x + beta, 0, 1) (float dtypes)")
-@handler("HardSwish", note="x * clamp(x / 6 + 0.5, 0, 1) (float dtypes)")
-def _hard_sigmoid(c: NodeContext) -> None:
-    swish = c.node.op_type == "HardSwish"
-    c.allow(*(() if swish else ("alpha", "beta")))
-    (x,) = c.inputs(1, 1)
-    (out,) = c.outputs()
-    c.float_input(x)
-    alpha = 1 / 6 if swish else float(c.attrs.get("alpha", 0.2))
-    beta = 0.5 if swish else float(c.attrs.get("beta", 0.5))
-    a = scalar_constant(c, alpha, x.dtype, f"{out}_alpha", f"{c.node.op_type} alpha")
-    b = scalar_constant(c, beta, x.dtype, f"{out}_beta", f"{c.node.op_type} beta")
-    name = c.var(x, 0)
-    h = c.emit("mul", [name, a], {}, x.dtype, x.dims, **({"temp": f"{out}_gate"} if swish else {"out": out}))
-    c.emit_inplace("add", [h.var, b], h)
-    c.imp.lines.append((f"op clamp({h.var}, min=0.0, max=1.0) >> {h.var};", f"{c.label} ({c.node.op_type})"))
-    if swish:
-        c.emit("mul", [name, h.var], {}, x.dtype, x.dims, out=out)
-
-
-@handler("Softsign", note="x / (1 + |x|) (float dtypes)")
-def _softsign(c: NodeContext) -> None:
-    c.allow()
-    (x,) = c.inputs(1, 1)
-    (out,) = c.outputs()
-    c.float_input(x)
-    name = c.var(x, 0)
-    one = scalar_constant(c, 1.0, x.dtype, f"{out}_one", "1")
-    d = c.emit("abs", [name], {}, x.dtype, x.dims, temp=f"{out}_denominator")
-    c.emit_inplace("add", [d.var, one], d)
-    c.emit("div", [name, d.var], {}, x.dtype, x.dims, out=out)
-
-
-@handler("Elu", note="relu(x) + alpha * (exp(min(x, 0)) - 1), min(x, 0) as -relu(-x) (float dtypes)")
-@handler("Celu", note="relu(x) + alpha * (exp(min(x, 0) / alpha) - 1) (float dtypes)")
-@handler("Selu", note="gamma * (relu(x) + alpha * exp(min(x, 0)) - alpha) (float dtypes)")
-def _elu(c: NodeContext) -> None:
-    op_type = c.node.op_type
-    c.allow("alpha", *(("gamma",) if op_type == "Selu" else ()))
-    (x,) = c.inputs(1, 1)
-    (out,) = c.outputs()
-    c.float_input(x)
-    default_alpha = {"Elu": 1.0, "Celu": 1.0, "Selu": 1.67326319217681884765625}[op_type]
-    alpha = float(c.attrs.get("alpha", default_alpha))
-    if op_type == "Celu" and alpha == 0.0:
-        c.fail("alpha 0")
-    name = c.var(x, 0)
-    a = scalar_constant(c, alpha, x.dtype, f"{out}_alpha", f"{op_type} alpha")
-    one = scalar_constant(c, 1.0, x.dtype, f"{out}_one", "1")
-    m = c.emit("neg", [name], {}, x.dtype, x.dims, temp=f"{out}_negative_part")
-    c.emit_inplace("relu", [m.var], m)
-    c.emit_inplace("neg", [m.var], m)                       # min(x, 0)
-    if op_type == "Celu":
-        c.emit_inplace("div", [m.var, a], m)
-    c.emit_inplace("exp", [m.var], m)
-    c.emit_inplace("sub", [m.var, one], m)
-    c.emit_inplace("mul", [m.var, a], m)
-    y = c.emit("relu", [name], {}, x.dtype, x.dims, out=out)
-    c.emit_inplace("add", [y.var, m.var], y)
-    if op_type == "Selu":
-        gamma = scalar_constant(c, float(c.attrs.get("gamma", 1.05070102214813232421875)), x.dtype, f"{out}_gamma",
-                                "Selu gamma")
-        c.emit_inplace("mul", [y.var, gamma], y)
-
-
-@handler("Softplus", note="log(exp(x) + 1) (float dtypes)")
-def _softplus(c: NodeContext) -> None:
-    c.allow()
-    (x,) = c.inputs(1, 1)
-    (out,) = c.outputs()
-    c.float_input(x)
-    one = scalar_constant(c, 1.0, x.dtype, f"{out}_one", "1")
-    y = c.emit("exp", [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
-    c.emit_inplace("add", [y.var, one], y)
-    c.emit_inplace("log", [y.var], y)

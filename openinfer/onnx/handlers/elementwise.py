@@ -1,5 +1,5 @@
 """Element-wise ONNX ops: arithmetic (Add, Sub, Mul, Div, Mod, Pow), math (Sqrt, Exp, Log, Erf,
-..., and Cos and Sin, folded only), comparisons and logic, Where, Cast, Clip and the variadic Max,
+..., the trigonometric and hyperbolic functions), comparisons and logic, Where, Cast, Clip and the variadic Max,
 Min and Sum. Each is folded when its inputs are constants (the shape and index arithmetic of
 exported models), and broadcasts as NumPy does.
 """
@@ -143,16 +143,23 @@ def _math(c: NodeContext) -> None:
     c.emit(DSL_OPS[op_type], [c.var(x, 0)], settings, "bool" if op_type == "IsNaN" else x.dtype, x.dims, out=out)
 
 
-# folded only: the RoPE tables exported transformers compute from constants
-@handler("Cos", "Sin", note="folded on constants (RoPE tables); the registry has no cos/sin op")
+#: the trigonometric and hyperbolic functions' NumPy folds
+_TRIG = {"Sin": np.sin, "Cos": np.cos, "Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos, "Atan": np.arctan,
+         "Sinh": np.sinh, "Cosh": np.cosh}
+
+
+@handler(*_TRIG, note="{dsl} (float dtypes); folded on constants (in f64: exported RoPE tables)")
 def _trig(c: NodeContext) -> None:
     c.allow()
     (x,) = c.inputs(1, 1)
     (out,) = c.outputs()
     c.float_input(x)
-    values = c.const_input(x, "the input (cos/sin are folded only)")
-    fold = np.cos if c.node.op_type == "Cos" else np.sin
-    c.folded(out, fold(values.astype(np.float64)).astype(values.dtype), x.dims)
+    if x.const is not None:
+        with np.errstate(all="ignore"):
+            folded = _TRIG[c.node.op_type](x.const.astype(np.float64)).astype(x.const.dtype)
+        c.folded(out, folded, x.dims)
+        return
+    c.emit(DSL_OPS[c.node.op_type], [c.var(x, 0)], {}, x.dtype, x.dims, out=out)
 
 
 _COMPARE_FOLDS = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor,

@@ -313,6 +313,42 @@ def _gelu_kernel(xs: Arrays, inf: Inference) -> np.ndarray:
     return store(ct(0.5) * x * (1 + _erf(x / ct(math.sqrt(2)))), t)
 
 
+def _softplus(x: np.ndarray) -> np.ndarray:
+    """log(1 + e^x) without overflow: log1p(e^-|x|) + max(x, 0)."""
+    return np.log1p(np.exp(-np.abs(x))) + ieee_max(x, np.zeros_like(x))
+
+
+def _attr_kernel(fn: Callable):
+    """A unary kernel of the float attributes too, each rounded to the compute type (as the
+    generated kernels' constants)."""
+    def kernel(xs: Arrays, inf: Inference) -> np.ndarray:
+        t = t_in(inf)
+        x = as_float(xs[0], t)
+        ct = x.dtype.type
+        return store(fn(x, **{k: ct(v) for k, v in inf.attrs.items()}), t)
+    return kernel
+
+
+def _hard_sigmoid(x: np.ndarray, alpha, beta) -> np.ndarray:
+    zero, one = np.zeros_like(x), np.ones_like(x)
+    return ieee_max(zero, ieee_min(one, alpha * x + beta))
+
+
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    ct = x.dtype.type
+    zero, one = np.zeros_like(x), np.ones_like(x)
+    return x * ieee_max(zero, ieee_min(one, x / ct(6) + ct(0.5)))
+
+
+def _elu(x: np.ndarray, alpha) -> np.ndarray:
+    return np.where(x >= 0, x, alpha * np.expm1(x))
+
+
+def _celu(x: np.ndarray, alpha) -> np.ndarray:
+    zero = np.zeros_like(x)
+    return ieee_max(zero, x) + ieee_min(zero, alpha * np.expm1(x / alpha))
+
+
 exp = _unary(np.exp)
 log = _unary(np.log)
 sqrt = _unary(np.sqrt)
@@ -322,6 +358,23 @@ sigmoid = _unary(_sigmoid)
 erf = _unary(_erf)
 gelu = _gelu_kernel
 silu = _unary(lambda x: x * _sigmoid(x))
+sin = _unary(np.sin)
+cos = _unary(np.cos)
+tan = _unary(np.tan)
+asin = _unary(np.arcsin)
+acos = _unary(np.arccos)
+atan = _unary(np.arctan)
+sinh = _unary(np.sinh)
+cosh = _unary(np.cosh)
+softplus = _unary(_softplus)
+softsign = _unary(lambda x: x / (1 + np.abs(x)))
+hard_sigmoid = _attr_kernel(_hard_sigmoid)
+hard_swish = _unary(_hard_swish)
+elu = _attr_kernel(_elu)
+selu = _attr_kernel(lambda x, alpha, gamma: gamma * _elu(x, alpha))
+celu = _attr_kernel(_celu)
+leaky_relu = _attr_kernel(lambda x, alpha: np.where(x >= 0, x, alpha * x))
+mish = _unary(lambda x: x * np.tanh(_softplus(x)))
 
 KERNELS = {
     "add": add, "mul": mul, "sub": sub, "div": div, "floor_div": floor_div, "rem": rem, "fma": fma, "neg": neg,
@@ -331,5 +384,7 @@ KERNELS = {
     "shl": shl, "shr": shr, "popcount": popcount, "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
     "filter": filter_, "is_finite": is_finite, "is_nan": is_nan, "is_inf": is_inf, "is_neg": is_neg,
     "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt, "tanh": tanh, "sigmoid": sigmoid, "erf": erf,
-    "gelu": gelu, "silu": silu,
+    "gelu": gelu, "silu": silu, "sin": sin, "cos": cos, "tan": tan, "asin": asin, "acos": acos, "atan": atan,
+    "sinh": sinh, "cosh": cosh, "softplus": softplus, "softsign": softsign, "hard_sigmoid": hard_sigmoid,
+    "hard_swish": hard_swish, "elu": elu, "selu": selu, "celu": celu, "leaky_relu": leaky_relu, "mish": mish,
 }

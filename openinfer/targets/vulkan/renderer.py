@@ -725,6 +725,7 @@ class VulkanRenderer(HostRenderer):
             f"{n}_shaders.c": render("vulkan/shaders.c.j2", **ctx),
             "meson.build": render("vulkan/meson.build.j2", **ctx),
             "shaders/oi_common.glsl": render("vulkan/glsl/oi_common.glsl"),
+            "shaders/oi_trig.glsl": render("vulkan/glsl/oi_trig.glsl"),
             "shaders/oi_copy.comp": render("vulkan/glsl/oi_copy.comp"),
         }
         for sh in ctx["shaders"]:

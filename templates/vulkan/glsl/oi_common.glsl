@@ -8,7 +8,8 @@
 //     (round to nearest even, NaN kept NaN) -- no reliance on OpFConvert's rounding mode.
 //   * NaN / inf tests use the bit patterns: drivers may apply "fast" algebraic rules to
 //     floating-point arithmetic (Mesa folds x * 0.0 and x - x to 0, for instance).
-//   * exp / log / tanh / erf / sin / cos are fdlibm/musl ports (float and double), accurate to
+//   * exp / log / tanh / erf are fdlibm/musl ports (float and double; the trigonometric and
+//     hyperbolic functions are oi_trig.glsl's, included at the end), accurate to
 //     about 1 ulp: GLSL's builtins allow errors of 2^-21 absolute (log near 1) or use formulas
 //     that cancel (tanh near 0), and GLSL has no double transcendental functions at all.
 // Arithmetic that must not be reassociated or contracted is `precise`.
@@ -280,6 +281,15 @@ float oi_logf(float x) {
     return r;
 }
 
+// log1p(x) = log(u) * (x / (u - 1)), u = 1 + x rounded: the quotient corrects u's rounding
+// (Goldberg), within a few ulp; x where u rounds to 1 (softplus's log1p(e^-|x|) for large |x|).
+float oi_log1pf(float x) {
+    precise float u = 1.0 + x;
+    if (u == 1.0 || oi_isinf(u)) return u == 1.0 ? x : u;
+    precise float d = u - 1.0;
+    return oi_logf(u) * (x / d);
+}
+
 // pow, as C99 Annex F and NumPy: the special cases first, then exp(y * log|x|), negated for an
 // odd integer power of a negative x
 float oi_powf(float x, float y) {
@@ -373,19 +383,6 @@ float oi_erff(float x) {
     }
     float y = ix < 0x40c00000u ? 1.0 - oi_erfc2f(ix, x) : 1.0;
     return neg ? -y : y;
-}
-
-// sinf / cosf on a reduced argument |x| <= pi/4 (Cephes minimax polynomials).
-float oi_ksinf(float x) {
-    precise float z = x * x;
-    precise float r = x + x * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
-    return r;
-}
-float oi_kcosf(float x) {
-    precise float z = x * x;
-    precise float r = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 +
-                                                                         z * 2.443315711809948e-5));
-    return r;
 }
 
 // ------------------------------------------------------------------------------- doubles
@@ -602,6 +599,14 @@ double oi_log_d(double x) {
     return r;
 }
 
+// log1p, as oi_log1pf
+double oi_log1p_d(double x) {
+    precise double u = 1.0LF + x;
+    if (u == 1.0LF || oi_isinf_d(u)) return u == 1.0LF ? x : u;
+    precise double d = u - 1.0LF;
+    return oi_log_d(u) * (x / d);
+}
+
 // pow, as C99 Annex F and NumPy: the special cases first, then exp(y * log|x|), negated for an
 // odd integer power of a negative x
 double oi_pow_d(double x, double y) {
@@ -703,74 +708,6 @@ double oi_erf_d(double x) {
     return neg ? -y : y;
 }
 
-// sin / cos (fdlibm k_sin.c, k_cos.c, medium-size __rem_pio2): accurate for |x| < 2^20 pi/2.
-double oi_ksin_d(double x, double y) {
-    precise double z = x * x;
-    precise double w = z * z;
-    precise double r = 8.33333333332248946124e-03LF + z * (-1.98412698298579493134e-04LF + z * 2.75573137070700676789e-06LF) +
-        z * w * (-2.50507602534068634195e-08LF + z * 1.58969099521155010221e-10LF);
-    precise double v = z * x;
-    precise double out_ = x - ((z * (0.5LF * y - v * r) - y) - v * -1.66666666666666324348e-01LF);
-    return out_;
-}
-double oi_kcos_d(double x, double y) {
-    precise double z = x * x;
-    precise double w = z * z;
-    precise double r = z * (4.16666666666666019037e-02LF + z * (-1.38888888888741095749e-03LF + z * 2.48015872894767294178e-05LF)) +
-        w * w * (-2.75573143513906633035e-07LF + z * (2.08757232129817482790e-09LF + z * -1.13596475577881948265e-11LF));
-    precise double hz = 0.5LF * z;
-    precise double ww = 1.0LF - hz;
-    precise double out_ = ww + (((1.0LF - ww) - hz) + (z * r - x * y));
-    return out_;
-}
-// x = n * pi/2 + (y0 + y1), |y0 + y1| <= pi/4; returns n.
-int oi_rem_pio2_d(double x, out double y0, out double y1) {
-    precise double fn = roundEven(x * 6.36619772367581382433e-01LF);
-    precise double r = x - fn * 1.57079632673412561417e+00LF;
-    precise double w = fn * 6.07710050650619224932e-11LF;
-    y0 = r - w;
-    int j = int((unpackDouble2x32(x).y >> 20) & 0x7ffu);
-    int ey = int((unpackDouble2x32(y0).y >> 20) & 0x7ffu);
-    if (j - ey > 16) {
-        precise double t = r;
-        w = fn * 6.07710050630396597660e-11LF;
-        r = t - w;
-        w = fn * 2.02226624879595063154e-21LF - ((t - r) - w);
-        y0 = r - w;
-        ey = int((unpackDouble2x32(y0).y >> 20) & 0x7ffu);
-        if (j - ey > 49) {
-            t = r;
-            w = fn * 2.02226624871116645580e-21LF;
-            r = t - w;
-            w = fn * 8.47842766036889956997e-32LF - ((t - r) - w);
-            y0 = r - w;
-        }
-    }
-    precise double tail = (r - y0) - w;
-    y1 = tail;
-    return int(fn);
-}
-double oi_sin_d(double x) {
-    if (!oi_isfinite_d(x)) return OI_NAN_D;
-    if (abs(x) <= 0.785398163397448279LF) return abs(x) < 1e-300LF ? x : oi_ksin_d(x, 0.0LF);
-    double y0, y1;
-    int n = oi_rem_pio2_d(x, y0, y1) & 3;
-    if (n == 0) return oi_ksin_d(y0, y1);
-    if (n == 1) return oi_kcos_d(y0, y1);
-    if (n == 2) return -oi_ksin_d(y0, y1);
-    return -oi_kcos_d(y0, y1);
-}
-double oi_cos_d(double x) {
-    if (!oi_isfinite_d(x)) return OI_NAN_D;
-    if (abs(x) <= 0.785398163397448279LF) return oi_kcos_d(x, 0.0LF);
-    double y0, y1;
-    int n = oi_rem_pio2_d(x, y0, y1) & 3;
-    if (n == 0) return oi_kcos_d(y0, y1);
-    if (n == 1) return -oi_ksin_d(y0, y1);
-    if (n == 2) return -oi_kcos_d(y0, y1);
-    return oi_ksin_d(y0, y1);
-}
-
 // f64 -> integers (cast): saturating, or wrapping modulo 2^32 / 2^64; r is integral, NaN or inf.
 int oi_d2s_sat(double r, uint bits) {
     double lim = oi_pow2d(int(bits) - 1);
@@ -853,5 +790,7 @@ uint64_t oi_d2bits64_wrap(double r) {
 }
 #endif
 #endif  // OI_INT64
+
+#include "oi_trig.glsl"
 
 #endif  // OI_COMMON_GLSL

@@ -112,7 +112,8 @@ _DELTAS: dict[str, Callable[[Ctx], Result]] = {}
 #: kernel comments that say how C computes an op, in place of the table's doc
 _NOTES = {
     "pow": "libm pow in the compute type (powf for f8..f32): C99's special cases, as the reference's NumPy",
-    **{op: f"libm {op} in the compute type" for op in ("exp", "log", "sqrt", "tanh")},
+    **{op: f"libm {op} in the compute type" for op in ("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "asin",
+                                                         "acos", "atan", "sinh", "cosh")},
     "erf": "erf, evaluated in double and rounded to the compute type (as the reference)",
 }
 

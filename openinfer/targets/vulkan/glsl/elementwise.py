@@ -31,6 +31,11 @@ from .types import FLOAT_CT, KernelCtx, conv, index_expr, lit, round_to, signed
 
 Result = tuple[list[str], str, str]        # (statements, value, value's compute type)
 
+#: the math functions templates/vulkan/glsl/oi_common.glsl and oi_trig.glsl define for float and
+#: double (oi_expf / oi_exp_d ...): GLSL's builtins are float only and too coarse
+_OWN_MATH = ("exp", "expm1", "log", "log1p", "tanh", "erf", "pow", "sin", "cos", "tan", "asin", "acos", "atan",
+             "sinh", "cosh")
+
 
 @dataclass(frozen=True)
 class Ew(InfixLang):
@@ -87,7 +92,7 @@ class Ew(InfixLang):
 
     def call(self, fn: str, *args: str) -> str:
         x = args[0]
-        if fn in ("exp", "log", "tanh", "erf", "pow"):     # fdlibm ports (templates/vulkan/glsl/oi_common.glsl)
+        if fn in _OWN_MATH:
             return f"{self.f(fn)}({', '.join(args)})"
         if fn == "abs":
             return f"abs({x})"
@@ -123,6 +128,8 @@ _NOTES = {
     "pow": "oi_powf / oi_pow_d (templates/vulkan/glsl/oi_common.glsl): C99's special cases, then exp(y * log|x|)",
     **{op: "fdlibm ports in the compute type (templates/vulkan/glsl/oi_common.glsl)" for op in ("exp", "log", "tanh")},
     "erf": "erf (fdlibm) in the compute type",
+    **{op: f"oi_{op}f / oi_{op}_d (templates/vulkan/glsl/oi_trig.glsl) in the compute type"
+       for op in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh")},
     **{op: "rounding to an integral value; a zero result has the input's sign" for op in ("floor", "ceil", "trunc")},
     "round": "round half away from zero (exact: no x + 0.5); a zero result has the input's sign",
 }
