@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dims import Poly, SizeVar
-from ..errors import OnnxImportError
 from .context import NUMPY_DTYPES, Dim, NodeContext, Value, dim_of, dsl_dim, quoted, sanitize
 
 #: the dynamic size of the keys attended to (past + 1), set by each step's cache read
@@ -144,10 +143,14 @@ def runtime_inputs(c: NodeContext) -> None:
     """Replaces the inputs of `c` that were folded from the past length by run-time variables,
     unless the node is shape arithmetic on their elements (then it folds symbolically)."""
     op = c.node.op_type
+    # arithmetic keeps the elements' expressions only on integer vectors (openinfer/onnx/handlers/elementwise.py)
+    sizes = not (op in ("Add", "Sub", "Mul", "Div") and any(
+        v is not None and (v.dtype not in ("i32", "i64") or len(v.dims) > 1) for v in c.ins))
     for k, v in enumerate(c.ins):
         if v is None or not v.runtime or v.const is None:
             continue
-        if op in _ELEMENT_OPS and (v.elements is not None or op in ("Shape", "Size", "Expand", "ConstantOfShape")):
+        if sizes and op in _ELEMENT_OPS and (v.elements is not None or op in ("Shape", "Size", "Expand",
+                                                                             "ConstantOfShape")):
             continue
         if op == "Gather" and k == 1 and c.ins[0] is not None and c.ins[0].elements is not None:
             continue
@@ -165,7 +168,7 @@ def _computed(c: NodeContext, v: Value, onnx_name: str) -> str:
     if any(d.expr is not None and not dsl_dim(d) for d in v.dims):
         c.fail(f"the value {quoted(onnx_name)}, computed from the past length, has dims [{dims_text}] the DSL "
                "cannot write")
-    if v.elements is not None and v.dtype in ("i32", "i64"):
+    if v.elements is not None and v.dtype != "bool":
         # each element a * (kv) + b with kv = posv + 1: a * posv + (a + b)
         slope, offset = [], []
         for e in v.elements:
@@ -179,7 +182,7 @@ def _computed(c: NodeContext, v: Value, onnx_name: str) -> str:
             offset.append(terms.get((), 0) + a)
         shape = v.shape
         np_dtype = NUMPY_DTYPES[v.dtype]
-        scalar = POSV64 if v.dtype == "i64" else POSV
+        scalar = _posv_as(c, v.dtype)
         if not any(slope):
             return imp.tensor(Value(v.dtype, v.dims, const=np.asarray(offset, np_dtype).reshape(shape)), onnx_name)
         a = imp.new_constant(np.asarray(slope, np_dtype).reshape(shape), f"{base}_slope", f"{c.label}: per past token")
@@ -192,13 +195,21 @@ def _computed(c: NodeContext, v: Value, onnx_name: str) -> str:
         imp.lines.append((f"op arange({var}, start=0, axis={v.prefix[1]}) >> {var};",
                           f"{c.label}: positions 0.. of the cached tokens"))
         return var
-    flat = v.const.reshape(-1)
-    if flat.size and np.all(flat == flat[0]):
-        var = imp.fresh(base)
-        imp.declare("volatile", var, v.dtype, v.dims, None)
-        value = flat[0].item()
-        literal = ("true" if value else "false") if v.dtype == "bool" else repr(value)
-        imp.lines.append((f"op fill({var}, value={literal}) >> {var};", f"{c.label}: {literal} throughout"))
-        return var
-    raise OnnxImportError(f"{c.label}: the value {quoted(onnx_name)} depends on the past length in a way the "
-                          "importer cannot compute at run time")
+    c.fail(f"the value {quoted(onnx_name)} depends on the past length in a way the importer cannot compute at "
+           "run time")
+
+
+def _posv_as(c: NodeContext, dtype: str) -> str:
+    """posv in `dtype` (a cast emitted once, at the step's start, for other than i32 / i64)."""
+    if dtype in ("i32", "i64"):
+        return POSV if dtype == "i32" else POSV64
+    imp = c.imp
+    name = f"posv_{dtype}"
+    if name not in imp.used:
+        imp.used.add(name)
+        imp.decls["volatile"].append((f"{name}: {dtype};", f"posv as {dtype}"))
+        imp.volatile_nodes.append(None)
+        at = next(k for k, (line, _) in enumerate(imp.lines) if line.startswith(f"op cast({POSV},")) + 1
+        imp.lines.insert(at, (f"op cast({POSV}, to={dtype}) >> {name};", ""))
+        imp.line_nodes.insert(at, None)
+    return name

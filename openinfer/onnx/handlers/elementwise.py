@@ -262,7 +262,7 @@ def _cast_to(c: NodeContext, x: Value, to: str) -> None:
     (out,) = c.outputs()
     if x.const is not None:
         with np.errstate(all="ignore"):
-            c.folded(out, x.const.astype(NUMPY_DTYPES[to]), x.dims, elements=x.elements if to in ONNX_INTS else None)
+            c.folded(out, x.const.astype(NUMPY_DTYPES[to]), x.dims, elements=x.elements if to != "bool" else None)
         return
     if to == x.dtype:
         c.result(out, x)
