@@ -261,14 +261,98 @@ def _best_of(n: int, run) -> float:
     return min(times)
 
 
+# ---------------------------------------------------------------------------------------------
+# decode steps with a KV cache (issue 42): one token in, past/present key-values per layer
+
+
+def decoders():
+    """Small decoders for the decode-step exports: GPT-2, LLaMA (RoPE, GQA 4/2) and a Qwen2-style
+    decoder (q/k/v biases, RoPE, GQA 4/2), hidden 32, vocab 128, random weights."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    _seeded(6)
+    gpt2 = _perturbed(GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=64, n_embd=32, n_layer=2, n_head=4)))
+    _seeded(7)
+    llama = _perturbed(LlamaForCausalLM(LlamaConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64)))
+    _seeded(8)
+    qwen = _perturbed(Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64)))
+    return {"gpt2_step": gpt2.eval(), "llama_step": llama.eval(), "qwen_step": qwen.eval()}
+
+
+def _decode_step(model, layers: int):
+    """The model as one decode step of plain tensors: (input_ids, past k0, v0, k1, v1, ...) ->
+    (logits, present k0, v0, ...), the cache rebuilt from the tensors each call."""
+    import torch
+    from transformers import DynamicCache
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, past):
+            cache = DynamicCache()
+            for i in range(layers):
+                cache.update(past[2 * i], past[2 * i + 1], i)
+            out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True)
+            present = [t for layer in out.past_key_values.layers[:layers] for t in (layer.keys, layer.values)]
+            return (out.logits, *present)
+
+    return Step().eval()
+
+
+def write_decode_steps(out_dir: Path, prompt=(5, 17, 42, 9, 77), new_tokens: int = 32) -> None:
+    """NAME.onnx (a decode step: input_ids [1, 1], past key/values [1, kv_heads, past, head_dim]) and
+    NAME.npz holding the prompt and torch's own greedy generation (`generate`, do_sample=False) of
+    `new_tokens` ids after it (`prompt`, `torch_ids`)."""
+    import onnx
+    import torch
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, model in decoders().items():
+        cfg = model.config
+        layers = cfg.num_hidden_layers
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        head_dim = cfg.hidden_size // cfg.num_attention_heads
+        with torch.no_grad():
+            ids = model.generate(torch.tensor([list(prompt)]), max_new_tokens=new_tokens, do_sample=False,
+                                 min_new_tokens=new_tokens, pad_token_id=0)[0, len(prompt):].numpy()
+        step = _decode_step(model, layers)
+        past = tuple(torch.zeros(1, kv_heads, 3, head_dim) for _ in range(2 * layers))
+        names = ["input_ids"] + [f"past_key_values.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+        outputs = ["logits"] + [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+        past_len = torch.export.Dim("past", min=1, max=60)
+        path = out_dir / f"{name}.onnx"
+        torch.onnx.export(step, (torch.tensor([[prompt[0]]]), past), str(path), input_names=names,
+                          output_names=outputs, dynamic_shapes=({}, tuple({2: past_len} for _ in past)),
+                          opset_version=OPSET, dynamo=True, external_data=False, optimize=True)
+        exported = onnx.load(str(path))
+        exported.producer_name, exported.producer_version = ("openinfer tools/export_onnx_models.py",
+                                                             f"torch {torch.__version__}")
+        exported.doc_string = ""
+        onnx.save(exported, str(path))
+        np.savez_compressed(out_dir / f"{name}.npz", prompt=np.asarray(prompt, np.int64),
+                            torch_ids=ids.astype(np.int64))
+        print(f"{name}: {path.stat().st_size / 1e3:.0f} KB; torch greedy {ids.tolist()}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "onnx")
     parser.add_argument("--full", action="store_true", help="check a full-size encoder instead (writes nothing)")
+    parser.add_argument("--decode-steps", action="store_true", help="export only the decode steps")
     args = parser.parse_args(argv)
     if args.full:
         return check_full()
+    if args.decode_steps:
+        write_decode_steps(args.out)
+        return 0
     write_models(args.out)
+    write_decode_steps(args.out)
     return 0
 
 

@@ -47,6 +47,9 @@ def register(sub) -> None:
                                                   "file's stem); it needs an ASCII letter or digit")
     p.add_argument("--sizevar", "-s", action="append", default=[], metavar="NAME=VALUE",
                    help="the value of a symbolic input dim; repeatable")
+    p.add_argument("--cache-capacity", type=int, metavar="N",
+                   help="a decode step with past/present key-values (ONNX): the tokens its cache tables hold; "
+                        "the step appends one token each run (`openinfer generate` runs it)")
     p.add_argument("--force", action="store_true",
                    help="replace an OUT/NAME.oig that differs from the imported graph (it may hold your edits; "
                         "without --force that is an error and nothing is written)")
@@ -69,9 +72,11 @@ def import_cmd(args) -> int:
         raise OpenInferError("--out: the folder's path is empty")
     if args.model.lower().endswith(".tflite"):
         from ..tflite import import_tflite
+        if args.cache_capacity is not None:
+            raise OpenInferError("--cache-capacity: only for ONNX decode steps with past/present key-values")
         result = import_tflite(args.model, name=args.name, sizevars=sizevars(args))
     else:
-        result = import_onnx(args.model, name=args.name, sizevars=sizevars(args))
+        result = import_onnx(args.model, name=args.name, sizevars=sizevars(args), cache_capacity=args.cache_capacity)
     graph, model = result.write(args.out, force=args.force)
     print(f"wrote {graph} and {model}")
     return 0
