@@ -437,6 +437,26 @@ def _arg_reduce(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     return out
 
 
+def _cumsum(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Each axis, exclusive and reverse, odd sizes; floats: NaN, ±inf, -0.0 (a leading -0.0 kept);
+    integers: their extremes (the sums wrap)."""
+    x = values(t, (3, 5, 7), rng, edges=False, small=True, scale=1.0)
+    out = [Variant(f"axis{a}{'_excl' if e else ''}{'_rev' if r else ''}", [(t, x)],
+                   {"axis": a, **({"exclusive": True} if e else {}), **({"reverse": True} if r else {})})
+           for a, e, r in [(0, False, False), (1, True, False), (-1, False, True), (2, True, True), (-2, False, True)]]
+    if t.is_float:
+        e = np.asarray(values(t, (4, 5), rng, edges=False, scale=1.0), np.float64).copy()
+        e[0, :] = [-0.0, -0.0, 1.0, -1.0, -0.0]
+        e[1, :] = [1.0, np.nan, 2.0, 3.0, 4.0]
+        e[2, :] = [np.inf, 1.0, -np.inf, 2.0, 0.5]
+        e = as_type(e, t)
+        out += [Variant("specials", [(t, e)], {"axis": 1}),
+                Variant("specials_excl_rev", [(t, e)], {"axis": 1, "exclusive": True, "reverse": True})]
+    else:
+        out.append(Variant("extremes", [(t, values(t, (2, 9), rng))], {"axis": 1}))
+    return out
+
+
 def _matmul_values(t: DTypeInfo, shape, rng, offset=0):
     if t.is_float:
         return values(t, shape, rng, edges=False, scale=1.0)
@@ -940,7 +960,7 @@ BUILDERS: dict[str, Builder] = {
     **{n: _binary(broadcast=True, pairs=_compare_pairs) for n in ("eq", "ne", "lt", "le", "gt", "ge")},
     "filter": _filter, "is_finite": _is_finite, "fill": _fill, "arange": _arange, "cast": _cast,
     **{n: _reduce for n in ("sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis")},
-    "argmax_axis": _arg_reduce, "argmin_axis": _arg_reduce, "matmul": _matmul,
+    "argmax_axis": _arg_reduce, "argmin_axis": _arg_reduce, "cumsum": _cumsum, "matmul": _matmul,
     "dequant_matmul": _dequant_matmul,
     "softmax": _softmax, "log_softmax": _softmax, "layer_norm": _norm, "rms_norm": _norm,
     "gather": _gather, "gather_nd": _gather_nd, "scatter_nd": _scatter_nd, "transpose": _transpose,
@@ -971,7 +991,7 @@ def _acc_variants(op: OpSpec, t: DTypeInfo, a: DTypeInfo, rng) -> list[Variant]:
         ins = [v((3, 4)), v((4, 2), 3)]
     else:
         ins = [v((2, 3, 4))]
-    attrs = {"axes": [1]} if op.name.endswith("_axis") else {}
+    attrs = {"axes": [1]} if op.name.endswith("_axis") else {"axis": 1} if op.name == "cumsum" else {}
     out = [Variant(a.name, ins, {**attrs, "acc": a}), Variant(f"[{a.name}]", ins, {**attrs, "acc": [a]})]
     if t.is_float:
         out.append(Variant(f"[{a.name},{a.name}]->T", ins, {**attrs, "acc": (a, a)}, out_t=True))

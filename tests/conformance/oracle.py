@@ -655,6 +655,28 @@ def _arg(is_max: bool):
     return oracle
 
 
+def _cumsum(xs: list[Arr], c: Ctx) -> Arr:
+    """Each row along the axis summed in scan order, element by element from -0.0, the running
+    sum stored in the accumulator after every add."""
+    x = xs[0]
+    axis = c.attrs["axis"] % len(x.shape)
+    exclusive, reverse = c.attr("exclusive", False), c.attr("reverse", False)
+    n = x.shape[axis]
+    out = Arr(x.shape, [None] * len(x.flat))
+    for o in indices(x.shape[:axis] + x.shape[axis + 1:]):
+        s = -0.0 if is_float(c.w) else 0
+        for jj in range(n):
+            at = (*o[:axis], n - 1 - jj if reverse else jj, *o[axis:])
+            pos = 0
+            for i, d in zip(at, x.shape, strict=True):
+                pos = pos * d + i
+            before = s
+            v = x[at]
+            s = store(compute_round(c.w)(s + float(v)), c.w) if is_float(c.w) else store(s + int(v), c.w)
+            out.flat[pos] = c.finish((0.0 if jj == 0 else before) if exclusive else s)
+    return out
+
+
 def _swap_last(x: Arr) -> Arr:
     """x with its last two dims swapped (the operand transpose_a / transpose_b reads)."""
     shape = (*x.shape[:-2], x.shape[-1], x.shape[-2])
@@ -1034,7 +1056,7 @@ WHOLE: dict[str, Callable] = {
     "is_finite": _is_finite, "fill": _fill, "arange": _arange,
     "sum_axis": _sum_like("sum"), "mean_axis": _sum_like("mean"), "prod_axis": _sum_like("prod"),
     "max_axis": _extreme(True), "min_axis": _extreme(False), "argmax_axis": _arg(True), "argmin_axis": _arg(False),
-    "matmul": _matmul, "dequant_matmul": _dequant_matmul,
+    "cumsum": _cumsum, "matmul": _matmul, "dequant_matmul": _dequant_matmul,
     "softmax": _softmax(False), "log_softmax": _softmax(True), "layer_norm": _norm(False),
     "rms_norm": _norm(True), "gather": _gather, "gather_nd": _gather_nd, "scatter_nd": _scatter_nd,
     "transpose": _transpose, "reshape": _reshape, "concat": _concat,

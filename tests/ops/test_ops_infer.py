@@ -18,7 +18,7 @@ ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
 BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather gather_nd "
           "scatter_nd transpose reshape concat slice pad rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul "
-          "arange dynamic_slice lrn").split()
+          "arange dynamic_slice lrn cumsum").split()
 #: TFLite's int8 kernels, integer-only (issue 41)
 QUANTIZED = ("qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsub qmul qmean qsoftmax qlut qhard_swish quantize "
              "dequantize requantize").split()
@@ -33,7 +33,7 @@ def test_digest_table_flags() -> None:
     assert bc == {"add", "mul", "sub", "div", "floor_div", "rem", "pow", "matmul", "sdpa",
                   "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "qadd", "qsub", "qmul"}
     acc = {o.name for o in all_ops() if o.accumulate}
-    assert acc == {"add", "mul", "sub", "abs", "matmul", "sum_axis", "mean_axis", "prod_axis"}
+    assert acc == {"add", "mul", "sub", "abs", "matmul", "sum_axis", "mean_axis", "prod_axis", "cumsum"}
     no_inplace = {o.name for o in all_ops()[:47] if not o.inplace}
     assert no_inplace == {"popcount", "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "is_nan", "is_inf", "is_neg",
                           "sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis", "argmax_axis", "argmin_axis",

@@ -100,7 +100,7 @@ def _cast_targets(t: str):
     return [d for d in TENSOR_DTYPES if d.name != t and cast_allowed(src, d)]
 
 
-_REDUCE = ("sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis", "argmax_axis", "argmin_axis")
+_REDUCE = ("sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis", "argmax_axis", "argmin_axis", "cumsum")
 
 
 def reductions() -> list[SweepCase]:
@@ -116,12 +116,15 @@ def reductions() -> list[SweepCase]:
                 shape = (outer, red, inner)
                 if arg:
                     attrs = {"axis": 1, "keepdims": j % 3 == 0, "select_first": j % 2 == 0}
+                elif op == "cumsum":
+                    attrs = {"axis": 1, "exclusive": j % 2 == 1, "reverse": j % 3 == 0}
                 else:
                     attrs = {"axes": [1] if j % 4 != 3 else [1, 2], "keepdims": j % 3 == 0}
                 out.append(single("reduce", op, [(t, shape)], attrs, extents={"red": red, "inner": inner},
-                                  sums=op in ("sum_axis", "mean_axis"), small_ints=True))
-        out.append(single("reduce", op, [("f32", (3, 5, 17))], {"axis": 2} if arg else {"axes": [0, 2]},
-                          extents={"red": 17}, sums=op in ("sum_axis", "mean_axis")))
+                                  sums=op in ("sum_axis", "mean_axis", "cumsum"), small_ints=True))
+        out.append(single("reduce", op, [("f32", (3, 5, 17))],
+                          {"axis": 2} if arg or op == "cumsum" else {"axes": [0, 2]},
+                          extents={"red": 17}, sums=op in ("sum_axis", "mean_axis", "cumsum")))
     return out
 
 

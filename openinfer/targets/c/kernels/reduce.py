@@ -1,5 +1,5 @@
-"""Reductions in portable C: sum/mean/prod/max/min over axes, argmax/argmin along an axis, and
-is_finite's 0-d form. Semantics of openinfer/reference/kernels/reduce.py:
+"""Reductions in portable C: sum/mean/prod/max/min over axes, argmax/argmin along an axis, running
+sums (cumsum, sequential in scan order), and is_finite's 0-d form. Semantics of openinfer/reference/kernels/reduce.py:
 
 - each output element folds its reduced elements in row-major order; a running value in
   f8/bf16/f16 rounds to that type after every step (as the reference), f32/f64 keep full
@@ -132,6 +132,33 @@ def emit_arg(req: KernelRequest, name: str, renderer) -> str:
                   base=offset(kvars, kstr), n=shape[axis], first=first, is_float=t.is_float,
                   load_v=load(t, "in0", f"base + j * {istr[axis]}" if istr[axis] != 1 else "base + j"),
                   cmp=">" if is_max else "<")
+
+
+@family("cumsum")
+def emit_cumsum(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    t, out = x.dtype, req.output.dtype
+    w = req.acc[-1] if req.acc else t
+    ct = compute_ctype(w)
+    shape = x.shape
+    axis = static_attr(req, "axis") % len(shape)
+    exclusive, reverse = bool(static_attr(req, "exclusive")), bool(static_attr(req, "reverse"))
+    istr = contiguous_strides(shape)
+    kept = [d for d in range(len(shape)) if d != axis]
+    ksizes, kstr = collapse([shape[d] for d in kept], [istr[d] for d in kept])
+    n = shape[axis]
+    value, narrow = _fold("sum", w, "s", "v")
+    doc = (f"cumsum: running sums of {t.name}{list(shape)} along axis {axis}"
+           + (", exclusive" if exclusive else "") + (", from the last element" if reverse else "")
+           + (f", accumulating in {w.name}" if req.acc else "") + f" -> {out.name}")
+    return render("c/ops/cumsum.c.j2", proto=prototype(req, name), doc=doc, ct=ct,
+                  kept=_loops("k", ksizes), base=offset([f"k{i}" for i in range(len(ksizes))], kstr),
+                  init=literal_ct(ct, -0.0 if w.is_float else 0), n=n, j=f"{n} - 1 - jj" if reverse else "jj",
+                  stride=f" * {istr[axis]}" if istr[axis] != 1 else "", exclusive=exclusive,
+                  load_v=_as(load(t, "in0", "at"), compute_ctype(t), ct),
+                  step=round_to(w, value, ct) if narrow else value,
+                  store_before=store(out, "out", "at", f"jj == 0 ? {literal_ct(ct, 0)} : s", ct),
+                  store_after=store(out, "out", "at", "s", ct))
 
 
 def emit_all_finite(req: KernelRequest, name: str, renderer) -> str:
