@@ -20,8 +20,8 @@ GENERAL = """\
 ## General rules
 
 **Typing.** There is no implicit dtype promotion: every input of an op has the op's type T
-(input 0's dtype) unless the op says otherwise (the indices of gather, gather_nd and scatter_nd, rope's
-positions, sdpa's mask).
+(input 0's dtype) unless the op says otherwise (the indices of gather, gather_elements, gather_nd and
+scatter_nd, rope's positions, sdpa's mask).
 Mixed dtypes are a bind-time error; convert with `cast`. Supported dtypes are checked on T. The
 declared output must have exactly the result's dtype and shape.
 

@@ -17,8 +17,9 @@ ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign
                "and or xor not shl shr popcount eq ne lt le gt ge filter is_finite is_nan is_inf is_neg sum_axis "
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
 BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf gelu silu softmax log_softmax layer_norm rms_norm gather gather_nd "
-          "scatter_nd transpose reshape concat slice pad rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul "
-          "arange dynamic_slice lrn cumsum").split()
+          "gather_elements scatter_nd transpose reshape concat slice pad rope sdpa conv1d conv2d max_pool2d avg_pool2d "
+          "dequant_matmul "
+          "arange dynamic_slice lrn cumsum topk_indices").split()
 #: TFLite's int8 kernels, integer-only (issue 41)
 QUANTIZED = ("qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsub qmul qmean qsoftmax qlut qhard_swish quantize "
              "dequantize requantize").split()

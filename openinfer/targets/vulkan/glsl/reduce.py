@@ -1,5 +1,5 @@
 """Reductions in GLSL: sum/mean/prod/max/min over axes, argmax/argmin along an axis, running sums
-(cumsum), is_finite's 0-d form. Semantics of openinfer/reference/kernels/reduce.py:
+(cumsum), ranking (topk_indices), is_finite's 0-d form. Semantics of openinfer/reference/kernels/reduce.py:
 
 - each output element folds its reduced elements in row-major order; a running value in
   f8/bf16/f16 rounds to that type after every step (as the reference), f32/f64 keep full
@@ -318,6 +318,43 @@ def emit_cumsum(req: KernelRequest, k: KernelCtx) -> Body:
            + (", from the last element" if reverse else "") + (f", accumulating in {w.name}" if req.acc else "")
            + f" -> {req.output}")
     return Body(value="\n".join(lines), vct=ct, doc=doc)
+
+
+@family("topk_indices")
+def emit_topk(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i, rank r of its row: the element of the row that exactly r elements come
+    before (a strict total order on (value, index), as the C kernel's), found by ranking each."""
+    x = req.inputs[0]
+    t = x.dtype
+    shape = x.shape
+    axis = k.static("axis") % len(shape)
+    kk, largest = k.static("k"), bool(k.static("largest"))
+    k.static("sorted")
+    istr = list(contiguous_strides(shape))
+    n, st, ost = shape[axis], istr[axis], contiguous_strides(req.output.shape)[axis]
+    istr[axis] = 0
+    ct = k.ct(t)
+    isnan = {"float": "oi_isnan", "double": "oi_isnan_d"}.get(ct)
+    cmp = ">" if largest else "<"
+    before = f"va {cmp} vb || (va == vb && a < b)"
+    if isnan and largest:
+        before = f"{isnan}(va) ? (!{isnan}(vb) || a < b) : (!{isnan}(vb) && ({before}))"
+    elif isnan:
+        before = f"{isnan}(va) ? ({isnan}(vb) && a < b) : ({isnan}(vb) || {before})"
+    lines = [f"uint r = (i / {ost}u) % {kk}u;", f"uint base = {index_expr('i', req.output.shape, istr)};",
+             f"for (uint b = 0u; b < {n}u; ++b) {{",
+             f"    {ct} vb = {k.load(t, 'in0', f'base + b * {st}u')};",
+             "    uint rank = 0u;",
+             f"    for (uint a = 0u; a < {n}u; ++a) {{",
+             f"        {ct} va = {k.load(t, 'in0', f'base + a * {st}u')};",
+             f"        if ({before}) ++rank;",
+             "    }",
+             "    if (rank == r) return int(b);",
+             "}",
+             "return 0;"]
+    doc = (f"topk_indices: the {kk} {'largest' if largest else 'smallest'} of {x} along axis {axis}, best first "
+           "(ties: lower index first; NaN above every number)")
+    return Body(value="\n".join(lines), vct="int", doc=doc)
 
 
 def emit_all_finite(req: KernelRequest, k: KernelCtx) -> Body:
