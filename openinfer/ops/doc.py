@@ -20,8 +20,8 @@ GENERAL = """\
 ## General rules
 
 **Typing.** There is no implicit dtype promotion: every input of an op has the op's type T
-(input 0's dtype) unless the op says otherwise (the indices of gather, gather_nd and scatter_nd, rope's
-positions, sdpa's mask).
+(input 0's dtype) unless the op says otherwise (the indices of gather, gather_elements, gather_nd and
+scatter_nd, rope's positions, sdpa's mask).
 Mixed dtypes are a bind-time error; convert with `cast`. Supported dtypes are checked on T. The
 declared output must have exactly the result's dtype and shape.
 
@@ -57,7 +57,7 @@ count, truncating toward zero.
 
 ### Accumulation (`acc`)
 
-`acc` is accepted by add, mul, sub, abs, matmul, sum_axis, mean_axis and prod_axis. It is
+`acc` is accepted by add, mul, sub, abs, matmul, sum_axis, mean_axis, prod_axis and cumsum. It is
 written `acc=A`, `acc=[A]` or `acc=[P, A]`:
 
 - The **last** entry A is the accumulator dtype: the op computes in A (inputs converted to A
@@ -138,7 +138,7 @@ def render() -> str:
             if op.category == cat:
                 lines += _op_section(op)
     lines += ["## Accumulation pairs", "",
-              "ACC and FACC, as add, mul, sub, matmul and sum/mean/prod_axis allow them (abs: the signed and "
+              "ACC and FACC, as add, mul, sub, matmul, sum/mean/prod_axis and cumsum allow them (abs: the signed and "
               "float rows).", "", "| T | accumulator dtypes A |", "|---|---|"]
     for src, targets in get("add").acc_pairs.items():
         lines.append(f"| {src} | {' '.join(t.name for t in targets)} |")

@@ -157,6 +157,39 @@ def _arg_reduce(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     return tuple(1 if i == axis else d for i, d in enumerate(shape) if attrs["keepdims"] or i != axis), False
 
 
+def _static(op: str, shapes) -> None:
+    """The ops whose kernels are written for static sizes only (cumsum, topk_indices, gather_elements)."""
+    for shape in shapes:
+        if any(isinstance(d, Dim) for d in shape):
+            raise OpTypeError(f"{op}: dynamic sizes are not supported, got {_fmt(shape)}")
+
+
+def _scan(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    _static(op.name, [shape])
+    attrs["axis"] = norm_axis(op.name, "axis", attrs["axis"], len(shape))
+    return shape, False
+
+
+def _topk(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    shape = ins[0].shape
+    _static(op.name, [shape])
+    axis = attrs["axis"] = norm_axis(op.name, "axis", attrs["axis"], len(shape))
+    if not 1 <= attrs["k"] <= shape[axis]:
+        raise OpTypeError(f"{op.name}: k {attrs['k']} for an axis of size {shape[axis]}", f"k is 1..{shape[axis]}")
+    return tuple(attrs["k"] if i == axis else d for i, d in enumerate(shape)), False
+
+
+def _gather_elements(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    data, idx = ins[0].shape, ins[1].shape
+    _static(op.name, [data, idx])
+    axis = attrs["axis"] = norm_axis(op.name, "axis", attrs["axis"], len(data))
+    if len(idx) != len(data) or any(i > d for k, (i, d) in enumerate(zip(idx, data, strict=True)) if k != axis):
+        raise OpTypeError(f"{op.name}: indices {_fmt(idx)} for data {_fmt(data)}",
+                          "indices have data's rank and, off the axis, sizes no larger than data's")
+    return tuple(idx), False
+
+
 def _is_finite(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     if output is None or output.shape == ():
@@ -549,6 +582,7 @@ def _qhard_swish(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
 SHAPE_RULES: dict[str, Rule] = {
     "same": _same, "broadcast": _broadcast, "matmul": _matmul, "reduce": _reduce, "arg_reduce": _arg_reduce,
     "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "gather_nd": _gather_nd,
+    "gather_elements": _gather_elements, "scan": _scan, "topk": _topk,
     "scatter_nd": _scatter_nd, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
     "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
@@ -568,6 +602,9 @@ SHAPE_RULE_DOCS = {
     "axis_same": "x's shape",
     "norm": "x's shape; gamma/beta x.shape[axis:]",
     "gather": "table.shape[:axis] + indices.shape + table.shape[axis+1:]",
+    "gather_elements": "indices' shape (data's rank; off the axis no larger than data's)",
+    "scan": "x's shape (static sizes)",
+    "topk": "x's shape with `k` at `axis` (static sizes)",
     "gather_nd": "data.shape[:batch_dims] + indices.shape[batch_dims:-1] + data.shape[batch_dims+k:], "
                  "k = indices.shape[-1]",
     "scatter_nd": "data's shape; updates indices.shape[:-1] + data.shape[k:], k = indices.shape[-1]",

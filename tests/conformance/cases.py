@@ -456,6 +456,26 @@ def _arg_reduce(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     return out
 
 
+def _cumsum(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Each axis, exclusive and reverse, odd sizes; floats: NaN, ±inf, -0.0 (a leading -0.0 kept);
+    integers: their extremes (the sums wrap)."""
+    x = values(t, (3, 5, 7), rng, edges=False, small=True, scale=1.0)
+    out = [Variant(f"axis{a}{'_excl' if e else ''}{'_rev' if r else ''}", [(t, x)],
+                   {"axis": a, **({"exclusive": True} if e else {}), **({"reverse": True} if r else {})})
+           for a, e, r in [(0, False, False), (1, True, False), (-1, False, True), (2, True, True), (-2, False, True)]]
+    if t.is_float:
+        e = np.asarray(values(t, (4, 5), rng, edges=False, scale=1.0), np.float64).copy()
+        e[0, :] = [-0.0, -0.0, 1.0, -1.0, -0.0]
+        e[1, :] = [1.0, np.nan, 2.0, 3.0, 4.0]
+        e[2, :] = [np.inf, 1.0, -np.inf, 2.0, 0.5]
+        e = as_type(e, t)
+        out += [Variant("specials", [(t, e)], {"axis": 1}),
+                Variant("specials_excl_rev", [(t, e)], {"axis": 1, "exclusive": True, "reverse": True})]
+    else:
+        out.append(Variant("extremes", [(t, values(t, (2, 9), rng))], {"axis": 1}))
+    return out
+
+
 def _matmul_values(t: DTypeInfo, shape, rng, offset=0):
     if t.is_float:
         return values(t, shape, rng, edges=False, scale=1.0)
@@ -551,6 +571,43 @@ def _gather(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     if t.name == "f32":
         out += [Variant(f"index_{d.name}", [(t, table), (d, np.array([3, 0, 1], dtype=d.np_dtype))])
                 for d in idx_types]
+    return out
+
+
+def _gather_elements(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Along each axis of a [5, 3] table, negative indices, a block smaller than the data off the
+    axis, a 3-d one; (f32) every index dtype."""
+    idx_types = _index_dtypes()
+    it = idx_types[zlib.crc32(f"ge/{t.name}".encode()) % len(idx_types)]
+    table, cube = values(t, (5, 3), rng), values(t, (3, 4, 5), rng, offset=2)
+
+    def rows(d: DTypeInfo) -> tuple[DTypeInfo, np.ndarray]:
+        return _tuples(d, [[0, -1, 2], [-5, 1, 4], [4, 4, -3], [2, 0, 1]], [[0, 4, 2], [3, 1, 4], [4, 4, 0], [2, 0, 1]])
+    return [Variant(f"axis0_{it.name}", [(t, table), rows(it)]),
+            Variant("axis1_block", [(t, table), _tuples(dt.I64, [[2, -1], [0, 0], [-3, 1]], [])], {"axis": 1}),
+            Variant("axis-2_3d", [(t, cube), _tuples(dt.lookup("i32"), rng.integers(-4, 4, (2, 7, 3)).tolist(), [])],
+                    {"axis": -2}),
+            *_index_cases(op, t, lambda d: [(t, table), rows(d)])]
+
+
+def _topk(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """Ties (lower index first), largest and smallest, k of 1 and of the whole axis, each axis;
+    floats: NaN (above every number), ±inf and ±0.0 (a tie)."""
+    x = np.asarray(values(t, (4, 7), rng, edges=False, small=True, scale=1.0), np.float64 if t.is_float else object)
+    x[0, :] = [1, 3, 3, 0, 1, 3, 2]
+    x = as_type(x, t)
+    out = [Variant(f"k{k}_axis{a}{'_smallest' if not largest else ''}", [(t, x)],
+                   {"k": k, "axis": a, **({} if largest else {"largest": False})})
+           for k, a, largest in [(3, -1, True), (3, 1, False), (1, 0, True), (4, 0, False), (7, -1, True),
+                                 (2, -2, True)]]
+    out.append(Variant("unsorted", [(t, x)], {"k": 2, "sorted": False}))
+    if t.is_float:
+        e = np.asarray(x, np.float64).copy()
+        e[1, :] = [1.0, np.nan, 2.0, np.nan, -np.inf, np.inf, 0.5]
+        e[2, :] = [-0.0, 0.0, -1.0, -0.0, 0.0, 1.0, -1.0]
+        e = as_type(e, t)
+        out += [Variant("specials_largest", [(t, e)], {"k": 5}),
+                Variant("specials_smallest", [(t, e)], {"k": 7, "largest": False})]
     return out
 
 
@@ -967,10 +1024,11 @@ BUILDERS: dict[str, Builder] = {
     **{n: _binary(broadcast=True, pairs=_compare_pairs) for n in ("eq", "ne", "lt", "le", "gt", "ge")},
     "filter": _filter, "is_finite": _is_finite, "fill": _fill, "arange": _arange, "cast": _cast,
     **{n: _reduce for n in ("sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis")},
-    "argmax_axis": _arg_reduce, "argmin_axis": _arg_reduce, "matmul": _matmul,
+    "argmax_axis": _arg_reduce, "argmin_axis": _arg_reduce, "cumsum": _cumsum, "matmul": _matmul,
     "dequant_matmul": _dequant_matmul,
     "softmax": _softmax, "log_softmax": _softmax, "layer_norm": _norm, "rms_norm": _norm,
-    "gather": _gather, "gather_nd": _gather_nd, "scatter_nd": _scatter_nd, "transpose": _transpose,
+    "gather": _gather, "gather_elements": _gather_elements, "gather_nd": _gather_nd, "topk_indices": _topk,
+    "scatter_nd": _scatter_nd, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice,
     "dynamic_slice": _dynamic_slice, "pad": _pad,
     "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool, "avg_pool2d": _pool,
@@ -998,7 +1056,7 @@ def _acc_variants(op: OpSpec, t: DTypeInfo, a: DTypeInfo, rng) -> list[Variant]:
         ins = [v((3, 4)), v((4, 2), 3)]
     else:
         ins = [v((2, 3, 4))]
-    attrs = {"axes": [1]} if op.name.endswith("_axis") else {}
+    attrs = {"axes": [1]} if op.name.endswith("_axis") else {"axis": 1} if op.name == "cumsum" else {}
     out = [Variant(a.name, ins, {**attrs, "acc": a}), Variant(f"[{a.name}]", ins, {**attrs, "acc": [a]})]
     if t.is_float:
         out.append(Variant(f"[{a.name},{a.name}]->T", ins, {**attrs, "acc": (a, a)}, out_t=True))

@@ -713,6 +713,28 @@ def _arg(is_max: bool):
     return oracle
 
 
+def _cumsum(xs: list[Arr], c: Ctx) -> Arr:
+    """Each row along the axis summed in scan order, element by element from -0.0, the running
+    sum stored in the accumulator after every add."""
+    x = xs[0]
+    axis = c.attrs["axis"] % len(x.shape)
+    exclusive, reverse = c.attr("exclusive", False), c.attr("reverse", False)
+    n = x.shape[axis]
+    out = Arr(x.shape, [None] * len(x.flat))
+    for o in indices(x.shape[:axis] + x.shape[axis + 1:]):
+        s = -0.0 if is_float(c.w) else 0
+        for jj in range(n):
+            at = (*o[:axis], n - 1 - jj if reverse else jj, *o[axis:])
+            pos = 0
+            for i, d in zip(at, x.shape, strict=True):
+                pos = pos * d + i
+            before = s
+            v = x[at]
+            s = store(compute_round(c.w)(s + float(v)), c.w) if is_float(c.w) else store(s + int(v), c.w)
+            out.flat[pos] = c.finish((0.0 if jj == 0 else before) if exclusive else s)
+    return out
+
+
 def _swap_last(x: Arr) -> Arr:
     """x with its last two dims swapped (the operand transpose_a / transpose_b reads)."""
     shape = (*x.shape[:-2], x.shape[-1], x.shape[-2])
@@ -841,6 +863,43 @@ def _gather(xs: list[Arr], c: Ctx) -> Arr:
         i = i + n if i < 0 else i
         return table[o[:axis] + (i,) + o[axis + len(idx.shape):]]
     return build(shape, at)
+
+
+def _gather_elements(xs: list[Arr], c: Ctx) -> Arr:
+    data, idx = xs
+    axis = c.attr("axis", 0) % len(data.shape)
+    n = data.shape[axis]
+
+    def at(o):
+        i = int(idx[o])
+        return data[o[:axis] + (i + n if i < 0 else i,) + o[axis + 1:]]
+    return build(idx.shape, at)
+
+
+def _topk(xs: list[Arr], c: Ctx) -> Arr:
+    """Each row sorted by (NaN or not, value, index): NaN first for the largest, last for the
+    smallest; the first k positions."""
+    x = xs[0]
+    axis = c.attrs["axis"] % len(x.shape) if "axis" in c.attrs else len(x.shape) - 1
+    k, largest = c.attrs["k"], c.attr("largest", True)
+    n = x.shape[axis]
+    out_shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
+    out = Arr(out_shape, [None] * math.prod(out_shape))
+    for o in indices(x.shape[:axis] + x.shape[axis + 1:]):
+        row = [x[(*o[:axis], j, *o[axis:])] for j in range(n)]
+
+        def key(j, row=row):
+            v = row[j]
+            nan = v != v
+            if largest:
+                return (0 if nan else 1, 0 if nan else -v, j)
+            return (1 if nan else 0, 0 if nan else v, j)
+        for r, j in enumerate(sorted(range(n), key=key)[:k]):
+            pos = 0
+            for i, d in zip((*o[:axis], r, *o[axis:]), out_shape, strict=True):
+                pos = pos * d + i
+            out.flat[pos] = j
+    return out
 
 
 def _tuple_at(idx: Arr, row: tuple[int, ...], dims: Sequence[int]) -> tuple[int, ...]:
@@ -1092,9 +1151,10 @@ WHOLE: dict[str, Callable] = {
     "is_finite": _is_finite, "fill": _fill, "arange": _arange,
     "sum_axis": _sum_like("sum"), "mean_axis": _sum_like("mean"), "prod_axis": _sum_like("prod"),
     "max_axis": _extreme(True), "min_axis": _extreme(False), "argmax_axis": _arg(True), "argmin_axis": _arg(False),
-    "matmul": _matmul, "dequant_matmul": _dequant_matmul,
+    "cumsum": _cumsum, "matmul": _matmul, "dequant_matmul": _dequant_matmul,
     "softmax": _softmax(False), "log_softmax": _softmax(True), "layer_norm": _norm(False),
-    "rms_norm": _norm(True), "gather": _gather, "gather_nd": _gather_nd, "scatter_nd": _scatter_nd,
+    "rms_norm": _norm(True), "gather": _gather, "gather_elements": _gather_elements, "gather_nd": _gather_nd,
+    "topk_indices": _topk, "scatter_nd": _scatter_nd,
     "transpose": _transpose, "reshape": _reshape, "concat": _concat,
     "slice": _slice, "dynamic_slice": _dynamic_slice, "pad": _pad, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv,
     "conv2d": _conv,

@@ -16,10 +16,10 @@ from .helpers import tt
 ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign min max clamp floor ceil trunc round "
                "and or xor not shl shr popcount eq ne lt le gt ge filter is_finite is_nan is_inf is_neg sum_axis "
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
-BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf sin cos tan asin acos atan sinh cosh gelu silu softplus softsign "
-          "hard_sigmoid hard_swish elu selu celu leaky_relu mish softmax log_softmax layer_norm rms_norm gather "
-          "gather_nd scatter_nd transpose reshape concat slice pad rope sdpa conv1d conv2d max_pool2d avg_pool2d "
-          "dequant_matmul arange dynamic_slice lrn").split()
+BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf sin cos tan asin acos atan sinh cosh gelu silu softplus "
+          "softsign hard_sigmoid hard_swish elu selu celu leaky_relu mish softmax log_softmax layer_norm "
+          "rms_norm gather gather_nd gather_elements scatter_nd transpose reshape concat slice pad rope sdpa "
+          "conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange dynamic_slice lrn cumsum topk_indices").split()
 #: TFLite's int8 kernels, integer-only (issue 41)
 QUANTIZED = ("qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsub qmul qmean qsoftmax qlut qhard_swish quantize "
              "dequantize requantize").split()
@@ -34,7 +34,7 @@ def test_digest_table_flags() -> None:
     assert bc == {"add", "mul", "sub", "div", "floor_div", "rem", "pow", "matmul", "sdpa",
                   "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "qadd", "qsub", "qmul"}
     acc = {o.name for o in all_ops() if o.accumulate}
-    assert acc == {"add", "mul", "sub", "abs", "matmul", "sum_axis", "mean_axis", "prod_axis"}
+    assert acc == {"add", "mul", "sub", "abs", "matmul", "sum_axis", "mean_axis", "prod_axis", "cumsum"}
     no_inplace = {o.name for o in all_ops()[:47] if not o.inplace}
     assert no_inplace == {"popcount", "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "is_nan", "is_inf", "is_neg",
                           "sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis", "argmax_axis", "argmin_axis",

@@ -104,7 +104,8 @@ def _cast_targets(t: str):
     return [d for d in TENSOR_DTYPES if d.name != t and cast_allowed(src, d)]
 
 
-_REDUCE = ("sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis", "argmax_axis", "argmin_axis")
+_REDUCE = ("sum_axis", "mean_axis", "prod_axis", "max_axis", "min_axis", "argmax_axis", "argmin_axis", "cumsum",
+           "topk_indices")
 
 
 def reductions() -> list[SweepCase]:
@@ -120,12 +121,18 @@ def reductions() -> list[SweepCase]:
                 shape = (outer, red, inner)
                 if arg:
                     attrs = {"axis": 1, "keepdims": j % 3 == 0, "select_first": j % 2 == 0}
+                elif op == "cumsum":
+                    attrs = {"axis": 1, "exclusive": j % 2 == 1, "reverse": j % 3 == 0}
+                elif op == "topk_indices":
+                    attrs = {"axis": 1, "k": 1 + j % red, "largest": j % 2 == 0}
                 else:
                     attrs = {"axes": [1] if j % 4 != 3 else [1, 2], "keepdims": j % 3 == 0}
                 out.append(single("reduce", op, [(t, shape)], attrs, extents={"red": red, "inner": inner},
-                                  sums=op in ("sum_axis", "mean_axis"), small_ints=True))
-        out.append(single("reduce", op, [("f32", (3, 5, 17))], {"axis": 2} if arg else {"axes": [0, 2]},
-                          extents={"red": 17}, sums=op in ("sum_axis", "mean_axis")))
+                                  sums=op in ("sum_axis", "mean_axis", "cumsum"), small_ints=True))
+        out.append(single("reduce", op, [("f32", (3, 5, 17))],
+                          {"axis": 2, "k": 5} if op == "topk_indices" else
+                          {"axis": 2} if arg or op == "cumsum" else {"axes": [0, 2]},
+                          extents={"red": 17}, sums=op in ("sum_axis", "mean_axis", "cumsum")))
     return out
 
 
@@ -155,6 +162,7 @@ def rows() -> list[SweepCase]:
 
 def layout() -> list[SweepCase]:
     pick, out = Picker("layout"), []
+    own = Picker("gather_elements")          # its draws leave the other layout cases as they were
     dtypes = ("f32", "f64", "f16", "i8", "u4", "bool")
     for j, n in enumerate(LENGTHS):
         t = dtypes[j % len(dtypes)]
@@ -190,5 +198,8 @@ def layout() -> list[SweepCase]:
         out.append(single("layout", "dynamic_slice", [(t, (a, n)), ("i64", ())], {"sizes": [max(1, n // 2)],
                                                                                   "axes": [1]},
                           extents=ext, values={1: start}))
+        elements = own.rng.integers(-rows_, rows_, (a, n)).astype("int64")
+        out.append(single("layout", "gather_elements", [(t, (rows_, n)), ("i64", (a, n))], extents=ext,
+                          values={1: elements}))
         out.append(single("layout", "reshape", [(t, (a, n))], out=(t, (n, a)), extents=ext))
     return out

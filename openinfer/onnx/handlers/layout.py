@@ -1,5 +1,6 @@
 """ONNX layout and indexing ops: Flatten, Reshape, Transpose, Unsqueeze, Squeeze, Concat, Expand,
-Slice, Split, Gather, GatherElements, GatherND, ScatterND and Trilu. Each is folded on constant data; a
+Slice, Split, Gather, GatherElements, GatherND, ScatterND, Trilu and TopK (its indices, then the
+values gathered at them). Each is folded on constant data; a
 constant computed from shapes keeps the dims its elements are (`Value.elements`), so that a
 Reshape or Expand to it keeps the sizevars.
 """
@@ -13,6 +14,7 @@ from ...ops import TensorType, get
 from ...ops.errors import OpRuntimeError
 from ...reference.kernels import run_kernel
 from ..context import (
+    FLOATS,
     NUMPY_DTYPES,
     ONNX_INTS,
     ONNX_UINTS,
@@ -357,21 +359,55 @@ def _trilu(c: NodeContext) -> None:
 # index computations of exported transformers (their mask subgraphs), folded on constants
 
 
-@handler("GatherElements", note="folded on constants (NumPy take_along_axis)")
+@handler("GatherElements", note="gather_elements(axis); folded on constants")
 def _gather_elements(c: NodeContext) -> None:
     c.allow("axis")
     data, indices = c.inputs(2, 2)
     (out,) = c.outputs()
-    values = c.const_input(data, "the data (GatherElements is folded only)")
-    idx = c.const_input(indices, "the indices (GatherElements is folded only)").astype(np.int64)
-    rank = values.ndim
+    rank = len(data.dims)
     axis = int(c.attrs.get("axis", 0))
-    if rank == 0 or idx.ndim != rank or not -rank <= axis < rank:
-        c.fail(f"axis {axis} and indices of rank {idx.ndim} for data of rank {rank}")
-    n = values.shape[axis]
-    if np.any((idx < -n) | (idx >= n)):
-        c.fail(f"an index out of [-{n}, {n})")
-    c.folded(out, np.take_along_axis(values, np.where(idx < 0, idx + n, idx), axis=axis), indices.dims)
+    if rank == 0 or len(indices.dims) != rank or not -rank <= axis < rank:
+        c.fail(f"axis {axis} and indices of rank {len(indices.dims)} for data of rank {rank}")
+    axis %= rank
+    if indices.dtype not in ONNX_INTS + ONNX_UINTS or any(
+            i > d for k, (i, d) in enumerate(zip(indices.shape, data.shape, strict=True)) if k != axis):
+        c.fail(f"indices of {indices.dtype} {list(indices.shape)} for data of shape {list(data.shape)}")
+    if data.const is not None and indices.const is not None:
+        c.folded(out, _folded(c, "gather_elements", [data, indices], {"axis": axis}), indices.dims)
+        return
+    c.emit("gather_elements", [c.var(data, 0), c.var(indices, 1)], {"axis": axis or None}, data.dtype,
+           indices.dims, out=out)
+
+
+@handler("TopK", note="topk_indices(k, axis, largest) for the indices and gather_elements(axis) for the values; "
+                      "k constant (attribute, or input from opset 10); folded on constants")
+def _topk(c: NodeContext) -> None:
+    c.allow("k", "axis", "largest", "sorted")
+    x, k_in = c.inputs(1, 2)
+    values_out, indices_out = (c.outputs(2) + [""])[:2]
+    rank = len(x.dims)
+    axis = int(c.attrs.get("axis", -1))
+    if rank == 0 or not -rank <= axis < rank:
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    axis %= rank
+    k = int(c.const_input(k_in, "k").reshape(-1)[0]) if k_in is not None else int(c.attrs.get("k", 0))
+    if not 1 <= k <= x.shape[axis]:
+        c.fail(f"k {k} for an axis of size {x.shape[axis]} (1..{x.shape[axis]})")
+    if x.dtype not in FLOATS + ONNX_INTS + ONNX_UINTS:
+        c.fail(f"dtype {x.dtype} (numeric dtypes)")
+    settings = {"k": k, "axis": axis, "largest": False if not c.attrs.get("largest", 1) else None}
+    dims = tuple(Dim(k) if d == axis else dim for d, dim in enumerate(x.dims))
+    if x.const is not None:
+        idx = _folded(c, "topk_indices", [x], {n: v for n, v in settings.items() if v is not None})
+        if indices_out:
+            c.folded(indices_out, idx, dims)
+        if values_out:
+            c.folded(values_out, np.take_along_axis(x.const, idx, axis=axis), dims)
+        return
+    idx = c.emit("topk_indices", [c.var(x, 0)], settings, "i64", dims,
+                 **({"out": indices_out} if indices_out else {"temp": f"{values_out}_indices"}))
+    if values_out:
+        c.emit("gather_elements", [c.var(x, 0), idx.var], {"axis": axis}, x.dtype, dims, out=values_out)
 
 
 def _folded(c: NodeContext, op: str, values: list[Value], settings: dict) -> np.ndarray:

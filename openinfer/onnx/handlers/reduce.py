@@ -1,6 +1,6 @@
 """ONNX reductions: ReduceMean, ReduceSum, ReduceMax, ReduceMin and ReduceProd as the registry's
 axis reductions, the composed ones (ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum,
-ReduceLogSumExp) as sum_axis between element-wise ops, ArgMax and ArgMin; CumSum folded. Each is
+ReduceLogSumExp) as sum_axis between element-wise ops, ArgMax and ArgMin, CumSum as cumsum. Each is
 folded when its input is a constant.
 """
 
@@ -103,20 +103,29 @@ def _arg_reduce(c: NodeContext) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the position computations of exported transformers (their mask subgraphs), folded on constants
+# running sums (the position computations of exported transformers' mask subgraphs: folded there)
 
 
-@handler("CumSum", note="folded on constants (exclusive, reverse); axis constant")
+@handler("CumSum", note="cumsum(axis, exclusive, reverse) (f16: acc=f32); axis constant; folded on constants")
 def _cumsum(c: NodeContext) -> None:
     c.allow("exclusive", "reverse")
     x, axis_in = c.inputs(2, 2)
     (out,) = c.outputs()
-    values = c.const_input(x, "the input (CumSum is folded only)")
+    rank = len(x.dims)
     axis = int(c.const_input(axis_in, "axis").reshape(-1)[0])
-    if not -values.ndim <= axis < max(values.ndim, 1):
-        c.fail(f"axis {axis} out of range for rank {values.ndim}")
-    a = np.flip(values, axis) if c.attrs.get("reverse", 0) else values
-    s = np.cumsum(a, axis=axis, dtype=values.dtype)
-    if c.attrs.get("exclusive", 0):
-        s = s - a
-    c.result(out, c.imp.const_value((np.flip(s, axis) if c.attrs.get("reverse", 0) else s).astype(values.dtype)))
+    if not -rank <= axis < max(rank, 1):
+        c.fail(f"axis {axis} out of range for rank {rank}")
+    exclusive, reverse = bool(c.attrs.get("exclusive", 0)), bool(c.attrs.get("reverse", 0))
+    if x.const is not None:
+        values = x.const
+        a = np.flip(values, axis) if reverse else values
+        s = np.cumsum(a, axis=axis, dtype=values.dtype)
+        if exclusive:
+            s = s - a
+        c.result(out, c.imp.const_value((np.flip(s, axis) if reverse else s).astype(values.dtype)))
+        return
+    if x.dtype == "bool" or rank == 0:
+        c.fail(f"a {x.dtype} input of rank {rank} (cumsum scans numeric tensors of rank >= 1)")
+    settings = {"axis": axis % rank, "exclusive": exclusive or None, "reverse": reverse or None,
+                "acc": "f32" if x.dtype == "f16" else None}
+    c.emit("cumsum", [c.var(x, 0)], settings, x.dtype, x.dims, out=out)

@@ -1,6 +1,6 @@
-"""Layout ops: gather, gather_nd, scatter_nd, transpose, reshape, concat, slice, dynamic_slice, pad. They move values
-without computing, so every dtype works and results are exact copies (scatter_nd's reductions apply the element-wise
-op they name)."""
+"""Layout ops: gather, gather_elements, gather_nd, scatter_nd, transpose, reshape, concat, slice, dynamic_slice, pad.
+They move values without computing, so every dtype works and results are exact copies (scatter_nd's reductions apply
+the element-wise op they name)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,21 @@ def gather(xs: Arrays, inf: Inference) -> np.ndarray:
         raise OpRuntimeError(f"gather: index {int(first)} is out of range for axis {axis} of size {n} "
                              f"(valid: {-n}..{n - 1})")
     return np.take(table, idx.astype(np.int64), axis=axis)
+
+
+def gather_elements(xs: Arrays, inf: Inference) -> np.ndarray:
+    """NumPy take_along_axis over the block of data that indices' shape covers."""
+    data, idx = xs
+    axis = inf.attrs["axis"]
+    n = data.shape[axis]
+    bad = (idx < -n) | (idx >= n) if idx.dtype.kind == "i" else idx >= np.uint64(n)
+    if np.any(bad):
+        at = [int(i) for i in np.argwhere(bad)[0]]
+        raise OpRuntimeError(f"gather_elements: index {int(idx[tuple(at)])} at {at} is out of range for axis {axis} "
+                             f"of size {n} (valid: {-n}..{n - 1})")
+    rows = idx.astype(np.int64)
+    block = data[tuple(slice(None) if k == axis else slice(0, s) for k, s in enumerate(idx.shape))]
+    return np.take_along_axis(block, np.where(rows < 0, rows + n, rows), axis=axis)
 
 
 def _slots(op: str, idx: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
@@ -113,5 +128,6 @@ def pad(xs: Arrays, inf: Inference) -> np.ndarray:
     return out
 
 
-KERNELS = {"gather": gather, "gather_nd": gather_nd, "scatter_nd": scatter_nd, "transpose": transpose,
+KERNELS = {"gather": gather, "gather_elements": gather_elements,
+           "gather_nd": gather_nd, "scatter_nd": scatter_nd, "transpose": transpose,
            "reshape": reshape, "concat": concat, "slice": slice_, "dynamic_slice": dynamic_slice, "pad": pad}

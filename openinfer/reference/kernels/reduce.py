@@ -1,4 +1,5 @@
-"""Reductions (sum/mean/prod/max/min/argmax/argmin over axes) and matmul.
+"""Reductions (sum/mean/prod/max/min/argmax/argmin over axes), running sums (cumsum), ranking
+(topk_indices) and matmul.
 
 Accumulation order is defined so every target can reproduce it: f8/bf16/f16 without a wider
 accumulator add sequentially (row-major over the reduced elements) and round the running value to
@@ -105,6 +106,46 @@ def _arg(is_max: bool):
     return kernel
 
 
+def cumsum(xs: Arrays, inf: Inference) -> np.ndarray:
+    """Running sums along the axis in scan order, in the working dtype: NumPy's cumsum adds
+    sequentially, rounding to f32/f64 at every step as the targets do; narrow floats round to T
+    after every add. Exclusive: the inclusive sums shifted one on, the first +0.0."""
+    w, a = work_dtype(inf), inf.attrs
+    x = np.moveaxis(xs[0], a["axis"], -1)
+    if a["reverse"]:
+        x = x[..., ::-1]
+    if not w.is_float:
+        r = np.cumsum(as_int(x, t_in(inf)), axis=-1)              # wraps modulo 2^64
+    elif _narrow(w):
+        v = as_float(x, t_in(inf))
+        r = np.empty(v.shape, np.float32)
+        s = np.full(v.shape[:-1], -0.0, np.float32)
+        for i in range(v.shape[-1]):
+            s = r[..., i] = as_float(store(s + v[..., i], w), w)
+    else:
+        v = as_float(x, w)
+        r = np.cumsum(v, axis=-1, dtype=v.dtype)
+    if a["exclusive"]:
+        r = np.concatenate([np.zeros_like(r[..., :1]), r[..., :-1]], axis=-1)
+    if a["reverse"]:
+        r = r[..., ::-1]
+    return finish(np.ascontiguousarray(np.moveaxis(r, -1, a["axis"])), w, inf)
+
+
+def topk_indices(xs: Arrays, inf: Inference) -> np.ndarray:
+    """The first k of a stable sort along the axis: ascending (NumPy puts NaN last) for the
+    smallest; for the largest, the ascending stable sort of the row reversed, read backwards
+    (NaN first, and equal values still lower index first)."""
+    a = inf.attrs
+    x = np.moveaxis(xs[0], a["axis"], -1)
+    n = x.shape[-1]
+    if a["largest"]:
+        order = (n - 1 - np.argsort(x[..., ::-1], axis=-1, kind="stable"))[..., ::-1]
+    else:
+        order = np.argsort(x, axis=-1, kind="stable")
+    return np.ascontiguousarray(np.moveaxis(order[..., :a["k"]], -1, a["axis"])).astype(np.int64)
+
+
 def matmul(xs: Arrays, inf: Inference) -> np.ndarray:
     a, b = xs
     # transposed operands are views: the products and their order are those of the swapped operand
@@ -152,6 +193,7 @@ def dequant_matmul(xs: Arrays, inf: Inference) -> np.ndarray:
 KERNELS = {
     "sum_axis": _sum_like("sum"), "mean_axis": _sum_like("mean"), "prod_axis": _sum_like("prod"),
     "max_axis": _extreme(True), "min_axis": _extreme(False),
-    "argmax_axis": _arg(True), "argmin_axis": _arg(False), "matmul": matmul,
+    "argmax_axis": _arg(True), "argmin_axis": _arg(False), "cumsum": cumsum, "topk_indices": topk_indices,
+    "matmul": matmul,
     "dequant_matmul": dequant_matmul,
 }

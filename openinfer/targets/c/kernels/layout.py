@@ -1,7 +1,7 @@
-"""Layout ops in portable C: gather, gather_nd, scatter_nd, transpose, reshape, concat, slice, dynamic_slice, pad. They
-move stored values without computing (every dtype; packed types element by element through oi_numeric.h), as
-openinfer/reference/kernels/layout.py; scatter_nd's reductions compute as the element-wise kernels of the ops they
-name. Output elements are written in row-major order."""
+"""Layout ops in portable C: gather, gather_elements, gather_nd, scatter_nd, transpose, reshape, concat, slice,
+dynamic_slice, pad. They move stored values without computing (every dtype; packed types element by element through
+oi_numeric.h), as openinfer/reference/kernels/layout.py; scatter_nd's reductions compute as the element-wise kernels
+of the ops they name. Output elements are written in row-major order."""
 
 from __future__ import annotations
 
@@ -172,6 +172,31 @@ def emit_gather(req: KernelRequest, name: str, renderer) -> str:
     doc = f"gather: {table} rows along axis {axis} picked by {idx} (indices in [-{n}, {n}))"
     return render("c/ops/gather.c.j2", proto=prototype(req, name), doc=doc, nidx=idx.numel, ict=ict,
                   load_idx=load(idx.dtype, "in1", "p"), bad=bad, row=row, outer=outer, n=n, inner=inner, copy=copy)
+
+
+@family("gather_elements")
+def emit_gather_elements(req: KernelRequest, name: str, renderer) -> str:
+    data, idx = req.inputs
+    t = data.dtype
+    axis = static_attr(req, "axis") % len(data.shape)
+    n = data.shape[axis]
+    dstr = list(contiguous_strides(data.shape))
+    along = dstr[axis]
+    dstr[axis] = 0                       # the coordinate on the axis comes from the index
+    sizes, pstr, sstr = collapse(list(idx.shape), list(contiguous_strides(idx.shape)), dstr)
+    pvars = [f"i{d}" for d in range(len(sizes))]
+    ict = compute_ctype(idx.dtype)
+    if ict == "int64_t":
+        bad, row = f"v < -{n} || v >= {n}", f"v < 0 ? v + {n} : v"
+    else:
+        bad, row = f"v >= {n}u", "(int64_t)v"
+    src = offset(pvars, sstr)
+    doc = f"gather_elements: {data} along axis {axis} at the indices of {idx} (in [-{n}, {n}))"
+    return render("c/ops/gather_elements.c.j2", proto=prototype(req, name), doc=doc, nidx=idx.numel, ict=ict,
+                  load_p=load(idx.dtype, "in1", "p"), bad=bad, p=offset(pvars, pstr),
+                  loops=[[v, s] for v, s in zip(pvars, sizes, strict=True)],
+                  src="" if src == "0" else f"{src} + ", row=row, axis_stride=f" * {along}" if along != 1 else "",
+                  copy=copy_elem(t, "out", "p", "in0", "src"))
 
 
 def _index_tuples(idx, dims) -> dict:

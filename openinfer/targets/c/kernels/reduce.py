@@ -1,5 +1,6 @@
-"""Reductions in portable C: sum/mean/prod/max/min over axes, argmax/argmin along an axis, and
-is_finite's 0-d form. Semantics of openinfer/reference/kernels/reduce.py:
+"""Reductions in portable C: sum/mean/prod/max/min over axes, argmax/argmin along an axis, running sums (cumsum,
+sequential in scan order), ranking (topk_indices), and is_finite's 0-d form. Semantics of
+openinfer/reference/kernels/reduce.py:
 
 - each output element folds its reduced elements in row-major order; a running value in
   f8/bf16/f16 rounds to that type after every step (as the reference), f32/f64 keep full
@@ -132,6 +133,68 @@ def emit_arg(req: KernelRequest, name: str, renderer) -> str:
                   base=offset(kvars, kstr), n=shape[axis], first=first, is_float=t.is_float,
                   load_v=load(t, "in0", f"base + j * {istr[axis]}" if istr[axis] != 1 else "base + j"),
                   cmp=">" if is_max else "<")
+
+
+@family("cumsum")
+def emit_cumsum(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    t, out = x.dtype, req.output.dtype
+    w = req.acc[-1] if req.acc else t
+    ct = compute_ctype(w)
+    shape = x.shape
+    axis = static_attr(req, "axis") % len(shape)
+    exclusive, reverse = bool(static_attr(req, "exclusive")), bool(static_attr(req, "reverse"))
+    istr = contiguous_strides(shape)
+    kept = [d for d in range(len(shape)) if d != axis]
+    ksizes, kstr = collapse([shape[d] for d in kept], [istr[d] for d in kept])
+    n = shape[axis]
+    value, narrow = _fold("sum", w, "s", "v")
+    doc = (f"cumsum: running sums of {t.name}{list(shape)} along axis {axis}"
+           + (", exclusive" if exclusive else "") + (", from the last element" if reverse else "")
+           + (f", accumulating in {w.name}" if req.acc else "") + f" -> {out.name}")
+    return render("c/ops/cumsum.c.j2", proto=prototype(req, name), doc=doc, ct=ct,
+                  kept=_loops("k", ksizes), base=offset([f"k{i}" for i in range(len(ksizes))], kstr),
+                  init=literal_ct(ct, -0.0 if w.is_float else 0), n=n, j=f"{n} - 1 - jj" if reverse else "jj",
+                  stride=f" * {istr[axis]}" if istr[axis] != 1 else "", exclusive=exclusive,
+                  load_v=_as(load(t, "in0", "at"), compute_ctype(t), ct),
+                  step=round_to(w, value, ct) if narrow else value,
+                  store_before=store(out, "out", "at", f"jj == 0 ? {literal_ct(ct, 0)} : s", ct),
+                  store_after=store(out, "out", "at", "s", ct))
+
+
+def _before(ct: str, largest: bool, is_float: bool) -> str:
+    """C for "element i (value vi) ranks before element j (vj)" in topk_indices' order."""
+    cmp = ">" if largest else "<"
+    plain = f"vi {cmp} vj || (vi == vj && i < j)"
+    if not is_float:
+        return plain
+    if largest:          # NaN first
+        return f"isnan(vi) ? (!isnan(vj) || i < j) : (!isnan(vj) && ({plain}))"
+    return f"isnan(vi) ? (isnan(vj) && i < j) : (isnan(vj) || {plain})"
+
+
+@family("topk_indices")
+def emit_topk(req: KernelRequest, name: str, renderer) -> str:
+    x = req.inputs[0]
+    t = x.dtype
+    shape = x.shape
+    axis = static_attr(req, "axis") % len(shape)
+    k, largest = static_attr(req, "k"), bool(static_attr(req, "largest"))
+    static_attr(req, "sorted")
+    istr, ostr = contiguous_strides(shape), contiguous_strides(req.output.shape)
+    kept = [d for d in range(len(shape)) if d != axis]
+    ksizes, kstr, okstr = collapse([shape[d] for d in kept], [istr[d] for d in kept], [ostr[d] for d in kept])
+    kvars = [f"k{i}" for i in range(len(ksizes))]
+    ct = compute_ctype(t)
+    st = f" * {istr[axis]}" if istr[axis] != 1 else ""
+    doc = (f"topk_indices: the {k} {'largest' if largest else 'smallest'} of {t.name}{list(shape)} along axis {axis}, "
+           "best first (ties: lower index first; NaN above every number)")
+    return render("c/ops/topk.c.j2", proto=prototype(req, name), doc=doc, ct=ct, kept=_loops("k", ksizes),
+                  base=offset(kvars, kstr), obase=offset(kvars, okstr), n=shape[axis], k=k,
+                  load_j=load(t, "in0", f"base + j{st}"), load_i=load(t, "in0", f"base + i{st}"),
+                  before=_before(ct, largest, t.is_float),
+                  store=store(req.output.dtype, "out", "obase + rank" + (f" * {ostr[axis]}" if ostr[axis] != 1 else ""),
+                              "j", "int64_t"))
 
 
 def emit_all_finite(req: KernelRequest, name: str, renderer) -> str:

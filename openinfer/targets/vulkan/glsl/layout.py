@@ -1,7 +1,7 @@
-"""Layout ops in GLSL: gather, gather_nd, scatter_nd, transpose, reshape, concat, slice, dynamic_slice, pad. They move
-stored values without computing (every dtype, bit for bit; scatter_nd's reductions compute as the element-wise kernels
-of the ops they name): `oi_elem(i)` returns the storage value (packed types: the raw bits) of output element i and
-main() writes it, assembling whole bytes for packed types."""
+"""Layout ops in GLSL: gather, gather_elements, gather_nd, scatter_nd, transpose, reshape, concat, slice,
+dynamic_slice, pad. They move stored values without computing (every dtype, bit for bit; scatter_nd's reductions
+compute as the element-wise kernels of the ops they name): `oi_elem(i)` returns the storage value (packed types: the
+raw bits) of output element i and main() writes it, assembling whole bytes for packed types."""
 
 from __future__ import annotations
 
@@ -174,6 +174,31 @@ def emit_gather(req: KernelRequest, k: KernelCtx) -> Body:
              f"uint src = (o * {n}u + {row}) * {inner}u + q;",
              f"return {_fetch(t, 'in0', 'src')};"]
     return _body(req, lines, f"gather: {table} rows along axis {axis} picked by {idx} (indices in [-{n}, {n}))")
+
+
+@family("gather_elements")
+def emit_gather_elements(req: KernelRequest, k: KernelCtx) -> Body:
+    data, idx = req.inputs
+    t = data.dtype
+    axis = k.static("axis") % len(data.shape)
+    n = data.shape[axis]
+    dstr = list(contiguous_strides(data.shape))
+    along = dstr[axis]
+    dstr[axis] = 0                       # the coordinate on the axis comes from the index
+    ict = k.ct(idx.dtype)
+    k.fallible = True
+    if ict in ("int", "int64_t"):
+        bad = f"v < {lit(ict, -n)} || v >= {lit(ict, n)}"
+        row = f"uint(v < {lit(ict, 0)} ? v + {lit(ict, n)} : v)"
+    else:
+        bad, row = f"v >= {lit(ict, n)}", "uint(v)"
+    zero = "0u" if t.is_packed else f"{storage_type(t)}(0)"
+    lines = [f"{compute_type(idx.dtype)} v = {k.load(idx.dtype, 'in1', 'i')};",
+             f"if ({bad}) {{ oi_fail(); return {zero}; }}",
+             f"uint src = {index_expr('i', idx.shape, dstr)} + {row} * {along}u;",
+             f"return {_fetch(t, 'in0', 'src')};"]
+    return _body(req, lines, f"gather_elements: {data} along axis {axis} at the indices of {idx} "
+                             f"(in [-{n}, {n}))")
 
 
 def _tuple_slot(k: KernelCtx, idx, dims, tuple_at: str, failed: str) -> list[str]:

@@ -1,5 +1,5 @@
-"""Reductions in GLSL: sum/mean/prod/max/min over axes, argmax/argmin along an axis, is_finite's
-0-d form. Semantics of openinfer/reference/kernels/reduce.py:
+"""Reductions in GLSL: sum/mean/prod/max/min over axes, argmax/argmin along an axis, running sums
+(cumsum), ranking (topk_indices), is_finite's 0-d form. Semantics of openinfer/reference/kernels/reduce.py:
 
 - each output element folds its reduced elements in row-major order; a running value in
   f8/bf16/f16 rounds to that type after every step (as the reference), f32/f64 keep full
@@ -287,6 +287,74 @@ def _arg_rows(req: KernelRequest, k: KernelCtx, base: str, rows: int, n: int, lo
     return Body(functions=functions, main="\n".join(lines), local_size=wg,
                 shared=f"shared {ct} oi_best[{wg}];\nshared uint oi_idx[{wg}];", groups=rows_.groups(rows),
                 doc=f"{doc} (a workgroup of {wg} per output element)")
+
+
+@family("cumsum")
+def emit_cumsum(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i: the running sum of its row up to it in scan order, folded sequentially
+    from the row's start by this invocation (the C kernel's order, so the same bits; each
+    invocation re-reads its row's prefix, which is fine for the rows an exported model scans)."""
+    x = req.inputs[0]
+    t = x.dtype
+    w = req.acc[-1] if req.acc else t
+    ct = k.ct(w)
+    shape = x.shape
+    axis = k.static("axis") % len(shape)
+    exclusive, reverse = bool(k.static("exclusive")), bool(k.static("reverse"))
+    n, st = shape[axis], contiguous_strides(shape)[axis]
+    value = _fold("sum", w, ct, "s", "v")
+    if w.name in NARROW:
+        value = round_to(k, w, value, ct)
+    steps = (f"{n - 1}u - j" if exclusive else f"{n}u - j") if reverse else ("j" if exclusive else "j + 1u")
+    lines = [f"uint j = (i / {st}u) % {n}u;", f"uint base = i - j * {st}u;",
+             f"{ct} s = {lit(ct, -0.0 if ct in FLOAT_CT else 0)};", f"uint steps = {steps};"]
+    if exclusive:
+        lines.append(f"if (steps == 0u) return {lit(ct, 0)};")
+    lines += ["for (uint p = 0u; p < steps; ++p) {",
+              f"    uint q = {f'{n - 1}u - p' if reverse else 'p'};",
+              f"    {ct} v = {k.load(t, 'in0', f'base + q * {st}u', ct)};",
+              f"    s = {value};", "}", "return s;"]
+    doc = (f"cumsum: running sums of {x} along axis {axis}" + (", exclusive" if exclusive else "")
+           + (", from the last element" if reverse else "") + (f", accumulating in {w.name}" if req.acc else "")
+           + f" -> {req.output}")
+    return Body(value="\n".join(lines), vct=ct, doc=doc)
+
+
+@family("topk_indices")
+def emit_topk(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i, rank r of its row: the element of the row that exactly r elements come
+    before (a strict total order on (value, index), as the C kernel's), found by ranking each."""
+    x = req.inputs[0]
+    t = x.dtype
+    shape = x.shape
+    axis = k.static("axis") % len(shape)
+    kk, largest = k.static("k"), bool(k.static("largest"))
+    k.static("sorted")
+    istr = list(contiguous_strides(shape))
+    n, st, ost = shape[axis], istr[axis], contiguous_strides(req.output.shape)[axis]
+    istr[axis] = 0
+    ct = k.ct(t)
+    isnan = {"float": "oi_isnan", "double": "oi_isnan_d"}.get(ct)
+    cmp = ">" if largest else "<"
+    before = f"va {cmp} vb || (va == vb && a < b)"
+    if isnan and largest:
+        before = f"{isnan}(va) ? (!{isnan}(vb) || a < b) : (!{isnan}(vb) && ({before}))"
+    elif isnan:
+        before = f"{isnan}(va) ? ({isnan}(vb) && a < b) : ({isnan}(vb) || {before})"
+    lines = [f"uint r = (i / {ost}u) % {kk}u;", f"uint base = {index_expr('i', req.output.shape, istr)};",
+             f"for (uint b = 0u; b < {n}u; ++b) {{",
+             f"    {ct} vb = {k.load(t, 'in0', f'base + b * {st}u')};",
+             "    uint rank = 0u;",
+             f"    for (uint a = 0u; a < {n}u; ++a) {{",
+             f"        {ct} va = {k.load(t, 'in0', f'base + a * {st}u')};",
+             f"        if ({before}) ++rank;",
+             "    }",
+             "    if (rank == r) return int(b);",
+             "}",
+             "return 0;"]
+    doc = (f"topk_indices: the {kk} {'largest' if largest else 'smallest'} of {x} along axis {axis}, best first "
+           "(ties: lower index first; NaN above every number)")
+    return Body(value="\n".join(lines), vct="int", doc=doc)
 
 
 def emit_all_finite(req: KernelRequest, k: KernelCtx) -> Body:
