@@ -236,7 +236,7 @@ CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2,
                    "ReduceProd": (1,), "ReduceSumSquare": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                    "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
                    "Split": (1,), "Trilu": (1,), "DequantizeLinear": (1, 2), "QuantizeLinear": (1, 2),
-                   "MatMulInteger": (3,)}
+                   "MatMulInteger": (3,), "RNN": (1, 2, 3, 4), "GRU": (1, 2, 3, 4), "LSTM": (1, 2, 3, 4, 7)}
 
 
 def handler(*op_types: str, note: str):
@@ -283,8 +283,10 @@ class ImportState:
     fusions leave for later nodes. The driver (openinfer/onnx/importer.py) fills it node by node;
     a handler reaches it as `NodeContext.imp`."""
 
-    def __init__(self, model, name: str, sizevars: dict[str, int], source_name: str):
+    def __init__(self, model, name: str, sizevars: dict[str, int], source_name: str, streaming: bool = False):
         self.model = model
+        #: recurrent layers run one time step per engine step, their state persistent (handlers/recurrent.py)
+        self.streaming = streaming
         self.g = model.graph
         self.name = name
         self.source_name = source_name
