@@ -208,3 +208,14 @@ def test_relu_activation_and_clip_match_onnxruntime(op):
         ex.run_step()
         got = ex.fetch("h")
     np.testing.assert_allclose(got, _onnxruntime(model, {"x": x})["h"], atol=1e-6, rtol=1e-5)
+
+
+def test_cli_streaming_import(tmp_path, capsys):
+    from openinfer.cli import main
+
+    path = tmp_path / "kws.onnx"
+    onnx.save(streamable_model(), str(path))
+    assert main(["import", str(path), "-o", str(tmp_path / "out"), "--streaming"]) == 0
+    text = (tmp_path / "out" / "kws.oig").read_text()
+    assert "gru_GRU_h_state: f32[1, 48];" in text and "cache.write lstm_LSTM_c >> lstm_LSTM_c_state;" in text
+    assert "// Sizevars (symbolic dims of the inputs): frames = 1" in text
