@@ -122,8 +122,8 @@ def _recurrent(c: NodeContext) -> None:
     results = []
     for d, rev in enumerate(reverse):
         tag = f"{base}_{'rev' if rev else 'fwd'}" if nd == 2 else base
-        step = _Step(c, tag, dtype, hidden, b_dim, [_ACTIVATIONS[a] for a in acts[d * len(cell.activations):
-                                                                                    (d + 1) * len(cell.activations)]],
+        per = len(cell.activations)
+        step = _Step(c, tag, dtype, hidden, b_dim, [_ACTIVATIONS[a] for a in acts[d * per:(d + 1) * per]],
                      None if clip is None else float(clip))
         # X @ W^T for every step at once, plus the biases that do not multiply the state
         w_d = c.imp.new_constant(wc[d], f"{tag}_W", f"{c.label} W[{d}]: [{g}*{hidden}, {inputs}]")
