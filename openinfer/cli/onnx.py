@@ -50,6 +50,10 @@ def register(sub) -> None:
     p.add_argument("--cache-capacity", type=int, metavar="N",
                    help="a decode step with past/present key-values (ONNX): the tokens its cache tables hold; "
                         "the step appends one token each run (`openinfer generate` runs it)")
+    p.add_argument("--streaming", action="store_true",
+                   help="recurrent layers (RNN, GRU, LSTM) run one time step per run, their hidden and cell "
+                        "state kept in persistent memory across runs (reset() restarts it); their input's "
+                        "sequence dim must be 1 (a symbolic one defaults to 1)")
     p.add_argument("--force", action="store_true",
                    help="replace an OUT/NAME.oig that differs from the imported graph (it may hold your edits; "
                         "without --force that is an error and nothing is written)")
@@ -71,12 +75,15 @@ def import_cmd(args) -> int:
     if not args.out:
         raise OpenInferError("--out: the folder's path is empty")
     if args.model.lower().endswith(".tflite"):
+        if args.streaming:
+            raise OpenInferError("--streaming is for ONNX models (their RNN, GRU and LSTM nodes)")
         from ..tflite import import_tflite
         if args.cache_capacity is not None:
             raise OpenInferError("--cache-capacity: only for ONNX decode steps with past/present key-values")
         result = import_tflite(args.model, name=args.name, sizevars=sizevars(args))
     else:
-        result = import_onnx(args.model, name=args.name, sizevars=sizevars(args), cache_capacity=args.cache_capacity)
+        result = import_onnx(args.model, name=args.name, sizevars=sizevars(args),
+                             cache_capacity=args.cache_capacity, streaming=args.streaming)
     graph, model = result.write(args.out, force=args.force)
     print(f"wrote {graph} and {model}")
     return 0

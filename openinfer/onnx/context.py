@@ -193,7 +193,7 @@ def _float_literal(x: float) -> str:
     return repr(float(x))
 
 
-def _setting(value) -> str:
+def setting_text(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
@@ -236,7 +236,8 @@ CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2,
                    "ReduceProd": (1,), "ReduceSumSquare": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                    "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
                    "Split": (1,), "Trilu": (1,), "DequantizeLinear": (1, 2), "QuantizeLinear": (1, 2),
-                   "MatMulInteger": (3,), "CumSum": (1,), "TopK": (1,)}
+                   "MatMulInteger": (3,), "CumSum": (1,), "TopK": (1,), "RNN": (1, 2, 3, 4), "GRU": (1, 2, 3, 4),
+                   "LSTM": (1, 2, 3, 4, 7)}
 
 
 def handler(*op_types: str, note: str):
@@ -283,8 +284,10 @@ class ImportState:
     fusions leave for later nodes. The driver (openinfer/onnx/importer.py) fills it node by node;
     a handler reaches it as `NodeContext.imp`."""
 
-    def __init__(self, model, name: str, sizevars: dict[str, int], source_name: str):
+    def __init__(self, model, name: str, sizevars: dict[str, int], source_name: str, streaming: bool = False):
         self.model = model
+        #: recurrent layers run one time step per engine step, their state persistent (handlers/recurrent.py)
+        self.streaming = streaming
         self.g = model.graph
         self.name = name
         self.source_name = source_name
@@ -577,7 +580,7 @@ class NodeContext:
             self.fail(problem)
         var = imp.dsl_name(out) if out is not None else imp.fresh(sanitize(temp))
         imp.declare("volatile", var, dtype, dims, out)
-        written = ", ".join(args + [f"{k}={_setting(v)}" for k, v in settings.items() if v is not None])
+        written = ", ".join(args + [f"{k}={setting_text(v)}" for k, v in settings.items() if v is not None])
         imp.lines.append((f"op {op}({written}) >> {var};", note or f"{self.label} ({self.node.op_type})"))
         v = Value(dtype, dims, var=var)
         if out is not None:

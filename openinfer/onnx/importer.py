@@ -46,13 +46,15 @@ from .quantized_weights import packed_initializer
 
 
 def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] | None = None,
-                cache_capacity: int | None = None) -> ImportedModel:
+                cache_capacity: int | None = None, streaming: bool = False) -> ImportedModel:
     """Imports an ONNX model (a path or an `onnx.ModelProto`).
 
     `name` names the graph (default: the file's stem, made an identifier); `sizevars` gives values
     to the model's symbolic input dims, by their ONNX name or the sizevar they become;
     `cache_capacity`, for a decode step with past/present key-values, the tokens its cache tables
-    hold (openinfer/onnx/decoder.py). The result has been parsed and bound by openinfer;
+    hold (openinfer/onnx/decoder.py); `streaming` makes the recurrent layers (RNN, GRU, LSTM) run
+    one time step per engine step, their state kept in `persistent` memory (a symbolic sequence
+    dim of their input defaults to 1). The result has been parsed and bound by openinfer;
     `.write(dir)` writes NAME.oig and NAME.oinf."""
     try:
         import onnx
@@ -75,7 +77,8 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
         raise OnnxImportError(f"{where}: not an ONNX model: it holds no graph"
                               + (" (the file is empty)" if where != "<ModelProto>" and not os.path.getsize(where)
                                  else ""))
-    importer = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name)
+    importer = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name,
+                         streaming)
     importer.cache_capacity = cache_capacity
     result = importer.run()
     check_imported(result, OnnxImportError)
@@ -117,6 +120,8 @@ class _Importer(ImportState):
             except ValueError as exc:               # numpy's reshape of the data to the dims
                 raise OnnxImportError(f"initializer `{t.name}`: {data_mismatch(t, exc)}") from None
         self.kv_setup()
+        if self.streaming:
+            self.one_step_sizevars()
         for inp in self.g.input:
             if inp.name in initializers:             # IR < 4: initializers are listed as inputs too
                 continue
@@ -229,6 +234,20 @@ class _Importer(ImportState):
         v = Value(ONNX_DTYPES[t.elem_type], tuple(dims), var=var)
         self.declare("dynamic", var, v.dtype, v.dims, inp.name)
         self.values[inp.name] = v
+
+    def one_step_sizevars(self) -> None:
+        """Streaming: the symbolic sequence dim of a graph input that a recurrent node reads as X
+        is 1 unless --sizevar gives it (a value other than 1 is then the handler's error)."""
+        inputs = {i.name: i for i in self.g.input}
+        for node in self.g.node:
+            if node.op_type not in ("RNN", "GRU", "LSTM") or not node.input or node.input[0] not in inputs:
+                continue
+            layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
+            dims = inputs[node.input[0]].type.tensor_type.shape.dim
+            if len(dims) == 3 and layout in (0, 1) and dims[layout].HasField("dim_param"):
+                param = dims[layout].dim_param
+                if param not in self.user_sizevars and sanitize(param) not in self.user_sizevars:
+                    self.user_sizevars[param] = 1
 
     def check_sizevars(self) -> None:
         known = set(self.sizevar_names) | set(self.sizevar_names.values())

@@ -3,4 +3,15 @@
 `context.SUPPORTED_OPS`: importing this package registers them all (the importer does, at its top).
 """
 
-from . import activations, constants, einsum, elementwise, layout, nn, quant, reduce, transformer  # noqa: F401
+from . import (  # noqa: F401
+    activations,
+    constants,
+    einsum,
+    elementwise,
+    layout,
+    nn,
+    quant,
+    recurrent,
+    reduce,
+    transformer,
+)

@@ -1,0 +1,221 @@
+"""ONNX GRU, LSTM and RNN: keyword-spotting-style models (40 features x 49 frames) built with
+onnx.helper (random weights, fixed seed), imported whole and with `streaming=True`, run on the
+reference and the generated C (x86_64-generic and the host's best CPU target), compared with
+onnxruntime over the whole sequence. (The single-node cases are the ONNX backend node tests in
+test_onnx_node_cases.py.)"""
+
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto  # noqa: E402
+from onnx import helper as oh  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+import openinfer as oi  # noqa: E402
+from openinfer.errors import OnnxImportError  # noqa: E402
+from openinfer.targets.devices import best_host_target  # noqa: E402
+
+FRAMES, FEATURES, CLASSES = 49, 40, 12
+TARGETS = sorted({"x86_64-generic", best_host_target()})
+ATOL, RTOL = 2e-5, 1e-4
+
+
+def _weights(rng, shape, fan):
+    return (rng.standard_normal(shape) / np.sqrt(fan)).astype(np.float32)
+
+
+def streamable_model() -> onnx.ModelProto:
+    """Forward GRU (hidden 48, linear_before_reset=1 as PyTorch exports it) -> LSTM (hidden 32,
+    peepholes, constant non-zero initial state) -> per-frame logits; `frames` symbolic."""
+    rng = np.random.default_rng(7)
+    h1, h2 = 48, 32
+    inits = {
+        "gru_W": _weights(rng, (1, 3 * h1, FEATURES), FEATURES), "gru_R": _weights(rng, (1, 3 * h1, h1), h1),
+        "gru_B": _weights(rng, (1, 6 * h1), 4),
+        "lstm_W": _weights(rng, (1, 4 * h2, h1), h1), "lstm_R": _weights(rng, (1, 4 * h2, h2), h2),
+        "lstm_B": _weights(rng, (1, 8 * h2), 4), "lstm_P": _weights(rng, (1, 3 * h2), 4),
+        "lstm_h0": _weights(rng, (1, 1, h2), 4), "lstm_c0": _weights(rng, (1, 1, h2), 4),
+        "fc_W": _weights(rng, (h2, CLASSES), h2), "fc_b": _weights(rng, (CLASSES,), 4),
+        "axis1": np.array([1], np.int64),
+    }
+    nodes = [
+        oh.make_node("GRU", ["x", "gru_W", "gru_R", "gru_B"], ["gru_Y", ""], name="/gru/GRU", hidden_size=h1,
+                     linear_before_reset=1),
+        oh.make_node("Squeeze", ["gru_Y", "axis1"], ["gru_out"], name="/gru/Squeeze"),
+        oh.make_node("LSTM", ["gru_out", "lstm_W", "lstm_R", "lstm_B", "", "lstm_h0", "lstm_c0", "lstm_P"],
+                     ["lstm_Y", "state", ""], name="/lstm/LSTM", hidden_size=h2),
+        oh.make_node("Squeeze", ["lstm_Y", "axis1"], ["lstm_out"], name="/lstm/Squeeze"),
+        oh.make_node("MatMul", ["lstm_out", "fc_W"], ["fc_mm"], name="/fc/MatMul"),
+        oh.make_node("Add", ["fc_mm", "fc_b"], ["logits"], name="/fc/Add"),
+    ]
+    graph = oh.make_graph(
+        nodes, "kws_stream", [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["frames", 1, FEATURES])],
+        [oh.make_tensor_value_info("logits", TensorProto.FLOAT, ["frames", 1, CLASSES]),
+         oh.make_tensor_value_info("state", TensorProto.FLOAT, [1, 1, h2])],
+        [nh.from_array(v, k) for k, v in inits.items()])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def bidirectional_model() -> onnx.ModelProto:
+    """Bidirectional GRU (hidden 32, linear_before_reset=0, initial_h a graph input) -> reverse
+    LSTM (hidden 32, clip 2.5) on the two directions joined -> its final h and c. (Batch-first,
+    layout 1, onnxruntime does not run: the node tests' `*_batchwise` cases check it.)"""
+    rng = np.random.default_rng(11)
+    h = 32
+    inits = {
+        "gru_W": _weights(rng, (2, 3 * h, FEATURES), FEATURES), "gru_R": _weights(rng, (2, 3 * h, h), h),
+        "gru_B": _weights(rng, (2, 6 * h), 4),
+        "lstm_W": _weights(rng, (1, 4 * h, 2 * h), 2 * h), "lstm_R": _weights(rng, (1, 4 * h, h), h),
+        "lstm_B": _weights(rng, (1, 8 * h), 4), "joined": np.array([FRAMES, 1, 2 * h], np.int64),
+    }
+    nodes = [
+        oh.make_node("GRU", ["x", "gru_W", "gru_R", "gru_B", "", "h0"], ["gru_Y", "gru_h"], name="/gru/GRU",
+                     hidden_size=h, direction="bidirectional"),
+        # [T, 2, 1, H] -> [T, 1, 2, H] -> [T, 1, 2H]: the directions joined
+        oh.make_node("Transpose", ["gru_Y"], ["gru_bt"], name="/gru/Transpose", perm=[0, 2, 1, 3]),
+        oh.make_node("Reshape", ["gru_bt", "joined"], ["gru_out"], name="/gru/Reshape"),
+        oh.make_node("LSTM", ["gru_out", "lstm_W", "lstm_R", "lstm_B"], ["", "final", "cell"], name="/lstm/LSTM",
+                     hidden_size=h, direction="reverse", clip=2.5),
+    ]
+    graph = oh.make_graph(
+        nodes, "kws_bidi", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [FRAMES, 1, FEATURES]),
+                            oh.make_tensor_value_info("h0", TensorProto.FLOAT, [2, 1, h])],
+        [oh.make_tensor_value_info("final", TensorProto.FLOAT, [1, 1, h]),
+         oh.make_tensor_value_info("cell", TensorProto.FLOAT, [1, 1, h]),
+         oh.make_tensor_value_info("gru_h", TensorProto.FLOAT, [2, 1, h])],
+        [nh.from_array(v, k) for k, v in inits.items()])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def _onnxruntime(model: onnx.ModelProto, feed: dict) -> dict:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in model.graph.output]
+    return dict(zip(names, session.run(names, feed), strict=True))
+
+
+@pytest.fixture(scope="module")
+def features():
+    return np.random.default_rng(3).standard_normal((FRAMES, 1, FEATURES)).astype(np.float32)
+
+
+def _engine(kind: str, graph, oinf, tmp_path_factory, monkeypatch):
+    model = oi.ModelLoader.open(oinf)
+    if kind == "reference":
+        return oi.Reference(model, oi.load_graph(graph)).make_executor()
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sim-cache"))
+    return oi.Simulator(model, oi.load_graph(graph), arch=kind).make_executor()
+
+
+ENGINES = ["reference", *TARGETS]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_whole_sequence_matches_onnxruntime(engine, features, tmp_path_factory, monkeypatch):
+    cases = [(streamable_model(), {"x": features}, {"frames": FRAMES}),
+             (bidirectional_model(), {"x": features,
+                                      "h0": np.random.default_rng(5).standard_normal((2, 1, 32)).astype(np.float32)},
+              {})]
+    for model, feed, sizevars in cases:
+        expected = _onnxruntime(model, feed)
+        imported = oi.import_onnx(model, sizevars=sizevars)
+        assert "loop " in imported.text and "dynamic_slice" in imported.text
+        graph, oinf = imported.write(tmp_path_factory.mktemp(model.graph.name))
+        ex = _engine(engine, graph, oinf, tmp_path_factory, monkeypatch)
+        ex.insert(**feed)
+        ex.run_step()
+        for name, want in expected.items():
+            np.testing.assert_allclose(ex.fetch(imported.renamed.get(name, name)), want, atol=ATOL, rtol=RTOL,
+                                       err_msg=f"{model.graph.name}: {name}")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_streaming_step_by_step_matches_the_whole_sequence(engine, features, tmp_path_factory, monkeypatch):
+    """49 runs of one frame each give onnxruntime's per-frame logits over the whole sequence, and
+    the final LSTM state; `reset()` starts the stream again (from the constant initial state)."""
+    model = streamable_model()
+    expected = _onnxruntime(model, {"x": features})
+    imported = oi.import_onnx(model, streaming=True)
+    assert imported.sizevars == {"frames": 1}
+    assert "persistent {" in imported.text and "loop " not in imported.text
+    graph, oinf = imported.write(tmp_path_factory.mktemp("stream"))
+    ex = _engine(engine, graph, oinf, tmp_path_factory, monkeypatch)
+    for t in range(FRAMES):
+        ex.insert(x=features[t:t + 1])
+        ex.run_step()
+        np.testing.assert_allclose(ex.fetch("logits"), expected["logits"][t:t + 1], atol=ATOL, rtol=RTOL,
+                                   err_msg=f"frame {t}")
+    np.testing.assert_allclose(ex.fetch("state"), expected["state"], atol=ATOL, rtol=RTOL)
+    ex.reset()
+    for t in range(2):
+        ex.insert(x=features[t:t + 1])
+        ex.run_step()
+    np.testing.assert_allclose(ex.fetch("logits"), expected["logits"][1:2], atol=ATOL, rtol=RTOL)
+
+
+def test_streaming_refuses_what_needs_the_whole_sequence():
+    with pytest.raises(OnnxImportError, match=r"/gru/GRU.*--streaming runs one time step per run: it needs "
+                                              r"direction forward"):
+        oi.import_onnx(bidirectional_model(), streaming=True)
+    with pytest.raises(OnnxImportError, match="--streaming runs one time step"):
+        oi.import_onnx(streamable_model(), streaming=True, sizevars={"frames": 4})
+
+
+def _single(op: str, **attrs) -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    inits = [nh.from_array(_weights(rng, (1, gates * 4, 3), 3), "W"),
+             nh.from_array(_weights(rng, (1, gates * 4, 4), 4), "R")]
+    node = oh.make_node(op, ["x", "W", "R"], ["", "h"], hidden_size=4, name="cell", **attrs)
+    graph = oh.make_graph([node], "one", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [5, 2, 3])],
+                          [oh.make_tensor_value_info("h", TensorProto.FLOAT, [1, 2, 4])], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("op, attrs, message", [
+    ("GRU", {"activations": ["Sigmoid", "HardSigmoid"]}, "activations HardSigmoid are not supported"),
+    ("LSTM", {"input_forget": 1}, "input_forget=1 is not supported"),
+    ("RNN", {"activations": ["LeakyRelu"], "activation_alpha": [0.1]}, "activation_alpha"),
+])
+def test_refusals_name_the_node_and_the_reason(op, attrs, message):
+    with pytest.raises(OnnxImportError, match=rf'node "cell" \({op}\): .*{message}'):
+        oi.import_onnx(_single(op, **attrs))
+
+
+def test_sequence_lens_other_than_the_sequence_length_are_refused():
+    model = _single("RNN")
+    model.graph.initializer.append(nh.from_array(np.array([5, 3], np.int32), "lens"))
+    model.graph.node[0].input.extend(["", "lens"])
+    with pytest.raises(OnnxImportError, match=r"sequence_lens \[5, 3\]: only lengths all equal"):
+        oi.import_onnx(model)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_relu_activation_and_clip_match_onnxruntime(op):
+    acts = {"RNN": ["Relu"], "GRU": ["Sigmoid", "Relu"], "LSTM": ["Sigmoid", "Relu", "Tanh"]}[op]
+    model = _single(op, activations=acts, clip=0.75)
+    x = np.random.default_rng(2).standard_normal((5, 2, 3)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        graph, oinf = oi.import_onnx(model).write(tmp)
+        ex = oi.Reference(oi.ModelLoader.open(oinf), oi.load_graph(graph)).make_executor()
+        ex.insert(x=x)
+        ex.run_step()
+        got = ex.fetch("h")
+    np.testing.assert_allclose(got, _onnxruntime(model, {"x": x})["h"], atol=1e-6, rtol=1e-5)
+
+
+def test_cli_streaming_import(tmp_path, capsys):
+    from openinfer.cli import main
+
+    path = tmp_path / "kws.onnx"
+    onnx.save(streamable_model(), str(path))
+    assert main(["import", str(path), "-o", str(tmp_path / "out"), "--streaming"]) == 0
+    text = (tmp_path / "out" / "kws.oig").read_text()
+    assert "gru_GRU_h_state: f32[1, 48];" in text and "cache.write lstm_LSTM_c >> lstm_LSTM_c_state;" in text
+    assert "// Sizevars (symbolic dims of the inputs): frames = 1" in text
