@@ -3,7 +3,7 @@ run-time positions, GQA) and a Qwen2-style decoder exported by tools/export_onnx
 token in, past/present key-values per layer, imported with --cache-capacity as persistent cache
 tables. Each step's logits equal onnxruntime's (fed the growing past itself) up to the cache's
 capacity, and `generate` gives torch's own greedy ids, on the reference and the generated C, from
-one build that grows to the capacity."""
+one build that grows to the capacity; LLaMA also through Vulkan on lavapipe."""
 
 from __future__ import annotations
 
@@ -106,3 +106,24 @@ def test_a_decode_step_needs_a_capacity_and_only_a_decode_step_takes_one():
         oi.import_onnx(DATA / "gpt2_step.onnx")
     with pytest.raises(OnnxImportError, match="the model has no past/present key-values"):
         oi.import_onnx(DATA / "resnet.onnx", sizevars={"batch": 1}, cache_capacity=8)
+
+
+def test_generate_on_vulkan_lavapipe(tmp_path, monkeypatch):
+    """LLaMA's decode step through generated GLSL + Vulkan on Mesa's lavapipe, validation layer on:
+    torch's greedy ids, the cache growing in one build."""
+    from vulkan.conftest import LAVAPIPE, unavailable
+
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(f"needs lavapipe: {reason}")
+    monkeypatch.setenv("OI_VK_VALIDATION", "1")
+    monkeypatch.setenv("OI_VK_DEVICE", "llvmpipe")
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "vk-cache"))
+    graph, oinf = oi.import_onnx(DATA / "llama_step.onnx", cache_capacity=CAPACITY).write(tmp_path / "llama")
+    loader = oi.ModelLoader.open(oinf)
+    sim = oi.Simulator(loader, oi.load_graph(graph), arch=LAVAPIPE)
+    data = np.load(DATA / "llama_step.npz")
+    result = generate(sim.make_executor(), roles_of(sim.bound, loader.metadata), data["prompt"].tolist(),
+                      len(data["torch_ids"]))
+    assert list(result.ids) == data["torch_ids"].tolist()
+    assert sim.validation_messages() == 0
