@@ -233,7 +233,7 @@ CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2,
                    "ReduceProd": (1,), "ReduceSumSquare": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                    "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
                    "Split": (1,), "Trilu": (1,), "DequantizeLinear": (1, 2), "QuantizeLinear": (1, 2),
-                   "MatMulInteger": (3,)}
+                   "MatMulInteger": (3,), "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Upsample": (1,)}
 
 
 def handler(*op_types: str, note: str):

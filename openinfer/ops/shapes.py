@@ -299,6 +299,13 @@ def _pad(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
                           f"({2 * len(shape)} ints), got {len(pads)}")
     if any(p < 0 for p in pads):
         raise OpTypeError(f"pad: pads {list(pads)} must not be negative")
+    mode = attrs.get("mode", "constant")
+    for i, d in enumerate(shape):
+        if mode == "reflect" and max(pads[2 * i:2 * i + 2]) > max(d - 1, 0):
+            raise OpTypeError(f"pad: mode reflect mirrors axis {i} of size {d} without repeating its edge, "
+                              f"so its pads {list(pads[2 * i:2 * i + 2])} must be at most {max(d - 1, 0)}")
+        if mode == "edge" and d == 0 and any(pads[2 * i:2 * i + 2]):
+            raise OpTypeError(f"pad: mode edge repeats the nearest element, but axis {i} is empty")
     attrs.update(pads=pads)
     return tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(shape)), False
 

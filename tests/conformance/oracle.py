@@ -875,17 +875,6 @@ def _slice(xs: list[Arr], c: Ctx) -> Arr:
     return build(shape, lambda o: x[[picks[i][j] for i, j in enumerate(o)]])
 
 
-def _pad(xs: list[Arr], c: Ctx) -> Arr:
-    x, pads = xs[0], c.attrs["pads"]
-    border = store(c.attr("value", 0), c.t)
-    shape = tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape))
-
-    def at(o):
-        src = tuple(j - pads[2 * i] for i, j in enumerate(o))
-        return x[src] if all(0 <= j < d for j, d in zip(src, x.shape, strict=True)) else border
-    return build(shape, at)
-
-
 def _rope(xs: list[Arr], c: Ctx) -> Arr:
     x, pos = xs
     dh = x.shape[-1]
@@ -1038,7 +1027,7 @@ WHOLE: dict[str, Callable] = {
     "softmax": _softmax(False), "log_softmax": _softmax(True), "layer_norm": _norm(False),
     "rms_norm": _norm(True), "gather": _gather, "gather_nd": _gather_nd, "scatter_nd": _scatter_nd,
     "transpose": _transpose, "reshape": _reshape, "concat": _concat,
-    "slice": _slice, "dynamic_slice": _dynamic_slice, "pad": _pad, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv,
+    "slice": _slice, "dynamic_slice": _dynamic_slice, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv,
     "conv2d": _conv,
     "max_pool2d": _pool(True), "avg_pool2d": _pool(False), "lrn": _lrn,
 }
@@ -1049,6 +1038,7 @@ def expected(case) -> np.ndarray:
     c = Ctx(case)
     xs = [Arr.of(x) for x in case.inputs]
     from .quant_oracle import QUANT
+    from .resample_oracle import RESAMPLE
 
-    fn = ELEMENTWISE.get(case.op) or WHOLE.get(case.op) or QUANT[case.op]
+    fn = ELEMENTWISE.get(case.op) or WHOLE.get(case.op) or RESAMPLE.get(case.op) or QUANT[case.op]
     return to_array(fn(xs, c), c.out)

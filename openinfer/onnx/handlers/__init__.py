@@ -3,4 +3,4 @@
 `context.SUPPORTED_OPS`: importing this package registers them all (the importer does, at its top).
 """
 
-from . import activations, constants, elementwise, layout, nn, quant, reduce, transformer  # noqa: F401
+from . import activations, constants, elementwise, layout, nn, quant, reduce, resample, transformer  # noqa: F401

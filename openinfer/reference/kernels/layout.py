@@ -106,8 +106,12 @@ def dynamic_slice(xs: Arrays, inf: Inference) -> np.ndarray:
 
 
 def pad(xs: Arrays, inf: Inference) -> np.ndarray:
-    """The output filled with `value` stored as T (as `fill` stores it), x copied into its interior."""
-    x, pads = xs[0], inf.attrs["pads"]
+    """constant: the output filled with `value` stored as T (as `fill` stores it), x copied into its
+    interior; reflect and edge: NumPy's modes of those names, which are ONNX's (unpadded, the
+    copy alone: NumPy refuses the empty pad list of a 0-d x)."""
+    x, pads, mode = xs[0], inf.attrs["pads"], inf.attrs["mode"]
+    if mode != "constant" and any(pads):
+        return np.pad(x, [(pads[2 * i], pads[2 * i + 1]) for i in range(x.ndim)], mode=mode)
     out = np.array(store(np.full(inf.out_shape, inf.attrs["value"]), inf.out_dtype), dtype=x.dtype)
     out[tuple(slice(pads[2 * i], pads[2 * i] + d) for i, d in enumerate(x.shape))] = x
     return out

@@ -11,6 +11,7 @@ import numpy as np
 
 from ....dtypes import DTypeInfo
 from ....numerics import to_storage
+from ....ops.resample import pad_source
 from ....ops.shapes import slice_extent, transpose_perm
 from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
@@ -125,6 +126,8 @@ def emit_pad(req: KernelRequest, name: str, renderer) -> str:
     x, y = req.inputs[0], req.output
     t = y.dtype
     pads = static_attr(req, "pads")
+    if static_attr(req, "mode") != "constant":
+        return _pad_from_x(req, name, pads)
     raw = to_storage(np.full(8 // t.bits if t.is_packed else 1, ref_store(np.full((), static_attr(req, "value")), t),
                              dtype=t.np_dtype), t)        # the value's stored bytes, as `fill` stores it
     nbytes = t.storage_nbytes(y.numel)
@@ -144,6 +147,28 @@ def emit_pad(req: KernelRequest, name: str, renderer) -> str:
                f"x into the interior, at {[pads[2 * i] for i in range(len(x.shape))]}")
     return render("c/ops/copy.c.j2", proto=prototype(req, name), pre=pre, moves=[mv] if x.numel else [],
                   doc=f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, border value {static_attr(req, 'value')!r}")
+
+
+def _pad_from_x(req: KernelRequest, name: str, pads) -> str:
+    """reflect / edge: every output element copied from x, through a table per padded axis of the
+    source offsets of that axis's output positions (an unpadded axis reads its own position)."""
+    x, y = req.inputs[0], req.output
+    mode = static_attr(req, "mode")
+    istr, ostr = contiguous_strides(x.shape), contiguous_strides(y.shape)
+    pre, src = [], []
+    for a, (n, before) in enumerate(zip(x.shape, pads[0::2], strict=True)):
+        if before == 0 and pads[2 * a + 1] == 0:
+            src.append(offset([f"i{a}"], [istr[a]]))
+            continue
+        table = ", ".join(str(pad_source(mode, j - before, n) * istr[a]) for j in range(y.shape[a]))
+        pre.append(f"static const int64_t from{a}[{y.shape[a]}] = {{{table}}};")
+        src.append(f"from{a}[i{a}]")
+    loops = [[f"i{a}", d] for a, d in enumerate(y.shape)]
+    body = copy_elem(y.dtype, "out", offset([v for v, _ in loops], ostr), "in0", " + ".join(src) or "0")
+    return render("c/ops/copy.c.j2", proto=prototype(req, name), pre=pre,
+                  moves=[{"loops": loops, "body": body, "comment": f"{mode} border: x's element per table"}]
+                  if y.numel else [],
+                  doc=f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, mode {mode}")
 
 
 @family("gather")

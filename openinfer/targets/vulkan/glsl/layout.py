@@ -122,6 +122,9 @@ def emit_pad(req: KernelRequest, k: KernelCtx) -> Body:
     x, y = req.inputs[0], req.output
     t = y.dtype
     pads = k.static("pads")
+    mode = k.static("mode")
+    if mode != "constant":
+        return _pad_from_x(req, pads, mode)
     raw = to_storage(np.full(1, ref_store(np.full((), k.static("value")), t), dtype=t.np_dtype), t)
     bits = int.from_bytes(raw, "little") & ((1 << t.bits) - 1 if t.is_packed else (1 << 8 * len(raw)) - 1)
     st = storage_type(t)
@@ -148,6 +151,23 @@ def emit_pad(req: KernelRequest, k: KernelCtx) -> Body:
     lines.append(f"if ({cond}) return {_fetch(x.dtype, 'in0', ' + '.join(src) or '0u')};")
     lines.append(f"return {border};")
     return _body(req, lines, f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, border value {k.static('value')!r}")
+
+
+def _pad_from_x(req: KernelRequest, pads, mode: str) -> Body:
+    """reflect / edge: output element i reads x at i's coordinates less the `before` pads, each
+    folded back inside x (mirrored once, which the shape rule's pads < n make enough, or clamped)."""
+    x, y = req.inputs[0], req.output
+    ostr, istr = contiguous_strides(y.shape), contiguous_strides(x.shape)
+    lines, src = [], []
+    for a, (n, before) in enumerate(zip(x.shape, pads[0::2], strict=True)):
+        lines.append(f"int c{a} = int((i / {ostr[a]}u) % {y.shape[a]}u) - {before};")
+        if mode == "edge":
+            lines.append(f"c{a} = clamp(c{a}, 0, {n - 1});")
+        else:
+            lines.append(f"c{a} = c{a} < 0 ? -c{a} : c{a} >= {n} ? {2 * (n - 1)} - c{a} : c{a};")
+        src.append(f"uint(c{a}) * {istr[a]}u")
+    lines.append(f"return {_fetch(x.dtype, 'in0', ' + '.join(src) or '0u')};")
+    return _body(req, lines, f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, mode {mode}")
 
 
 @family("gather")
