@@ -400,6 +400,26 @@ def sdpa_batch(q_batch: Sequence[int], kv_batch: Sequence[int]) -> Shape:
     return broadcast_shapes("sdpa", q_batch, kv_batch)
 
 
+def _resize(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    x = ins[0]
+    sizes = tuple(attrs["sizes"])
+    if len(sizes) != len(x.shape):
+        raise OpTypeError(f"resize: sizes {list(sizes)} must give the output size of each of x's {len(x.shape)} axes")
+    if any(s < 1 if n else s != 0 for s, n in zip(sizes, x.shape, strict=True)):
+        raise OpTypeError(f"resize: sizes {list(sizes)} must be >= 1 (0 only for an empty axis of x {_fmt(x.shape)})")
+    scales = attrs.get("scales")
+    if scales is not None:
+        scales = tuple(scales)
+        if len(scales) != 2 * len(sizes) or any(v <= 0 for v in scales):
+            raise OpTypeError(f"resize: scales {list(scales)} must hold a positive [numerator, denominator] "
+                              f"for each of the {len(sizes)} axes")
+        attrs.update(scales=scales)
+    if attrs["mode"] == "linear" and not x.dtype.is_float:
+        raise OpTypeError(f"resize: mode linear interpolates float dtypes, not {x.dtype.name} (nearest copies any)")
+    attrs.update(sizes=sizes)
+    return sizes, False
+
+
 def _pairs(op: str, name: str, v: int | tuple[int, ...], n: int, *, pads: bool = False) -> tuple[int, ...]:
     """An int or list attribute as n values (pads: 2n values, all begins then all ends)."""
     vals = (v,) if isinstance(v, int) else tuple(v)
@@ -559,7 +579,7 @@ SHAPE_RULES: dict[str, Rule] = {
     "scatter_nd": _scatter_nd, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
     "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
-    "pad": _pad, "lrn": _lrn, "qconv": _qconv, "qlinear": _qlinear, "qpool": _qpool,
+    "pad": _pad, "resize": _resize, "lrn": _lrn, "qconv": _qconv, "qlinear": _qlinear, "qpool": _qpool,
     "qlut": _qlut, "qhard_swish": _qhard_swish,
 }
 
@@ -584,6 +604,7 @@ SHAPE_RULE_DOCS = {
     "slice": "x's shape with each sliced axis' length",
     "dynamic_slice": "x's shape with `sizes` on `axes`",
     "pad": "x's shape, each axis i grown by pads[2i] + pads[2i+1]",
+    "resize": "sizes",
     "rope": "x's shape",
     "dequant_matmul": "x[K] @ w[K, N] -> [N], x[M, K] @ w[K, N] -> [M, N]; scale/zero_point [N] or [1]",
     "sdpa": "q's batch dims (broadcast with k/v's, GQA) + [Sq, Dv]",

@@ -150,7 +150,7 @@ _LOOSE = {"f64": (1e-9, 1e-9), "f32": (1e-4, 1e-5), "f16": (4e-3, 4e-3), "bf16":
 #: ops whose result is a sum of many terms or a chain of transcendental steps
 _LOOSE_OPS = {"matmul", "dequant_matmul", "sum_axis", "mean_axis", "prod_axis", "softmax", "log_softmax",
               "layer_norm", "rms_norm", "rope", "sdpa", "conv1d", "conv2d", "avg_pool2d", "gelu", "silu", "sigmoid",
-              "lrn"}
+              "lrn", "resize"}
 #: ops whose zero results may differ in sign between exact and f32 evaluation
 _NO_ZERO_SIGN = _LOOSE_OPS | {"max_pool2d", "exp", "log", "tanh", "erf", "relu", "fma"}
 

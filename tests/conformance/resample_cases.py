@@ -38,4 +38,46 @@ def _pad(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
                                                                         "mode": "edge"})]
 
 
-RESAMPLE_BUILDERS: dict[str, Builder] = {"pad": _pad}
+def _resize(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
+    """nearest (every dtype, every nearest_mode): up- and downsampling of NCHW's H and W to odd and
+    prime sizes, 1-d, 3 resized axes, and `scales` other than out / in. linear (floats, finite
+    values: an infinity times a zero weight is NaN): bilinear by every coordinate mode, output
+    sizes of 1, 1-d and 3 axes at once (trilinear), and scales other than out / in."""
+    def x(shape, edges=True):
+        return [(t, values(t, shape, rng, edges=edges))]
+
+    nearest = [
+        Variant("nearest_up", x((1, 2, 3, 5)), {"sizes": [1, 2, 7, 11]}),
+        Variant("nearest_floor_asymmetric", x((2, 1, 3, 5)), {"sizes": [2, 1, 6, 10], "nearest_mode": "floor",
+                                                              "coordinate_transformation_mode": "asymmetric"}),
+        Variant("nearest_down_ceil_prefer", x((2, 3, 7, 11)), {"sizes": [2, 3, 3, 5],
+                                                               "nearest_mode": "round_prefer_ceil"}),
+        Variant("nearest_1d_ceil_corners", x((7,)), {"sizes": [13], "nearest_mode": "ceil",
+                                                    "coordinate_transformation_mode": "align_corners"}),
+        Variant("nearest_3_axes", x((5, 3, 4)), {"sizes": [2, 7, 9], "mode": "nearest",
+                                                 "coordinate_transformation_mode": "pytorch_half_pixel"}),
+        Variant("nearest_scales", x((1, 4, 5)), {"sizes": [1, 2, 7], "scales": [1, 1, 3, 5, 3, 2],
+                                                 "coordinate_transformation_mode": "half_pixel_symmetric"})]
+    if not t.is_float:
+        return nearest
+    linear = {"mode": "linear"}
+    return [Variant("bilinear", x((1, 2, 5, 7), False), {"sizes": [1, 2, 9, 4], **linear}),
+            Variant("bilinear_corners", x((1, 1, 4, 6), False),
+                    {"sizes": [1, 1, 7, 11], "coordinate_transformation_mode": "align_corners", **linear}),
+            Variant("bilinear_pytorch_to_1", x((2, 3, 5, 2), False),
+                    {"sizes": [2, 3, 3, 1], "coordinate_transformation_mode": "pytorch_half_pixel", **linear}),
+            Variant("linear_1d_asymmetric", x((11,), False),
+                    {"sizes": [5], "coordinate_transformation_mode": "asymmetric", **linear}),
+            Variant("linear_symmetric_scales", x((1, 1, 4, 5), False),
+                    {"sizes": [1, 1, 6, 6], "scales": [1, 1, 1, 1, 3, 2, 5, 4],
+                     "coordinate_transformation_mode": "half_pixel_symmetric", **linear}),
+            Variant("corners_scales", x((4, 5), False),
+                    {"sizes": [2, 7], "scales": [3, 5, 3, 2], "coordinate_transformation_mode": "align_corners",
+                     **linear}),
+            Variant("trilinear", x((3, 4, 5), False), {"sizes": [5, 2, 7], **linear}),
+            Variant("corners_to_1", x((3, 5), False),
+                    {"sizes": [1, 8], "coordinate_transformation_mode": "align_corners", **linear}),
+            *nearest]
+
+
+RESAMPLE_BUILDERS: dict[str, Builder] = {"pad": _pad, "resize": _resize}

@@ -3,6 +3,11 @@ slice), and `resize` (nearest, linear) to output sizes known at import. Folded o
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
+import numpy as np
+
 from ..context import FLOATS, Dim, NodeContext, Value, dim_sum, handler
 from .layout import _folded
 
@@ -74,3 +79,78 @@ def _pad(c: NodeContext) -> None:
     axes = sorted(crop)
     c.emit("slice", [padded.var], {"starts": [crop[a][0] for a in axes], "ends": [crop[a][1] for a in axes],
                                    "axes": axes}, x.dtype, cropped, out=out)
+
+
+@handler("Resize", "Upsample",
+         note="resize(sizes, scales, mode, coordinate_transformation_mode, nearest_mode): modes nearest and linear "
+              "(linear on float data), every coordinate mode but tf_crop_and_resize; sizes or scales constant "
+              "(scales kept exact); cubic, antialias and keep_aspect_ratio_policy other than stretch refused; "
+              "folded on constants")
+def _resize(c: NodeContext) -> None:
+    c.allow("mode", "scales", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
+            "extrapolation_value", "antialias", "axes", "keep_aspect_ratio_policy")
+    upsample = c.node.op_type == "Upsample"
+    if upsample or c.opset < 11:
+        x, scales_in = c.inputs(1, 2)
+        sizes_in = None
+    else:
+        x, _roi, scales_in, sizes_in = c.inputs(1, 4)
+    (out,) = c.outputs()
+    rank = len(x.dims)
+    mode = _text(c.attrs.get("mode", "nearest"))
+    if mode not in ("nearest", "linear"):
+        c.fail(f"mode {mode!r} is not supported (nearest and linear are)")
+    if mode == "linear" and x.dtype not in FLOATS:
+        c.fail(f"mode linear on {x.dtype} data (linear interpolates float data)")
+    if int(c.attrs.get("antialias", 0)):
+        c.fail("antialias=1 is not supported")
+    policy = _text(c.attrs.get("keep_aspect_ratio_policy", "stretch"))
+    if policy != "stretch":
+        c.fail(f"keep_aspect_ratio_policy {policy!r} is not supported (stretch is)")
+    legacy = upsample or c.opset < 11
+    if legacy:      # no such attributes yet; onnxruntime's reading: positions o / scale, rounded per axis
+        transform, rounding = "asymmetric", "floor"
+    else:
+        transform = _text(c.attrs.get("coordinate_transformation_mode", "half_pixel"))
+        rounding = _text(c.attrs.get("nearest_mode", "round_prefer_floor"))
+    if transform not in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "asymmetric", "align_corners"):
+        c.fail(f"coordinate_transformation_mode {transform!r} is not supported")
+    axes = c.axes(None, rank) or list(range(rank))
+    sizes = list(x.shape)
+    scales: list[int] | None = None
+    given_sizes = c.const_input(sizes_in, "the sizes input") if sizes_in is not None else None
+    if given_sizes is not None and given_sizes.size:
+        if len(given_sizes) != len(axes):
+            c.fail(f"sizes {given_sizes.tolist()} for {len(axes)} axes")
+        for a, s in zip(axes, given_sizes.tolist(), strict=True):
+            sizes[a] = int(s)
+    else:
+        raw = c.const_input(scales_in, "the scales input") if scales_in is not None else c.attrs.get("scales")
+        raw = [] if raw is None else np.asarray(raw, dtype=np.float32).reshape(-1).tolist()
+        if len(raw) != len(axes):
+            c.fail(f"scales {raw} for {len(axes)} axes (sizes or scales must be given)")
+        if any(not s > 0 for s in raw):
+            c.fail(f"scales {raw} must be positive")
+        ratios = [Fraction(1)] * rank
+        for a, s in zip(axes, raw, strict=True):
+            ratios[a] = Fraction(s)                    # the float32 scale, exactly
+            sizes[a] = int(math.floor(np.float32(x.shape[a]) * np.float32(s)))   # in f32, as onnxruntime
+        if any(r != Fraction(m, n) for r, m, n in zip(ratios, sizes, x.shape, strict=True) if n):
+            scales = [v for r in ratios for v in (r.numerator, r.denominator)]
+    if legacy and any(m < n for m, n in zip(sizes, x.shape, strict=True)):
+        # onnxruntime rounds the positions of a shrunk axis up and of a grown axis down
+        if any(m > n for m, n in zip(sizes, x.shape, strict=True)):
+            c.fail(f"scales that both up and down sample ({list(x.shape)} -> {sizes}) are not supported "
+                   "before opset 11 (their axes round positions differently)")
+        rounding = "ceil"
+    if any(s < 1 for s, n in zip(sizes, x.shape, strict=True) if n):
+        c.fail(f"output sizes {sizes}: every axis needs at least one element")
+    settings = {"sizes": sizes, "scales": scales, "mode": mode, "coordinate_transformation_mode": transform,
+                "nearest_mode": rounding}
+    dims = tuple(d if m == d.size and (scales is None or scales[2 * a] == scales[2 * a + 1]) else Dim(m)
+                 for a, (d, m) in enumerate(zip(x.dims, sizes, strict=True)))
+    if x.const is not None:
+        c.folded(out, _folded(c, "resize", [x], settings), dims)
+        return
+    quoted = {k: f'"{v}"' if isinstance(v, str) else v for k, v in settings.items()}
+    c.emit("resize", [c.var(x, 0)], quoted, x.dtype, dims, out=out)
