@@ -237,7 +237,8 @@ CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2,
                    "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
                    "Split": (1,), "Trilu": (1,), "DequantizeLinear": (1, 2), "QuantizeLinear": (1, 2),
                    "MatMulInteger": (3,), "CumSum": (1,), "TopK": (1,), "RNN": (1, 2, 3, 4), "GRU": (1, 2, 3, 4),
-                   "LSTM": (1, 2, 3, 4, 7)}
+                   "LSTM": (1, 2, 3, 4, 7),
+                   "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Upsample": (1,)}
 
 
 def handler(*op_types: str, note: str):

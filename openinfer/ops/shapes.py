@@ -332,6 +332,13 @@ def _pad(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
                           f"({2 * len(shape)} ints), got {len(pads)}")
     if any(p < 0 for p in pads):
         raise OpTypeError(f"pad: pads {list(pads)} must not be negative")
+    mode = attrs.get("mode", "constant")
+    for i, d in enumerate(shape):
+        if mode == "reflect" and max(pads[2 * i:2 * i + 2]) > max(d - 1, 0):
+            raise OpTypeError(f"pad: mode reflect mirrors axis {i} of size {d} without repeating its edge, "
+                              f"so its pads {list(pads[2 * i:2 * i + 2])} must be at most {max(d - 1, 0)}")
+        if mode == "edge" and d == 0 and any(pads[2 * i:2 * i + 2]):
+            raise OpTypeError(f"pad: mode edge repeats the nearest element, but axis {i} is empty")
     attrs.update(pads=pads)
     return tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(shape)), False
 
@@ -424,6 +431,26 @@ def sdpa_batch(q_batch: Sequence[int], kv_batch: Sequence[int]) -> Shape:
     if q_batch and kv_batch and kv_batch[-1] not in (1, q_batch[-1]) and q_batch[-1] % kv_batch[-1] == 0:
         return (*broadcast_shapes("sdpa", q_batch[:-1], kv_batch[:-1]), q_batch[-1])
     return broadcast_shapes("sdpa", q_batch, kv_batch)
+
+
+def _resize(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    x = ins[0]
+    sizes = tuple(attrs["sizes"])
+    if len(sizes) != len(x.shape):
+        raise OpTypeError(f"resize: sizes {list(sizes)} must give the output size of each of x's {len(x.shape)} axes")
+    if any(s < 1 if n else s != 0 for s, n in zip(sizes, x.shape, strict=True)):
+        raise OpTypeError(f"resize: sizes {list(sizes)} must be >= 1 (0 only for an empty axis of x {_fmt(x.shape)})")
+    scales = attrs.get("scales")
+    if scales is not None:
+        scales = tuple(scales)
+        if len(scales) != 2 * len(sizes) or any(v <= 0 for v in scales):
+            raise OpTypeError(f"resize: scales {list(scales)} must hold a positive [numerator, denominator] "
+                              f"for each of the {len(sizes)} axes")
+        attrs.update(scales=scales)
+    if attrs["mode"] == "linear" and not x.dtype.is_float:
+        raise OpTypeError(f"resize: mode linear interpolates float dtypes, not {x.dtype.name} (nearest copies any)")
+    attrs.update(sizes=sizes)
+    return sizes, False
 
 
 def _pairs(op: str, name: str, v: int | tuple[int, ...], n: int, *, pads: bool = False) -> tuple[int, ...]:
@@ -586,7 +613,7 @@ SHAPE_RULES: dict[str, Rule] = {
     "scatter_nd": _scatter_nd, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
     "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
-    "pad": _pad, "lrn": _lrn, "qconv": _qconv, "qlinear": _qlinear, "qpool": _qpool,
+    "pad": _pad, "resize": _resize, "lrn": _lrn, "qconv": _qconv, "qlinear": _qlinear, "qpool": _qpool,
     "qlut": _qlut, "qhard_swish": _qhard_swish,
 }
 
@@ -614,6 +641,7 @@ SHAPE_RULE_DOCS = {
     "slice": "x's shape with each sliced axis' length",
     "dynamic_slice": "x's shape with `sizes` on `axes`",
     "pad": "x's shape, each axis i grown by pads[2i] + pads[2i+1]",
+    "resize": "sizes",
     "rope": "x's shape",
     "dequant_matmul": "x[K] @ w[K, N] -> [N], x[M, K] @ w[K, N] -> [M, N]; scale/zero_point [N] or [1]",
     "sdpa": "q's batch dims (broadcast with k/v's, GQA) + [Sq, Dv]",

@@ -150,7 +150,7 @@ _LOOSE = {"f64": (1e-9, 1e-9), "f32": (1e-4, 1e-5), "f16": (4e-3, 4e-3), "bf16":
 #: ops whose result is a sum of many terms or a chain of transcendental steps
 _LOOSE_OPS = {"matmul", "dequant_matmul", "sum_axis", "mean_axis", "prod_axis", "softmax", "log_softmax",
               "layer_norm", "rms_norm", "rope", "sdpa", "conv1d", "conv2d", "avg_pool2d", "gelu", "silu", "sigmoid",
-              "lrn"}
+              "lrn", "resize"}
 #: ops whose zero results may differ in sign between exact and f32 evaluation
 _NO_ZERO_SIGN = _LOOSE_OPS | {"max_pool2d", "exp", "log", "tanh", "erf", "relu", "fma"}
 
@@ -702,23 +702,6 @@ def _slice(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
                                           "steps": [2, 1]})]
 
 
-def _pad(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
-    """Borders on every axis of a 3-d x (odd sizes, one side only, the innermost axis padded so
-    rows are not contiguous runs), the default value 0 and T's extremes, a 1-d x and no padding."""
-    x = values(t, (3, 5, 7), rng)
-    if t.is_float:
-        vals: list = [-2.5, float("inf")]
-    elif t.kind is Kind.BOOL:
-        vals = [True, 1]
-    else:
-        vals = [t.lo, t.hi]
-    return [Variant("zero", [(t, x)], {"pads": [1, 0, 0, 2, 3, 1]}),
-            Variant("low", [(t, x)], {"pads": [0, 1, 2, 0, 0, 0], "value": vals[0]}),
-            Variant("high", [(t, x)], {"pads": [2, 2, 1, 1, 1, 3], "value": vals[1], "mode": "constant"}),
-            Variant("vector", [(t, values(t, (11,), rng))], {"pads": [3, 2], "value": vals[0]}),
-            Variant("none", [(t, x)], {"pads": [0] * 6})]
-
-
 def _dynamic_slice(op: OpSpec, t: DTypeInfo, rng) -> list[Variant]:
     """Starts inside, negative and past the end (clamped), of signed and unsigned index types, 0-d
     and one-element, on one and two axes."""
@@ -1030,7 +1013,7 @@ BUILDERS: dict[str, Builder] = {
     "gather": _gather, "gather_elements": _gather_elements, "gather_nd": _gather_nd, "topk_indices": _topk,
     "scatter_nd": _scatter_nd, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice,
-    "dynamic_slice": _dynamic_slice, "pad": _pad,
+    "dynamic_slice": _dynamic_slice,
     "rope": _rope, "sdpa": _sdpa, "conv1d": _conv, "conv2d": _conv, "max_pool2d": _pool, "avg_pool2d": _pool,
     "lrn": _lrn,
     "qconv2d": _qconv, "qlinear": _qlinear, "qavg_pool2d": _qpool, "qmax_pool2d": _qpool, "qadd": _qadd,
@@ -1084,9 +1067,11 @@ def _case(op: OpSpec, t: DTypeInfo, mode: str, v: Variant) -> ConformanceCase:
 
 
 def _op_cases(op: OpSpec) -> Iterator[ConformanceCase]:
+    from .resample_cases import RESAMPLE_BUILDERS  # they build on this module's values and Variant
+
     for t in op.dtypes:
         rng = np.random.default_rng(zlib.crc32(f"{op.name}/{t.name}".encode()))
-        for v in BUILDERS[op.name](op, t, rng):
+        for v in (BUILDERS.get(op.name) or RESAMPLE_BUILDERS[op.name])(op, t, rng):
             yield _case(op, t, "normal", v)
             if op.inplace and v.inplace:
                 probe = op.infer([TensorType(d, x.shape) for d, x in v.inputs], v.attrs, v.out)

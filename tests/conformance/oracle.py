@@ -992,17 +992,6 @@ def _slice(xs: list[Arr], c: Ctx) -> Arr:
     return build(shape, lambda o: x[[picks[i][j] for i, j in enumerate(o)]])
 
 
-def _pad(xs: list[Arr], c: Ctx) -> Arr:
-    x, pads = xs[0], c.attrs["pads"]
-    border = store(c.attr("value", 0), c.t)
-    shape = tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape))
-
-    def at(o):
-        src = tuple(j - pads[2 * i] for i, j in enumerate(o))
-        return x[src] if all(0 <= j < d for j, d in zip(src, x.shape, strict=True)) else border
-    return build(shape, at)
-
-
 def _rope(xs: list[Arr], c: Ctx) -> Arr:
     x, pos = xs
     dh = x.shape[-1]
@@ -1156,7 +1145,7 @@ WHOLE: dict[str, Callable] = {
     "rms_norm": _norm(True), "gather": _gather, "gather_elements": _gather_elements, "gather_nd": _gather_nd,
     "topk_indices": _topk, "scatter_nd": _scatter_nd,
     "transpose": _transpose, "reshape": _reshape, "concat": _concat,
-    "slice": _slice, "dynamic_slice": _dynamic_slice, "pad": _pad, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv,
+    "slice": _slice, "dynamic_slice": _dynamic_slice, "rope": _rope, "sdpa": _sdpa, "conv1d": _conv,
     "conv2d": _conv,
     "max_pool2d": _pool(True), "avg_pool2d": _pool(False), "lrn": _lrn,
 }
@@ -1167,6 +1156,7 @@ def expected(case) -> np.ndarray:
     c = Ctx(case)
     xs = [Arr.of(x) for x in case.inputs]
     from .quant_oracle import QUANT
+    from .resample_oracle import RESAMPLE
 
-    fn = ELEMENTWISE.get(case.op) or WHOLE.get(case.op) or QUANT[case.op]
+    fn = ELEMENTWISE.get(case.op) or WHOLE.get(case.op) or RESAMPLE.get(case.op) or QUANT[case.op]
     return to_array(fn(xs, c), c.out)

@@ -18,8 +18,9 @@ ORIGINAL_47 = ("add mul sub div floor_div rem fma neg recip abs relu matmul sign
                "mean_axis prod_axis max_axis min_axis argmax_axis argmin_axis cast fill").split()
 BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf sin cos tan asin acos atan sinh cosh gelu silu softplus "
           "softsign hard_sigmoid hard_swish elu selu celu leaky_relu mish softmax log_softmax layer_norm "
-          "rms_norm gather gather_nd gather_elements scatter_nd transpose reshape concat slice pad rope sdpa "
-          "conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange dynamic_slice lrn cumsum topk_indices").split()
+          "rms_norm gather gather_nd gather_elements scatter_nd transpose reshape concat slice pad resize "
+          "rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange dynamic_slice lrn cumsum "
+          "topk_indices").split()
 #: TFLite's int8 kernels, integer-only (issue 41)
 QUANTIZED = ("qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsub qmul qmean qsoftmax qlut qhard_swish quantize "
              "dequantize requantize").split()
@@ -106,6 +107,7 @@ def test_shapes() -> None:
         ("concat", [tt(f, (2, 3)), tt(f, (2, 1))], {"axis": 1}, (2, 4)),
         ("slice", [tt(f, (4, 6))], {"starts": [-1], "ends": [-100], "axes": [1], "steps": [-2]}, (4, 3)),
         ("pad", [tt(f, (4, 6))], {"pads": [1, 0, 2, 3]}, (5, 11)),
+        ("resize", [tt(f, (1, 3, 4, 6))], {"sizes": [1, 3, 9, 2], "mode": "linear"}, (1, 3, 9, 2)),
         ("sdpa", [tt(f, (1, 8, 3, 4)), tt(f, (1, 2, 5, 4)), tt(f, (1, 2, 5, 6))], {}, (1, 8, 3, 6)),
         ("conv1d", [tt(f, (2, 4, 7)), tt(f, (6, 2, 3))], {"groups": 2, "stride": 2, "padding": 1}, (2, 6, 4)),
         ("avg_pool2d", [tt(f, (1, 2, 5, 6))], {"kernel": [3, 2], "stride": [2, 1], "padding": 1}, (1, 2, 3, 7)),
@@ -216,7 +218,13 @@ ERRORS = [
     ("slice", [F32_23], {"starts": [0], "ends": [1], "steps": [0]}, None, False, "steps must not be 0"),
     ("pad", [F32_23], {"pads": [1, 1]}, None, False, "pads must hold [before, after] for each of the 2 axes"),
     ("pad", [F32_23], {"pads": [0, 1, -1, 0]}, None, False, "must not be negative"),
-    ("pad", [F32_23], {"pads": [0, 0, 0, 0], "mode": "reflect"}, None, False, "mode"),
+    ("pad", [F32_23], {"pads": [0, 0, 0, 0], "mode": "wrap"}, None, False, "mode"),
+    ("pad", [F32_23], {"pads": [0, 0, 3, 0], "mode": "reflect"}, None, False, "must be at most 2"),
+    ("pad", [tt("f32", (0, 3))], {"pads": [1, 0, 0, 0], "mode": "edge"}, None, False, "axis 0 is empty"),
+    ("resize", [F32_23], {"sizes": [4]}, None, False, "output size of each of x's 2 axes"),
+    ("resize", [F32_23], {"sizes": [4, 0]}, None, False, "must be >= 1"),
+    ("resize", [F32_23], {"sizes": [4, 5], "scales": [1, 2]}, None, False, "[numerator, denominator]"),
+    ("resize", [tt("i8", (2, 3))], {"sizes": [4, 5], "mode": "linear"}, None, False, "not i8"),
     ("rope", [tt("f32", (2, 3)), tt("i32", ())], {}, None, False, "an even Dh"),
     ("rope", [tt("f32", (3, 2, 4)), tt("i32", (2,))], {}, None, False, "pos must be a scalar"),
     ("sdpa", [tt("f32", (4,))] * 3, {}, None, False, "need at least 2 dims"),

@@ -194,6 +194,11 @@ def layout() -> list[SweepCase]:
         out.append(single("layout", "scatter_nd", [(t, (rows_, n)), ("i32", (a, 3, 1)), (t, (a, 3, n))],
                           {"reduction": reduction}, inplace=j % 3 == 0, extents=ext,
                           values={1: tuples.astype("int32")}))
+        linear = j % 2 == 1
+        out.append(single("layout", "resize", [("f32" if linear else t, (a, n))],
+                          {"sizes": [a, 2 * n + 1 - j % 3], "mode": "linear" if linear else "nearest",
+                           "coordinate_transformation_mode": ("half_pixel", "align_corners", "asymmetric")[j % 3]},
+                          extents=ext))
         start = pick.rng.integers(0, n, ()).astype("int64")
         out.append(single("layout", "dynamic_slice", [(t, (a, n)), ("i64", ())], {"sizes": [max(1, n // 2)],
                                                                                   "axes": [1]},

@@ -13,5 +13,6 @@ from . import (  # noqa: F401
     quant,
     recurrent,
     reduce,
+    resample,
     transformer,
 )

@@ -373,7 +373,7 @@ def _gather_elements(c: NodeContext) -> None:
             i > d for k, (i, d) in enumerate(zip(indices.shape, data.shape, strict=True)) if k != axis):
         c.fail(f"indices of {indices.dtype} {list(indices.shape)} for data of shape {list(data.shape)}")
     if data.const is not None and indices.const is not None:
-        c.folded(out, _folded(c, "gather_elements", [data, indices], {"axis": axis}), indices.dims)
+        c.folded(out, folded_by_reference(c, "gather_elements", [data, indices], {"axis": axis}), indices.dims)
         return
     c.emit("gather_elements", [c.var(data, 0), c.var(indices, 1)], {"axis": axis or None}, data.dtype,
            indices.dims, out=out)
@@ -398,7 +398,7 @@ def _topk(c: NodeContext) -> None:
     settings = {"k": k, "axis": axis, "largest": False if not c.attrs.get("largest", 1) else None}
     dims = tuple(Dim(k) if d == axis else dim for d, dim in enumerate(x.dims))
     if x.const is not None:
-        idx = _folded(c, "topk_indices", [x], {n: v for n, v in settings.items() if v is not None})
+        idx = folded_by_reference(c, "topk_indices", [x], {n: v for n, v in settings.items() if v is not None})
         if indices_out:
             c.folded(indices_out, idx, dims)
         if values_out:
@@ -410,7 +410,7 @@ def _topk(c: NodeContext) -> None:
         c.emit("gather_elements", [c.var(x, 0), idx.var], {"axis": axis}, x.dtype, dims, out=values_out)
 
 
-def _folded(c: NodeContext, op: str, values: list[Value], settings: dict) -> np.ndarray:
+def folded_by_reference(c: NodeContext, op: str, values: list[Value], settings: dict) -> np.ndarray:
     """`op` of constant `values` computed at import, by the reference kernel (its errors, e.g. an
     index out of range, are the node's)."""
     spec = get(op)
@@ -450,7 +450,7 @@ def _gather_nd(c: NodeContext) -> None:
         return
     settings = {"batch_dims": b or None}
     if data.const is not None and indices.const is not None:
-        c.result(out, c.imp.const_value(_folded(c, "gather_nd", [data, indices], settings)))
+        c.result(out, c.imp.const_value(folded_by_reference(c, "gather_nd", [data, indices], settings)))
         return
     c.emit("gather_nd", [c.var(data, 0), c.var(indices, 1)], settings, data.dtype, dims, out=out)
 
@@ -484,7 +484,8 @@ def _scatter_nd(c: NodeContext) -> None:
     if reduction in ("max", "min") and data.dtype == "bool":
         c.fail(f"reduction {reduction!r} of bool data")
     if all(v.const is not None for v in (data, indices, updates)):
-        c.result(out, c.imp.const_value(_folded(c, "scatter_nd", [data, indices, updates], {"reduction": reduction})))
+        settings = {"reduction": reduction}
+        c.result(out, c.imp.const_value(folded_by_reference(c, "scatter_nd", [data, indices, updates], settings)))
         return
     c.emit("scatter_nd", [c.var(data, 0), c.var(indices, 1), c.var(updates, 2)],
            {"reduction": f'"{reduction}"' if reduction != "none" else None}, data.dtype, data.dims, out=out)

@@ -1,6 +1,6 @@
-"""Layout ops: gather, gather_elements, gather_nd, scatter_nd, transpose, reshape, concat, slice, dynamic_slice, pad.
-They move values without computing, so every dtype works and results are exact copies (scatter_nd's reductions apply
-the element-wise op they name)."""
+"""Layout ops: gather, gather_elements, gather_nd, scatter_nd, transpose, reshape, concat, slice, dynamic_slice,
+pad, resize. They move values without computing, so every dtype works and results are exact copies (scatter_nd's
+reductions apply the element-wise op they name; resize's linear mode interpolates floats)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 
 from ...ops.errors import OpRuntimeError
 from ...ops.registry import Inference, TensorType, get
+from ...ops.resample import resize_axis
 from .common import store
 from .elementwise import KERNELS as ELEMENTWISE
 
@@ -121,13 +122,34 @@ def dynamic_slice(xs: Arrays, inf: Inference) -> np.ndarray:
 
 
 def pad(xs: Arrays, inf: Inference) -> np.ndarray:
-    """The output filled with `value` stored as T (as `fill` stores it), x copied into its interior."""
-    x, pads = xs[0], inf.attrs["pads"]
+    """constant: the output filled with `value` stored as T (as `fill` stores it), x copied into its
+    interior; reflect and edge: NumPy's modes of those names, which are ONNX's (unpadded, the
+    copy alone: NumPy refuses the empty pad list of a 0-d x)."""
+    x, pads, mode = xs[0], inf.attrs["pads"], inf.attrs["mode"]
+    if mode != "constant" and any(pads):
+        return np.pad(x, [(pads[2 * i], pads[2 * i + 1]) for i in range(x.ndim)], mode=mode)
     out = np.array(store(np.full(inf.out_shape, inf.attrs["value"]), inf.out_dtype), dtype=x.dtype)
     out[tuple(slice(pads[2 * i], pads[2 * i] + d) for i, d in enumerate(x.shape))] = x
     return out
 
 
-KERNELS = {"gather": gather, "gather_elements": gather_elements,
-           "gather_nd": gather_nd, "scatter_nd": scatter_nd, "transpose": transpose,
-           "reshape": reshape, "concat": concat, "slice": slice_, "dynamic_slice": dynamic_slice, "pad": pad}
+def resize(xs: Arrays, inf: Inference) -> np.ndarray:
+    """Axis by axis (openinfer/ops/resample.py's taps): nearest takes x's elements, linear weighs
+    the two neighbours of each position in f64 and rounds once to T."""
+    x, a = xs[0], inf.attrs
+    y = x if a["mode"] == "nearest" else x.astype(np.float64)
+    for axis, n_out in enumerate(a["sizes"]):
+        taps = resize_axis(a, axis, x.shape[axis], n_out)
+        lo = np.array([i0 for i0, _, _ in taps], dtype=np.int64)
+        w = np.array([w for _, _, w in taps], dtype=np.float64).reshape((-1,) + (1,) * (x.ndim - axis - 1))
+        if not w.any():
+            y = np.take(y, lo, axis=axis)
+            continue
+        hi = np.array([i1 for _, i1, _ in taps], dtype=np.int64)
+        y = (1 - w) * np.take(y, lo, axis=axis) + w * np.take(y, hi, axis=axis)
+    return np.array(y) if a["mode"] == "nearest" else store(y, inf.out_dtype)
+
+
+KERNELS = {"gather": gather, "gather_elements": gather_elements, "gather_nd": gather_nd,
+           "scatter_nd": scatter_nd, "transpose": transpose, "reshape": reshape, "concat": concat,
+           "slice": slice_, "dynamic_slice": dynamic_slice, "pad": pad, "resize": resize}

@@ -1,7 +1,8 @@
 """Layout ops in portable C: gather, gather_elements, gather_nd, scatter_nd, transpose, reshape, concat, slice,
-dynamic_slice, pad. They move stored values without computing (every dtype; packed types element by element through
-oi_numeric.h), as openinfer/reference/kernels/layout.py; scatter_nd's reductions compute as the element-wise kernels
-of the ops they name. Output elements are written in row-major order."""
+dynamic_slice, pad, resize. They move stored values without computing (every dtype; packed types element by
+element through oi_numeric.h), as openinfer/reference/kernels/layout.py; scatter_nd's reductions compute as the
+element-wise kernels of the ops they name, resize's linear mode interpolates floats. Output elements are written
+in row-major order."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import numpy as np
 
 from ....dtypes import DTypeInfo
 from ....numerics import to_storage
+from ....ops.resample import pad_source, resize_axis
 from ....ops.shapes import slice_extent, transpose_perm
 from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
 from ...env import render
 from ...geometry import collapse, contiguous_strides, numel
-from .common import compute_ctype, copy_elem, ctype, load, offset, static_attr, store
+from .common import compute_ctype, copy_elem, ctype, float_literal, load, offset, static_attr, store
 from .elementwise import Ctx, expression
 from .registry import family, prototype
 
@@ -125,6 +127,8 @@ def emit_pad(req: KernelRequest, name: str, renderer) -> str:
     x, y = req.inputs[0], req.output
     t = y.dtype
     pads = static_attr(req, "pads")
+    if static_attr(req, "mode") != "constant":
+        return _pad_from_x(req, name, pads)
     raw = to_storage(np.full(8 // t.bits if t.is_packed else 1, ref_store(np.full((), static_attr(req, "value")), t),
                              dtype=t.np_dtype), t)        # the value's stored bytes, as `fill` stores it
     nbytes = t.storage_nbytes(y.numel)
@@ -144,6 +148,91 @@ def emit_pad(req: KernelRequest, name: str, renderer) -> str:
                f"x into the interior, at {[pads[2 * i] for i in range(len(x.shape))]}")
     return render("c/ops/copy.c.j2", proto=prototype(req, name), pre=pre, moves=[mv] if x.numel else [],
                   doc=f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, border value {static_attr(req, 'value')!r}")
+
+
+def _pad_from_x(req: KernelRequest, name: str, pads) -> str:
+    """reflect / edge: every output element copied from x at the indices pad_source gives."""
+    x, y = req.inputs[0], req.output
+    mode = static_attr(req, "mode")
+    sources = [[pad_source(mode, j - before, n) for j in range(m)] if before or m != n else None
+               for n, m, before in zip(x.shape, y.shape, pads[0::2], strict=True)]
+    return _copied_by_tables(req, name, sources, f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, mode {mode}")
+
+
+def _copied_by_tables(req: KernelRequest, name: str, sources: list[list[int] | None], doc: str) -> str:
+    """Output element (i0, i1, ...) copied from x's element (sources[0][i0], sources[1][i1], ...),
+    each axis's indices a table of offsets (None: the axis reads its own index)."""
+    x, y = req.inputs[0], req.output
+    istr, ostr = contiguous_strides(x.shape), contiguous_strides(y.shape)
+    pre, src = [], []
+    for a, indices in enumerate(sources):
+        if indices is None:
+            src.append(offset([f"i{a}"], [istr[a]]))
+            continue
+        offsets = ", ".join(str(i * istr[a]) for i in indices)
+        pre.append(f"static const int64_t from{a}[{len(indices)}] = {{{offsets}}};")
+        src.append(f"from{a}[i{a}]")
+    loops = [[f"i{a}", d] for a, d in enumerate(y.shape)]
+    body = copy_elem(y.dtype, "out", offset([v for v, _ in loops], ostr), "in0", " + ".join(src) or "0")
+    return render("c/ops/copy.c.j2", proto=prototype(req, name), pre=pre,
+                  moves=[{"loops": loops, "body": body, "comment": "x's element per axis table"}] if y.numel else [],
+                  doc=doc)
+
+
+def _resize_attrs(req: KernelRequest) -> dict:
+    return {k: static_attr(req, k) for k in ("sizes", "scales", "mode", "coordinate_transformation_mode",
+                                             "nearest_mode")}
+
+
+@family("resize")
+def emit_resize(req: KernelRequest, name: str, renderer) -> str:
+    """nearest: a copy through per-axis index tables. linear: per axis with fractional positions,
+    tables of the two neighbours' offsets and the weight of the upper one; each output element is
+    the nested (separable) weighted sum of its 2^k neighbours in double, rounded once to T (through
+    f32 for the narrow types, as the reference's store)."""
+    x, y = req.inputs[0], req.output
+    a = _resize_attrs(req)
+    taps = [resize_axis(a, axis, n, m) for axis, (n, m) in enumerate(zip(x.shape, y.shape, strict=True))]
+    doc = (f"resize: {x} -> {list(y.shape)}, {a['mode']}, {a['coordinate_transformation_mode']}"
+           + (f", {a['nearest_mode']}" if a["mode"] == "nearest" else "") + (f", scales {list(a['scales'])}"
+                                                                          if a["scales"] else ""))
+    identity = [all(i0 == o and w == 0 for o, (i0, _, w) in enumerate(t)) and len(t) == n
+                for t, n in zip(taps, x.shape, strict=True)]
+    if a["mode"] == "nearest":
+        return _copied_by_tables(req, name, [None if same else [i0 for i0, _, _ in t]
+                                             for t, same in zip(taps, identity, strict=True)], doc)
+    istr, ostr = contiguous_strides(x.shape), contiguous_strides(y.shape)
+    pre, single, pairs = [], [], []
+    for axis, (t, same) in enumerate(zip(taps, identity, strict=True)):
+        m = len(t)
+        if same:
+            single.append(offset([f"i{axis}"], [istr[axis]]))
+            continue
+        pre.append(f"static const int64_t lo{axis}[{m}] = {{{', '.join(str(i0 * istr[axis]) for i0, _, _ in t)}}};")
+        if not any(w for _, _, w in t):
+            single.append(f"lo{axis}[i{axis}]")
+            continue
+        pre.append(f"static const int64_t hi{axis}[{m}] = {{{', '.join(str(i1 * istr[axis]) for _, i1, _ in t)}}};")
+        pre.append(f"static const double w{axis}[{m}] = {{{', '.join(float_literal('double', w) for _, _, w in t)}}};")
+        pairs.append(axis)
+    t_x = x.dtype
+    ct = compute_ctype(t_x)
+
+    def blend(k: int, at: list[str]) -> str:
+        """The weighted sum over the interpolated axes pairs[k:], the others' offsets in `at`."""
+        if k == len(pairs):
+            value = load(t_x, "in0", " + ".join(single + at) or "0")
+            return value if ct == "double" else f"(double){value}"
+        ax = pairs[k]
+        return (f"((1.0 - w{ax}[i{ax}]) * {blend(k + 1, [*at, f'lo{ax}[i{ax}]'])}"
+                f" + w{ax}[i{ax}] * {blend(k + 1, [*at, f'hi{ax}[i{ax}]'])})")
+    loops = [[f"i{axis}", d] for axis, d in enumerate(y.shape)]
+    value = blend(0, [])
+    narrow = y.dtype.name not in ("f32", "f64")          # rounded through f32, as the reference's store
+    body = store(y.dtype, "out", offset([v for v, _ in loops], ostr), f"(float){value}" if narrow else value)
+    return render("c/ops/copy.c.j2", proto=prototype(req, name), pre=pre,
+                  moves=[{"loops": loops, "body": body, "comment": "the neighbours' weighted sum"}] if y.numel else [],
+                  doc=doc)
 
 
 @family("gather")

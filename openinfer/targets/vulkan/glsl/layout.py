@@ -1,7 +1,8 @@
 """Layout ops in GLSL: gather, gather_elements, gather_nd, scatter_nd, transpose, reshape, concat, slice,
-dynamic_slice, pad. They move stored values without computing (every dtype, bit for bit; scatter_nd's reductions
-compute as the element-wise kernels of the ops they name): `oi_elem(i)` returns the storage value (packed types: the
-raw bits) of output element i and main() writes it, assembling whole bytes for packed types."""
+dynamic_slice, pad, resize. They move stored values without computing (every dtype, bit for bit; scatter_nd's
+reductions compute as the element-wise kernels of the ops they name, resize's linear mode interpolates floats):
+`oi_elem(i)` returns the storage value (packed types: the raw bits) of output element i and main() writes it,
+assembling whole bytes for packed types."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from ....numerics import to_storage
+from ....ops.resample import resize_axis
 from ....ops.shapes import slice_extent, transpose_perm
 from ....reference.kernels.common import store as ref_store
 from ....synth.program import KernelRequest
@@ -122,6 +124,9 @@ def emit_pad(req: KernelRequest, k: KernelCtx) -> Body:
     x, y = req.inputs[0], req.output
     t = y.dtype
     pads = k.static("pads")
+    mode = k.static("mode")
+    if mode != "constant":
+        return _pad_from_x(req, pads, mode)
     raw = to_storage(np.full(1, ref_store(np.full((), k.static("value")), t), dtype=t.np_dtype), t)
     bits = int.from_bytes(raw, "little") & ((1 << t.bits) - 1 if t.is_packed else (1 << 8 * len(raw)) - 1)
     st = storage_type(t)
@@ -148,6 +153,64 @@ def emit_pad(req: KernelRequest, k: KernelCtx) -> Body:
     lines.append(f"if ({cond}) return {_fetch(x.dtype, 'in0', ' + '.join(src) or '0u')};")
     lines.append(f"return {border};")
     return _body(req, lines, f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, border value {k.static('value')!r}")
+
+
+def _pad_from_x(req: KernelRequest, pads, mode: str) -> Body:
+    """reflect / edge: output element i reads x at i's coordinates less the `before` pads, each
+    folded back inside x (mirrored once, which the shape rule's pads < n make enough, or clamped)."""
+    x, y = req.inputs[0], req.output
+    ostr, istr = contiguous_strides(y.shape), contiguous_strides(x.shape)
+    lines, src = [], []
+    for a, (n, before) in enumerate(zip(x.shape, pads[0::2], strict=True)):
+        lines.append(f"int c{a} = int((i / {ostr[a]}u) % {y.shape[a]}u) - {before};")
+        if mode == "edge":
+            lines.append(f"c{a} = clamp(c{a}, 0, {n - 1});")
+        else:
+            lines.append(f"c{a} = c{a} < 0 ? -c{a} : c{a} >= {n} ? {2 * (n - 1)} - c{a} : c{a};")
+        src.append(f"uint(c{a}) * {istr[a]}u")
+    lines.append(f"return {_fetch(x.dtype, 'in0', ' + '.join(src) or '0u')};")
+    return _body(req, lines, f"pad: {x} -> {list(y.shape)}, pads {list(pads)}, mode {mode}")
+
+
+@family("resize")
+def emit_resize(req: KernelRequest, k: KernelCtx) -> Body:
+    """Output element i's coordinates, each through its axis's table of openinfer/ops/resample.py's
+    taps (an axis read at its own index has none): nearest returns x's element there; linear the
+    nested (separable) weighted sum of the 2^k neighbours on its k interpolated axes, in f32 (f64
+    for f64), rounded once on store."""
+    x, y = req.inputs[0], req.output
+    a = {n: k.static(n) for n in ("sizes", "scales", "mode", "coordinate_transformation_mode", "nearest_mode")}
+    ostr, istr = contiguous_strides(y.shape), contiguous_strides(x.shape)
+    doc = f"resize: {x} -> {list(y.shape)}, {a['mode']}, {a['coordinate_transformation_mode']}"
+    lines, single, pairs = [], [], []
+    for axis, (n, m) in enumerate(zip(x.shape, y.shape, strict=True)):
+        taps = resize_axis(a, axis, n, m)
+        lines.append(f"uint c{axis} = (i / {ostr[axis]}u) % {m}u;")
+        if m == n and all(i0 == o and w == 0 for o, (i0, _, w) in enumerate(taps)):
+            single.append(f"c{axis} * {istr[axis]}u")
+            continue
+        lines.append(f"const uint lo{axis}[{m}] = uint[]({', '.join(f'{i0 * istr[axis]}u' for i0, _, _ in taps)});")
+        if a["mode"] == "nearest" or not any(w for _, _, w in taps):
+            single.append(f"lo{axis}[c{axis}]")
+            continue
+        ct = k.ct(x.dtype)
+        lines.append(f"const uint hi{axis}[{m}] = uint[]({', '.join(f'{i1 * istr[axis]}u' for _, i1, _ in taps)});")
+        lines.append(f"const {ct} w{axis}[{m}] = {ct}[]({', '.join(lit(ct, w) for _, _, w in taps)});")
+        pairs.append(axis)
+    if a["mode"] == "nearest":
+        lines.append(f"return {_fetch(x.dtype, 'in0', ' + '.join(single) or '0u')};")
+        return _body(req, lines, doc)
+    ct = k.ct(x.dtype)
+
+    def blend(j: int, at: list[str]) -> str:
+        """The weighted sum over the interpolated axes pairs[j:], the others' offsets in `at`."""
+        if j == len(pairs):
+            return k.load(x.dtype, "in0", " + ".join(single + at) or "0u")
+        ax = pairs[j]
+        return (f"(({lit(ct, 1)} - w{ax}[c{ax}]) * {blend(j + 1, [*at, f'lo{ax}[c{ax}]'])}"
+                f" + w{ax}[c{ax}] * {blend(j + 1, [*at, f'hi{ax}[c{ax}]'])})")
+    lines.append(f"return {blend(0, [])};")
+    return Body(value="\n".join(lines), vct=ct, doc=doc)
 
 
 @family("gather")
