@@ -387,7 +387,12 @@ def emit_fused(req: KernelRequest, name: str, renderer) -> str:
     operands, unused = [], []
     results: list[tuple[str, str]] = []           # per step: (variable, C type)
     body: list[str] = []
-    used_inputs = {i for args in req.chain_args for kind, i in args if kind == "in"}
+    used_inputs = set()            # read by some step's expression (fill and arange read only the shape)
+    for step, args in zip(req.chain, req.chain_args, strict=True):
+        w = work(step)
+        xs = tuple(f"x{k}" for k in range(len(args)))
+        pre, value, _ = expression(Ctx(step, step.inputs[0].dtype, w, compute_ctype(w), xs, single=_single(renderer)))
+        used_inputs |= {i for k, (kind, i) in enumerate(args) if kind == "in" and _used(f"x{k}", pre + [value])}
     for i, t in enumerate(req.inputs):
         if i not in used_inputs:
             unused.append(f"in{i}")
