@@ -150,8 +150,12 @@ class _Timeline:
                 self.touch(frame, s.src.var, False, loops)
                 self.touch(frame, s.dst.var, True, loops)
             elif isinstance(s, P.TableRead):
+                for v in _scalars(s.select):        # `K[0..n] >> kc`: n is read here
+                    self.touch(frame, v, False, loops)
                 self.touch(frame, s.dst, True, loops)
             elif isinstance(s, P.TableWrite):
+                for v in _scalars(s.index):         # `cache.write k >> K[posv]`: posv is read here
+                    self.touch(frame, v, False, loops)
                 self.touch(frame, s.src.var, False, loops)
             elif isinstance(s, P.Yield) and s.consumers:
                 for v in s.vars:
@@ -188,6 +192,13 @@ class _Timeline:
                 start = 0
             out[name] = (start, end)
         return out
+
+
+def _scalars(exprs) -> set[str]:
+    """The scalar variables a table access's indices read (a volatile index must stay live, not
+    share its memory with a buffer written before the access)."""
+    parts = [x for e in exprs for x in ((e.start, e.end) if isinstance(e, P.Slice) else (e,))]
+    return {x.var for x in parts if isinstance(x, P.ScalarOf)}
 
 
 def timeline(prog: P.Program) -> _Timeline:

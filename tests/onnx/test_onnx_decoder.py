@@ -8,6 +8,7 @@ one build that grows to the capacity; LLaMA also through Vulkan on lavapipe."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,15 @@ def test_import_and_generate_from_the_command_line(tmp_path):
     run = subprocess.run([sys.executable, "-m", "openinfer", "generate", str(tmp_path / "llama_step.oig"), "-m",
                           str(tmp_path / "llama_step.oinf"), "--prompt-ids", "5,17,42,9,77", "--max-new-tokens",
                           "8", "--json"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["ids"] == np.load(DATA / "llama_step.npz")["torch_ids"][:8].tolist()
+    # generated C built for the logits alone (the planner shares the other buffers' memory: the
+    # counter's copy `posv`, read only by the cache writes, once shared a buffer written before
+    # them), filled to the last row of the cache
+    run = subprocess.run([sys.executable, "-m", "openinfer", "generate", str(tmp_path / "llama_step.oig"), "-m",
+                          str(tmp_path / "llama_step.oinf"), "--arch", "devices/x86_64-generic.json", "--prompt-ids",
+                          "5,17,42,9,77", "--max-new-tokens", "8", "--json"], capture_output=True, text=True,
+                         env={**os.environ, "OI_CACHE_DIR": str(tmp_path / "cache")})
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["ids"] == np.load(DATA / "llama_step.npz")["torch_ids"][:8].tolist()
     over = subprocess.run([sys.executable, "-m", "openinfer", "generate", str(tmp_path / "llama_step.oig"), "-m",
