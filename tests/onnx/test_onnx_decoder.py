@@ -121,17 +121,12 @@ def test_a_decode_step_needs_a_capacity_and_only_a_decode_step_takes_one():
 def test_generate_on_vulkan_lavapipe(tmp_path, monkeypatch):
     """LLaMA's decode step through generated GLSL + Vulkan on Mesa's lavapipe, validation layer on:
     torch's greedy ids, the cache growing in one build."""
-    from vulkan.conftest import LAVAPIPE, unavailable
+    from vulkan.conftest import use_lavapipe
 
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(f"needs lavapipe: {reason}")
-    monkeypatch.setenv("OI_VK_VALIDATION", "1")
-    monkeypatch.setenv("OI_VK_DEVICE", "llvmpipe")
-    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "vk-cache"))
+    lavapipe = use_lavapipe(monkeypatch, tmp_path / "vk-cache")
     graph, oinf = oi.import_onnx(DATA / "llama_step.onnx", cache_capacity=CAPACITY).write(tmp_path / "llama")
     loader = oi.ModelLoader.open(oinf)
-    sim = oi.Simulator(loader, oi.load_graph(graph), arch=LAVAPIPE)
+    sim = oi.Simulator(loader, oi.load_graph(graph), arch=lavapipe)
     data = np.load(DATA / "llama_step.npz")
     result = generate(sim.make_executor(), roles_of(sim.bound, loader.metadata), data["prompt"].tolist(),
                       len(data["torch_ids"]))

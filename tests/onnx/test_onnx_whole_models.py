@@ -84,14 +84,9 @@ def test_generated_c_matches_onnxruntime(model, arch, tmp_path_factory, monkeypa
 def test_vulkan_on_lavapipe_matches_onnxruntime(tmp_path, monkeypatch):
     """The smallest transformer (BERT: sdpa with the padding mask as a bool mask, layer_norm, gelu)
     through generated GLSL + Vulkan on Mesa's lavapipe, validation layer on."""
-    from vulkan.conftest import LAVAPIPE, unavailable
+    from vulkan.conftest import use_lavapipe
 
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(f"needs lavapipe: {reason}")
-    monkeypatch.setenv("OI_VK_VALIDATION", "1")
-    monkeypatch.setenv("OI_VK_DEVICE", "llvmpipe")
-    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "vk-cache"))
+    lavapipe = use_lavapipe(monkeypatch, tmp_path / "vk-cache")
     data = np.load(DATA / "bert.npz")
     inputs = {k[3:]: data[k] for k in data.files if k.startswith("in/")}
     sizevars = {k[8:]: int(data[k]) for k in data.files if k.startswith("sizevar/")}
@@ -100,7 +95,7 @@ def test_vulkan_on_lavapipe_matches_onnxruntime(tmp_path, monkeypatch):
     expected = session.run([output], inputs)[0]
     imported = oi.import_onnx(DATA / "bert.onnx", sizevars=sizevars)
     graph, oinf = imported.write(tmp_path / "bert")
-    sim = oi.Simulator(oi.ModelLoader.open(oinf), oi.load_graph(graph), arch=LAVAPIPE)
+    sim = oi.Simulator(oi.ModelLoader.open(oinf), oi.load_graph(graph), arch=lavapipe)
     _check("bert", sim.make_executor(), {imported.renamed.get(k, k): v for k, v in inputs.items()},
            imported.renamed.get(output, output), expected)
     assert sim.validation_messages() == 0

@@ -48,6 +48,17 @@ def unavailable() -> str | None:
 _REASON = unavailable()
 
 
+def use_lavapipe(monkeypatch, cache: Path) -> Path:
+    """For a test outside tests/vulkan: skips it where lavapipe cannot run, else picks lavapipe
+    with the validation layer on and builds under `cache`; returns the lavapipe descriptor."""
+    if _REASON is not None:
+        pytest.skip(f"needs lavapipe: {_REASON}")
+    monkeypatch.setenv("OI_VK_VALIDATION", "1")
+    monkeypatch.setenv("OI_VK_DEVICE", "llvmpipe")
+    monkeypatch.setenv("OI_CACHE_DIR", str(cache))
+    return LAVAPIPE
+
+
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
     skip = pytest.mark.skip(reason=f"Vulkan tests need lavapipe: {_REASON}")
