@@ -97,6 +97,7 @@ class _Importer(ImportState):
 
     cache_capacity: int | None = None
     kv_pairs: list = []
+    generate_roles: dict = {}
     past_param: str | None = None
 
     # -- running ------------------------------------------------------------------------------
@@ -170,6 +171,7 @@ class _Importer(ImportState):
                 metadata["generate.logits"] = logits[0]
             if len(ids) == 1:
                 metadata["generate.input"] = ids[0]
+        self.generate_roles = {k: v for k, v in metadata.items() if k.startswith("generate.")}
         return ImportedModel(self.name, self.render(), self.tensors, dict(sorted(self.sizevars.items())),
                              {k: v for k, v in self.onnx_to_dsl.items() if k != v}, self.source_name,
                              metadata=metadata)
@@ -330,6 +332,8 @@ class _Importer(ImportState):
             head.append(f"// A decode step: the past key/values are the persistent cache tables below "
                         f"({self.cache_capacity} tokens), appended to each step; `{decoder.KV}` is the keys "
                         "attended to (the tokens so far), set by each step's cache read.")
+            head.append("// For `openinfer generate` (the .oinf metadata): "
+                        + ", ".join(f"{k} = {v}" for k, v in sorted(self.generate_roles.items())))
         if self.fixed:
             head.append("// Fixed at import (a constant holds values for these sizes only, so --dynamic cannot move "
                         "them): " + ", ".join(f"{sv} (`{var}`)" for sv, var in sorted(self.fixed.items())))

@@ -52,6 +52,8 @@ def test_the_cache_is_persistent_tables_not_inputs(imported):
     head, _, body = model.text.partition("block entry")
     assert "past_key_values" not in head.split("dynamic {")[1].split("}")[0]
     assert "@table @fixed(t=40)" in head and "// A decode step" in head and "// Fixed at import" not in head
+    assert ("// For `openinfer generate` (the .oinf metadata): generate.capacity = 40, generate.input = input_ids, "
+            "generate.logits = logits") in head
     assert body.count("cache.write") == 4 + 1            # two layers x key, value; the token counter
     assert model.metadata == {"dynamic.kv": CAPACITY, "generate.capacity": CAPACITY, "generate.logits": "logits",
                               "generate.input": "input_ids"}
