@@ -68,3 +68,17 @@ def cnn():
                   [_init(rng, "conv1.weight", 8, 3, 3, 3), _init(rng, "conv1.bias", 8, scale=0.1), *bn,
                    _init(rng, "conv2.weight", 16, 8, 3, 3, scale=0.2), _init(rng, "conv2.bias", 16, scale=0.1),
                    _init(rng, "fc.weight", 10, 16), _init(rng, "fc.bias", 10, scale=0.1)])
+
+
+def imported_executors(model, tmp_path, archs=("x86_64-generic",), name: str = "m"):
+    """`model` (a ModelProto) imported and written to `tmp_path`: (the ImportedModel, [an executor of
+    the reference, then one of the generated C built for each of `archs`])."""
+    import openinfer as oi
+    from openinfer.sim import Simulator
+
+    imported = oi.import_onnx(model, name=name)
+    graph, oinf = imported.write(tmp_path)
+    executors = [oi.Reference(oi.ModelLoader.open(oinf), oi.load_graph(graph)).make_executor()]
+    executors += [Simulator(oi.ModelLoader.open(oinf), oi.load_graph(graph), arch=a, sizevars={}).make_executor()
+                  for a in archs]
+    return imported, executors

@@ -4,19 +4,15 @@ onnxruntime; folded on constants; a diagonal refused."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
+from onnx_models import imported_executors  # noqa: E402
 
 import openinfer as oi  # noqa: E402
-from openinfer.sim import Simulator  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
 
 #: equation, operand shapes, the DSL ops the import may use
 CASES = [
@@ -74,13 +70,9 @@ def test_equation_against_onnxruntime(equation, shapes, ops, tmp_path):
     feeds = {f"x{k}": rng.standard_normal(s).astype(np.float32) for k, s in enumerate(shapes)}
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(want, np.einsum(equation, *feeds.values()), rtol=1e-5, atol=1e-5)
-    imported = oi.import_onnx(model, name="einsum")
+    imported, executors = imported_executors(model, tmp_path, name="einsum")
     assert _ops(imported) <= ops, imported.text
-    graph, oinf = imported.write(tmp_path)
-    ref = oi.Reference(oi.ModelLoader.open(oinf), oi.load_graph(graph)).make_executor()
-    sim = Simulator(oi.ModelLoader.open(oinf), graph.read_text(), arch=REPO / "devices" / "x86_64-generic.json",
-                    sizevars={})
-    for ex in (ref, sim.make_executor()):
+    for ex in executors:
         ex.insert(**feeds)
         ex.run_step()
         got = ex.fetch("y")

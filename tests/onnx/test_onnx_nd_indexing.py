@@ -3,20 +3,17 @@ scatter_nd, run on the reference and the generated C, against onnxruntime."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
+from onnx_models import imported_executors  # noqa: E402
 
 import openinfer as oi  # noqa: E402
 from openinfer.errors import ExecutionError  # noqa: E402
-from openinfer.sim import Simulator  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 
@@ -29,21 +26,18 @@ def _model(node, inputs, output, opset=18):
 
 
 def _check(model, feeds, tmp_path, op):
-    """The imported graph has `op` once; its reference and x86_64-generic C outputs are onnxruntime's."""
-    imported = oi.import_onnx(model, name="nd")
+    """The imported graph has `op` once; its reference and x86_64-generic C outputs are onnxruntime's.
+    Returns the two executors (for further steps)."""
+    imported, executors = imported_executors(model, tmp_path, name="nd")
     assert [line.split("(")[0].split()[-1] for line in imported.text.splitlines() if line.strip().startswith("op ")] \
         == [op]
-    graph, oinf = imported.write(tmp_path)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     out = model.graph.output[0].name
-    ref = oi.Reference(oi.ModelLoader.open(oinf), oi.load_graph(graph)).make_executor()
-    sim = Simulator(oi.ModelLoader.open(oinf), graph.read_text(), arch=REPO / "devices" / "x86_64-generic.json",
-                    sizevars={})
-    for ex in (ref, sim.make_executor()):
+    for ex in executors:
         ex.insert(**feeds)
         ex.run_step()
         np.testing.assert_array_equal(ex.fetch(out), want)
-    return graph, oinf
+    return executors
 
 
 @pytest.mark.parametrize("batch_dims", [0, 1])
@@ -58,19 +52,14 @@ def test_gather_nd_with_indices_from_a_graph_input(batch_dims, tmp_path):
         out = [2, 4, 5]
     node = helper.make_node("GatherND", ["data", "idx"], ["y"], batch_dims=batch_dims)
     model = _model(node, [("data", F, data.shape), ("idx", I64, idx.shape)], ("y", F, out), opset=13)
-    graph, oinf = _check(model, {"data": data, "idx": idx.astype(np.int64)}, tmp_path, "gather_nd")
+    ref, c = _check(model, {"data": data, "idx": idx.astype(np.int64)}, tmp_path, "gather_nd")
     # an index outside [-n, n) of its dim is the step's error, on the reference and in C
     bad = idx.astype(np.int64).copy()
     bad.flat[-1] = 7
-    ref = oi.Reference(oi.ModelLoader.open(oinf), oi.load_graph(graph)).make_executor()
-    ref.insert(data=data, idx=bad)
-    with pytest.raises(oi.OpenInferError, match="out of range"):
-        ref.run_step()
-    ex = Simulator(oi.ModelLoader.open(oinf), graph.read_text(), arch=REPO / "devices" / "x86_64-generic.json",
-                   sizevars={}).make_executor()
-    ex.insert(data=data, idx=bad)
-    with pytest.raises(ExecutionError, match="out of range"):
-        ex.run_step()
+    for ex, error in ((ref, oi.OpenInferError), (c, ExecutionError)):
+        ex.insert(data=data, idx=bad)
+        with pytest.raises(error, match="out of range"):
+            ex.run_step()
 
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])

@@ -13,9 +13,9 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx_models import imported_executors  # noqa: E402
 
 import openinfer as oi  # noqa: E402
-from openinfer.sim import Simulator  # noqa: E402
 from openinfer.targets.devices import best_host_target  # noqa: E402
 
 TARGETS = sorted({"x86_64-generic", best_host_target()})
@@ -34,12 +34,9 @@ def _onnxruntime(m, x):
 
 
 def _run(m, x, tmp_path, targets=()):
-    result = oi.import_onnx(m, name="m")
-    graph, weights = result.write(tmp_path)
-    model = oi.ModelLoader.open(weights)
+    result, executors = imported_executors(m, tmp_path, targets)
     outs = []
-    for ex in [oi.Reference(model, graph).make_executor()] + [Simulator(model, graph, arch=t).make_executor()
-                                                              for t in targets]:
+    for ex in executors:
         ex.insert(x=x)
         ex.run_step()
         outs.append(ex.fetch("y"))

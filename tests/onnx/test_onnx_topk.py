@@ -3,20 +3,17 @@ inputs): run on the reference and the generated C (x86_64-generic), against onnx
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
+from onnx_models import imported_executors  # noqa: E402
 
 import openinfer as oi  # noqa: E402
 from openinfer.errors import ExecutionError  # noqa: E402
-from openinfer.sim import Simulator  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 F, I64, I32 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32
 
 
@@ -28,17 +25,9 @@ def _model(node, inputs, outputs, initializers=(), opset=18):
     return m
 
 
-def _executors(model, tmp_path):
-    graph, oinf = oi.import_onnx(model, name="m").write(tmp_path)
-    ref = oi.Reference(oi.ModelLoader.open(oinf), oi.load_graph(graph)).make_executor()
-    sim = Simulator(oi.ModelLoader.open(oinf), graph.read_text(), arch=REPO / "devices" / "x86_64-generic.json",
-                    sizevars={})
-    return ref, sim.make_executor()
-
-
 def _check(model, feeds, tmp_path):
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    for ex in _executors(model, tmp_path):
+    for ex in imported_executors(model, tmp_path)[1]:
         ex.insert(**feeds)
         ex.run_step()
         for out, w in zip(model.graph.output, want, strict=True):
@@ -77,7 +66,7 @@ def test_gather_elements_with_indices_from_a_graph_input(axis, tmp_path):
     # an index outside [-n, n) is the step's error, on the reference and in C
     bad = idx.copy()
     bad.flat[-1] = data.shape[axis]
-    ref, c = _executors(model, tmp_path / "bad")
+    ref, c = imported_executors(model, tmp_path / "bad")[1]
     for ex, error in ((ref, oi.OpenInferError), (c, ExecutionError)):
         ex.insert(data=data, idx=bad)
         with pytest.raises(error, match="out of range"):

@@ -235,6 +235,14 @@ def emit_resize(req: KernelRequest, name: str, renderer) -> str:
                   doc=doc)
 
 
+def _index_check(ict: str, n: int) -> tuple[str, str]:
+    """(the condition that index `v` of C type `ict` is outside [-n, n), its row as int64_t): a
+    signed index (loaded as int64_t) counts from the end when negative."""
+    if ict == "int64_t":
+        return f"v < -{n} || v >= {n}", f"v < 0 ? v + {n} : v"
+    return f"v >= {n}u", "(int64_t)v"
+
+
 @family("gather")
 def emit_gather(req: KernelRequest, name: str, renderer) -> str:
     table, idx = req.inputs
@@ -248,10 +256,7 @@ def emit_gather(req: KernelRequest, name: str, renderer) -> str:
     for d in table.shape[axis + 1:]:
         inner *= d
     ict = compute_ctype(idx.dtype)
-    if ict == "int64_t":
-        bad, row = f"v < -{n} || v >= {n}", f"v < 0 ? v + {n} : v"
-    else:
-        bad, row = f"v >= {n}u", "(int64_t)v"
+    bad, row = _index_check(ict, n)
     if t.is_packed:
         copy = f"oi_packed_copy(out, dst, in0, src, {inner}, {t.bits});"
     elif inner == 1:
@@ -275,10 +280,7 @@ def emit_gather_elements(req: KernelRequest, name: str, renderer) -> str:
     sizes, pstr, sstr = collapse(list(idx.shape), list(contiguous_strides(idx.shape)), dstr)
     pvars = [f"i{d}" for d in range(len(sizes))]
     ict = compute_ctype(idx.dtype)
-    if ict == "int64_t":
-        bad, row = f"v < -{n} || v >= {n}", f"v < 0 ? v + {n} : v"
-    else:
-        bad, row = f"v >= {n}u", "(int64_t)v"
+    bad, row = _index_check(ict, n)
     src = offset(pvars, sstr)
     doc = f"gather_elements: {data} along axis {axis} at the indices of {idx} (in [-{n}, {n}))"
     return render("c/ops/gather_elements.c.j2", proto=prototype(req, name), doc=doc, nidx=idx.numel, ict=ict,

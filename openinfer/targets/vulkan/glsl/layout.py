@@ -213,6 +213,15 @@ def emit_resize(req: KernelRequest, k: KernelCtx) -> Body:
     return Body(value="\n".join(lines), vct=ct, doc=doc)
 
 
+def _index_check(ict: str, n: int, v: str = "v") -> tuple[str, str]:
+    """(the condition that index `v` of GLSL type `ict` is outside [-n, n), its row as a uint):
+    a signed index counts from the end when negative."""
+    if ict in ("int", "int64_t"):
+        return (f"{v} < {lit(ict, -n)} || {v} >= {lit(ict, n)}",
+                f"uint({v} < {lit(ict, 0)} ? {v} + {lit(ict, n)} : {v})")
+    return f"{v} >= {lit(ict, n)}", f"uint({v})"
+
+
 @family("gather")
 def emit_gather(req: KernelRequest, k: KernelCtx) -> Body:
     table, idx = req.inputs
@@ -224,12 +233,7 @@ def emit_gather(req: KernelRequest, k: KernelCtx) -> Body:
     ict = k.ct(idx.dtype)
     k.fallible = True
     v = k.load(idx.dtype, "in1", "p")
-    if ict in ("int", "int64_t"):
-        bad = f"v < {lit(ict, -n)} || v >= {lit(ict, n)}"
-        row = f"uint(v < {lit(ict, 0)} ? v + {lit(ict, n)} : v)"
-    else:
-        bad = f"v >= {lit(ict, n)}"
-        row = "uint(v)"
+    bad, row = _index_check(ict, n)
     zero = "0u" if t.is_packed else f"{storage_type(t)}(0)"
     lines = [f"uint o = i / {nidx * inner}u, p = (i / {inner}u) % {nidx}u, q = i % {inner}u;",
              f"{compute_type(idx.dtype)} v = {v};",
@@ -250,11 +254,7 @@ def emit_gather_elements(req: KernelRequest, k: KernelCtx) -> Body:
     dstr[axis] = 0                       # the coordinate on the axis comes from the index
     ict = k.ct(idx.dtype)
     k.fallible = True
-    if ict in ("int", "int64_t"):
-        bad = f"v < {lit(ict, -n)} || v >= {lit(ict, n)}"
-        row = f"uint(v < {lit(ict, 0)} ? v + {lit(ict, n)} : v)"
-    else:
-        bad, row = f"v >= {lit(ict, n)}", "uint(v)"
+    bad, row = _index_check(ict, n)
     zero = "0u" if t.is_packed else f"{storage_type(t)}(0)"
     lines = [f"{compute_type(idx.dtype)} v = {k.load(idx.dtype, 'in1', 'i')};",
              f"if ({bad}) {{ oi_fail(); return {zero}; }}",
@@ -272,11 +272,7 @@ def _tuple_slot(k: KernelCtx, idx, dims, tuple_at: str, failed: str) -> list[str
     for j, (n, stride) in enumerate(zip(dims, contiguous_strides(tuple(dims)), strict=True)):
         v = f"v{j}"
         lines.append(f"{ict} {v} = {k.load(idx.dtype, 'in1', f'{tuple_at} * {len(dims)}u + {j}u')};")
-        if ict in ("int", "int64_t"):
-            bad = f"{v} < {lit(ict, -n)} || {v} >= {lit(ict, n)}"
-            row = f"uint({v} < {lit(ict, 0)} ? {v} + {lit(ict, n)} : {v})"
-        else:
-            bad, row = f"{v} >= {lit(ict, n)}", f"uint({v})"
+        bad, row = _index_check(ict, n, v)
         lines.append(f"if ({bad}) {{ oi_fail(); return {failed}; }}")
         lines.append(f"s += {row}" + (f" * {stride}u;" if stride != 1 else ";"))
     return lines
