@@ -285,10 +285,13 @@ class ImportState:
     fusions leave for later nodes. The driver (openinfer/onnx/importer.py) fills it node by node;
     a handler reaches it as `NodeContext.imp`."""
 
-    def __init__(self, model, name: str, sizevars: dict[str, int], source_name: str, streaming: bool = False):
+    def __init__(self, model, name: str, sizevars: dict[str, int], source_name: str, streaming: bool = False,
+                 cache_capacity: int | None = None):
         self.model = model
         #: recurrent layers run one time step per engine step, their state persistent (handlers/recurrent.py)
         self.streaming = streaming
+        #: a decode step's cache capacity in tokens (openinfer/onnx/decoder.py), None for other models
+        self.cache_capacity = cache_capacity
         self.g = model.graph
         self.name = name
         self.source_name = source_name

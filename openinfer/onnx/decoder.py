@@ -42,12 +42,13 @@ class KvPair:
     past: str            # the graph input (ONNX name)
     present: str         # the graph output: Concat(past, new) along `axis`
     axis: int
+    length: str          # the ONNX dim_param of the past length (one for every pair)
     table: str           # the DSL cache table
 
 
-def find_kv_pairs(g, past_param: list[str]) -> list[KvPair]:
+def find_kv_pairs(g) -> list[KvPair]:
     """The past/present pairs of a decode step: a graph input Concat'ed first along an axis whose
-    dim is symbolic, the result a graph output. `past_param` receives that dim's name."""
+    dim is symbolic, the result a graph output."""
     inputs = {i.name: i for i in g.input}
     initializers = {t.name for t in g.initializer}
     outputs = {o.name for o in g.output}
@@ -63,8 +64,7 @@ def find_kv_pairs(g, past_param: list[str]) -> list[KvPair]:
         if axis is None or not -len(dims) <= axis < len(dims) or not dims[axis].HasField("dim_param"):
             continue
         axis %= len(dims)
-        past_param.append(dims[axis].dim_param)
-        pairs.append(KvPair(past, node.output[0], axis, sanitize(f"cache_{past}")))
+        pairs.append(KvPair(past, node.output[0], axis, dims[axis].dim_param, sanitize(f"cache_{past}")))
     return pairs
 
 

@@ -15,6 +15,7 @@ The op handlers are openinfer/onnx/handlers/ (a module per op family), registere
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -77,10 +78,8 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
         raise OnnxImportError(f"{where}: not an ONNX model: it holds no graph"
                               + (" (the file is empty)" if where != "<ModelProto>" and not os.path.getsize(where)
                                  else ""))
-    importer = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name,
-                         streaming)
-    importer.cache_capacity = cache_capacity
-    result = importer.run()
+    result = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name,
+                       streaming, cache_capacity).run()
     check_imported(result, OnnxImportError)
     return result
 
@@ -95,7 +94,6 @@ class _Importer(ImportState):
     """The import itself: the graph inputs and initializers, every node in order (through its
     handler, or the fusion ending there), the graph outputs, and the text `render` writes."""
 
-    cache_capacity: int | None = None
     kv_pairs: list = []
     generate_roles: dict = {}
     past_param: str | None = None
@@ -164,8 +162,9 @@ class _Importer(ImportState):
             cap = self.cache_capacity
             self.sizevars[decoder.KV] = cap
             logits = [self.dsl_name(o) for o in self.outputs if o not in presents]
-            ids = [v.var for k, v in self.values.items() if k in {i.name for i in self.g.input}
-                   and v.var is not None and v.dtype in ("i32", "i64")]
+            inputs = {i.name for i in self.g.input}
+            ids = [v.var for k, v in self.values.items() if k in inputs and v.var is not None
+                   and v.dtype in ("i32", "i64")]
             metadata = {f"dynamic.{decoder.KV}": cap, "generate.capacity": cap}
             if len(logits) == 1:
                 metadata["generate.logits"] = logits[0]
@@ -179,12 +178,12 @@ class _Importer(ImportState):
     def kv_setup(self) -> None:
         """A decode step's past/present pairs (openinfer/onnx/decoder.py), checked against
         `cache_capacity`, and the counter every step reads."""
-        params: list[str] = []
-        self.kv_pairs = decoder.find_kv_pairs(self.g, params)
-        self.past_param = params[0] if params else None
-        if self.kv_pairs and len(set(params)) != 1:
+        self.kv_pairs = decoder.find_kv_pairs(self.g)
+        params = {p.length for p in self.kv_pairs}
+        self.past_param = next(iter(params)) if params else None
+        if len(params) > 1:
             raise OnnxImportError("the past key/values have different symbolic lengths "
-                                  f"({', '.join(sorted(set(params)))}): a decode step's cache has one")
+                                  f"({', '.join(sorted(params))}): a decode step's cache has one")
         if self.kv_pairs and self.cache_capacity is None:
             first = self.kv_pairs[0]
             raise OnnxImportError(f"the model is a decode step with past/present key-values ({first.past} -> "
@@ -199,7 +198,7 @@ class _Importer(ImportState):
             if self.past_param in self.user_sizevars:
                 raise OnnxImportError(f"--sizevar {self.past_param}: the past length of a decode step is the cache's, "
                                       "set by --cache-capacity and at run time")
-            self.kv_pairs = [decoder.KvPair(p.past, p.present, p.axis, self.fresh(p.table)) for p in self.kv_pairs]
+            self.kv_pairs = [dataclasses.replace(p, table=self.fresh(p.table)) for p in self.kv_pairs]
             self.used.add(decoder.KV)
             decoder.declare_state(self, self.cache_capacity)
 
