@@ -18,6 +18,7 @@ from ..inputs import input_feed, outputs_of, save_outputs
 from ..reference.executor import ReferenceExecutor
 from ..sim import Simulator
 from ..synthesizer import Synthesizer
+from ..triton import ServingOptions, write_repository
 from .args import add_graph_args, add_io_args, check_io_args, dynamic, input_files, load, sizevars
 
 GEN_HELP = """\
@@ -30,7 +31,9 @@ over the output only redoes what changed.
 
 examples:
   openinfer gen examples/mlp_regression.oig --model mlp.oinf --arch devices/x86_64-avx2.json -o out/mlp
-  openinfer gen g.oig -m m.oinf --arch x86_64-avx512 -o out/g --outputs y --depfile out/g.d"""
+  openinfer gen g.oig -m m.oinf --arch x86_64-avx512 -o out/g --outputs y --depfile out/g.d
+  openinfer gen examples/mlp_regression.oig -m mlp.oinf --arch x86_64-generic --dynamic B=64 \
+      --emit triton -o repo      # then: tritonserver --model-repository repo (docs/serving.md)"""
 
 BUILD_HELP = """\
 Configure (meson setup, once) and build (ninja) a project written by `openinfer gen`, showing
@@ -70,9 +73,23 @@ def register(sub) -> None:
     add_graph_args(g)
     _target_args(g)
     g.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory")
-    g.add_argument("--emit", choices=("project", "sources"), default="project",
+    g.add_argument("--emit", choices=("project", "sources", "triton"), default="project",
                    help="project: a complete meson project (default); sources: only NAME.h, NAME.c, "
-                        "NAME_kernels.h, NAME_kernels.c, for a build that compiles them itself")
+                        "NAME_kernels.h, NAME_kernels.c, for a build that compiles them itself; triton: a "
+                        "Triton Inference Server model repository, DIR/NAME/ (the project built, config.pbtxt, "
+                        "a Python-backend model.py, the weights; docs/serving.md)")
+    g.add_argument("--triton-sequences", type=int, default=ServingOptions.sequences, metavar="N",
+                   help="--emit triton, a graph with persistent state: sequences served at once by each model "
+                        f"instance (a program context each; default {ServingOptions.sequences}); more wait in "
+                        "Triton's backlog")
+    g.add_argument("--triton-idle", type=float, default=ServingOptions.sequence_idle_s, metavar="SECONDS",
+                   help="--emit triton: an idle sequence is released (its state freed) after this long "
+                        f"(default {ServingOptions.sequence_idle_s:g})")
+    g.add_argument("--triton-instances", type=int, default=ServingOptions.instances, metavar="N",
+                   help=f"--emit triton: model instances, processes of their own (default {ServingOptions.instances})")
+    g.add_argument("--triton-batch-delay", type=int, default=ServingOptions.batch_delay_us, metavar="MICROSECONDS",
+                   help="--emit triton, a graph batched along a dynamic size: how long Triton may hold a request "
+                        "to run it with later ones (default 0: only with those already waiting)")
     g.add_argument("--depfile", metavar="FILE",
                    help="write a make-style depfile listing every input (build-system mode: the outputs' "
                         "mtimes are then refreshed on every run, so the build tool sees them up to date)")
@@ -130,6 +147,17 @@ def gen(args) -> int:
     check_output_path(args.depfile, "--depfile", inputs=input_files(args))
     plan = _synth(args)
     sources_only = args.emit == "sources"
+    if args.emit == "triton":
+        if args.depfile is not None:
+            raise OpenInferError("--depfile lists a project's files: not with --emit triton")
+        options = ServingOptions(args.triton_sequences, args.triton_idle, args.triton_instances,
+                                 args.triton_batch_delay)
+        changed = write_repository(plan, Path(args.out), args.model, source=Path(args.graph).name, options=options,
+                                   progress=None if args.quiet else lambda line: print(f"  {line}", flush=True))
+        if not args.quiet:
+            print(f"{plan.name}: Triton model repository {args.out} ({len(changed)} files changed) in "
+                  f"{time.perf_counter() - t0:.2f} s; serve it with `tritonserver --model-repository {args.out}`")
+        return 0
     changed = plan.emit(args.out, sources_only=sources_only)
     if args.depfile is not None:
         outputs = sorted(plan.source_files() if sources_only else plan.files)
