@@ -49,6 +49,12 @@ ensure_system_packages() {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# The serving tests (tests/serving/, docs/serving.md) run a real Triton Inference Server: the
+# `nvidia-pytriton` wheel ships it, with its Python backend, in a virtual environment of its own
+# (.venv-triton: the wheel pins numpy<2; the server's models need numpy alone). Its backend stub
+# links the interpreter's shared libpython, a Debian package of its own.
+triton_venv="$root/.venv-triton"
+
 python_bin() {
     local py
     for py in python3.13 python3.12 python3.11 python3; do
@@ -75,6 +81,26 @@ ensure_venv() {
     echo "$want" > "$stamp"
 }
 
+ensure_triton() {
+    local stamp="$triton_venv/.openinfer-stamp" want="nvidia-pytriton"
+    if [ -x "$triton_venv/bin/python3" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+        return 0
+    fi
+    local py version sudo=""
+    py=$(python_bin)
+    version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    if ! dpkg-query -W -f='${Status}' "libpython$version" 2>/dev/null | grep -q "install ok installed"; then
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        log "installing libpython$version (the Triton Python backend stub links it)"
+        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "libpython$version" \
+            >/dev/null
+    fi
+    log "installing the Triton Inference Server (nvidia-pytriton) into .venv-triton"
+    [ -x "$triton_venv/bin/python3" ] || "$py" -m venv "$triton_venv"
+    "$triton_venv/bin/python" -m pip install -q "$want"
+    echo "$want" > "$stamp"
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -86,6 +112,8 @@ case "$cmd" in
     test)
         ensure_system_packages
         ensure_venv
+        # the serving tests skip (saying why) where the server has no build: Linux on x86-64 or Arm64
+        case "$(uname -s)-$(uname -m)" in Linux-x86_64|Linux-aarch64) ensure_triton ;; esac
         workers=${OI_TEST_WORKERS:-auto}
         # --durations: the slowest tests in every run's summary (CI's too), where the suite's time goes
         if [ "$workers" = 1 ]; then

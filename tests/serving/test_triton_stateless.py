@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from .conftest import EXAMPLES, emit_triton, example_model, needs_triton, random, reference_steps, start_server
+from .conftest import EXAMPLES, REPO, emit_triton, example_model, needs_triton, random, reference_steps, start_server
 
 GRAPH = EXAMPLES / "mlp_regression.oig"
 
@@ -101,3 +101,69 @@ def test_bad_requests_get_clear_errors_and_the_model_keeps_serving(server):
     x = random(np.random.default_rng(9), (3, 16))
     np.testing.assert_allclose(send("x", [3, 16], "FP32", x).as_numpy("y"), _expected(server, x)["y"],
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def bert(scratch):
+    """BERT (tests/data/onnx) imported once, served with a dynamic batch and sequence length."""
+    needs_triton()
+    ort = pytest.importorskip("onnxruntime")
+    import openinfer as oi
+
+    onnx_path = REPO / "tests" / "data" / "onnx" / "bert.onnx"
+    graph, oinf = oi.import_onnx(onnx_path, sizevars={"batch": 2, "seq": 8}).write(scratch / "bert")
+    repo = scratch / "bert-repo"
+    emit_triton(graph, oinf, repo, "--dynamic", "batch=4", "--dynamic", "seq=24", "--outputs", "last_hidden_state",
+                "--triton-batch-delay", "20000")
+    with start_server(repo, scratch / "bert", "bert") as s:
+        s.session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+        s.config = (repo / "bert" / "config.pbtxt").read_text()
+        yield s
+
+
+def _bert_inputs(rng, batch: int, seq: int) -> dict:
+    mask = np.ones((batch, seq), np.int64)
+    mask[1:, seq - seq // 3:] = 0
+    return {"input_ids": rng.integers(0, 100, (batch, seq)).astype(np.int64), "attention_mask": mask}
+
+
+def test_bert_batches_along_batch_with_a_variable_sequence(bert):
+    assert "max_batch_size: 4" in bert.config
+    assert re.search(r'name: "input_ids" data_type: TYPE_INT64 dims: \[ -1 \]', bert.config)
+    assert re.search(r'name: "last_hidden_state" data_type: TYPE_FP32 dims: \[ -1, \d+ \]', bert.config)
+
+
+@pytest.mark.parametrize("batch, seq", [(1, 7), (3, 13), (4, 24)])
+def test_bert_over_http_and_grpc_equals_onnxruntime(bert, batch, seq):
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    feed = _bert_inputs(np.random.default_rng(batch * seq), batch, seq)
+    want = bert.session.run(["last_hidden_state"], feed)[0]
+    for module, url in ((httpclient, bert.http_url), (grpcclient, bert.grpc_url)):
+        inputs = []
+        for name, value in feed.items():
+            inp = module.InferInput(name, list(value.shape), "INT64")
+            inp.set_data_from_numpy(value)
+            inputs.append(inp)
+        got = module.InferenceServerClient(url).infer("bert", inputs).as_numpy("last_hidden_state")
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_bert_batched_requests_of_two_lengths_match_each_alone(bert):
+    import tritonclient.http as httpclient
+
+    rng = np.random.default_rng(8)
+    feeds = [_bert_inputs(rng, rows, seq) for rows, seq in ((1, 5), (2, 11), (1, 11), (1, 5), (2, 5), (1, 11))]
+    client = httpclient.InferenceServerClient(bert.http_url, concurrency=len(feeds))
+    pending = []
+    for feed in feeds:
+        inputs = []
+        for name, value in feed.items():
+            inp = httpclient.InferInput(name, list(value.shape), "INT64")
+            inp.set_data_from_numpy(value)
+            inputs.append(inp)
+        pending.append(client.async_infer("bert", inputs))
+    for feed, p in zip(feeds, pending, strict=True):
+        want = bert.session.run(["last_hidden_state"], feed)[0]
+        np.testing.assert_allclose(p.get_result().as_numpy("last_hidden_state"), want, rtol=1e-4, atol=1e-4)
