@@ -167,3 +167,25 @@ def test_bert_batched_requests_of_two_lengths_match_each_alone(bert):
     for feed, p in zip(feeds, pending, strict=True):
         want = bert.session.run(["last_hidden_state"], feed)[0]
         np.testing.assert_allclose(p.get_result().as_numpy("last_hidden_state"), want, rtol=1e-4, atol=1e-4)
+
+
+def test_bert_refuses_a_sequence_past_its_bound_and_a_missing_input(bert):
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    client = httpclient.InferenceServerClient(bert.http_url)
+    feed = _bert_inputs(np.random.default_rng(1), 1, 25)
+
+    def inputs(names):
+        out = []
+        for name in names:
+            inp = httpclient.InferInput(name, list(feed[name].shape), "INT64")
+            inp.set_data_from_numpy(feed[name])
+            out.append(inp)
+        return out
+
+    with pytest.raises(InferenceServerException,
+                       match=re.escape("dim 1 is 25, which sets the size seq: the program was built for seq in 1..24")):
+        client.infer("bert", inputs(feed))
+    with pytest.raises(InferenceServerException, match="expected 2 inputs but got 1"):
+        client.infer("bert", inputs(["input_ids"]))
