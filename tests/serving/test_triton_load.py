@@ -85,12 +85,8 @@ def test_a_killed_instance_is_detected_and_reloaded(server, workload):
             for pid in stubs:
                 os.kill(pid, signal.SIGKILL)
 
-    def recover():          # what the helper does on the first failure: unload, load
-        server.unload(MODEL)
-        server.load(MODEL)
-
     report = triton_load.run_load(server.grpc_url, MODEL, workload, ["y"], requests=1000, clients=8,
-                                  on_request=kill_once, on_failure=recover)
+                                  on_request=kill_once, on_failure=lambda: server.reload(MODEL))
     print(report.text())
     assert killed and report.failed > 0
     assert report.gap_s is not None and report.gap_s < 120

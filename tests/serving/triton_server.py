@@ -123,6 +123,12 @@ class TritonServer:
         self._get(f"/v2/repository/models/{model}/unload", json.dumps({}).encode())
         self._wait(lambda: not self.model_ready(model), 60.0, f"unload {model}")
 
+    def reload(self, model: str) -> None:
+        """Recover a model whose backend process died: this Triton does not restart it (requests
+        fail, the ready check stays 200), but unloading and loading the model starts a new one."""
+        self.unload(model)
+        self.load(model)
+
     def model_ready(self, model: str) -> bool:
         return self._get(f"/v2/models/{model}/ready") == 200
 
