@@ -14,8 +14,8 @@ from .registry import family, prototype
 def before(i: str, si: str, j: str, sj: str) -> str:
     """C for "candidate i (score si) ranks before candidate j (sj)": the greater score first, equal
     scores the lower box first, NaN after every number (several in box order)."""
-    return (f"isnan({sj}) ? (!isnan({si}) || {i} < {j}) : "
-            f"(!isnan({si}) && ({si} > {sj} || ({si} == {sj} && {i} < {j})))")
+    return (f"(isnan({sj}) ? (!isnan({si}) || {i} < {j}) : "
+            f"(!isnan({si}) && ({si} > {sj} || ({si} == {sj} && {i} < {j}))))")
 
 
 @family("non_max_suppression")
