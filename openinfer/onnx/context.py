@@ -322,6 +322,8 @@ class ImportState:
         self.fixed: dict[str, str] = {}
         #: a decode step's past inputs (ONNX names) that became cache tables (openinfer/onnx/decoder.py)
         self.past_inputs: set[str] = set()
+        #: dynamic sizes a cache read sets while a step runs (the rows NonMaxSuppression selects) -> their bounds
+        self.run_time_sizes: dict[str, int] = {}
 
     # -- names and declarations ---------------------------------------------------------------
     def fresh(self, base: str) -> str:
