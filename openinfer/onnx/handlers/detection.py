@@ -74,11 +74,11 @@ def _nms(c: NodeContext) -> None:
     capacity = nms_capacity(batches, classes, n, max_output)
     base = sanitize(out)
     rows = c.emit("non_max_suppression", [c.var(boxes, 0), c.var(scores, 1)], settings, "i64",
-                  (Dim(capacity + 1), Dim(3)), temp=f"{base}_rows")
+                  (Dim(capacity + 1), Dim(3)), temp=f"{base}_capacity")
     cell = c.emit("slice", [rows.var], {"starts": [capacity, 0], "ends": [capacity + 1, 1]}, "i64",
                   (Dim(1), Dim(1)), temp=f"{base}_count_cell")
     count = c.emit("reshape", [cell.var], {}, "i64", (), temp=f"{base}_count")
-    size, flags, seen = imp.fresh(f"{base}_selected"), imp.fresh(f"{base}_flags"), imp.fresh(f"{base}_flags_read")
+    size, flags, seen = imp.fresh(f"{base}_rows"), imp.fresh(f"{base}_flags"), imp.fresh(f"{base}_flags_read")
     imp.run_time_sizes[size] = capacity
     imp.decls["persistent"].append((f"{flags}(r): bool @table @fixed(r={capacity});",
                                     f"{c.label}: read to set {size}, the rows selected (never written)"))
