@@ -238,7 +238,7 @@ CONSTANT_INPUTS = {"Reshape": (1,), "Clip": (1, 2), "BatchNormalization": (1, 2,
                    "Split": (1,), "Trilu": (1,), "DequantizeLinear": (1, 2), "QuantizeLinear": (1, 2),
                    "MatMulInteger": (3,), "CumSum": (1,), "TopK": (1,), "RNN": (1, 2, 3, 4), "GRU": (1, 2, 3, 4),
                    "LSTM": (1, 2, 3, 4, 7),
-                   "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Upsample": (1,)}
+                   "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Upsample": (1,), "NonMaxSuppression": (2, 3, 4)}
 
 
 def handler(*op_types: str, note: str):
@@ -322,6 +322,8 @@ class ImportState:
         self.fixed: dict[str, str] = {}
         #: a decode step's past inputs (ONNX names) that became cache tables (openinfer/onnx/decoder.py)
         self.past_inputs: set[str] = set()
+        #: dynamic sizes a cache read sets while a step runs (the rows NonMaxSuppression selects) -> their bounds
+        self.run_time_sizes: dict[str, int] = {}
 
     # -- names and declarations ---------------------------------------------------------------
     def fresh(self, base: str) -> str:

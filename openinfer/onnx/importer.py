@@ -170,6 +170,9 @@ class _Importer(ImportState):
                 metadata["generate.logits"] = logits[0]
             if len(ids) == 1:
                 metadata["generate.input"] = ids[0]
+        for size, bound in self.run_time_sizes.items():
+            self.sizevars[size] = bound
+            metadata[f"dynamic.{size}"] = bound
         self.generate_roles = {k: v for k, v in metadata.items() if k.startswith("generate.")}
         return ImportedModel(self.name, self.render(), self.tensors, dict(sorted(self.sizevars.items())),
                              {k: v for k, v in self.onnx_to_dsl.items() if k != v}, self.source_name,

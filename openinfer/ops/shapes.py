@@ -190,6 +190,26 @@ def _gather_elements(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     return tuple(idx), False
 
 
+def nms_capacity(batches: int, classes: int, boxes: int, max_output: int) -> int:
+    """The most rows non_max_suppression can select: max_output (at most every box) per batch and class."""
+    return batches * classes * min(max_output, boxes)
+
+
+def _nms(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
+    boxes, scores = ins[0].shape, ins[1].shape
+    _static(op.name, [boxes, scores])
+    if len(boxes) != 3 or boxes[2] != 4 or len(scores) != 3 or scores[0] != boxes[0] or scores[2] != boxes[1]:
+        raise OpTypeError(f"{op.name}: boxes {_fmt(boxes)} and scores {_fmt(scores)}",
+                          "boxes are [B, N, 4] and scores [B, C, N]")
+    if attrs["max_output"] < 1:
+        raise OpTypeError(f"{op.name}: max_output {attrs['max_output']}", "max_output is at least 1")
+    if not 0.0 <= attrs["iou_threshold"] <= 1.0:
+        raise OpTypeError(f"{op.name}: iou_threshold {attrs['iou_threshold']}", "iou_threshold is 0..1")
+    if attrs["center_point_box"] not in (0, 1):
+        raise OpTypeError(f"{op.name}: center_point_box {attrs['center_point_box']}", "center_point_box is 0 or 1")
+    return (nms_capacity(boxes[0], scores[1], boxes[1], attrs["max_output"]) + 1, 3), False
+
+
 def _is_finite(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
     shape = ins[0].shape
     if output is None or output.shape == ():
@@ -609,7 +629,7 @@ def _qhard_swish(op: RuleOp, ins, attrs, output) -> tuple[Shape, bool]:
 SHAPE_RULES: dict[str, Rule] = {
     "same": _same, "broadcast": _broadcast, "matmul": _matmul, "reduce": _reduce, "arg_reduce": _arg_reduce,
     "is_finite": _is_finite, "axis_same": _axis_same, "norm": _norm, "gather": _gather, "gather_nd": _gather_nd,
-    "gather_elements": _gather_elements, "scan": _scan, "topk": _topk,
+    "gather_elements": _gather_elements, "scan": _scan, "topk": _topk, "nms": _nms,
     "scatter_nd": _scatter_nd, "transpose": _transpose,
     "reshape": _reshape, "concat": _concat, "slice": _slice, "rope": _rope, "sdpa": _sdpa, "conv": _conv,
     "pool": _pool, "dequant_matmul": _dequant_matmul, "dynamic_slice": _dynamic_slice,
@@ -632,6 +652,7 @@ SHAPE_RULE_DOCS = {
     "gather_elements": "indices' shape (data's rank; off the axis no larger than data's)",
     "scan": "x's shape (static sizes)",
     "topk": "x's shape with `k` at `axis` (static sizes)",
+    "nms": "[B * C * min(max_output, N) + 1, 3] (static sizes)",
     "gather_nd": "data.shape[:batch_dims] + indices.shape[batch_dims:-1] + data.shape[batch_dims+k:], "
                  "k = indices.shape[-1]",
     "scatter_nd": "data's shape; updates indices.shape[:-1] + data.shape[k:], k = indices.shape[-1]",

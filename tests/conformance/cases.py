@@ -805,11 +805,12 @@ def _case(op: OpSpec, t: DTypeInfo, mode: str, v: Variant) -> ConformanceCase:
 def _builders_elsewhere() -> dict[str, Builder]:
     """The builders kept apart for this module's size (they build on its values and Variant, so
     they are imported here, late)."""
+    from .detection_cases import DETECTION_BUILDERS
     from .indexing_cases import INDEXING_BUILDERS
     from .quant_cases import QUANT_BUILDERS
     from .resample_cases import RESAMPLE_BUILDERS
 
-    return {**INDEXING_BUILDERS, **QUANT_BUILDERS, **RESAMPLE_BUILDERS}
+    return {**DETECTION_BUILDERS, **INDEXING_BUILDERS, **QUANT_BUILDERS, **RESAMPLE_BUILDERS}
 
 
 def _op_cases(op: OpSpec) -> Iterator[ConformanceCase]:

@@ -1074,10 +1074,11 @@ def expected(case) -> np.ndarray:
     """The oracle's result for a ConformanceCase, in the output dtype's unpacked representation."""
     c = Ctx(case)
     xs = [Arr.of(x) for x in case.inputs]
+    from .detection_oracle import DETECTION
     from .indexing_oracle import INDEXING
     from .quant_oracle import QUANT
     from .resample_oracle import RESAMPLE
 
     fn = ELEMENTWISE.get(case.op) or WHOLE.get(case.op) or RESAMPLE.get(case.op) or INDEXING.get(case.op) \
-        or QUANT[case.op]
+        or DETECTION.get(case.op) or QUANT[case.op]
     return to_array(fn(xs, c), c.out)

@@ -20,7 +20,7 @@ BEYOND = ("exp log pow sqrt rsqrt tanh sigmoid erf sin cos tan asin acos atan si
           "softsign hard_sigmoid hard_swish elu selu celu leaky_relu mish softmax log_softmax layer_norm "
           "rms_norm gather gather_nd gather_elements scatter_nd transpose reshape concat slice pad resize "
           "rope sdpa conv1d conv2d max_pool2d avg_pool2d dequant_matmul arange dynamic_slice lrn cumsum "
-          "topk_indices").split()
+          "topk_indices non_max_suppression").split()
 #: TFLite's int8 kernels, integer-only (issue 41)
 QUANTIZED = ("qconv2d qlinear qavg_pool2d qmax_pool2d qadd qsub qmul qmean qsoftmax qlut qhard_swish quantize "
              "dequantize requantize").split()

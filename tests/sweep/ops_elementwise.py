@@ -5,6 +5,8 @@ packed types whose odd lengths end inside a byte)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from openinfer.dtypes import TENSOR_DTYPES, lookup
 from openinfer.ops import get
 from openinfer.ops.registry import cast_allowed
@@ -163,6 +165,7 @@ def rows() -> list[SweepCase]:
 def layout() -> list[SweepCase]:
     pick, out = Picker("layout"), []
     own = Picker("gather_elements")          # its draws leave the other layout cases as they were
+    nms = Picker("non_max_suppression")
     dtypes = ("f32", "f64", "f16", "i8", "u4", "bool")
     for j, n in enumerate(LENGTHS):
         t = dtypes[j % len(dtypes)]
@@ -207,4 +210,12 @@ def layout() -> list[SweepCase]:
         out.append(single("layout", "gather_elements", [(t, (rows_, n)), ("i64", (a, n))], extents=ext,
                           values={1: elements}))
         out.append(single("layout", "reshape", [(t, (a, n))], out=(t, (n, a)), extents=ext))
+        # n boxes [y1, x1, y2, x2] that overlap, scores with ties: some selected, some suppressed
+        corners = nms.rng.integers(0, 6, (2, n, 2))
+        boxes = np.concatenate([corners, corners + nms.rng.integers(1, 4, (2, n, 2))], axis=-1).astype("float32")
+        scores = (nms.rng.integers(-3, 4, (2, 3, n)) / 2).astype("float32")
+        out.append(single("layout", "non_max_suppression", [("f32", (2, n, 4)), ("f32", (2, 3, n))],
+                          {"max_output": 1 + j % 5, "iou_threshold": 0.4, "center_point_box": j % 2,
+                           **({"score_threshold": 0.0} if j % 3 == 0 else {})},
+                          extents=ext, values={0: boxes, 1: scores}))
     return out

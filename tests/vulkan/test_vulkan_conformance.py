@@ -11,9 +11,9 @@ With OI_VK_ARCH naming a device without `features.denorm_preserve_fp32` (NVIDIA'
 also matches when it equals the result with f32 subnormals flushed to zero: Vulkan lets such a
 device flush them (lavapipe does not, and on lavapipe no case may need that allowance).
 
-    OI_SLOW=1              every case (7019); default: a deterministic subset with each
+    OI_SLOW=1              every case (7029); default: a deterministic subset with each
                            (op, input dtype) once and each (op, mode) once per dtype
-                           kind and packing (1375 cases)
+                           kind and packing (1376 cases)
     OI_VK_CONF_CHUNK=N     cases per chunk (default 640: the default subset in two builds)
     OI_VK_CACHE=DIR        keep builds in DIR between sessions
 """

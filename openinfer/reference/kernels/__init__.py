@@ -20,12 +20,12 @@ import numpy as np
 
 from ...ops.errors import OpRuntimeError
 from ...ops.registry import Inference, OpSpec
-from . import cast, elementwise, layout, nn, quantized, reduce
+from . import cast, detection, elementwise, layout, nn, quantized, reduce
 
 Kernel = Callable[[list[np.ndarray], Inference], np.ndarray]
 
 KERNELS: dict[str, Kernel] = {**elementwise.KERNELS, **reduce.KERNELS, **cast.KERNELS, **nn.KERNELS,
-                              **layout.KERNELS, **quantized.KERNELS}
+                              **layout.KERNELS, **quantized.KERNELS, **detection.KERNELS}
 
 
 def run_kernel(spec: OpSpec, inputs: Sequence[np.ndarray], attrs: Mapping[str, object] | None,

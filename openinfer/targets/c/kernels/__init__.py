@@ -19,6 +19,7 @@ in the modules of this package and register with `@family("op", ...)`:
     linalg       matmul, dequant_matmul
     layout       gather, transpose, reshape, concat, slice
     nn           softmax, log_softmax, layer_norm, rms_norm, rope, sdpa, conv1d/2d, max/avg_pool2d, lrn
+    detection    non_max_suppression
     quantized    the integer-only int8 ops (TFLite's): qconv2d, qlinear, qavg/qmax_pool2d, qadd,
                  qsub, qmul, qmean, qsoftmax, qlut, qhard_swish, quantize, dequantize, requantize (their fixed point:
                  oi_quant.h)
@@ -27,7 +28,7 @@ The C lives in templates/c/ops/*.c.j2; oi_numeric.h has the scalar helpers (roun
 minimum/maximum, wrapping division, float -> integer conversion, 128-bit sums).
 """
 
-from . import elementwise, layout, linalg, nn, quantized, reduce  # noqa: F401  (each registers its emitters)
+from . import detection, elementwise, layout, linalg, nn, quantized, reduce  # noqa: F401  (each registers its emitters)
 from .registry import KernelSource, KernelText, emit_kernel, family, prototype
 
 __all__ = ["KernelSource", "KernelText", "emit_kernel", "family", "prototype"]

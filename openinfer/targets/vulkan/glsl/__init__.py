@@ -34,7 +34,7 @@ from ....dims import rendering
 from ....errors import SynthesisError
 from ....synth.program import KernelRequest
 from ...env import render
-from . import layout, linalg, nn, quant, quantized, reduce  # noqa: F401  (each registers its emitters)
+from . import detection, layout, linalg, nn, quant, quantized, reduce  # noqa: F401  (each registers its emitters)
 from .elementwise import epilogue_function, prologue_function
 from .registry import Body, Emitter, Extents, Shader, dispatch, emitter, family
 from .types import Caps, KernelCtx, PushField, storage_type
