@@ -305,6 +305,9 @@ class ImportState:
         self.decls: dict[str, list[tuple[str, str]]] = {"dynamic": [], "constant": [], "volatile": [],
                                                          "persistent": []}
         self.lines: list[tuple[str, str]] = []
+        #: the blocks after entry (name, lines): the branches of an If whose condition is known at
+        #: run time (handlers/control.py)
+        self.blocks: list[tuple[str, list[tuple[str, str]]]] = []
         #: the ONNX node name each line / volatile declaration came from (None: from no node), for
         #: the layer headers `render` prints
         self.line_nodes: list[str | None] = []

@@ -42,6 +42,7 @@ from .context import (
     sanitize,
 )
 from .fusions import apply_fusion, find_fusions
+from .handlers.control import REFUSED_OPS, outer_reads
 from .problems import LIST_OPS_HINT, NodeProblems, graph_name, shape_problem
 from .quantized_weights import packed_initializer
 
@@ -128,7 +129,7 @@ class _Importer(ImportState):
         self.check_sizevars()
         self.values.update(initializers)
         for i, node in enumerate(self.g.node):
-            for x in node.input:
+            for x in [*node.input, *outer_reads(node)]:     # an If reads its branches' outer values
                 if x:
                     self.consumers.setdefault(x, []).append(i)
         self.fusions = find_fusions(self)
@@ -140,7 +141,7 @@ class _Importer(ImportState):
                 continue
             fused = [self.g.node[j] for j in self.fusions[i].inner] if i in self.fusions else []
             outputs = [o for n in [node, *fused] for o in n.output]
-            if problems.blocked(x for n in [node, *fused] for x in n.input):
+            if problems.blocked(x for n in [node, *fused] for x in [*n.input, *outer_reads(n)]):
                 unsupported = _unsupported(node)    # known without its inputs
                 if unsupported:
                     label = quoted(node.name) if node.name else f"#{i}"
@@ -275,11 +276,22 @@ class _Importer(ImportState):
         self.declare("volatile", out, v.dtype, v.dims, onnx_name)
         self.lines.append((f"op reshape({v.var}) >> {out};", f"graph output {quoted(onnx_name)} (a copy of {v.var})"))
 
-    def node(self, index: int, node) -> None:
-        if index in self.fusions and apply_fusion(self, index, self.node):
+    def subgraph(self, graph, where: str) -> None:
+        """Imports the nodes of a subgraph (an If's branch) in the current scope, where they read
+        the enclosing scopes' values by name; its initializers are constants."""
+        import onnx.numpy_helper as nh
+
+        for t in graph.initializer:
+            self.values[t.name] = self.const_value(nh.to_array(t))
+        for k, node in enumerate(graph.node):
+            self.node(None, node, quoted(node.name) if node.name else f"{where}#{k}")
+
+    def node(self, index: int | None, node, label: str | None = None) -> None:
+        """Imports the graph's node `index`, or (index None) a subgraph's node, named `label`."""
+        if index is not None and index in self.fusions and apply_fusion(self, index, self.node):
             self._claim(module_path(node))
             return
-        label = quoted(node.name) if node.name else f"#{index}"
+        label = label or (quoted(node.name) if node.name else f"#{index}")
 
         def fail(message: str):
             raise OnnxImportError(f"node {label} ({node.op_type}): {message}")
@@ -354,6 +366,8 @@ class _Importer(ImportState):
         out += layers.grouped(self.lines, self.line_nodes)
         out.append("    return;")
         out.append("}")
+        for block, lines in self.blocks:
+            out += [f"block {block} {{", *(_line(code, note) for code, note in lines), "    return;", "}"]
         return "\n".join(out) + "\n"
 
 
@@ -361,6 +375,8 @@ def _unsupported(node) -> str | None:
     """Why the importer has no handler for `node` (its domain or op type), None when it has one."""
     if node.domain not in ("", "ai.onnx"):
         return f"ops of domain `{node.domain}` are not supported"
+    if node.op_type in REFUSED_OPS:
+        return REFUSED_OPS[node.op_type]
     if node.op_type not in SUPPORTED_OPS:
         return f"op type {node.op_type} is not supported{LIST_OPS_HINT}"
     return None

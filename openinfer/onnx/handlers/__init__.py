@@ -6,6 +6,7 @@
 from . import (  # noqa: F401
     activations,
     constants,
+    control,
     detection,
     einsum,
     elementwise,
