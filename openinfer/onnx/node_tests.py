@@ -33,7 +33,7 @@ class CaseResult:
     ops: tuple[str, ...]
     outcome: str
     detail: str = ""
-    dsl_ops: tuple[str, ...] = ()        # the DSL ops of the imported graph
+    dsl_ops: tuple[str, ...] = ()        # the DSL ops of the imported graph, and its `branch` and `loop` nodes
 
 
 def collect_cases() -> list:
@@ -146,8 +146,9 @@ def run_case(case, engine: Callable | None = None) -> CaseResult:
     except OnnxImportError as exc:
         return CaseResult(case.name, ops, REFUSED, str(exc).splitlines()[0])
     dsl = {n: imported.renamed.get(n, n) for n in input_names + output_names}
-    dsl_ops = tuple(sorted({line.split()[1].split("(")[0] for line in imported.text.splitlines()
-                            if line.lstrip().startswith("op ")}))
+    lines = [line.split() for line in imported.text.splitlines()]
+    dsl_ops = tuple(sorted({words[1].split("(")[0] if words[0] == "op" else words[0] for words in lines
+                            if words and words[0] in ("op", "branch", "loop")}))
     try:
         with tempfile.TemporaryDirectory(prefix="oi-onnx-case-") as tmp:
             graph_path, model_path = imported.write(tmp)
@@ -244,9 +245,10 @@ def tabulate_folders(results: dict[str, list[CaseResult]], all_cases: dict[str, 
 
 def c_subset(cases: list, results: list[CaseResult], every: bool = False) -> list:
     """The cases run through the generated C, among those that pass on the reference: all of them
-    with `every`; else few that together use every DSL op the imported graphs use (greedily, the
-    case adding the most ops not yet covered, the first in collection order on a tie), so every op
-    the importer emits is built and run at least once in ~26 builds. In collection order."""
+    with `every`; else few that together use every DSL op (and `branch`, `loop`) the imported
+    graphs use (greedily, the case adding the most ops not yet covered, the first in collection
+    order on a tie), so every op the importer emits is built and run at least once in ~26 builds.
+    In collection order."""
     passed = {r.name: r for r in results if r.outcome == PASSED}
     if every:
         return [c for c in cases if c.name in passed]

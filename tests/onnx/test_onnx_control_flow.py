@@ -33,8 +33,9 @@ def _model(nodes, inputs, outputs, initializers=(), opset=17, check=True):
     return m
 
 
-def _branch(nodes, outputs, name):
-    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(n, F, s) for n, s in outputs])
+def _branch(nodes, outputs, name, initializers=()):
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(n, F, s) for n, s in outputs],
+                             list(initializers))
 
 
 def _weights(rng, **shapes):
@@ -42,17 +43,18 @@ def _weights(rng, **shapes):
 
 
 def _gated():
-    """y = If(ReduceSum(x) > 0) then x @ W1 + b1 else relu(x) @ W2: the condition known at run time."""
+    """y = If(ReduceSum(x) > 0) then x @ W1 + b1 else relu(x) @ W2: the condition known at run time
+    (b1 an initializer of the then_branch)."""
     rng = np.random.default_rng(42)
     then = _branch([helper.make_node("MatMul", ["x", "W1"], ["t0"]), helper.make_node("Add", ["t0", "b1"], ["t1"])],
-                   [("t1", [N, O])], "then")
+                   [("t1", [N, O])], "then", _weights(rng, b1=(O,)))
     other = _branch([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["e1"])],
                     [("e1", [N, O])], "else")
     nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
              helper.make_node("Greater", ["s", "zero"], ["positive"]),
              helper.make_node("If", ["positive"], ["y"], name="gate", then_branch=then, else_branch=other)]
     return _model(nodes, [("x", F, [N, D])], [("y", F, [N, O])],
-                  [*_weights(rng, W1=(D, O), b1=(O,), W2=(D, O)), nh.from_array(np.float32(0), "zero")])
+                  [*_weights(rng, W1=(D, O), W2=(D, O)), nh.from_array(np.float32(0), "zero")])
 
 
 def _feeds_each_way(rng, shape, name="x"):
@@ -86,19 +88,21 @@ def test_a_run_time_condition_branches_to_two_blocks(tmp_path):
     assert text.count("    y: f32[3, 5];") == 1 and "reshape" not in text    # declared once, written by each block
 
 
-def test_a_run_time_condition_on_lavapipe(tmp_path, monkeypatch):
+@pytest.mark.parametrize("build", ["gated", "nested"])
+def test_run_time_conditions_on_lavapipe(build, tmp_path, monkeypatch):
     from vulkan.conftest import use_lavapipe
 
     lavapipe = use_lavapipe(monkeypatch, tmp_path / "vk-cache")
-    model = _gated()
+    model, feeds = (_gated(), _feeds_each_way(np.random.default_rng(2), (N, D))) if build == "gated" else _nested()
     graph, oinf = oi.import_onnx(model).write(tmp_path / "m")
     sim = oi.Simulator(oi.ModelLoader.open(oinf), oi.load_graph(graph), arch=lavapipe)
     ex = sim.make_executor()
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    for feed in _feeds_each_way(np.random.default_rng(2), (N, D)):
+    for feed in feeds:
         ex.insert(**feed)
         ex.run_step()
-        np.testing.assert_allclose(ex.fetch("y"), session.run(None, feed)[0], rtol=1e-5, atol=1e-5)
+        for out, want in zip(model.graph.output, session.run(None, feed), strict=True):
+            np.testing.assert_allclose(ex.fetch(out.name), want, rtol=1e-5, atol=1e-5)
     assert sim.validation_messages() == 0
 
 
@@ -155,9 +159,10 @@ def test_a_one_element_condition_of_another_dtype_is_reshaped_and_cast(tmp_path)
             np.testing.assert_array_equal(ex.fetch("y"), want)
 
 
-def test_nested_ifs_and_names_reused_by_sibling_branches(tmp_path):
+def _nested():
     """A run-time If inside a run-time branch (a block that branches again), a folded If inside
-    the other, two outputs, and the same value names in both branches (ONNX scopes them)."""
+    the other, two outputs, and the same value names in both branches (ONNX scopes them); with
+    inputs that take: else; then, its then; then, its else."""
     rng = np.random.default_rng(5)
     inner_then = _branch([helper.make_node("Mul", ["x", "W"], ["v"])], [("v", [N, D])], "it")
     inner_else = _branch([helper.make_node("Sub", ["x", "W"], ["v"])], [("v", [N, D])], "ie")
@@ -176,8 +181,11 @@ def test_nested_ifs_and_names_reused_by_sibling_branches(tmp_path):
                    [*_weights(rng, W=(N, D)), nh.from_array(np.float32(0), "zero"),
                     nh.from_array(np.float32(0.5), "half"), nh.from_array(np.bool_(True), "yes")])
     x = rng.uniform(0.1, 1, (N, D)).astype(np.float32)
-    feeds = [{"x": x}, {"x": x - 0.2}, {"x": x * 0.4 - 0.05}]          # else; then (max > 0.5); then, else
-    imported = _check(model, feeds, tmp_path)
+    return model, [{"x": x}, {"x": x - 0.2}, {"x": x * 0.4 - 0.05}]
+
+
+def test_nested_ifs_and_names_reused_by_sibling_branches(tmp_path):
+    imported = _check(*_nested(), tmp_path)
     assert imported.text.count("branch ") == 2 and "exp" not in imported.text
 
 

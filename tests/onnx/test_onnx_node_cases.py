@@ -2,8 +2,8 @@
 
 Every case whose ops the importer supports is imported and run on the reference, compared with
 the case's expected outputs at its own tolerances; a few passing cases that together use every
-DSL op the imported graphs use also run through the generated C for the host's best CPU target
-(`OI_SLOW=1`: every passing case, on x86_64-generic too). The models of the package's
+DSL op (and `branch`, `loop`) the imported graphs use also run through the generated C for the
+host's best CPU target (`OI_SLOW=1`: every passing case, on x86_64-generic too). The models of the package's
 pytorch-converted and pytorch-operator data folders whose ops are supported run on the reference
 the same way. A case the importer
 refuses must be refused with its one-line error, and the per-op table in docs/onnx.md must be the

@@ -62,8 +62,8 @@ def _if(c: NodeContext) -> None:
             c.fail(f"{where} has {len(g.output)} outputs for the If's {len(outs)}")
         for o in g.output:
             if not o.type.HasField("tensor_type") and o.type.WhichOneof("value") is not None:
-                c.fail(f"{where} output `{o.name}` is a {o.type.WhichOneof('value').replace('_type', '')}: "
-                       "only tensor outputs are imported")
+                c.fail(f"{where} output `{o.name}` has {o.type.WhichOneof('value').replace('_', ' ')}: only tensor "
+                       "outputs are imported")
     if int(np.prod(cond.shape)) != 1:
         c.fail(f"the condition has shape {list(cond.shape)}: ONNX's If takes a single element")
     if cond.const is not None:
