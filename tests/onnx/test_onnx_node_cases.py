@@ -13,6 +13,7 @@ one this run produces (`python tools/onnx_node_table.py` rewrites it).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -44,9 +45,10 @@ def test_refusals_are_one_clear_line_naming_the_node(run):
                if r.outcome == nt.REFUSED]
     assert refused
     for r in refused:
-        assert r.detail.startswith(("node ", "graph input ", "initializer ")), r
-        if r.detail.startswith("node "):
-            assert f"({r.ops[0]})" in r.detail or any(f"({op})" in r.detail for op in r.ops), r
+        detail = re.sub(r"^\d+ nodes cannot be imported: (?=node )", "", r.detail)     # several, on one line
+        assert detail.startswith(("node ", "graph input ", "initializer ")), r
+        if detail.startswith("node "):
+            assert any(f"({op})" in detail for op in r.ops), r
 
 
 def test_generated_c_matches_the_expected_outputs(run):
