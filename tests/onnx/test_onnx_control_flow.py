@@ -10,6 +10,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
+from compilers import TOOLCHAINS  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 from onnx_models import imported_executors  # noqa: E402
@@ -187,6 +188,27 @@ def _nested():
 def test_nested_ifs_and_names_reused_by_sibling_branches(tmp_path):
     imported = _check(*_nested(), tmp_path)
     assert imported.text.count("branch ") == 2 and "exp" not in imported.text
+
+
+@pytest.mark.parametrize("toolchain", TOOLCHAINS, ids=lambda t: t.name)
+def test_nested_ifs_under_every_toolchain(toolchain, tmp_path, monkeypatch):
+    """The blocks that branch again, built by GCC and Clang at -O2 and -O3 (warnings as errors)."""
+    if toolchain.missing():
+        pytest.skip(toolchain.missing())
+    monkeypatch.setenv("OI_CACHE_DIR", str(tmp_path / "cache"))
+    model, feeds = _nested()
+    graph, oinf = oi.import_onnx(model).write(tmp_path / "m")
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with toolchain.active():
+        executors = [oi.Simulator(oi.ModelLoader.open(oinf), oi.load_graph(graph), arch=arch,
+                                  build_options=toolchain.build_options).make_executor() for arch in ARCHS]
+    for feed in feeds:
+        want = session.run(None, feed)
+        for ex in executors:
+            ex.insert(**feed)
+            ex.run_step()
+            for out, w in zip(model.graph.output, want, strict=True):
+                np.testing.assert_allclose(ex.fetch(out.name), w, rtol=1e-5, atol=1e-5)
 
 
 def test_an_outer_constant_filled_at_run_time_is_filled_before_the_branch(tmp_path):
