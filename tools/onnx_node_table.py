@@ -1,7 +1,7 @@
 """Runs the ONNX backend node tests through `openinfer import` and writes the per-op table of
 docs/onnx.md (between its node-table markers) from the run, as tests/onnx/test_onnx_node_cases.py
 runs them: every supported case on the reference, a few passing cases that together use every
-DSL op the imported graphs use on the generated C (the host's best CPU target),
+DSL op (and `branch`, `loop`) the imported graphs use on the generated C (the host's best CPU target),
 and the supported models of the package's pytorch-converted and pytorch-operator folders on the
 reference. Prints every case that failed or was refused, with why.
 

@@ -9,9 +9,11 @@ scope's values by name; Loop and Scan are refused (`REFUSED_OPS`).
   on after it), the condition a bool scalar (reshaped from a 1-element tensor, cast from another
   dtype). Both branches must give each output the same dtype and shape.
 
-A branch's nodes are imported by the driver (`ImportState.subgraph`) as the graph's are; the
-values they define are dropped after it (ONNX scopes them to the branch), so sibling branches
-may reuse names. An If inside a branch is imported the same way (a block may branch again).
+A branch's nodes are imported by the driver (`subgraph`, openinfer/onnx/importer.py) as the
+graph's are, without the fused patterns (openinfer/onnx/fusions.py matches the graph's own
+nodes); the values they define are dropped after it (ONNX scopes them to the branch), so sibling
+branches may reuse names. An If inside a branch is imported the same way (a block may branch
+again).
 """
 
 from __future__ import annotations
