@@ -80,6 +80,8 @@ class _Binder:
                 raise BindError(f"sizevar override {k}={v!r} must be a non-negative integer")
             self.sizevars[k] = v
         self.fixed = dict(sizevar_overrides or {})
+        if model is not None:
+            check_fixed(model, sizevar_overrides, dynamic)
         self.dynamic = dynamic_bounds(model, sizevar_overrides, dynamic)
         self.read_sizes: dict[int, tuple[tuple[int, str], ...]] = {}
         for k, bound in self.dynamic.items():
@@ -860,6 +862,25 @@ def dynamic_bounds(model, sizevars: Mapping[str, int] | None, dynamic: Mapping[s
 
 #: model metadata key prefix naming a dynamic sizevar's bound (`dynamic.S` = 512)
 DYNAMIC_META = "dynamic."
+#: model metadata key prefix naming a sizevar whose value the model was made for and nothing
+#: else (`fixed.seq` = "`rope_cos`": an importer folded a value computed from it), with what fixed it
+FIXED_META = "fixed."
+
+
+def check_fixed(model, sizevars: Mapping[str, int] | None, dynamic: Mapping[str, int] | None) -> None:
+    """Refuses to move a sizevar the model fixes (FIXED_META): another value, or a dynamic one,
+    would run with values computed for the model's own."""
+    meta = getattr(model, "metadata", None) or {}
+    for key, why in meta.items():
+        if not key.startswith(FIXED_META):
+            continue
+        name = key[len(FIXED_META):]
+        value = model.sizevars.get(name)
+        moved = (f"--dynamic {name}={dynamic[name]}" if name in (dynamic or {}) else
+                 f"--sizevar {name}={sizevars[name]}" if (sizevars or {}).get(name, value) != value else None)
+        if moved is not None:
+            raise BindError(f"{moved}: the model fixes `{name}` at {value} ({why} was computed for that size when "
+                            f"it was made): import it again at the size you need")
 
 
 def _before(end, start) -> bool:

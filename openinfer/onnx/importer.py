@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..errors import OnnxImportError
 from ..imported import ImportedModel, check_imported, quoted
+from ..ir.bind import FIXED_META
 
 # importing the handlers registers them in SUPPORTED_OPS
 from . import (
@@ -174,6 +175,8 @@ class _Importer(ImportState):
         for size, bound in self.run_time_sizes.items():
             self.sizevars[size] = bound
             metadata[f"dynamic.{size}"] = bound
+        for sv, why in self.fixed.items():         # the binder refuses to move them (openinfer/ir/bind.py)
+            metadata[f"{FIXED_META}{sv}"] = why
         self.generate_roles = {k: v for k, v in metadata.items() if k.startswith("generate.")}
         return ImportedModel(self.name, self.render(), self.tensors, dict(sorted(self.sizevars.items())),
                              {k: v for k, v in self.onnx_to_dsl.items() if k != v}, self.source_name,

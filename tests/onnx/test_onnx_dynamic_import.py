@@ -106,3 +106,18 @@ def test_a_constant_computed_for_the_import_sizes_fixes_them():
     model = oi.import_onnx(DATA / "llama.onnx", sizevars=_import_sizes("llama"))
     fixed = [line for line in model.text.splitlines() if line.startswith("// Fixed at import")]
     assert len(fixed) == 1 and "seq (" in fixed[0] and "batch" not in fixed[0]
+
+
+def test_a_size_the_import_fixed_cannot_be_moved(tmp_path):
+    """LLaMA's rotary tables are folded for the import's `seq`: the .oinf says so (`fixed.seq`) and
+    binding it at another size, or dynamic, is refused rather than run with the wrong tables."""
+    from openinfer.api import bind_inputs
+    from openinfer.errors import BindError
+
+    model = oi.import_onnx(DATA / "llama.onnx", sizevars={"batch": 2, "seq": 8})
+    graph, oinf = model.write(tmp_path)
+    assert "fixed.seq" in model.metadata and "// Fixed at import" in model.text
+    bind_inputs(str(oinf), graph, {"seq": 8}, {"batch": 3})        # its own size, and batch free
+    for sizevars, dynamic, flag in (({}, {"seq": 16}, "--dynamic seq=16"), ({"seq": 9}, None, "--sizevar seq=9")):
+        with pytest.raises(BindError, match=f"{flag}: the model fixes `seq` at 8 .*import it again"):
+            bind_inputs(str(oinf), graph, sizevars, dynamic)
