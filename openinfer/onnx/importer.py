@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -44,12 +43,14 @@ from .context import (
 )
 from .fusions import apply_fusion, find_fusions
 from .handlers.control import REFUSED_OPS, outer_reads
+from .layers import Layers, fold_layers
 from .problems import LIST_OPS_HINT, NodeProblems, graph_name, shape_problem
 from .quantized_weights import packed_initializer
 
 
 def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] | None = None,
-                cache_capacity: int | None = None, streaming: bool = False) -> ImportedModel:
+                cache_capacity: int | None = None, streaming: bool = False,
+                unroll_layers: bool = False) -> ImportedModel:
     """Imports an ONNX model (a path or an `onnx.ModelProto`).
 
     `name` names the graph (default: the file's stem, made an identifier); `sizevars` gives values
@@ -57,7 +58,8 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
     `cache_capacity`, for a decode step with past/present key-values, the tokens its cache tables
     hold (openinfer/onnx/decoder.py); `streaming` makes the recurrent layers (RNN, GRU, LSTM) run
     one time step per engine step, their state kept in `persistent` memory (a symbolic sequence
-    dim of their input defaults to 1). The result has been parsed and bound by openinfer;
+    dim of their input defaults to 1); `unroll_layers` writes repeated layers out one after the other
+    instead of as one loop (openinfer/onnx/layers.py). The result has been parsed and bound by openinfer;
     `.write(dir)` writes NAME.oig and NAME.oinf."""
     try:
         import onnx
@@ -80,8 +82,10 @@ def import_onnx(source, *, name: str | None = None, sizevars: Mapping[str, int] 
         raise OnnxImportError(f"{where}: not an ONNX model: it holds no graph"
                               + (" (the file is empty)" if where != "<ModelProto>" and not os.path.getsize(where)
                                  else ""))
-    result = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name,
-                       streaming, cache_capacity).run()
+    importer = _Importer(model, graph_name(name, default_name, sanitize), dict(sizevars or {}), source_name,
+                         streaming, cache_capacity)
+    importer.unroll_layers = unroll_layers
+    result = importer.run()
     check_imported(result, OnnxImportError)
     return result
 
@@ -99,6 +103,7 @@ class _Importer(ImportState):
     kv_pairs: list = []
     generate_roles: dict = {}
     past_param: str | None = None
+    unroll_layers = False
 
     # -- running ------------------------------------------------------------------------------
     def run(self) -> ImportedModel:
@@ -159,6 +164,9 @@ class _Importer(ImportState):
         for o in self.outputs:
             if o not in presents:                    # the cache tables hold them
                 self.graph_output(o)
+        if not self.unroll_layers:
+            self._claim(None)
+            fold_layers(self, {self.dsl_name(o) for o in self.outputs if o not in presents})
         metadata = {}
         if self.kv_pairs:
             cap = self.cache_capacity
@@ -356,17 +364,17 @@ class _Importer(ImportState):
                         "them): " + ", ".join(f"{sv} (`{var}`)" for sv, var in sorted(self.fixed.items())))
         out = head
         self._claim(None)
-        layers = _Layers(self.line_nodes, [code for code, _ in self.lines])
+        layers = Layers(self.line_nodes, [code for code, _ in self.lines])
         for kind in ("dynamic", "constant", "persistent", "volatile"):
             if self.decls[kind]:
                 out.append(f"{kind} {{")
                 if kind == "volatile":
-                    out += layers.grouped(self.decls[kind], self.volatile_nodes)
+                    out += layers.grouped(self.decls[kind], self.volatile_nodes, _line)
                 else:
                     out += [_line(code, note) for code, note in self.decls[kind]]
                 out.append("}")
         out.append("block entry {")
-        out += layers.grouped(self.lines, self.line_nodes)
+        out += layers.grouped(self.lines, self.line_nodes, _line)
         out.append("    return;")
         out.append("}")
         for block, lines in self.blocks:
@@ -388,81 +396,3 @@ def _unsupported(node) -> str | None:
 def _line(code: str, note: str) -> str:
     code = "    " + code
     return f"{code:<50}  // {note}" if note else code
-
-
-#: A path segment naming one of several repeated modules, as exporters write them: `layer.0`,
-#: `layers.3`, `h.11`, `layer1.0` (PyTorch's ModuleList / Sequential index after a dot).
-_REPEATED = re.compile(r"(.+)\.(\d+)")
-
-
-def _layer_of(node_name: str | None) -> tuple[str, str, int] | None:
-    """(layer, family, index) of an ONNX node name: `/encoder/layer.3/attention/MatMul` ->
-    ("encoder.layer.3", "encoder.layer", 3): the outermost indexed segment (not the node's own,
-    last segment) and the path before it."""
-    if not node_name:
-        return None
-    parts = [p for p in node_name.split("/") if p][:-1]
-    for k, part in enumerate(parts):
-        m = _REPEATED.fullmatch(part)
-        if m:
-            family = ".".join([*parts[:k], m[1]])
-            return f"{family}.{m[2]}", family, int(m[2])
-    return None
-
-
-class _Layers:
-    """Repeated layers made visible in the printed graph: where the nodes of a family with two
-    or more members (`encoder.layer.0`, `encoder.layer.1`, ...) begin, a blank line and a header,
-    `// layer encoder.layer.1 — same ops as encoder.layer.0` when its op sequence equals the
-    family's first member's. Lines from no layer between two lines of one layer stay in it."""
-
-    def __init__(self, line_nodes: list[str | None], line_codes: list[str]):
-        found = [_layer_of(n) for n in line_nodes]
-        families: dict[str, set[str]] = {}
-        for layer in found:
-            if layer is not None:
-                families.setdefault(layer[1], set()).add(layer[0])
-        #: layer -> (family, index), for the families that repeat
-        self.layer = {name: (family, index) for layer in found if layer is not None
-                      for name, family, index in [layer] if len(families[family]) > 1}
-        self.first: dict[str, str] = {}
-        for name, (family, _index) in sorted(self.layer.items(), key=lambda kv: kv[1][1]):
-            self.first.setdefault(family, name)
-        self.ops: dict[str, list[str]] = {}
-        for name, code in zip(self.assign(line_nodes), line_codes, strict=True):
-            if name is not None:
-                self.ops.setdefault(name, []).append(code.split("(", 1)[0])
-
-    def assign(self, owners: list[str | None]) -> list[str | None]:
-        """The layer each item is printed in (None: none)."""
-        names = []
-        for node in owners:
-            layer = _layer_of(node)
-            names.append(layer[0] if layer is not None and layer[0] in self.layer else None)
-        last = {name: k for k, name in enumerate(names) if name is not None}
-        current = None
-        for k, name in enumerate(names):
-            if name is None and current is not None and last[current] > k:
-                names[k] = current              # an item from no layer inside one: it stays there
-            current = names[k]
-        return names
-
-    def header(self, name: str) -> str:
-        family, _ = self.layer[name]
-        first = self.first[family]
-        if name == first:
-            return f"    // layer {name}"
-        same = "same ops as" if self.ops.get(name) == self.ops.get(first) else "other ops than"
-        return f"    // layer {name} — {same} {first}"
-
-    def grouped(self, items: list[tuple[str, str]], owners: list[str | None]) -> list[str]:
-        out, current = [], None
-        for (code, note), name in zip(items, self.assign(owners), strict=True):
-            if name != current:
-                if out:
-                    out.append("")
-                if name is not None:
-                    out.append(self.header(name))
-                current = name
-            out.append(_line(code, note))
-        return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +55,11 @@ def test_the_cache_is_persistent_tables_not_inputs(imported):
     assert "@table @fixed(t=40)" in head and "// A decode step" in head and "// Fixed at import" not in head
     assert ("// For `openinfer generate` (the .oinf metadata): generate.capacity = 40, generate.input = input_ids, "
             "generate.logits = logits") in head
-    assert body.count("cache.write") == 4 + 1            # two layers x key, value; the token counter
+    # the layers are one loop: key and value written once each in its body (and the token counter),
+    # into one table per pair with the layer as its first index
+    assert body.count("cache.write") == 2 + 1 and body.count("\n    loop ") == 1
+    assert head.count("(l, t): ") == 2 and head.count("@table @fixed(l=2, t=40)") == 2
+    assert len(re.findall(r"cache\.write \w+ >> \w+\[l, posv\];", body)) == 2
     assert model.metadata == {"dynamic.kv": CAPACITY, "generate.capacity": CAPACITY, "generate.logits": "logits",
                               "generate.input": "input_ids"}
 

@@ -1,5 +1,6 @@
-"""The printed `.oig` of an import: repeated layers get headers; `write` moves the checked `.oinf`
-into place only while it still holds the result's tensors."""
+"""The printed `.oig` of an import: repeated layers written out get headers (equal ones are one
+loop: test_onnx_layer_loop.py); `write` moves the checked `.oinf` into place only while it still
+holds the result's tensors."""
 
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ def test_repeated_layers_get_headers_in_the_block_and_the_volatiles(tmp_path):
     model, weights, head = _stack(np.random.default_rng(0), prefixes, extra_sigmoid_in={"/model/layers.2"})
     result = oi.import_onnx(model)
     assert result.text == oi.import_onnx(model).text                       # deterministic
+    assert "loop" not in result.text              # the layers differ: written out (test_onnx_layer_loop.py)
     expected = [
         ("    // layer model.layers.0", "model_layers_0_mm"),
         ("", "model_layers_1_mm"),
@@ -102,7 +104,7 @@ def test_repeated_layers_get_headers_in_the_block_and_the_volatiles(tmp_path):
 ])
 def test_exporters_naming_styles(prefixes, first, second):
     model, _, _ = _stack(np.random.default_rng(0), prefixes)
-    text = oi.import_onnx(model).text
+    text = oi.import_onnx(model, unroll_layers=True).text      # (equal layers are one loop otherwise)
     assert f"\n    // layer {first}\n" in text
     assert f"\n\n    // layer {second} — same ops as {first}\n" in text
 
@@ -145,7 +147,7 @@ def test_layers_come_from_the_dynamo_exporters_name_scopes():
         if prefix is not None:
             prop = node.metadata_props.add()
             prop.key, prop.value = "pkg.torch.onnx.name_scopes", repr([*scopes[prefix], node.op_type.lower()])
-    imported = oi.import_onnx(model)
+    imported = oi.import_onnx(model, unroll_layers=True)
     headers = [line.strip() for line in imported.text.split("block entry {\n", 1)[1].splitlines()
                if line.strip().startswith("// layer")]
     assert headers == ["// layer 4.0", "// layer 4.1 — same ops as 4.0"]
