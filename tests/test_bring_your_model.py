@@ -65,7 +65,7 @@ def test_the_guide_runs_verbatim(tmp_path):
     assert {"bert.oig", "bert.oinf", "in.npz", "reference.npz", "hidden.f32"} <= {p.name for p in byom.iterdir()}
     graph = (byom / "bert.oig").read_text()
     # the excerpt the guide shows is what the import printed (each op line up to its comment)
-    excerpt = re.search(r"^```\n(    // layer .*?)^```$", GUIDE.read_text(encoding="utf-8"), re.S | re.M)[1]
+    excerpt = re.search(r"^```\n(    // \d+ layers .*?)^```$", GUIDE.read_text(encoding="utf-8"), re.S | re.M)[1]
     shown = [line.split("  //")[0].strip() if " op " in f" {line}" else line.strip()
              for line in excerpt.splitlines() if line.strip() != "..."]
     assert shown and all(line in graph for line in shown), shown

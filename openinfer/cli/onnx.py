@@ -16,8 +16,10 @@ OUT/NAME.oinf (its weights, in the layouts the ops take). Graph inputs become `d
 variables, initializers `constant`s, everything computed `volatile`; ONNX names that are not DSL
 identifiers are renamed (the original names are kept as comments), and each op line ends with
 the ONNX node it comes from. Constants are folded, Identity and Dropout dropped, a
-BatchNormalization after a Conv folded into the conv's weights. The result is parsed and bound
-by openinfer before anything is written.
+BatchNormalization after a Conv folded into the conv's weights. Repeated layers that are the same
+ops (a transformer's blocks) become one `loop` over them, their weights prefix tables
+(--unroll-layers writes them out instead). The result is parsed and bound by openinfer before
+anything is written.
 
 Symbolic input dims (ONNX dim_param) become sizevars; give each a value with --sizevar NAME=VALUE
 (by its ONNX name or the sizevar's). An op or attribute the importer does not support is an
@@ -54,6 +56,9 @@ def register(sub) -> None:
                    help="recurrent layers (RNN, GRU, LSTM) run one time step per run, their hidden and cell "
                         "state kept in persistent memory across runs (reset() restarts it); their input's "
                         "sequence dim must be 1 (a symbolic one defaults to 1)")
+    p.add_argument("--unroll-layers", action="store_true",
+                   help="ONNX: write repeated layers out one after the other (each under a header) instead of "
+                        "as one loop over prefix tables of their weights, where they are the same ops")
     p.add_argument("--force", action="store_true",
                    help="replace an OUT/NAME.oig that differs from the imported graph (it may hold your edits; "
                         "without --force that is an error and nothing is written)")
@@ -80,10 +85,13 @@ def import_cmd(args) -> int:
         from ..tflite import import_tflite
         if args.cache_capacity is not None:
             raise OpenInferError("--cache-capacity: only for ONNX decode steps with past/present key-values")
+        if args.unroll_layers:
+            raise OpenInferError("--unroll-layers is for ONNX models (a TFLite import writes every layer out)")
         result = import_tflite(args.model, name=args.name, sizevars=sizevars(args))
     else:
         result = import_onnx(args.model, name=args.name, sizevars=sizevars(args),
-                             cache_capacity=args.cache_capacity, streaming=args.streaming)
+                             cache_capacity=args.cache_capacity, streaming=args.streaming,
+                             unroll_layers=args.unroll_layers)
     graph, model = result.write(args.out, force=args.force)
     print(f"wrote {graph} and {model}")
     return 0

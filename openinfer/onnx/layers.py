@@ -299,6 +299,7 @@ class _Plan:
     copies_before: list = field(default_factory=list)   # (carrier, graph input) copied before the loop
     copies_at_end: list = field(default_factory=list)   # (input, output) copied at the end of the body
     copies_out: list = field(default_factory=list)      # (graph output, the body's value) after the loop
+    renamed: dict = field(default_factory=dict)         # a layer's constant -> the one or the table holding it
 
 
 class _Fold:
@@ -479,12 +480,14 @@ class _Fold:
                 plan.removed.update(vs[1:])         # the same in every layer: one constant
                 for v in vs[1:]:
                     imp.tensors.pop(v, None)
+                    plan.renamed[v] = v0
             elif kind == "constant":
                 table = _fresh(imp, self.table_name(vs), taken)
                 rest = self.tensor_rest(v0, table, rests)
                 for k, v in enumerate(vs):
                     imp.tensors[f"{self.family}.{k}.{rest}"] = imp.tensors.pop(v)
                 plan.removed.update(vs[1:])
+                plan.renamed.update((v, table) for v in vs)
                 plan.declare[v0] = (f"{table}({lv}){self.decl[v0].type_text.rstrip(';')} "
                                     f"@pattern(\"{self.family}.{{{lv}}}.{rest}\");", self.table_note(vs, lv))
                 plan.body[v0] = f"{table}[{lv}]"
@@ -571,8 +574,10 @@ class _Fold:
             if kind == "volatile":
                 imp.volatile_nodes[:] = kept_owners
         for onnx_name, var in list(imp.onnx_to_dsl.items()):
-            if var in plan.removed:
+            if var in plan.removed or var in plan.declare:
                 del imp.onnx_to_dsl[onnx_name]
+        for sv, var in imp.fixed.items():          # the header's "Fixed at import" names what is declared
+            imp.fixed[sv] = plan.renamed.get(var, var)
 
     def same_constant(self, names: list[str]) -> bool:
         """Whether a constant of each layer holds the same in all (a scalar: the same @init)."""

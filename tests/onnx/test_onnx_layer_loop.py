@@ -230,3 +230,15 @@ def test_a_value_of_an_earlier_layer_read_after_the_layers_keeps_them_unrolled(t
     imported = oi.import_onnx(model)
     assert "loop" not in imported.text and imported.text.count("same ops as model.layers.0") == 4
     _check(imported, numpy, tmp_path, ("y", "/model/layers.0/relu"))
+
+
+def test_the_command_line_writes_the_loop_or_with_unroll_layers_every_layer(tmp_path):
+    from openinfer.cli import main
+
+    assert main(["import", str(DATA / "gpt2_step.onnx"), "-o", str(tmp_path / "loop"), "--cache-capacity", "8"]) == 0
+    assert main(["import", str(DATA / "gpt2_step.onnx"), "-o", str(tmp_path / "flat"), "--cache-capacity", "8",
+                 "--unroll-layers"]) == 0
+    looped, flat = ((tmp_path / d / "gpt2_step.oig").read_text() for d in ("loop", "flat"))
+    assert "\n    loop model_transformer_h (l in 0..2) {\n" in looped and "cache_past_key_values_1_key" not in looped
+    assert "loop" not in flat and "    // layer model.transformer.h.1 — " in flat
+    assert "(t): f32[1, 4, 8] @table @fixed(t=8);" in flat and "(l, t): f32[1, 4, 8] @table @fixed(l=2, t=8);" in looped
