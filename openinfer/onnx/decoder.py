@@ -8,7 +8,9 @@ Imported as is, `past` is one more size fixed at import: one build per length. H
 pair becomes what a hand-written decoder (examples/decoder.py) has instead:
 
 - a persistent cache table per past input, `K(t): f32[batch, heads, head_dim] @table
-  @fixed(t=CAPACITY)`, one row per token, and a persistent counter `pos` of the tokens so far;
+  @fixed(t=CAPACITY)`, one row per token, and a persistent counter `pos` of the tokens so far
+  (where the layers become one loop, openinfer/onnx/layers.py merges the layers' tables into one
+  indexed by the layer: `K(l, t)`, accessed at `[l, ...]`);
 - the Concat becomes an append and a read of the rows in use: `cache.write new >> K[posv];`
   then `cache.read K[0..pos] >> rows;` (after `cache.increment pos`), which sets the dynamic
   size `kv` (the keys attended to, past + 1) for everything after it; the rows are transposed

@@ -2,7 +2,7 @@
 
 Exporters name a model's repeated modules by index (`/encoder/layer.3/attention/MatMul`, or
 dynamo's name scopes: openinfer/onnx/context.py `module_path`); the importer writes every node
-out in order, so a model's N layers are first N runs of lines, one after the other. Where those
+out in order, so a model's N layers are N runs of lines, one after the other. Where those
 runs are the same lines up to renaming (their variables, weights and cache tables; the shapes
 equal), `fold_layers` rewrites them as the hand-written decoder (examples/decoder.py) has them:
 
@@ -29,13 +29,16 @@ equal), `fold_layers` rewrites them as the hand-written decoder (examples/decode
 - the residual stream, the value each layer reads from the one before, becomes one variable:
   the first layer's input, written with the layer's output at the end of the body (the op
   computing the output writes it directly where the input is no longer read after, else a copy
-  ends the body; a graph output computed by the last layer is copied out after the loop);
+  ends the body); where the loop may not write that input (a graph input, a value read after
+  the layers), the first layer's output, the input copied into it before the loop; a graph
+  output the last layer computes is copied out after the loop;
 - what the first layer computes from values before the layers and the later layers reuse (an
   exporter shares RoPE's unsqueezed cos/sin) moves before the loop.
 
 Anything else (a layer that differs, a value of one layer read elsewhere, a quantized weight)
 keeps the unrolled form, each layer under a header (`Layers`): the loop is a rewriting of text
-the importer has already checked, never a reason for an import to fail.
+the importer has written, checked before anything changes, never a reason for an import to fail
+(openinfer still parses and binds the result before it is handed out).
 """
 
 from __future__ import annotations

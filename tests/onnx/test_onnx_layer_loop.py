@@ -242,3 +242,37 @@ def test_the_command_line_writes_the_loop_or_with_unroll_layers_every_layer(tmp_
     assert "\n    loop model_transformer_h (l in 0..2) {\n" in looped and "cache_past_key_values_1_key" not in looped
     assert "loop" not in flat and "    // layer model.transformer.h.1 — " in flat
     assert "(t): f32[1, 4, 8] @table @fixed(t=8);" in flat and "(l, t): f32[1, 4, 8] @table @fixed(l=2, t=8);" in looped
+
+
+def test_quantized_weights_keep_the_layers_unrolled(tmp_path):
+    """A quantized weight's scales are tensors of their own (`W#scale`), which a prefix table of
+    the weight does not carry: such layers are written out, and compute the same."""
+    rng = np.random.default_rng(7)
+    nodes, inits, ref = [], [], []
+    x = "x"
+    for k in range(2):
+        p = f"/model/layers.{k}"
+        q = rng.integers(-127, 128, (WIDTH, WIDTH)).astype(np.int8)
+        scale = rng.uniform(0.005, 0.02, WIDTH).astype(np.float32)
+        ref.append(q.astype(np.float32) * scale)
+        inits += [numpy_helper.from_array(q, f"w{k}_q"), numpy_helper.from_array(scale, f"w{k}_scale")]
+        nodes += [helper.make_node("DequantizeLinear", [f"w{k}_q", f"w{k}_scale"], [f"{p}/w"], axis=1,
+                                   name=f"{p}/DequantizeLinear"),
+                  helper.make_node("MatMul", [x, f"{p}/w"], [f"{p}/mm"], name=f"{p}/fc/MatMul"),
+                  helper.make_node("Relu", [f"{p}/mm"], [f"{p}/relu"], name=f"{p}/act/Relu")]
+        x = f"{p}/relu"
+    nodes.append(helper.make_node("Identity", [x], ["y"], name="/out/Identity"))
+    graph = helper.make_graph(nodes, "qlayers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, WIDTH])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, WIDTH])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    imported = oi.import_onnx(model)
+    assert "loop" not in imported.text and imported.text.count("op dequant_matmul(") == 2
+    assert "// layer model.layers.1 — same ops as model.layers.0" in imported.text
+
+    def numpy(x):
+        for w in ref:
+            x = np.maximum(x @ w, 0)
+        return {"y": x}
+
+    _check(imported, numpy, tmp_path)
