@@ -237,8 +237,9 @@ def _indexed(strings: list[str]) -> tuple[str, str, list[str]] | None:
 
 @dataclass
 class _Decl:
+    """A declaration: its section (`constant`, `volatile`, ...), its code and its comment."""
+
     kind: str
-    index: int           # in imp.decls[kind]
     code: str
     note: str
 
@@ -314,8 +315,8 @@ class _Fold:
         self.outputs = output_vars
         self.decl: dict[str, _Decl] = {}
         for kind, decls in imp.decls.items():
-            for k, (code, note) in enumerate(decls):
-                self.decl[_DECL_NAME.match(code)[0]] = _Decl(kind, k, code, note)
+            for code, note in decls:
+                self.decl[_DECL_NAME.match(code)[0]] = _Decl(kind, code, note)
         self.lines = [_parse(code, set(self.decl)) for code, _ in imp.lines]
         start, stop = spans[0].start, spans[-1].stop
         #: the region of each line: -1 before the family, k in layer k, n after it
