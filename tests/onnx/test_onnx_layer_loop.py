@@ -276,3 +276,31 @@ def test_quantized_weights_keep_the_layers_unrolled(tmp_path):
         return {"y": x}
 
     _check(imported, numpy, tmp_path)
+
+
+def test_a_branch_block_reading_the_last_layer_keeps_the_layers_unrolled(tmp_path):
+    """An If after the layers (a run-time condition: two blocks after entry) reads the last
+    layer's output: the blocks are not rewritten, so the layers stay written out, and right."""
+    model, numpy = _graph(np.random.default_rng(8), 2, x_from_input=False)
+    g = model.graph
+    last = "/model/layers.1/relu"
+    head = next(n for n in g.node if n.name == "/head/MatMul")
+    g.node.remove(head)
+    branch = {name: helper.make_graph([helper.make_node(op, [last], [f"{name}_out"])], name, [],
+                                      [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [3, WIDTH])])
+              for name, op in (("then", "Relu"), ("other", "Neg"))}
+    g.node.extend([helper.make_node("If", ["c"], ["picked"], name="/gate/If", then_branch=branch["then"],
+                                    else_branch=branch["other"]),
+                   helper.make_node("MatMul", ["picked", "head_w"], ["y"], name="/head/MatMul")])
+    g.input.append(helper.make_tensor_value_info("c", TensorProto.BOOL, []))
+    imported = oi.import_onnx(model)
+    assert "branch c" in imported.text and "loop" not in imported.text
+    x = np.random.default_rng(1).standard_normal((3, WIDTH)).astype(np.float32)
+    graph, oinf = imported.write(tmp_path)
+    ex = oi.Reference(oi.ModelLoader.open(oinf), oi.load_graph(graph)).make_executor()
+    head_w = next(numpy_helper.to_array(t) for t in g.initializer if t.name == "head_w")
+    for cond in (True, False):
+        ex.insert(x=x, c=np.array(cond))
+        ex.run_step()
+        h = numpy(x)[last]
+        np.testing.assert_allclose(ex.fetch("y"), (h if cond else -h) @ head_w, rtol=1e-5, atol=1e-5)
