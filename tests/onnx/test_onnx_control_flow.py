@@ -129,8 +129,12 @@ def test_a_condition_folded_from_shapes_imports_only_the_chosen_branch(tmp_path)
     assert "    y: f32[3, 7];" in imported.text          # the branch's node writes the If's output
 
 
-def test_a_condition_folded_from_a_symbolic_dim_fixes_it():
-    """The cond reads the batch size: the choice holds for the import's batch only."""
+def test_a_condition_folded_from_a_symbolic_dim_fixes_it(tmp_path):
+    """The cond reads the batch size: the choice holds for the import's batch only, and binding
+    the model at another batch (or a dynamic one) is refused."""
+    from openinfer.api import bind_inputs
+    from openinfer.errors import BindError
+
     then = _branch([helper.make_node("Sigmoid", ["x"], ["t"])], [("t", ["batch", D])], "then")
     other = _branch([helper.make_node("Tanh", ["x"], ["e"])], [("e", ["batch", D])], "else")
     nodes = [helper.make_node("Shape", ["x"], ["shape"]), helper.make_node("Gather", ["shape", "zero"], ["rows"]),
@@ -139,9 +143,12 @@ def test_a_condition_folded_from_a_symbolic_dim_fixes_it():
     model = _model(nodes, [("x", F, ["batch", D])], [("y", F, ["batch", D])],
                    [nh.from_array(np.int64(0), "zero"), nh.from_array(np.int64(1), "one")])
     for batch, op in ((3, "sigmoid"), (1, "tanh")):
-        text = oi.import_onnx(model, sizevars={"batch": batch}).text
-        fixed = [line for line in text.splitlines() if line.startswith("// Fixed at import")]
-        assert f"op {op}(x)" in text and len(fixed) == 1 and "batch" in fixed[0] and '"by_batch"' in fixed[0]
+        imported = oi.import_onnx(model, sizevars={"batch": batch})
+        fixed = [line for line in imported.text.splitlines() if line.startswith("// Fixed at import")]
+        assert f"op {op}(x)" in imported.text and len(fixed) == 1 and "batch (`many`)" in fixed[0]
+        graph, oinf = imported.write(tmp_path / str(batch))
+        with pytest.raises(BindError, match=f"--dynamic batch=4: the model fixes `batch` at {batch} "):
+            bind_inputs(str(oinf), graph, None, {"batch": 4})
 
 
 def test_a_one_element_condition_of_another_dtype_is_reshaped_and_cast(tmp_path):

@@ -81,7 +81,7 @@ def _folded(c: NodeContext, cond: Value, branches: dict, outs: list[str]) -> Non
     if cond.sized:                      # computed from the sizevars' import values: the choice holds for them
         for sv in sorted({sv for d in (*cond.dims, *(cond.elements or ())) for sv in d.sizevars}
                          or set(imp.sizevars)):
-            imp.fixed.setdefault(sv, f"{c.label}'s condition")
+            imp.fixed.setdefault(sv, sanitize(c.node.input[0]))     # the condition, by its (ONNX) name
     g = branches[where]
     produced = {o for n in g.node for o in n.output}
     names = [imp.dsl_name(o) for o in outs]             # (outside the scope: they outlive it)
