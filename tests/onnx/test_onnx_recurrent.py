@@ -17,6 +17,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
+from onnx_models import imported_executors  # noqa: E402
 
 import openinfer as oi  # noqa: E402
 from openinfer.errors import OnnxImportError  # noqa: E402
@@ -188,12 +189,110 @@ def test_refusals_name_the_node_and_the_reason(op, attrs, message):
         oi.import_onnx(_single(op, **attrs))
 
 
-def test_sequence_lens_other_than_the_sequence_length_are_refused():
+# per-row sequence_lens: B = 3 rows of lengths T, 1 and T - 2 over T = 7 steps
+STEPS, ROWS, INPUTS, HIDDEN = 7, 3, 3, 5
+LENS = np.array([STEPS, 1, STEPS - 2], np.int32)
+DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
+
+
+def _lens_model(op: str, layout: int, lbr: int = 0, lens=LENS) -> onnx.ModelProto:
+    """One node per direction reading the same X, each with random W, R, B, a random constant
+    initial_h (and initial_c and peepholes for LSTM: a row past its length keeps them) and the
+    constant `lens`; outputs Y, Y_h (Y_c) of each."""
+    rng = np.random.default_rng(17 + layout + 2 * lbr)
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    xs = [STEPS, ROWS, INPUTS] if layout == 0 else [ROWS, STEPS, INPUTS]
+    inits, nodes, outs = [nh.from_array(np.asarray(lens, np.int32), "lens")], [], []
+    for direction, nd in DIRECTIONS.items():
+        state = [nd, ROWS, HIDDEN] if layout == 0 else [ROWS, nd, HIDDEN]
+        names = [f"{direction}_{n}" for n in ("W", "R", "B", "h0", "c0", "P")]
+        arrays = [_weights(rng, (nd, gates * HIDDEN, INPUTS), INPUTS), _weights(rng, (nd, gates * HIDDEN, HIDDEN), 3),
+                  _weights(rng, (nd, 2 * gates * HIDDEN), 4), _weights(rng, state, 2), _weights(rng, state, 2),
+                  _weights(rng, (nd, 3 * HIDDEN), 4)]
+        ins = ["x", *names[:3], "lens", names[3]] + (names[4:] if op == "LSTM" else [])
+        inits += [nh.from_array(a, n) for a, n in zip(arrays, names, strict=True) if n in ins]
+        results = [f"{direction}_{n}" for n in ("Y", "Y_h", "Y_c")[:3 if op == "LSTM" else 2]]
+        extra = {"linear_before_reset": lbr} if op == "GRU" else {}
+        nodes.append(oh.make_node(op, ins, results, name=f"{op}_{direction}", hidden_size=HIDDEN, layout=layout,
+                                  direction=direction, **extra))
+        outs += [oh.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in results]
+    graph = oh.make_graph(nodes, "lens", [oh.make_tensor_value_info("x", TensorProto.FLOAT, xs)], outs, inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def _as_layout0(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A layout-1 model as layout 0 (onnxruntime runs only that): X [T, B, I], initial states
+    [D, B, H]; its Y [T, D, B, H] and Y_h [D, B, H] transposed give the layout-1 outputs."""
+    twin = onnx.ModelProto()
+    twin.CopyFrom(model)
+    for node in twin.graph.node:
+        for a in node.attribute:
+            if a.name == "layout":
+                a.i = 0
+    for t in twin.graph.initializer:
+        if t.name.endswith(("_h0", "_c0")):
+            t.CopyFrom(nh.from_array(nh.to_array(t).transpose(1, 0, 2), t.name))
+    twin.graph.input[0].CopyFrom(oh.make_tensor_value_info("x", TensorProto.FLOAT, [STEPS, ROWS, INPUTS]))
+    return twin
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("op, lbr", [("RNN", 0), ("GRU", 0), ("GRU", 1), ("LSTM", 0)])
+def test_per_row_sequence_lens_match_onnxruntime(op, lbr, layout, tmp_path):
+    """Rows shorter than T: forward keeps the state past the row's length and writes Y = 0 there,
+    reverse runs each row from its last step down; on the reference and the generated C."""
+    model = _lens_model(op, layout, lbr)
+    x = np.random.default_rng(4).standard_normal((STEPS, ROWS, INPUTS)).astype(np.float32)
+    expected = _onnxruntime(_as_layout0(model) if layout else model, {"x": x})
+    if layout == 1:
+        expected = {k: v.transpose(2, 0, 1, 3) if v.ndim == 4 else v.transpose(1, 0, 2) for k, v in expected.items()}
+        x = x.transpose(1, 0, 2).copy()
+    # the masks are real: zeros in Y past each row's length, and not the state of a full-length run
+    assert not np.any(expected["forward_Y"][LENS[1]:, 0, 1] if layout == 0 else expected["forward_Y"][1, 1:])
+    imported, executors = imported_executors(model, tmp_path)
+    assert imported.text.count("op filter(") == 4 * (2 if op == "LSTM" else 1)     # one per state of each loop
+    for ex in executors:
+        ex.insert(x=x)
+        ex.run_step()
+        for name, want in expected.items():
+            np.testing.assert_allclose(ex.fetch(imported.renamed.get(name, name)), want, atol=ATOL, rtol=RTOL,
+                                       err_msg=f"{op} layout {layout}: {name}")
+
+
+def test_sequence_lens_all_the_sequence_length_generate_no_mask():
+    """Lengths all T import as the node without sequence_lens: the same graph."""
+    with_lens, without = _lens_model("GRU", 0, lens=[STEPS] * ROWS), _lens_model("GRU", 0)
+    for node in without.graph.node:
+        node.input[4] = ""
+    assert oi.import_onnx(with_lens).text == oi.import_onnx(without).text
+    assert "op filter(" not in oi.import_onnx(with_lens).text
+
+
+def test_sequence_lens_refusals():
     model = _single("RNN")
-    model.graph.initializer.append(nh.from_array(np.array([5, 3], np.int32), "lens"))
     model.graph.node[0].input.extend(["", "lens"])
-    with pytest.raises(OnnxImportError, match=r"sequence_lens \[5, 3\]: only lengths all equal"):
+    for lens, message in (([5, 0], r"sequence_lens \[5, 0\]: each length must be in 1..5"),
+                          ([6, 2], r"sequence_lens \[6, 2\]: each length must be in 1..5"),
+                          ([5, 3, 1], r"sequence_lens \[5, 3, 1\] must have one length per batch row \(2\)")):
+        del model.graph.initializer[2:]
+        model.graph.initializer.append(nh.from_array(np.array(lens, np.int32), "lens"))
+        with pytest.raises(OnnxImportError, match=rf'node "cell" \(RNN\): {message}'):
+            oi.import_onnx(model)
+    # per-row lengths at run time: a graph input
+    del model.graph.initializer[2:]
+    model.graph.input.append(oh.make_tensor_value_info("lens", TensorProto.INT32, [2]))
+    with pytest.raises(OnnxImportError, match=r'node "cell" \(RNN\): sequence_lens must be a constant'):
         oi.import_onnx(model)
+    # streaming: one step per run, the lengths of the whole stream do not fit
+    stream = _single("GRU")
+    stream.graph.input[0].CopyFrom(oh.make_tensor_value_info("x", TensorProto.FLOAT, ["frames", 2, 3]))
+    stream.graph.node[0].input.extend(["", "lens"])
+    stream.graph.initializer.append(nh.from_array(np.array([1, 1], np.int32), "lens"))
+    assert "op filter(" not in oi.import_onnx(stream, streaming=True).text
+    stream.graph.initializer[-1].CopyFrom(nh.from_array(np.array([40, 12], np.int32), "lens"))
+    with pytest.raises(OnnxImportError, match=r'node "cell" \(GRU\): --streaming runs one time step per run: '
+                                              r"sequence_lens \[40, 12\]"):
+        oi.import_onnx(stream, streaming=True)
 
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])

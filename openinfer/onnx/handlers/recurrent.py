@@ -8,6 +8,13 @@ state variables in place and writes h into a cache table, row t, from which Y is
 loop. The reverse direction counts t down from T - 1 (the largest of an `arange` over T, so a
 symbolic sequence length stays symbolic).
 
+A constant `sequence_lens` with rows shorter than T masks the steps: a constant [T, B, H] table
+holds 1 where t < len[b]; at each step the state is copied before the cell and, where the row's
+step is past its length, put back (`filter`), and Y is multiplied by the table after the loop.
+The same mask serves both directions: counting t down from T - 1, a row keeps its initial state
+until t = len[b] - 1 and then runs its valid steps in reverse, as onnxruntime does. Lengths all
+equal to T generate no mask.
+
 With `import_onnx(..., streaming=True)` a node runs one time step per engine step: its sequence
 length must be 1, and its hidden (and cell) state is `persistent` memory read at the start of the
 step and written back at its end (initial_h / initial_c when constant, else zeros: `reset()`, the
@@ -37,8 +44,9 @@ _CELLS = {"RNN": _Cell(1, ("Tanh",), 6), "GRU": _Cell(3, ("Sigmoid", "Tanh"), 6)
           "LSTM": _Cell(4, ("Sigmoid", "Tanh", "Tanh"), 8)}
 
 _COMMON = ("X [T, B, I] (layout 0, or [B, T, I] with layout 1); direction forward, reverse or bidirectional; W, R, "
-           "B constant; initial_h{c} constant or computed; sequence_lens constant and all T; activations Tanh, "
-           "Sigmoid, Relu; clip as `clamp`; a `loop` over the steps (one step per run with --streaming)")
+           "B constant; initial_h{c} constant or computed; sequence_lens constant, each 1..T (T and B static where "
+           "they differ: masked steps); activations Tanh, Sigmoid, Relu; clip as `clamp`; "
+           "a `loop` over the steps (one step per run with --streaming)")
 
 
 @handler("RNN", note="Y = f(x W^T + h R^T + b): " + _COMMON.format(c=""))
@@ -88,11 +96,6 @@ def _recurrent(c: NodeContext) -> None:
     bias = np.zeros((nd, 2 * g * hidden), npt) if bias is None else bias
     if bias.shape != (nd, 2 * g * hidden):
         c.fail(f"B {list(bias.shape)} is not [{nd}, {2 * g * hidden}]")
-    if seq_lens is not None:
-        lens = c.const_input(seq_lens, "sequence_lens")
-        if t_dim.expr is not None or lens.shape != (b_dim.size,) or np.any(lens != t_dim.size):
-            c.fail(f"sequence_lens {lens.reshape(-1).tolist()}: only lengths all equal to a static seq_length "
-                   f"({t_dim.text()}) are supported")
     peeps = c.const_input(peep, "P")
     if peeps is not None and peeps.shape != (nd, 3 * hidden):
         c.fail(f"P {list(peeps.shape)} is not [{nd}, {3 * hidden}]")
@@ -110,6 +113,7 @@ def _recurrent(c: NodeContext) -> None:
                f"(X has {t_dim.text()} steps" + (", direction " + direction if any(reverse) else "") + ")")
     if not streaming and dsl_dim(t_dim) is None and t_dim.expr is not None:
         c.fail(f"the sequence length {t_dim.text()} is neither a number nor one sizevar (a loop bound)")
+    lens = _row_lengths(c, seq_lens, t_dim, b_dim)
     outs = list(c.node.output) + [""] * 3
     want_y = bool(outs[0])
 
@@ -119,6 +123,11 @@ def _recurrent(c: NodeContext) -> None:
         seq = c.emit("transpose", [c.var(x, 0)], {"perm": [1, 0, 2]}, dtype, (t_dim, b_dim, x.dims[2]),
                      temp=f"{base}_X_tbi")
     state_dims = (b_dim, Dim(hidden))
+    valid = None                                      # 1 where step t < len[b]: [T, B, H]
+    if lens is not None:
+        steps = np.arange(t_dim.size)[:, None, None] < lens[None, :, None]
+        valid = c.imp.new_constant(np.broadcast_to(steps, (t_dim.size, b_dim.size, hidden)).astype(npt),
+                                   f"{base}_valid", f"{c.label}: 1 where step t < sequence_lens[b]")
     results = []
     for d, rev in enumerate(reverse):
         tag = f"{base}_{'rev' if rev else 'fwd'}" if nd == 2 else base
@@ -139,18 +148,40 @@ def _recurrent(c: NodeContext) -> None:
         if np.any(into_x):
             bias_var = c.imp.new_constant(into_x.astype(npt), f"{tag}_bias", f"{c.label} Wb + Rb of direction {d}")
             c.emit_inplace("add", [xw.var, bias_var], xw)
-        h = step.state("h", h0, d, 5)
-        cc = step.state("c", c0, d, 6) if op == "LSTM" else None
+        h = step.state("h", h0, d, 5, layout)
+        cc = step.state("c", c0, d, 6, layout) if op == "LSTM" else None
         weights = _Weights(c, tag, op, rc[d], hidden, lbr, state_bias, None if peeps is None else peeps[d], npt)
         if streaming:
             xg = c.emit("reshape", [xw.var], {}, dtype, state_dims[:1] + (Dim(g * hidden),), temp=f"{tag}_x")
             step.cell(op, weights, xg.var, h, cc)
             y = h                                     # the one step's Y
         else:
-            y = step.loop(op, weights, xw, t_dim, rev, h, cc, want_y)
+            y = step.loop(op, weights, xw, t_dim, rev, h, cc, want_y, valid)
         results.append((y, h, cc))
         step.finish()
     _outputs(c, results, outs, layout, t_dim, b_dim, hidden, dtype)
+
+
+def _row_lengths(c: NodeContext, seq_lens: Value | None, t_dim: Dim, b_dim: Dim) -> np.ndarray | None:
+    """The constant sequence_lens as [B] integers when some row is shorter than T; None when
+    absent or all T (no mask)."""
+    if seq_lens is None:
+        return None
+    lens = c.const_input(seq_lens, "sequence_lens")
+    shown = lens.reshape(-1).tolist()
+    if lens.shape != (b_dim.size,):
+        c.fail(f"sequence_lens {shown} must have one length per batch row ({b_dim.text()})")
+    if (t_dim.expr is None or c.imp.streaming) and np.all(lens == t_dim.size):     # streaming: T is 1
+        return None
+    if c.imp.streaming:
+        c.fail(f"--streaming runs one time step per run: sequence_lens {shown} other than the sequence length "
+               f"{t_dim.text()} would need a step count across runs")
+    if t_dim.expr is not None or b_dim.expr is not None:
+        c.fail(f"sequence_lens {shown}: per-row lengths need a static seq_length and batch (X has {t_dim.text()} "
+               f"steps, {b_dim.text()} rows)")
+    if np.any(lens < 1) or np.any(lens > t_dim.size):
+        c.fail(f"sequence_lens {shown}: each length must be in 1..{t_dim.size} (the seq_length)")
+    return lens.astype(np.int64)
 
 
 class _Weights:
@@ -219,10 +250,12 @@ class _Step:
         self.op(self.acts[k], [var], out or var)
 
     # -- state --------------------------------------------------------------------------------
-    def state(self, name: str, init: Value | None, d: int, position: int) -> str:
+    def state(self, name: str, init: Value | None, d: int, position: int, axis: int) -> str:
         """The [B, H] state variable `name` at its initial value: direction d's slice of
-        initial_h / initial_c, or zeros (a fresh volatile holds zeros at each step's start)."""
+        initial_h / initial_c along `axis` (0, or 1 with layout 1: [B, D, H]), or zeros (a fresh
+        volatile holds zeros at each step's start)."""
         c = self.c
+        first = None if init is None or init.const is None else np.take(init.const, d, axis=axis)
         var = self.declare(name, self.dims)
         if c.imp.streaming:
             kept = self.declare(f"{name}_state", self.dims, kind="persistent")
@@ -230,17 +263,18 @@ class _Step:
                 if init.const is None:
                     c.fail(f"--streaming keeps the state across runs from a constant start: "
                            f"{c.node.input[position]} is computed")
-                c.imp.tensors[kept] = np.ascontiguousarray(init.const[d].reshape(self.dims[0].size, self.hidden))
+                c.imp.tensors[kept] = np.ascontiguousarray(first)
             self.line(f"cache.read {kept} >> {var};")
             self.persistent.append((var, kept))
             return var
         if init is None:
             return var
-        if init.const is not None:
-            start = c.imp.new_constant(init.const[d], f"{self.tag}_{name}0", f"{c.label} initial {name}[{d}]")
+        if first is not None:
+            start = c.imp.new_constant(first, f"{self.tag}_{name}0", f"{c.label} initial {name}[{d}]")
         else:
-            start = self.declare(f"{name}0", (Dim(1), *self.dims))
-            self.op("slice", [c.var(init, position)], start, starts=[d], ends=[d + 1], axes=[0])
+            one = (Dim(1), *self.dims) if axis == 0 else (self.dims[0], Dim(1), self.dims[1])
+            start = self.declare(f"{name}0", one)
+            self.op("slice", [c.var(init, position)], start, starts=[d], ends=[d + 1], axes=[axis])
         self.op("reshape", [start], var)
         return var
 
@@ -250,7 +284,9 @@ class _Step:
 
     # -- the loop -----------------------------------------------------------------------------
     def loop(self, op: str, weights: _Weights, xw: Value, t_dim: Dim, reverse: bool, h: str, cc: str | None,
-             want_y: bool) -> str | None:
+             want_y: bool, valid: str | None) -> str | None:
+        """The steps (t down from T - 1 when `reverse`); with `valid` ([T, B, H], 1 where step t
+        is within row b's length) a row past its length keeps its state, and Y there is 0."""
         c = self.c
         g_width = xw.dims[-1].size
         counter = self.declare("t", (), "i32")
@@ -273,7 +309,10 @@ class _Step:
         self.indent = "    "
         self.op("dynamic_slice", [xw.var, counter], row, sizes=[1], axes=[0])
         self.op("reshape", [row], xg)
-        self.cell(op, weights, xg, h, cc)
+        if valid is None:
+            self.cell(op, weights, xg, h, cc)
+        else:
+            self.masked_cell(op, weights, xg, h, cc, valid, counter)
         if table is not None:
             self.line(f"cache.write {h} >> {table}[{counter}];")
         self.op("sub" if reverse else "add", [counter, one], counter)
@@ -283,7 +322,20 @@ class _Step:
             return None
         y = self.declare("Y", (t_dim, *self.dims))
         self.line(f"cache.read {table}[0..{t_dim.text()}] >> {y};")
+        if valid is not None:
+            self.op("mul", [y, valid], y)
         return y
+
+    def masked_cell(self, op: str, w: _Weights, xg: str, h: str, cc: str | None, valid: str, counter: str) -> None:
+        """`cell`, then the states of the rows whose step `counter` is past their length put back."""
+        row = self.declare("valid_t", (Dim(1), *self.dims))
+        self.op("dynamic_slice", [valid, counter], row, sizes=[1], axes=[0])
+        on = self.op("reshape", [row], self.declare("on", self.dims))
+        states = [(s, name) for s, name in ((h, "h"), (cc, "c")) if s is not None]
+        kept = [self.op("reshape", [s], self.declare(f"{name}_kept", self.dims)) for s, name in states]  # copies
+        self.cell(op, w, xg, h, cc)
+        for (s, _), k in zip(states, kept, strict=True):
+            self.op("filter", [s, k, on], s)
 
     # -- one time step ------------------------------------------------------------------------
     def cell(self, op: str, w: _Weights, xg: str, h: str, cc: str | None) -> None:
