@@ -259,6 +259,33 @@ def test_per_row_sequence_lens_match_onnxruntime(op, lbr, layout, tmp_path):
                                        err_msg=f"{op} layout {layout}: {name}")
 
 
+def test_layout_1_computed_initial_state_matches_onnxruntime(tmp_path):
+    """Batch-first initial_h [B, D, H] from a graph input: each direction's slice along axis 1
+    (onnxruntime runs the layout-0 twin, initial_h transposed)."""
+    rng = np.random.default_rng(23)
+    inits = [nh.from_array(_weights(rng, (2, 3 * HIDDEN, INPUTS), INPUTS), "W"),
+             nh.from_array(_weights(rng, (2, 3 * HIDDEN, HIDDEN), 3), "R"), nh.from_array(LENS, "lens")]
+
+    def model(layout):
+        xs, hs = ([ROWS, STEPS, INPUTS], [ROWS, 2, HIDDEN]) if layout else ([STEPS, ROWS, INPUTS], [2, ROWS, HIDDEN])
+        node = oh.make_node("GRU", ["x", "W", "R", "", "lens", "h0"], ["Y", "Y_h"], hidden_size=HIDDEN,
+                            direction="bidirectional", layout=layout)
+        graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, xs),
+                                            oh.make_tensor_value_info("h0", TensorProto.FLOAT, hs)],
+                              [oh.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h")], inits)
+        return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+    x = rng.standard_normal((STEPS, ROWS, INPUTS)).astype(np.float32)
+    h0 = rng.standard_normal((2, ROWS, HIDDEN)).astype(np.float32)
+    want = _onnxruntime(model(0), {"x": x, "h0": h0})
+    imported, executors = imported_executors(model(1), tmp_path)
+    for ex in executors:
+        ex.insert(x=x.transpose(1, 0, 2).copy(), h0=h0.transpose(1, 0, 2).copy())
+        ex.run_step()
+        np.testing.assert_allclose(ex.fetch("Y"), want["Y"].transpose(2, 0, 1, 3), atol=ATOL, rtol=RTOL)
+        np.testing.assert_allclose(ex.fetch("Y_h"), want["Y_h"].transpose(1, 0, 2), atol=ATOL, rtol=RTOL)
+
+
 def test_sequence_lens_all_the_sequence_length_generate_no_mask():
     """Lengths all T import as the node without sequence_lens: the same graph."""
     with_lens, without = _lens_model("GRU", 0, lens=[STEPS] * ROWS), _lens_model("GRU", 0)
