@@ -36,9 +36,10 @@ system_packages+=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc-
 
 log() { printf '[openinfer setup] %s\n' "$*" >&2; }
 
-ensure_system_packages() {
+ensure_system_packages() {      # [PACKAGE...]: default, the system_packages above
     local missing=() pkg
-    for pkg in "${system_packages[@]}"; do
+    [ $# -gt 0 ] || set -- "${system_packages[@]}"
+    for pkg in "$@"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
@@ -86,15 +87,9 @@ ensure_triton() {
     if [ -x "$triton_venv/bin/python3" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
         return 0
     fi
-    local py version sudo=""
+    local py
     py=$(python_bin)
-    version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-    if ! dpkg-query -W -f='${Status}' "libpython$version" 2>/dev/null | grep -q "install ok installed"; then
-        [ "$(id -u)" -eq 0 ] || sudo="sudo"
-        log "installing libpython$version (the Triton Python backend stub links it)"
-        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "libpython$version" \
-            >/dev/null
-    fi
+    ensure_system_packages "libpython$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
     log "installing the Triton Inference Server (nvidia-pytriton) into .venv-triton"
     [ -x "$triton_venv/bin/python3" ] || "$py" -m venv "$triton_venv"
     "$triton_venv/bin/python" -m pip install -q "$want"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -88,7 +87,7 @@ def test_end_frees_the_context_and_a_new_start_begins_afresh(server):
     feeds = _online_feeds(7, 3)
     client.infer("online_weight_update", _inputs(feeds[0]), sequence_id=77, sequence_start=True)
     client.infer("online_weight_update", _inputs(feeds[1]), sequence_id=77, sequence_end=True)
-    assert "sequence 77 ended: its context freed" in server.log()
+    assert server.wait_for_log("sequence 77 ended: its context freed")
     with pytest.raises(InferenceServerException, match="must specify the START flag"):
         client.infer("online_weight_update", _inputs(feeds[2]), sequence_id=77)
     again = client.infer("online_weight_update", _inputs(feeds[2]), sequence_id=77, sequence_start=True)
@@ -119,10 +118,7 @@ def test_an_idle_sequence_is_released_and_its_context_freed(server):
     client = _client(server)
     feeds = _online_feeds(13, 2)
     client.infer("online_idle", _inputs(feeds[0]), sequence_id=55, sequence_start=True)
-    end = time.monotonic() + 20
-    while "sequence 55 idle for 1 s: its context freed" not in server.log() and time.monotonic() < end:
-        time.sleep(0.2)
-    assert "sequence 55 idle for 1 s: its context freed (0 live)" in server.log()
+    assert server.wait_for_log("sequence 55 idle for 1 s: its context freed (0 live)")
     with pytest.raises(InferenceServerException, match="must specify the START flag"):
         client.infer("online_idle", _inputs(feeds[1]), sequence_id=55)
 

@@ -91,6 +91,16 @@ class TritonServer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_for_log(self, text: str, timeout: float = 20.0) -> bool:
+        """Whether `text` appears in the server's log within `timeout` seconds (a model's log lines
+        reach it after the response they follow)."""
+        end = time.monotonic() + timeout
+        while text not in self.log():
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.1)
+        return True
+
     def _get(self, path: str, data: bytes | None = None) -> int:
         req = urllib.request.Request(f"http://{self.http_url}{path}", data=data,
                                      method="POST" if data is not None else "GET")
