@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import json
 import re
 import subprocess
 from dataclasses import dataclass
@@ -92,20 +93,14 @@ def measure(project: Path, build_dir: Path, name: str, triple: str) -> Footprint
     def total(pred) -> int:
         return sum(size for sec, size in sections if pred(sec))
 
-    header = (project / f"{name}.h").read_text()
-
-    def macro(suffix: str) -> int:
-        m = re.search(rf"^#define OI_{re.escape(name.upper())}_{suffix} (\d+)u$", header, re.M)
-        if m is None:
-            raise BuildError(f"{project / (name + '.h')}: no OI_{name.upper()}_{suffix}")
-        return int(m.group(1))
+    regions = json.loads((project / f"{name}.json").read_text())       # the ABI manifest: NAME.h's sizes
 
     return Footprint(
         code=total(lambda s: s.startswith(".text")),
         rodata=total(lambda s: s.startswith(".rodata") and s != ".rodata.oi_weights"),
         data=total(lambda s: s.startswith(".data")), bss=total(lambda s: s.startswith(".bss")),
-        embedded=total(lambda s: s == ".rodata.oi_weights"), weights=macro("WEIGHT_BYTES"),
-        context=macro("CONTEXT_BYTES"), arena=macro("ARENA_BYTES"), persistent=macro("PERSISTENT_BYTES"),
+        embedded=total(lambda s: s == ".rodata.oi_weights"), weights=regions["weight_bytes"],
+        context=regions["context_bytes"], arena=regions["arena_bytes"], persistent=regions["persistent_bytes"],
         stack=worst_stack(build_dir, f"oi_{name}"))
 
 

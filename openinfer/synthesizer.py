@@ -118,8 +118,9 @@ class Synthesizer:
         if prefs.get("prepack_weights", True):
             prog = prepack(prog, target.packed_inputs)
         mem = plan(prog)
-        files = {k: v.encode() for k, v in target.render(prog, mem, embed_weights=embed_weights).items()}
-        files[f"{name}.json"] = manifest(prog, mem, target).encode()
+        rendered = target.render(prog, mem, embed_weights=embed_weights)
+        files = {k: v.encode() for k, v in rendered.files.items()}
+        files[f"{name}.json"] = manifest(prog, mem, target, rendered.context_bytes).encode()
         files["memory-plan.txt"] = (mem.table() + "\n\n" + mem.diagram() + "\n").encode()
         for path in target.hal_sources():
             files[f"hal/{path.relative_to(hal_dir()).as_posix()}"] = path.read_bytes()
@@ -183,7 +184,7 @@ def dep_names(graph) -> set[str]:
     return names
 
 
-def manifest(prog: Program, mem: MemoryPlan, target: Target) -> str:
+def manifest(prog: Program, mem: MemoryPlan, target: Target, context_bytes: int) -> str:
     """`<name>.json`: what a loader (the simulator, a user's tool) needs to know about the ABI."""
     device = target.device
     doc = {
@@ -196,6 +197,8 @@ def manifest(prog: Program, mem: MemoryPlan, target: Target) -> str:
         "arena_bytes": mem.arena_bytes,
         "persistent_bytes": mem.persistent_bytes,
         "weight_bytes": prog.weight_bytes,
+        # the memory create_in() takes from its caller: the context object, then arena and persistent
+        "context_bytes": context_bytes,
         # shapes and byte counts are capacities; `dims` names the dynamic ones (`S`, `64*S`)
         "vars": [{"id": v.id, "name": v.name, "kind": v.kind, "dtype": v.dtype.name, "shape": list(capacity(v.shape)),
                   "nbytes": v.nbytes, "settable": v.settable, "gettable": v.gettable,

@@ -5,8 +5,8 @@
                                     every program: it reads NAME.json and drives NAME.h's C ABI
                                     through ctypes, so it needs numpy and nothing of OpenInfer)
     repo/NAME/1/libNAME.so          the program, built here from repo/NAME/project
-    repo/NAME/1/NAME.json           the ABI manifest (variables, dims, dynamic sizes) plus what
-                                    serving adds (the context size create_in takes, the batch size)
+    repo/NAME/1/NAME.json           the ABI manifest (variables, dims, dynamic sizes, the memory
+                                    create_in takes) plus what serving adds (batch size, sequences)
     repo/NAME/1/NAME.oinf           the weights, read once per model instance
     repo/NAME/project/              the meson project `openinfer gen` writes, kept for audit and
                                     rebuilds (Triton ignores a version folder whose name is not a number)
@@ -26,7 +26,6 @@ correlation ID, reset on START, freed on END or when Triton releases the sequenc
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,15 +130,6 @@ def config_text(name: str, manifest: dict, source: str, options: ServingOptions)
     return "\n".join(lines) + "\n"
 
 
-def _context_bytes(header: str, prefix: str) -> int:
-    """NAME_CONTEXT_BYTES of the generated header: the bytes create_in's context takes."""
-    macro = prefix.upper()
-    found = re.search(rf"^#define {re.escape(macro)}_CONTEXT_BYTES (\d+)u$", header, re.M)
-    if found is None:
-        raise SynthesisError(f"the generated header has no {macro}_CONTEXT_BYTES")
-    return int(found.group(1))
-
-
 def write_repository(plan, out: Path, model_path: str | Path, *, source: str, options: ServingOptions,
                      progress=None) -> list[Path]:
     """Write `plan`'s project under out/NAME/project, build it, and write the Triton model
@@ -160,7 +150,6 @@ def write_repository(plan, out: Path, model_path: str | Path, *, source: str, op
     library = library_path(build_dir, name)
     serving = {**manifest, "serving": {
         "library": library.name, "weights": f"{name}.oinf",
-        "context_bytes": _context_bytes(plan.files[f"{name}.h"].decode(), manifest["prefix"]),
         "batch": batch, "stateful": stateful, "sequences": options.sequences,
         "sequence_idle_s": options.sequence_idle_s,
         "inputs": [t.name for t in inputs], "outputs": [t.name for t in outputs]}}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SynthesisError
@@ -29,6 +30,17 @@ from .devices import Device
 #: into NAME.h as NAME_ABI_VERSION and into NAME.json as abi_version, and checked by the
 #: simulator's loader. Change it whenever a generated header's declarations change meaning.
 PROGRAM_ABI_VERSION = 2
+
+
+@dataclass(frozen=True)
+class RenderedProgram:
+    """What a target renders for one program."""
+
+    #: the program's files (sources, meson.build, shaders), by relative path
+    files: dict[str, str]
+    #: NAME_CONTEXT_BYTES, the context object create_in() takes: NAME.json records it too, for a
+    #: loader that provides the memory itself (the Triton backend, openinfer/triton.py)
+    context_bytes: int
 
 
 class Target(ABC):
@@ -80,8 +92,8 @@ class Target(ABC):
 
     # ---------------------------------------------------------------- rendering
     @abstractmethod
-    def render(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool) -> dict[str, str]:
-        """The program's files (sources, meson.build, shaders), by relative path."""
+    def render(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool) -> RenderedProgram:
+        """The program's files and the size of its context object."""
 
     def hal_sources(self) -> list[Path]:
         """The HAL files a program of this target compiles: the CPU HAL's headers and its

@@ -95,8 +95,8 @@ class Context:
 
     def __init__(self, program):
         self.program = program
-        m, s = program.manifest, program.manifest["serving"]
-        self.memory = [aligned_bytes(s["context_bytes"]), aligned_bytes(m["arena_bytes"]),
+        m = program.manifest
+        self.memory = [aligned_bytes(m["context_bytes"]), aligned_bytes(m["arena_bytes"]),
                        aligned_bytes(m["persistent_bytes"])]
         self.handle = ctypes.c_void_p()
         st = program.fn["create_in"](*(b.ctypes.data for b in self.memory), program.image.ctypes.data,

@@ -1,5 +1,6 @@
 """One program ABI version: the generated NAME.h's NAME_ABI_VERSION (a literal number), NAME.json's
-abi_version and the simulator's declarations all follow PROGRAM_ABI_VERSION."""
+abi_version and the simulator's declarations all follow PROGRAM_ABI_VERSION; the header's memory
+sizes are the manifest's."""
 
 from __future__ import annotations
 
@@ -22,7 +23,12 @@ def test_header_manifest_and_simulator_agree(example_models, arch):
     header = plan.files["kv_cache_decode.h"].decode()
     macro = re.search(r"^#define OI_KV_CACHE_DECODE_ABI_VERSION (\d+)$", header, re.M)
     assert macro and int(macro.group(1)) == PROGRAM_ABI_VERSION
-    assert json.loads(plan.files["kv_cache_decode.json"])["abi_version"] == PROGRAM_ABI_VERSION
+    manifest = json.loads(plan.files["kv_cache_decode.json"])
+    assert manifest["abi_version"] == PROGRAM_ABI_VERSION
+    # the memory create_in takes, as the header's macros and the manifest (loaders read it) say it
+    for region in ("context", "arena", "persistent", "weight"):
+        size = re.search(rf"^#define OI_KV_CACHE_DECODE_{region.upper()}_BYTES (\d+)u$", header, re.M)
+        assert size and int(size.group(1)) == manifest[f"{region}_bytes"], region
     # every program function the simulator declares is one the header declares, with the same
     # parameter count
     prefix = "oi_kv_cache_decode"

@@ -24,7 +24,7 @@ from ...synth import program as P
 from ...synth.lower import c_name
 from ...synth.memplan import MemoryPlan
 from ...synth.program import dynamic_ranges
-from ..base import PROGRAM_ABI_VERSION, Target
+from ..base import PROGRAM_ABI_VERSION, RenderedProgram, Target
 from ..env import c_string, render
 from .kernels import KernelSource, emit_kernel
 from .kernels.common import ctype
@@ -144,8 +144,8 @@ class CTarget(Target):
     def renderer(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool = False) -> CRenderer:
         return self.renderer_class(prog, mem, self.device, embed_weights=embed_weights)
 
-    def render(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool) -> dict[str, str]:
-        return self.renderer(prog, mem, embed_weights=embed_weights).files()
+    def render(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool) -> RenderedProgram:
+        return self.renderer(prog, mem, embed_weights=embed_weights).rendered()
 
 
 class HostRenderer:
@@ -700,7 +700,7 @@ class CRenderer(HostRenderer):
         return emit_kernel(req, name, self)
 
     # ------------------------------------------------------------------ files
-    def files(self) -> dict[str, str]:
+    def rendered(self) -> RenderedProgram:
         ctx = self.context()
         kernels = [self.kernel(req, name) for req, name in zip(self.p.kernels, self.kernel_names, strict=True)]
         # per-thread kernel workspace (oi_kctx in oi_hal.h): the largest any kernel takes; the
@@ -721,7 +721,7 @@ class CRenderer(HostRenderer):
         }
         if self.embed:
             out[f"{n}_weights.S"] = render("c/weights.S.j2", **ctx)
-        return out
+        return RenderedProgram(out, ctx["context_bytes"])
 
 
 

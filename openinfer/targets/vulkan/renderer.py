@@ -35,7 +35,7 @@ from ...resources import hal_dir
 from ...synth import program as P
 from ...synth.lower import c_name
 from ...synth.memplan import MemoryPlan
-from ..base import Target, register
+from ..base import RenderedProgram, Target, register
 from ..c.kernels.common import ctype
 from ..c.renderer import Check, HostRenderer, StatementView, fill_pattern, scalar_step_line, scalar_to, size_expr
 from ..env import c_string, render
@@ -101,8 +101,8 @@ class VulkanTarget(Target):
         that part of the persistent buffer): openinfer/synth/table_views.py makes cache reads views."""
         return True
 
-    def render(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool) -> dict[str, str]:
-        return VulkanRenderer(prog, mem, self.device, embed_weights=embed_weights).files()
+    def render(self, prog: P.Program, mem: MemoryPlan, *, embed_weights: bool) -> RenderedProgram:
+        return VulkanRenderer(prog, mem, self.device, embed_weights=embed_weights).rendered()
 
     def hal_sources(self) -> list[Path]:
         """The CPU HAL and its Vulkan part."""
@@ -716,7 +716,7 @@ class VulkanRenderer(HostRenderer):
         })
         return ctx
 
-    def files(self) -> dict[str, str]:
+    def rendered(self) -> RenderedProgram:
         ctx = self.context()
         n = self.p.name
         out = {
@@ -732,7 +732,7 @@ class VulkanRenderer(HostRenderer):
             out[f"shaders/{sh.name}.comp"] = sh.source
         if self.embed:
             out[f"{n}_weights.S"] = render("c/weights.S.j2", **ctx)
-        return out
+        return RenderedProgram(out, ctx["context_bytes"])
 
 
 def _walk(stmts):
